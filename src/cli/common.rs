@@ -1,0 +1,115 @@
+//! Shared plumbing of the commands: global options, exit codes, error
+//! printing, stdout that tolerates a closed pipe, and input expansion.
+
+use super::{ColorChoice, GlobalArgs};
+use crate::input::LoadOptions;
+use std::io::{IsTerminal, Write};
+
+#[derive(Debug, Clone)]
+pub struct Global {
+    pub color: bool,
+    pub verbose: bool,
+    pub load: LoadOptions,
+    /// Progress bars only when stderr is a terminal.
+    pub progress: bool,
+}
+
+impl Global {
+    pub fn from_args(a: &GlobalArgs) -> Global {
+        crate::units::set_exact_bytes(a.bytes);
+        let color = match a.color {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                std::io::stdout().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        };
+        Global {
+            color,
+            verbose: a.verbose,
+            load: LoadOptions {
+                max_input_size: a.max_input_size,
+            },
+            progress: std::io::stderr().is_terminal(),
+        }
+    }
+}
+
+/// How a command that ran to the end wants the process to exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok,
+    /// A `check` rule failed.
+    RuleFailed,
+    /// Some inputs were unreadable (each already named on stderr).
+    SomeInputsFailed,
+}
+
+impl Exit {
+    pub fn code(self) -> i32 {
+        match self {
+            Exit::Ok => 0,
+            Exit::RuleFailed => 1,
+            Exit::SomeInputsFailed => 2,
+        }
+    }
+}
+
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// One line by default; the chain of causes under `--verbose`.
+pub fn print_error(e: &anyhow::Error, verbose: bool) {
+    let mut err = std::io::stderr().lock();
+    if verbose {
+        let _ = writeln!(err, "fragscope: error: {e}");
+        for c in e.chain().skip(1) {
+            let _ = writeln!(err, "  caused by: {c}");
+        }
+    } else {
+        let _ = writeln!(err, "fragscope: error: {e:#}");
+    }
+}
+
+pub fn warn(msg: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "fragscope: warning: {msg}");
+}
+
+/// Writes to stdout; a closed pipe surfaces as an error that exits 0.
+pub fn print(s: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(s.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Expands directories into the files they hold (sorted, non-recursive,
+/// hidden files skipped); other arguments pass through.
+pub fn expand_inputs(inputs: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for i in inputs {
+        let p = std::path::Path::new(i);
+        if i != "-" && p.is_dir() {
+            let mut v: Vec<String> = std::fs::read_dir(p)
+                .map_err(|e| anyhow::anyhow!("{i}: cannot list directory: {e}"))?
+                .filter_map(|e| e.ok())
+                .filter(|e| e.path().is_file())
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .map(|e| e.path().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            if v.is_empty() {
+                anyhow::bail!("{i}: directory holds no files");
+            }
+            out.extend(v);
+        } else {
+            out.push(i.clone());
+        }
+    }
+    Ok(out)
+}

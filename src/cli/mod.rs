@@ -1,0 +1,103 @@
+//! The command line: raw arguments → validated options → library calls →
+//! exit code. Nothing here computes figures; each command module calls the
+//! library and hands strings/bytes to [`out`].
+//!
+//! Exit codes (docs/exit-codes.md): 0 success, 1 a `check` rule failed,
+//! 2 an input or option could not be used (also when any of several inputs
+//! was unreadable). A closed stdout (broken pipe) exits 0.
+
+pub mod common;
+pub mod convert;
+pub mod stats;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub use common::{Exit, Global};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "fragscope",
+    version,
+    about = "Where did my GPU memory go? Offline analysis of PyTorch CUDA memory snapshots.",
+    long_about = "fragscope reads PyTorch memory snapshots (torch.cuda.memory._dump_snapshot pickles of \
+every version, the same data as JSON, memory_viz HTML pages) and profiler traces, rebuilds the \
+allocator's segment/block timeline, measures fragmentation and explains out-of-memory errors.",
+    after_help = "Examples:\n  fragscope stats snapshot.pickle\n  fragscope oom snapshot.pickle\n  fragscope report snapshot.pickle -o report.html",
+    propagate_version = true,
+    infer_subcommands = false
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GlobalArgs {
+    /// When to color terminal output (NO_COLOR is honoured under auto).
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    /// Print exact byte counts instead of KiB/MiB/GiB.
+    #[arg(long, global = true)]
+    pub bytes: bool,
+    /// Largest input accepted, after decompression (e.g. 16GiB, 512MiB).
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size_arg, default_value = "16GiB")]
+    pub max_input_size: u64,
+    /// On errors, print the full chain of causes.
+    #[arg(long, short, global = true)]
+    pub verbose: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+pub fn parse_size_arg(s: &str) -> Result<u64, String> {
+    crate::units::parse_size(s)
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Figures of the final allocator state, per device and pool: reserved,
+    /// allocated, free (internal/external), largest free block, fragmentation.
+    #[command(
+        after_help = "Examples:\n  fragscope stats snapshot.pickle\n  fragscope stats --json snapshot.pickle\n  fragscope stats ranks/   # one row per rank file"
+    )]
+    Stats(stats::Args),
+    /// Re-encode a snapshot as JSON (PyTorch's schema) or fragscope's compact MessagePack.
+    #[command(
+        after_help = "Examples:\n  fragscope convert snapshot.pickle -o snapshot.json\n  fragscope convert snapshot.pickle -o snapshot.msgpack"
+    )]
+    Convert(convert::Args),
+}
+
+/// Parses arguments, runs, returns the process exit code.
+pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let g = Global::from_args(&cli.global);
+    let result = match cli.command {
+        Command::Stats(a) => stats::run(a, &g),
+        Command::Convert(a) => convert::run(a, &g),
+    };
+    match result {
+        Ok(exit) => exit.code(),
+        Err(e) => {
+            if common::is_broken_pipe(&e) {
+                return 0;
+            }
+            common::print_error(&e, g.verbose);
+            2
+        }
+    }
+}

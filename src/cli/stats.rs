@@ -1,0 +1,192 @@
+//! `fragscope stats FILE...`
+
+use super::common::{Exit, Global, expand_inputs, print, warn};
+use crate::input::{self, Content};
+use crate::render::table::{align_numbers, new_table};
+use crate::stats::{FileStats, file_stats};
+use crate::units::{fmt_bytes, fmt_pct};
+use rayon::prelude::*;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Snapshot files (pickle, JSON, gzip/zstd, memory_viz HTML, `-` for
+    /// stdin) or directories of them (one file per rank).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<String>,
+    /// Print a versioned JSON object (schema fragscope.stats/1) instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Most segments drawn in the segment map.
+    #[arg(long, default_value_t = 40, value_name = "N")]
+    pub map_rows: usize,
+}
+
+pub enum One {
+    Snapshot(Box<FileStats>, String),
+}
+
+fn one(path: &str, g: &Global, map_rows: usize) -> anyhow::Result<One> {
+    let l = input::load(path, &g.load)?;
+    let fmt = describe_format(&l);
+    match &l.content {
+        Content::Snapshot(s) => {
+            let fs = file_stats(s, path, fmt);
+            let map = crate::render::segmap::segment_map(&s.segments, map_rows);
+            Ok(One::Snapshot(Box::new(fs), map))
+        }
+        Content::Profiler(_) | Content::MemoryTimeline(_) => {
+            anyhow::bail!("{path}: stats of profiler traces are not available in this build")
+        }
+    }
+}
+
+pub fn describe_format(l: &input::Loaded) -> String {
+    let c = match l.compression {
+        input::Compression::None => "",
+        input::Compression::Gzip => ", gzip",
+        input::Compression::Zstd => ", zstd",
+    };
+    format!("{}{c}, {}", l.format, fmt_bytes(l.bytes))
+}
+
+/// Ranks whose reserved bytes exceed the median by more than 25 %, or whose
+/// fragmentation exceeds the median by more than 0.15, are flagged.
+pub const OUTLIER_RESERVED_FACTOR: f64 = 1.25;
+pub const OUTLIER_FRAGMENTATION_MARGIN: f64 = 0.15;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+pub fn outliers(rows: &[&FileStats]) -> Vec<Option<String>> {
+    let med_r = median(
+        rows.iter()
+            .map(|f| f.totals.reserved_bytes as f64)
+            .collect(),
+    );
+    let med_f = median(rows.iter().map(|f| f.totals.fragmentation).collect());
+    rows.iter()
+        .map(|f| {
+            let mut why = Vec::new();
+            if rows.len() >= 3
+                && med_r > 0.0
+                && f.totals.reserved_bytes as f64 > med_r * OUTLIER_RESERVED_FACTOR
+            {
+                why.push(format!(
+                    "reserved {:.0}% above median",
+                    (f.totals.reserved_bytes as f64 / med_r - 1.0) * 100.0
+                ));
+            }
+            if rows.len() >= 3 && f.totals.fragmentation > med_f + OUTLIER_FRAGMENTATION_MARGIN {
+                why.push(format!(
+                    "fragmentation {} vs median {}",
+                    fmt_pct(f.totals.fragmentation),
+                    fmt_pct(med_f)
+                ));
+            }
+            if why.is_empty() {
+                None
+            } else {
+                Some(why.join("; "))
+            }
+        })
+        .collect()
+}
+
+pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
+    let files = expand_inputs(&a.files)?;
+    if files.len() == 1 {
+        let One::Snapshot(fs, map) = one(&files[0], g, a.map_rows)?;
+        for w in &fs.warnings {
+            if !a.json {
+                continue;
+            }
+            warn(&format!("{}: {w}", fs.file));
+        }
+        if a.json {
+            print(&(serde_json::to_string_pretty(&*fs)? + "\n"))?;
+        } else {
+            print(&crate::render::stats::render(&fs, &map))?;
+        }
+        return Ok(Exit::Ok);
+    }
+    // Several files: parsed in parallel, reported in the order given.
+    let results: Vec<anyhow::Result<One>> =
+        files.par_iter().map(|f| one(f, g, a.map_rows)).collect();
+    let mut ok = Vec::new();
+    let mut failed = 0;
+    for r in results {
+        match r {
+            Ok(One::Snapshot(fs, _)) => ok.push(*fs),
+            Err(e) => {
+                failed += 1;
+                super::common::print_error(&e, g.verbose);
+            }
+        }
+    }
+    let refs: Vec<&FileStats> = ok.iter().collect();
+    let flags = outliers(&refs);
+    if a.json {
+        let v = serde_json::json!({
+            "schema": "fragscope.stats-multi/1",
+            "files": ok,
+            "outliers": ok.iter().zip(&flags).filter_map(|(f, o)| o.as_ref().map(|w| serde_json::json!({"file": f.file, "why": w}))).collect::<Vec<_>>(),
+            "unreadable": failed,
+        });
+        print(&(serde_json::to_string_pretty(&v)? + "\n"))?;
+    } else {
+        let mut t = new_table(&[
+            "file",
+            "devices",
+            "segments",
+            "reserved",
+            "allocated",
+            "free internal",
+            "free external",
+            "largest free",
+            "fragmentation",
+            "events",
+            "OOMs",
+            "outlier",
+        ]);
+        for (f, o) in ok.iter().zip(&flags) {
+            t.add_row(vec![
+                f.file.clone(),
+                f.devices.len().to_string(),
+                f.totals.segments.to_string(),
+                fmt_bytes(f.totals.reserved_bytes),
+                fmt_bytes(f.totals.allocated_bytes),
+                fmt_bytes(f.totals.internal_free_bytes),
+                fmt_bytes(f.totals.external_free_bytes),
+                fmt_bytes(f.totals.largest_free_block_bytes),
+                fmt_pct(f.totals.fragmentation),
+                f.trace_events.iter().sum::<u64>().to_string(),
+                f.oom_events.len().to_string(),
+                o.clone().unwrap_or_default(),
+            ]);
+        }
+        align_numbers(&mut t, 1);
+        print(&format!("{t}\n"))?;
+        if flags.iter().any(|f| f.is_some()) {
+            print(&format!(
+                "outlier: reserved more than {:.0}% above the median, or fragmentation more than {:.2} above it\n",
+                (OUTLIER_RESERVED_FACTOR - 1.0) * 100.0,
+                OUTLIER_FRAGMENTATION_MARGIN
+            ))?;
+        }
+    }
+    Ok(if failed > 0 {
+        Exit::SomeInputsFailed
+    } else {
+        Exit::Ok
+    })
+}

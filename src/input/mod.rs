@@ -1,0 +1,326 @@
+//! Input stage: bytes → typed model. Owns reading files (or stdin),
+//! decompression with a size bound, format sniffing by content (never by
+//! extension) and dispatch to the decoders. Every error names the file and a
+//! byte offset or record path.
+
+pub mod json;
+pub mod pickle;
+pub mod snapshot;
+pub mod value;
+
+use crate::model::Snapshot;
+use crate::profiler::{MemoryTimeline, ProfilerTrace};
+use std::io::Read;
+use std::path::Path;
+
+/// Default bound on the (decompressed) bytes read from one input: 16 GiB.
+pub const DEFAULT_MAX_INPUT: u64 = 16 << 30;
+
+/// Magic prefix of fragscope's MessagePack form of the model.
+pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x01";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{file}: cannot read: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: {msg}")]
+    Format { file: String, msg: String },
+    #[error("{file}: {context}byte {offset}: {msg}")]
+    Decode {
+        file: String,
+        context: String,
+        offset: u64,
+        msg: String,
+    },
+    #[error("{file}: {path}: {msg}")]
+    Schema {
+        file: String,
+        path: String,
+        msg: String,
+    },
+    #[error(
+        "{file}: the input is larger than the limit of {limit} bytes{what}; raise it with --max-input-size"
+    )]
+    TooLarge {
+        file: String,
+        limit: u64,
+        what: &'static str,
+    },
+}
+
+impl LoadError {
+    pub fn file(&self) -> &str {
+        match self {
+            LoadError::Io { file, .. }
+            | LoadError::Format { file, .. }
+            | LoadError::Decode { file, .. }
+            | LoadError::Schema { file, .. }
+            | LoadError::TooLarge { file, .. } => file,
+        }
+    }
+}
+
+/// What a file turned out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Pickle(u8),
+    Json,
+    MsgPack,
+    Html,
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Format::Pickle(p) => write!(f, "pickle protocol {p}"),
+            Format::Json => f.write_str("JSON"),
+            Format::MsgPack => f.write_str("fragscope MessagePack"),
+            Format::Html => f.write_str("memory_viz HTML (embedded pickle)"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+#[derive(Debug)]
+pub enum Content {
+    Snapshot(Snapshot),
+    Profiler(ProfilerTrace),
+    MemoryTimeline(MemoryTimeline),
+}
+
+#[derive(Debug)]
+pub struct Loaded {
+    /// As the user named it (`-` for stdin).
+    pub name: String,
+    pub format: Format,
+    pub compression: Compression,
+    pub bytes: u64,
+    pub content: Content,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    pub max_input_size: u64,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            max_input_size: DEFAULT_MAX_INPUT,
+        }
+    }
+}
+
+fn read_bounded(
+    mut r: impl Read,
+    name: &str,
+    limit: u64,
+    what: &'static str,
+) -> Result<Vec<u8>, LoadError> {
+    let mut buf = Vec::new();
+    (&mut r)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| match what {
+            "" => LoadError::Io {
+                file: name.to_string(),
+                source: e,
+            },
+            _ => LoadError::Format {
+                file: name.to_string(),
+                msg: format!("corrupt {}: {e}", what.trim_start_matches(" after ")),
+            },
+        })?;
+    if buf.len() as u64 > limit {
+        return Err(LoadError::TooLarge {
+            file: name.to_string(),
+            limit,
+            what,
+        });
+    }
+    Ok(buf)
+}
+
+/// Reads a path (or `-` for stdin) with the size bound, undoing gzip/zstd.
+pub fn read_input(path: &str, opts: &LoadOptions) -> Result<(Vec<u8>, Compression), LoadError> {
+    let raw = if path == "-" {
+        read_bounded(std::io::stdin().lock(), path, opts.max_input_size, "")?
+    } else {
+        let f = std::fs::File::open(Path::new(path)).map_err(|e| LoadError::Io {
+            file: path.to_string(),
+            source: e,
+        })?;
+        read_bounded(f, path, opts.max_input_size, "")?
+    };
+    decompress(raw, path, opts)
+}
+
+/// Undoes gzip or zstd compression (detected by magic bytes), bounded.
+pub fn decompress(
+    raw: Vec<u8>,
+    name: &str,
+    opts: &LoadOptions,
+) -> Result<(Vec<u8>, Compression), LoadError> {
+    if raw.starts_with(&[0x1f, 0x8b]) {
+        let d = flate2::read::MultiGzDecoder::new(&raw[..]);
+        let out = read_bounded(d, name, opts.max_input_size, " after gzip decompression")?;
+        return Ok((out, Compression::Gzip));
+    }
+    if raw.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let d = zstd::stream::read::Decoder::new(&raw[..]).map_err(|e| LoadError::Format {
+            file: name.to_string(),
+            msg: format!("corrupt zstd data: {e}"),
+        })?;
+        let out = read_bounded(d, name, opts.max_input_size, " after zstd decompression")?;
+        return Ok((out, Compression::Zstd));
+    }
+    Ok((raw, Compression::None))
+}
+
+/// Loads any supported input from a path or `-`.
+pub fn load(path: &str, opts: &LoadOptions) -> Result<Loaded, LoadError> {
+    let (bytes, compression) = read_input(path, opts)?;
+    let mut l = load_bytes(&bytes, path)?;
+    l.compression = compression;
+    Ok(l)
+}
+
+/// Loads a snapshot only; other inputs are a clear error.
+pub fn load_snapshot(path: &str, opts: &LoadOptions) -> Result<(Snapshot, Loaded), LoadError> {
+    let mut l = load(path, opts)?;
+    match std::mem::replace(&mut l.content, Content::Snapshot(Snapshot::default())) {
+        Content::Snapshot(s) => Ok((s, l)),
+        Content::Profiler(_) => Err(LoadError::Format {
+            file: path.to_string(),
+            msg: "this is a profiler trace, not a memory snapshot; this command needs a snapshot \
+                  (record one with torch.cuda.memory._record_memory_history and _dump_snapshot)"
+                .into(),
+        }),
+        Content::MemoryTimeline(_) => Err(LoadError::Format {
+            file: path.to_string(),
+            msg: "this is a memory-timeline export, not a memory snapshot".into(),
+        }),
+    }
+}
+
+fn first_non_ws(b: &[u8]) -> Option<u8> {
+    b.iter()
+        .copied()
+        .find(|c| !matches!(c, b' ' | b'\t' | b'\r' | b'\n' | 0xef | 0xbb | 0xbf))
+}
+
+/// Sniffs and decodes already-decompressed bytes.
+pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Loaded, LoadError> {
+    let total = bytes.len() as u64;
+    let mk = |format, content| Loaded {
+        name: name.to_string(),
+        format,
+        compression: Compression::None,
+        bytes: total,
+        content,
+    };
+    if bytes.is_empty() {
+        return Err(LoadError::Format {
+            file: name.into(),
+            msg: "empty file".into(),
+        });
+    }
+    if bytes.starts_with(MSGPACK_MAGIC) {
+        let snap: Snapshot = rmp_serde::from_slice(&bytes[MSGPACK_MAGIC.len()..]).map_err(|e| {
+            LoadError::Format {
+                file: name.into(),
+                msg: format!("corrupt fragscope MessagePack: {e}"),
+            }
+        })?;
+        return Ok(mk(Format::MsgPack, Content::Snapshot(snap)));
+    }
+    // Pickle: PROTO (2+), or protocol 0/1 which start with a container or MARK.
+    if bytes[0] == 0x80 || matches!(bytes[0], b'}' | b']' | b'(') {
+        let snap = decode_pickle_snapshot(bytes, name, "")?;
+        let proto = if bytes[0] == 0x80 {
+            bytes.get(1).copied().unwrap_or(0)
+        } else {
+            0
+        };
+        return Ok(mk(Format::Pickle(proto), Content::Snapshot(snap)));
+    }
+    match first_non_ws(bytes) {
+        Some(b'<') => {
+            let inner = html::extract_pickle(bytes).map_err(|msg| LoadError::Format {
+                file: name.into(),
+                msg,
+            })?;
+            let snap = decode_pickle_snapshot(&inner, name, "embedded pickle: ")?;
+            Ok(mk(Format::Html, Content::Snapshot(snap)))
+        }
+        Some(b'{') | Some(b'[') => {
+            let content = json::load_json(bytes, name)?;
+            Ok(mk(Format::Json, content))
+        }
+        _ => Err(LoadError::Format {
+            file: name.into(),
+            msg: format!(
+                "not a memory snapshot, profiler trace or memory timeline (starts with bytes {:02x?})",
+                &bytes[..bytes.len().min(4)]
+            ),
+        }),
+    }
+}
+
+fn decode_pickle_snapshot(bytes: &[u8], name: &str, context: &str) -> Result<Snapshot, LoadError> {
+    let d = pickle::decode(bytes).map_err(|e| LoadError::Decode {
+        file: name.into(),
+        context: context.into(),
+        offset: e.offset,
+        msg: e.msg,
+    })?;
+    snapshot::from_arena(&d.arena, d.root).map_err(|e| LoadError::Schema {
+        file: name.into(),
+        path: e.path,
+        msg: e.msg,
+    })
+}
+
+pub mod html {
+    //! The page `_memory_viz.trace_plot`/`segment_plot` write: a base64 pickle
+    //! in `[{"name": ..., "base64": "..."}]`.
+    use base64::Engine;
+
+    pub fn extract_pickle(page: &[u8]) -> Result<Vec<u8>, String> {
+        let text = String::from_utf8_lossy(page);
+        let key = "\"base64\"";
+        let Some(i) = text.find(key) else {
+            return Err(
+                "an HTML page without an embedded snapshot (no \"base64\" field); \
+                        only pages written by torch.cuda._memory_viz are supported"
+                    .into(),
+            );
+        };
+        let rest = &text[i + key.len()..];
+        let rest = rest
+            .trim_start()
+            .strip_prefix(':')
+            .ok_or("malformed \"base64\" field")?;
+        let rest = rest.trim_start();
+        let quote = rest.chars().next().ok_or("malformed \"base64\" field")?;
+        if quote != '"' && quote != '\'' {
+            return Err("malformed \"base64\" field".into());
+        }
+        let body = &rest[1..];
+        let end = body.find(quote).ok_or("unterminated \"base64\" string")?;
+        let b64: String = body[..end].chars().filter(|c| !c.is_whitespace()).collect();
+        base64::engine::general_purpose::STANDARD
+            .decode(b64.as_bytes())
+            .map_err(|e| format!("the embedded snapshot is not valid base64: {e}"))
+    }
+}

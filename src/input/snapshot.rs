@@ -1,0 +1,659 @@
+//! Schema layer: turns a decoded [`Arena`] (from pickle or JSON) into the typed
+//! [`Snapshot`]. Accepts every shape PyTorch has written (bare segment lists,
+//! 1.13 `history`, 2.0 `cpp_frames`, 2.x dicts, keys newer than we know) and
+//! reports type errors with the record path (`device_traces[0][18342].addr`).
+
+use super::value::{Arena, Node, Vid};
+use crate::model::*;
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {msg}")]
+pub struct SchemaError {
+    pub path: String,
+    pub msg: String,
+}
+
+/// A record path, rendered only when an error needs it.
+#[derive(Clone, Copy)]
+enum Seg<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+#[derive(Clone, Copy)]
+struct P<'a> {
+    parent: Option<&'a P<'a>>,
+    seg: Seg<'a>,
+}
+impl<'a> P<'a> {
+    fn root(name: &'a str) -> P<'a> {
+        P {
+            parent: None,
+            seg: Seg::Key(name),
+        }
+    }
+    fn key(&'a self, k: &'a str) -> P<'a> {
+        P {
+            parent: Some(self),
+            seg: Seg::Key(k),
+        }
+    }
+    fn idx(&'a self, i: usize) -> P<'a> {
+        P {
+            parent: Some(self),
+            seg: Seg::Index(i),
+        }
+    }
+    fn render(&self) -> String {
+        let mut segs = Vec::new();
+        let mut cur = Some(self);
+        while let Some(p) = cur {
+            segs.push(p.seg);
+            cur = p.parent;
+        }
+        segs.reverse();
+        let mut s = String::new();
+        for seg in segs {
+            match seg {
+                Seg::Key(k) if s.is_empty() => s.push_str(k),
+                Seg::Key(k) => {
+                    s.push('.');
+                    s.push_str(k)
+                }
+                Seg::Index(i) => s.push_str(&format!("[{i}]")),
+            }
+        }
+        if s.is_empty() {
+            "(top level)".into()
+        } else {
+            s
+        }
+    }
+}
+
+struct Cx<'a> {
+    a: &'a Arena,
+    intern: Interner,
+    stack_cache: HashMap<Vid, StackId>,
+    frame_cache: HashMap<Vid, FrameId>,
+    str_cache: HashMap<Vid, StrId>,
+}
+
+type R<T> = Result<T, SchemaError>;
+
+fn err<T>(p: &P, msg: impl Into<String>) -> R<T> {
+    Err(SchemaError {
+        path: p.render(),
+        msg: msg.into(),
+    })
+}
+
+impl<'a> Cx<'a> {
+    fn node(&self, v: Vid) -> &'a Node {
+        self.a.get(v)
+    }
+    fn dict(&self, v: Vid, p: &P) -> R<&'a [(Vid, Vid)]> {
+        match self.node(v) {
+            Node::Dict(d) => Ok(d),
+            n => err(p, format!("expected a dict, found {}", n.kind())),
+        }
+    }
+    fn list(&self, v: Vid, p: &P) -> R<&'a [Vid]> {
+        match self.node(v) {
+            Node::List(l) => Ok(l),
+            Node::Tuple(l) => Ok(l),
+            n => err(p, format!("expected a list, found {}", n.kind())),
+        }
+    }
+    fn int(&self, v: Vid, p: &P) -> R<i64> {
+        match self.node(v) {
+            Node::Int(i) => Ok(*i),
+            Node::Bool(b) => Ok(*b as i64),
+            Node::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e18 => Ok(*f as i64),
+            Node::BigInt => err(p, "integer does not fit in 64 bits"),
+            n => err(p, format!("expected an int, found {}", n.kind())),
+        }
+    }
+    fn uint(&self, v: Vid, p: &P) -> R<u64> {
+        let i = self.int(v, p)?;
+        if i < 0 {
+            return err(p, format!("expected a non-negative int, found {i}"));
+        }
+        Ok(i as u64)
+    }
+    fn string(&self, v: Vid, p: &P) -> R<&'a str> {
+        match self.node(v) {
+            Node::Str(s) => Ok(s),
+            n => err(p, format!("expected a str, found {}", n.kind())),
+        }
+    }
+    fn str_id(&mut self, v: Vid, p: &P) -> R<StrId> {
+        if let Some(id) = self.str_cache.get(&v) {
+            return Ok(*id);
+        }
+        let s = self.string(v, p)?;
+        let id = self.intern.string(s);
+        self.str_cache.insert(v, id);
+        Ok(id)
+    }
+    fn bool(&self, v: Vid, p: &P) -> R<bool> {
+        match self.node(v) {
+            Node::Bool(b) => Ok(*b),
+            Node::Int(i) => Ok(*i != 0),
+            n => err(p, format!("expected a bool, found {}", n.kind())),
+        }
+    }
+    fn pair(&self, v: Vid, p: &P) -> R<(i64, i64)> {
+        let l = self.list(v, p)?;
+        if l.len() != 2 {
+            return err(p, format!("expected a pair, found {} items", l.len()));
+        }
+        Ok((self.int(l[0], &p.idx(0))?, self.int(l[1], &p.idx(1))?))
+    }
+
+    fn frame(&mut self, v: Vid, p: &P) -> R<FrameId> {
+        if let Some(id) = self.frame_cache.get(&v) {
+            return Ok(*id);
+        }
+        let f = match self.node(v) {
+            Node::Dict(d) => {
+                let mut filename = None;
+                let mut line = 0;
+                let mut name = None;
+                for &(k, val) in d.iter() {
+                    match self.a.as_str(k) {
+                        Some("filename") => filename = Some(val),
+                        Some("line") => line = self.int(val, &p.key("line"))?,
+                        Some("name") => name = Some(val),
+                        _ => {}
+                    }
+                }
+                // Interned in a fixed order so that the tables do not depend
+                // on the key order of the file.
+                let filename = match filename {
+                    Some(v) => self.str_id(v, &p.key("filename"))?,
+                    None => self.intern.string(""),
+                };
+                let name = match name {
+                    Some(v) => self.str_id(v, &p.key("name"))?,
+                    None => self.intern.string(""),
+                };
+                Frame {
+                    filename,
+                    line,
+                    name,
+                }
+            }
+            // 2.0 `cpp_frames` and some converters: a frame as one string.
+            Node::Str(s) => {
+                let empty = self.intern.string("");
+                let name = self.intern.string(s);
+                Frame {
+                    filename: empty,
+                    line: 0,
+                    name,
+                }
+            }
+            n => return err(p, format!("expected a frame dict, found {}", n.kind())),
+        };
+        let id = self.intern.frame(f);
+        self.frame_cache.insert(v, id);
+        Ok(id)
+    }
+
+    fn stack(&mut self, v: Vid, p: &P) -> R<StackId> {
+        if let Some(id) = self.stack_cache.get(&v) {
+            return Ok(*id);
+        }
+        if matches!(self.node(v), Node::None) {
+            return Ok(StackId::EMPTY);
+        }
+        let l = self.list(v, p)?;
+        let mut frames = Vec::with_capacity(l.len());
+        for (i, &f) in l.iter().enumerate() {
+            frames.push(self.frame(f, &p.idx(i))?);
+        }
+        let id = self.intern.stack(frames);
+        self.stack_cache.insert(v, id);
+        Ok(id)
+    }
+
+    /// Python frames followed by 2.0-style `cpp_frames`.
+    fn stack2(&mut self, py: Option<Vid>, cpp: Option<Vid>, p: &P) -> R<StackId> {
+        match (py, cpp) {
+            (None, None) => Ok(StackId::EMPTY),
+            (Some(v), None) => self.stack(v, &p.key("frames")),
+            (py, Some(c)) => {
+                let mut frames = match py {
+                    Some(v) => {
+                        let id = self.stack(v, &p.key("frames"))?;
+                        self.intern.stack_frames(id)
+                    }
+                    None => Vec::new(),
+                };
+                let pc = p.key("cpp_frames");
+                if !matches!(self.node(c), Node::None) {
+                    let l = self.list(c, &pc)?;
+                    for (i, &f) in l.iter().enumerate() {
+                        frames.push(self.frame(f, &pc.idx(i))?);
+                    }
+                }
+                Ok(self.intern.stack(frames))
+            }
+        }
+    }
+
+    fn setting(&self, v: Vid, p: &P, depth: usize) -> R<Setting> {
+        if depth > 32 {
+            return err(p, "nesting deeper than 32 levels in a settings value");
+        }
+        Ok(match self.node(v) {
+            Node::None => Setting::None,
+            Node::Bool(b) => Setting::Bool(*b),
+            Node::Int(i) => Setting::Int(*i),
+            Node::BigInt => Setting::Str("<integer beyond 64 bits>".into()),
+            Node::Float(f) => Setting::Float(*f),
+            Node::Str(s) => Setting::Str(s.to_string()),
+            Node::Bytes(b) => Setting::Str(String::from_utf8_lossy(b).into_owned()),
+            Node::List(l) => Setting::List(
+                l.iter()
+                    .enumerate()
+                    .map(|(i, x)| self.setting(*x, &p.idx(i), depth + 1))
+                    .collect::<R<_>>()?,
+            ),
+            Node::Tuple(l) => Setting::List(
+                l.iter()
+                    .enumerate()
+                    .map(|(i, x)| self.setting(*x, &p.idx(i), depth + 1))
+                    .collect::<R<_>>()?,
+            ),
+            Node::Dict(d) => {
+                let mut out = Vec::with_capacity(d.len());
+                for &(k, val) in d.iter() {
+                    let key = match self.node(k) {
+                        Node::Str(s) => s.to_string(),
+                        Node::Int(i) => i.to_string(),
+                        n => return err(p, format!("settings key of type {}", n.kind())),
+                    };
+                    let sub = self.setting(val, &p.key(&key), depth + 1)?;
+                    out.push((key, sub));
+                }
+                Setting::Map(out)
+            }
+        })
+    }
+
+    fn block(&mut self, v: Vid, p: &P, next_addr: u64) -> R<Block> {
+        let d = self.dict(v, p)?;
+        let mut address = None;
+        let mut size = None;
+        let mut requested = None;
+        let mut state = None;
+        let mut frames = None;
+        let mut history = None;
+        for &(k, val) in d {
+            match self.a.as_str(k) {
+                Some("address") => address = Some(self.uint(val, &p.key("address"))?),
+                Some("size") => size = Some(self.uint(val, &p.key("size"))?),
+                Some("requested_size") => {
+                    requested = Some(self.uint(val, &p.key("requested_size"))?)
+                }
+                Some("state") => {
+                    let pk = p.key("state");
+                    let s = self.string(val, &pk)?;
+                    state = Some(match BlockState::parse(s) {
+                        Some(st) => st,
+                        None => return err(&pk, format!("unknown block state {s:?}")),
+                    });
+                }
+                Some("frames") => frames = Some(val),
+                Some("history") => history = Some(val),
+                _ => {}
+            }
+        }
+        let Some(size) = size else {
+            return err(p, "block has no `size`");
+        };
+        let Some(state) = state else {
+            return err(p, "block has no `state`");
+        };
+        let mut stack = match frames {
+            Some(f) => self.stack(f, &p.key("frames"))?,
+            None => StackId::EMPTY,
+        };
+        // 1.13–2.0: history[0] is the current (or last) user.
+        if let Some(h) = history {
+            let ph = p.key("history");
+            if !matches!(self.node(h), Node::None) {
+                let hl = self.list(h, &ph)?;
+                if let Some(&h0) = hl.first() {
+                    let ph0 = ph.idx(0);
+                    let hd = self.dict(h0, &ph0)?;
+                    let mut hf = None;
+                    let mut hc = None;
+                    for &(k, val) in hd {
+                        match self.a.as_str(k) {
+                            Some("real_size") if requested.is_none() => {
+                                requested = Some(self.uint(val, &ph0.key("real_size"))?)
+                            }
+                            Some("frames") => hf = Some(val),
+                            Some("cpp_frames") => hc = Some(val),
+                            _ => {}
+                        }
+                    }
+                    if stack == StackId::EMPTY {
+                        stack = self.stack2(hf, hc, &ph0)?;
+                    }
+                }
+            }
+        }
+        Ok(Block {
+            address: address.unwrap_or(next_addr),
+            size,
+            requested_size: requested,
+            state,
+            frames: stack,
+        })
+    }
+
+    fn segment(&mut self, v: Vid, p: &P) -> R<Segment> {
+        let d = self.dict(v, p)?;
+        let mut device = 0;
+        let mut address = None;
+        let mut total_size = None;
+        let mut allocated_size = None;
+        let mut active_size = None;
+        let mut requested_size = None;
+        let mut stream = 0;
+        let mut segment_type = None;
+        let mut pool_id = None;
+        let mut is_expandable = None;
+        let mut frames_v = None;
+        let mut blocks_v = None;
+        for &(k, val) in d {
+            let Some(key) = self.a.as_str(k) else {
+                continue;
+            };
+            let pk = p.key(key);
+            match key {
+                "device" => device = self.int(val, &pk)?,
+                "address" => address = Some(self.uint(val, &pk)?),
+                "total_size" => total_size = Some(self.uint(val, &pk)?),
+                "allocated_size" => allocated_size = Some(self.uint(val, &pk)?),
+                "active_size" => active_size = Some(self.uint(val, &pk)?),
+                "requested_size" => requested_size = Some(self.uint(val, &pk)?),
+                "stream" => stream = self.int(val, &pk)?,
+                "segment_type" => {
+                    let s = self.string(val, &pk)?;
+                    segment_type = Some(match s {
+                        "small" => SegmentType::Small,
+                        "large" => SegmentType::Large,
+                        _ => return err(&pk, format!("unknown segment type {s:?}")),
+                    })
+                }
+                "segment_pool_id" => {
+                    if !matches!(self.node(val), Node::None) {
+                        pool_id = Some(self.pair(val, &pk)?)
+                    }
+                }
+                "is_expandable" => is_expandable = Some(self.bool(val, &pk)?),
+                "frames" => frames_v = Some(val),
+                "blocks" => blocks_v = Some(val),
+                _ => {}
+            }
+        }
+        let Some(address) = address else {
+            return err(p, "segment has no `address`");
+        };
+        let Some(total_size) = total_size else {
+            return err(p, "segment has no `total_size`");
+        };
+        let frames = match frames_v {
+            Some(v) => self.stack(v, &p.key("frames"))?,
+            None => StackId::EMPTY,
+        };
+        let mut blocks = Vec::new();
+        if let Some(bv) = blocks_v {
+            let pb = p.key("blocks");
+            let l = self.list(bv, &pb)?;
+            blocks.reserve(l.len());
+            let mut next = address;
+            for (i, &b) in l.iter().enumerate() {
+                let blk = self.block(b, &pb.idx(i), next)?;
+                next = blk.address.saturating_add(blk.size);
+                blocks.push(blk);
+            }
+        }
+        let segment_type = segment_type.unwrap_or(if total_size <= 2 << 20 {
+            SegmentType::Small
+        } else {
+            SegmentType::Large
+        });
+        Ok(Segment {
+            device,
+            address,
+            total_size,
+            allocated_size,
+            active_size,
+            requested_size,
+            stream,
+            segment_type,
+            pool_id,
+            is_expandable,
+            frames,
+            blocks,
+        })
+    }
+
+    fn event(&mut self, v: Vid, p: &P) -> R<TraceEvent> {
+        let d = self.dict(v, p)?;
+        let mut action = None;
+        let mut addr = 0;
+        let mut size = 0;
+        let mut stream = 0;
+        let mut time_us = None;
+        let mut frames = None;
+        let mut cpp = None;
+        let mut device_free = None;
+        let mut compile_context = None;
+        let mut user_metadata = None;
+        let mut pool_id = None;
+        let mut category = None;
+        for &(k, val) in d {
+            let Some(key) = self.a.as_str(k) else {
+                continue;
+            };
+            match key {
+                "action" => action = Some(val),
+                "addr" => addr = self.uint(val, &p.key("addr"))?,
+                "size" => size = self.uint(val, &p.key("size"))?,
+                "stream" => stream = self.int(val, &p.key("stream"))?,
+                "time_us" => {
+                    if !matches!(self.node(val), Node::None) {
+                        time_us = Some(self.int(val, &p.key("time_us"))?)
+                    }
+                }
+                "frames" => frames = Some(val),
+                "cpp_frames" => cpp = Some(val),
+                "device_free" => device_free = Some(self.uint(val, &p.key("device_free"))?),
+                "compile_context" => compile_context = Some(val),
+                "user_metadata" => user_metadata = Some(val),
+                "pool_id" => {
+                    if !matches!(self.node(val), Node::None) {
+                        pool_id = Some(self.pair(val, &p.key("pool_id"))?)
+                    }
+                }
+                "category" => {
+                    if !matches!(self.node(val), Node::None) {
+                        category = Some(val)
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(action) = action else {
+            return err(p, "trace entry has no `action`");
+        };
+        let pk = p.key("action");
+        let name = self.string(action, &pk)?;
+        let action = match Action::parse(name) {
+            Some(a) => a,
+            None => Action::Other(self.intern.string(name)),
+        };
+        let frames = self.stack2(frames, cpp, p)?;
+        let compile_context = match compile_context {
+            Some(v) => Some(self.str_id(v, &p.key("compile_context"))?),
+            None => None,
+        };
+        let user_metadata = match user_metadata {
+            Some(v) => Some(self.str_id(v, &p.key("user_metadata"))?),
+            None => None,
+        };
+        let category = match category {
+            Some(v) => Some(self.str_id(v, &p.key("category"))?),
+            None => None,
+        };
+        Ok(TraceEvent {
+            action,
+            addr,
+            size,
+            stream,
+            time_us,
+            frames,
+            device_free,
+            compile_context,
+            user_metadata,
+            pool_id,
+            category,
+        })
+    }
+
+    fn annotation(&mut self, v: Vid, p: &P) -> R<Annotation> {
+        let d = self.dict(v, p)?;
+        let mut a = Annotation::default();
+        for &(k, val) in d {
+            let key = match self.node(k) {
+                Node::Str(s) => &**s,
+                _ => continue,
+            };
+            match key {
+                "device" => a.device = Some(self.int(val, &p.key("device"))?),
+                "time_us" => a.time_us = Some(self.int(val, &p.key("time_us"))?),
+                _ => a
+                    .fields
+                    .push((key.to_string(), self.setting(val, &p.key(key), 0)?)),
+            }
+        }
+        Ok(a)
+    }
+}
+
+/// Converts a decoded value into a snapshot.
+pub fn from_arena(a: &Arena, root: Vid) -> Result<Snapshot, SchemaError> {
+    let mut cx = Cx {
+        a,
+        intern: Interner::new(),
+        stack_cache: HashMap::new(),
+        frame_cache: HashMap::new(),
+        str_cache: HashMap::new(),
+    };
+    let mut snap = Snapshot::default();
+    let top = P::root("");
+    match a.get(root) {
+        Node::List(segs) => {
+            snap.shape = Shape::SegmentList;
+            snap.segments.reserve(segs.len());
+            for (i, &s) in segs.iter().enumerate() {
+                let p = P {
+                    parent: None,
+                    seg: Seg::Index(i),
+                };
+                snap.segments.push(cx.segment(s, &p)?);
+            }
+        }
+        Node::Dict(d) => {
+            snap.shape = Shape::Dict;
+            let mut keyed: [Option<Vid>; 4] = [None; 4];
+            for &(k, val) in d {
+                let Some(key) = a.as_str(k) else {
+                    snap.unknown_keys
+                        .push((format!("<{} key>", a.get(k).kind()), Setting::None));
+                    continue;
+                };
+                match key {
+                    "segments" => keyed[0] = Some(val),
+                    // `_memory_viz.py` wraps bare lists as {"segments", "traces"}.
+                    "device_traces" | "traces" => keyed[1] = Some(val),
+                    "allocator_settings" => keyed[2] = Some(val),
+                    "external_annotations" => keyed[3] = Some(val),
+                    other => {
+                        // Kept, never fatal: a value we cannot represent is named only.
+                        let v = cx
+                            .setting(val, &P::root(other), 0)
+                            .unwrap_or_else(|_| Setting::Str("<not representable>".into()));
+                        snap.unknown_keys.push((other.to_string(), v));
+                    }
+                }
+            }
+            if keyed[0].is_none() && keyed[1].is_none() {
+                return err(
+                    &top,
+                    "not a memory snapshot: no `segments` or `device_traces` key",
+                );
+            }
+            if let Some(val) = keyed[0] {
+                let p = P::root("segments");
+                let l = cx.list(val, &p)?;
+                snap.segments.reserve(l.len());
+                for (i, &s) in l.iter().enumerate() {
+                    snap.segments.push(cx.segment(s, &p.idx(i))?);
+                }
+            }
+            if let Some(val) = keyed[1] {
+                let p = P::root("device_traces");
+                let l = cx.list(val, &p)?;
+                let mut out = Vec::with_capacity(l.len());
+                for (i, &t) in l.iter().enumerate() {
+                    let pt = p.idx(i);
+                    let el = cx.list(t, &pt)?;
+                    let mut evs = Vec::with_capacity(el.len());
+                    for (j, &e) in el.iter().enumerate() {
+                        evs.push(cx.event(e, &pt.idx(j))?);
+                    }
+                    out.push(evs);
+                }
+                snap.device_traces = Some(out);
+            }
+            if let Some(val) = keyed[2] {
+                let p = P::root("allocator_settings");
+                let d = cx.dict(val, &p)?;
+                let mut entries = Vec::with_capacity(d.len());
+                for &(k2, v2) in d {
+                    let Some(k2s) = a.as_str(k2) else { continue };
+                    entries.push((k2s.to_string(), cx.setting(v2, &p.key(k2s), 0)?));
+                }
+                snap.allocator_settings = Some(AllocatorSettings { entries });
+            }
+            if let Some(val) = keyed[3] {
+                let p = P::root("external_annotations");
+                let l = cx.list(val, &p)?;
+                let mut out = Vec::with_capacity(l.len());
+                for (i, &e) in l.iter().enumerate() {
+                    out.push(cx.annotation(e, &p.idx(i))?);
+                }
+                snap.external_annotations = Some(out);
+            }
+        }
+        n => {
+            return err(
+                &top,
+                format!(
+                    "not a memory snapshot: the top-level value is a {}",
+                    n.kind()
+                ),
+            );
+        }
+    }
+    cx.intern.finish(&mut snap);
+    Ok(snap)
+}

@@ -1,0 +1,69 @@
+//! A compact arena of decoded values: what the pickle VM and the JSON reader
+//! produce before the schema layer (`input::snapshot`) turns it into the typed
+//! model. Containers refer to children by index, so a memo reference
+//! (BINGET) is a shared node, never a copy: a stack list shared by 100 000
+//! trace events is stored once.
+
+/// Index of a node in a [`Arena`].
+pub type Vid = u32;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Node {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// An integer that does not fit in i64 (kept only as a marker; no field
+    /// of a snapshot legitimately needs one).
+    BigInt,
+    Float(f64),
+    Str(Box<str>),
+    Bytes(Box<[u8]>),
+    List(Vec<Vid>),
+    Tuple(Box<[Vid]>),
+    Dict(Vec<(Vid, Vid)>),
+}
+
+impl Node {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Node::None => "None",
+            Node::Bool(_) => "bool",
+            Node::Int(_) | Node::BigInt => "int",
+            Node::Float(_) => "float",
+            Node::Str(_) => "str",
+            Node::Bytes(_) => "bytes",
+            Node::List(_) => "list",
+            Node::Tuple(_) => "tuple",
+            Node::Dict(_) => "dict",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Arena {
+    pub nodes: Vec<Node>,
+}
+
+impl Arena {
+    pub fn push(&mut self, n: Node) -> Vid {
+        let id = self.nodes.len() as Vid;
+        self.nodes.push(n);
+        id
+    }
+    #[inline]
+    pub fn get(&self, id: Vid) -> &Node {
+        &self.nodes[id as usize]
+    }
+    pub fn as_str(&self, id: Vid) -> Option<&str> {
+        match self.get(id) {
+            Node::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    /// Looks a string key up in a dict node.
+    pub fn dict_get(&self, dict: &[(Vid, Vid)], key: &str) -> Option<Vid> {
+        dict.iter()
+            .find(|(k, _)| self.as_str(*k) == Some(key))
+            .map(|(_, v)| *v)
+    }
+}

@@ -1,0 +1,15 @@
+//! fragscope: offline analysis of PyTorch CUDA memory snapshots.
+//!
+//! Data flows one way: bytes → typed model ([`input`], [`model`]) → replayed
+//! timeline → metrics and findings ([`stats`]) → renderers ([`render`]).
+//! See `docs/architecture.md`.
+
+pub mod cli;
+pub mod encode;
+pub mod input;
+pub mod model;
+pub mod output;
+pub mod profiler;
+pub mod render;
+pub mod stats;
+pub mod units;

@@ -1,0 +1,90 @@
+//! A text map of segments in the spirit of `_memory_viz stats`: each segment of
+//! at least one 20 MiB page is a row of page cells. A cell shows the live
+//! block that fills most of it (a–z, cycling), a digit 0–9 for the tenths of
+//! the page that live blocks fill when several share it (`*` when full), and a
+//! space when it is free. Rows are sorted by (size, live bytes).
+
+use crate::model::*;
+use crate::units::fmt_bytes;
+
+pub const PAGE: u64 = 20 << 20;
+
+pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: usize) -> String {
+    let mut v: Vec<&Segment> = segs.into_iter().collect();
+    let live = |s: &Segment| -> u64 {
+        s.blocks
+            .iter()
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| b.requested_or_size().min(b.size))
+            .sum()
+    };
+    v.sort_by_key(|s| (s.total_size, live(s), s.address));
+    let big: Vec<&Segment> = v.into_iter().filter(|s| s.total_size >= PAGE).collect();
+    let mut out = String::new();
+    out.push_str(&format!(
+        "Segments of at least {} (one cell per {} page; a-z a live block, 0-9 tenths filled by several, * full, space free):\n",
+        fmt_bytes(PAGE),
+        fmt_bytes(PAGE)
+    ));
+    let skip = big.len().saturating_sub(max_rows);
+    if skip > 0 {
+        out.push_str(&format!("  ({skip} smaller segments not drawn)\n"));
+    }
+    for s in big.iter().skip(skip) {
+        let pages = s.total_size.div_ceil(PAGE) as usize;
+        let mut cells = vec![' '; pages];
+        let mut frac = vec![0f64; pages];
+        let mut allocated = 0u64;
+        let mut internal = 0u64;
+        let mut external = 0u64;
+        let mut i = 0usize;
+        for b in &s.blocks {
+            if b.state != BlockState::ActiveAllocated {
+                external += b.size;
+                continue;
+            }
+            let req = b.requested_or_size().min(b.size);
+            allocated += req;
+            internal += b.size - req;
+            let start = b.address.saturating_sub(s.address);
+            let end = start + req;
+            if req == 0 {
+                continue;
+            }
+            let first = (start / PAGE) as usize;
+            let last = ((end - 1) / PAGE) as usize;
+            let letter = (b'a' + (i % 26) as u8) as char;
+            i += 1;
+            for j in first..=last.min(pages - 1) {
+                let lo = start.max(j as u64 * PAGE);
+                let hi = end.min((j as u64 + 1) * PAGE);
+                frac[j] += (hi - lo) as f64 / PAGE as f64;
+                cells[j] = if cells[j] == ' ' {
+                    letter
+                } else {
+                    let t = ((frac[j] * 10.0) as usize).min(10);
+                    b"0123456789*"[t] as char
+                };
+            }
+        }
+        let body: String = cells.into_iter().collect();
+        let stream = if s.stream != 0 {
+            format!(", stream {:#x}", s.stream)
+        } else {
+            String::new()
+        };
+        let free = external + internal;
+        let internal_pct = if free > 0 {
+            internal as f64 * 100.0 / free as f64
+        } else {
+            0.0
+        };
+        out.push_str(&format!(
+            "[{body}] {} total, {} allocated, {} free ({internal_pct:.0}% internal){stream}\n",
+            fmt_bytes(s.total_size),
+            fmt_bytes(allocated),
+            fmt_bytes(free),
+        ));
+    }
+    out
+}

@@ -1,0 +1,371 @@
+//! Figures of one allocator state (the final `segments` of a snapshot, or a
+//! replayed moment), with the definitions of `docs/json-schema.md`:
+//!
+//! * allocated = requested bytes of `active_allocated` blocks (block size when
+//!   no request size is recorded); active = their block sizes;
+//! * internal free = active − allocated (rounding waste);
+//! * external free = every other block (inactive and pending-free);
+//! * largest free block over `inactive` blocks; fragmentation =
+//!   1 − largest free block / inactive bytes (0 when nothing is free).
+//!
+//! Owns the arithmetic only: no I/O, no formatting.
+
+use crate::model::*;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct StateStats {
+    pub segments: u64,
+    pub blocks: u64,
+    pub reserved_bytes: u64,
+    pub allocated_bytes: u64,
+    pub active_bytes: u64,
+    pub internal_free_bytes: u64,
+    pub external_free_bytes: u64,
+    pub inactive_bytes: u64,
+    pub pending_free_bytes: u64,
+    pub largest_free_block_bytes: u64,
+    pub free_blocks: u64,
+    pub fragmentation: f64,
+}
+
+impl StateStats {
+    pub fn add_segment(&mut self, seg: &Segment) {
+        self.segments += 1;
+        self.reserved_bytes += seg.total_size;
+        for b in &seg.blocks {
+            self.add_block(b);
+        }
+        self.finish();
+    }
+
+    pub fn add_block(&mut self, b: &Block) {
+        self.blocks += 1;
+        match b.state {
+            BlockState::ActiveAllocated => {
+                let req = b.requested_or_size().min(b.size);
+                self.allocated_bytes += req;
+                self.active_bytes += b.size;
+                self.internal_free_bytes += b.size - req;
+            }
+            BlockState::ActivePendingFree => {
+                self.pending_free_bytes += b.size;
+                self.external_free_bytes += b.size;
+            }
+            BlockState::Inactive => {
+                self.inactive_bytes += b.size;
+                self.external_free_bytes += b.size;
+                self.free_blocks += 1;
+                self.largest_free_block_bytes = self.largest_free_block_bytes.max(b.size);
+            }
+        }
+    }
+
+    pub fn merge(&mut self, o: &StateStats) {
+        self.segments += o.segments;
+        self.blocks += o.blocks;
+        self.reserved_bytes += o.reserved_bytes;
+        self.allocated_bytes += o.allocated_bytes;
+        self.active_bytes += o.active_bytes;
+        self.internal_free_bytes += o.internal_free_bytes;
+        self.external_free_bytes += o.external_free_bytes;
+        self.inactive_bytes += o.inactive_bytes;
+        self.pending_free_bytes += o.pending_free_bytes;
+        self.free_blocks += o.free_blocks;
+        self.largest_free_block_bytes = self
+            .largest_free_block_bytes
+            .max(o.largest_free_block_bytes);
+        self.finish();
+    }
+
+    pub fn finish(&mut self) {
+        self.fragmentation = fragmentation(self.largest_free_block_bytes, self.inactive_bytes);
+    }
+
+    pub fn of<'a>(segs: impl IntoIterator<Item = &'a Segment>) -> StateStats {
+        let mut s = StateStats::default();
+        for seg in segs {
+            s.add_segment(seg);
+        }
+        s.finish();
+        s
+    }
+
+    /// Free bytes inside reserved memory (internal + external).
+    pub fn free_bytes(&self) -> u64 {
+        self.internal_free_bytes + self.external_free_bytes
+    }
+}
+
+/// 1 − largest / total free; 0 when nothing is free.
+pub fn fragmentation(largest: u64, free: u64) -> f64 {
+    if free == 0 {
+        0.0
+    } else {
+        1.0 - largest as f64 / free as f64
+    }
+}
+
+/// Per device, then per (pool, stream, segment type).
+#[derive(Serialize, Debug, Clone)]
+pub struct PoolStats {
+    pub pool_id: (i64, i64),
+    pub stream: i64,
+    pub segment_type: &'static str,
+    #[serde(flatten)]
+    pub stats: StateStats,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct DeviceStats {
+    pub device: i64,
+    #[serde(flatten)]
+    pub stats: StateStats,
+    pub trace_events: u64,
+    pub pools: Vec<PoolStats>,
+}
+
+pub fn device_stats(snap: &Snapshot) -> Vec<DeviceStats> {
+    snap.devices()
+        .into_iter()
+        .map(|d| {
+            let mut groups: BTreeMap<((i64, i64), i64, SegmentType), StateStats> = BTreeMap::new();
+            let mut all = StateStats::default();
+            for seg in snap.segments_of(d) {
+                all.add_segment(seg);
+                groups
+                    .entry((seg.pool(), seg.stream, seg.segment_type))
+                    .or_default()
+                    .add_segment(seg);
+            }
+            all.finish();
+            DeviceStats {
+                device: d,
+                stats: all,
+                trace_events: snap.trace_of(d).len() as u64,
+                pools: groups
+                    .into_iter()
+                    .map(|((pool_id, stream, ty), stats)| PoolStats {
+                        pool_id,
+                        stream,
+                        segment_type: ty.as_str(),
+                        stats,
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// What the trace covers, per device.
+#[derive(Serialize, Debug, Clone, Default)]
+pub struct TraceCoverage {
+    pub device: i64,
+    pub events: u64,
+    /// Count per action, in PyTorch's spelling, sorted by name.
+    pub actions: BTreeMap<String, u64>,
+    pub first_time_us: Option<i64>,
+    pub last_time_us: Option<i64>,
+    /// Frees whose allocation is not in the trace (it happened earlier).
+    pub frees_without_alloc: u64,
+    /// True when the trace starts mid-run: frees of blocks the trace never
+    /// saw allocated. The ring buffer probably dropped older entries (or
+    /// recording started late).
+    pub starts_mid_run: bool,
+    /// `enabled="state"` keeps a one-entry ring buffer.
+    pub single_entry: bool,
+}
+
+pub fn trace_coverage(snap: &Snapshot) -> Vec<TraceCoverage> {
+    let mut out = Vec::new();
+    for (d, tr) in snap.traces().iter().enumerate() {
+        let mut c = TraceCoverage {
+            device: d as i64,
+            events: tr.len() as u64,
+            ..Default::default()
+        };
+        let mut seen = std::collections::HashSet::new();
+        for e in tr {
+            *c.actions
+                .entry(e.action.name(snap).to_string())
+                .or_default() += 1;
+            if let Some(t) = e.time_us {
+                c.first_time_us = Some(c.first_time_us.map_or(t, |x: i64| x.min(t)));
+                c.last_time_us = Some(c.last_time_us.map_or(t, |x: i64| x.max(t)));
+            }
+            match e.action {
+                Action::Alloc => {
+                    seen.insert(e.addr);
+                }
+                Action::FreeRequested => {
+                    if !seen.contains(&e.addr) {
+                        c.frees_without_alloc += 1;
+                        seen.insert(e.addr);
+                    }
+                }
+                Action::FreeCompleted => {
+                    if !seen.remove(&e.addr) {
+                        c.frees_without_alloc += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        c.starts_mid_run = c.frees_without_alloc > 0;
+        c.single_entry = tr.len() == 1;
+        out.push(c);
+    }
+    out
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct OomEvent {
+    pub device: i64,
+    pub index: u64,
+    pub size: u64,
+    pub device_free: Option<u64>,
+    pub time_us: Option<i64>,
+}
+
+pub fn oom_events(snap: &Snapshot) -> Vec<OomEvent> {
+    let mut out = Vec::new();
+    for (d, tr) in snap.traces().iter().enumerate() {
+        for (i, e) in tr.iter().enumerate() {
+            if e.action == Action::Oom {
+                out.push(OomEvent {
+                    device: d as i64,
+                    index: i as u64,
+                    size: e.size,
+                    device_free: e.device_free,
+                    time_us: e.time_us,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Data-quality findings about the final state, each reported once.
+pub fn consistency_warnings(snap: &Snapshot) -> Vec<String> {
+    let mut bad_sum = Vec::new();
+    let mut overlaps = 0u64;
+    for (i, s) in snap.segments.iter().enumerate() {
+        if s.blocks.is_empty() {
+            continue;
+        }
+        let sum: u64 = s.blocks.iter().map(|b| b.size).sum();
+        if sum != s.total_size {
+            bad_sum.push((i, sum, s.total_size));
+        }
+        for w in s.blocks.windows(2) {
+            if w[0].address.saturating_add(w[0].size) != w[1].address {
+                overlaps += 1;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(&(i, sum, total)) = bad_sum.first() {
+        out.push(format!(
+            "{} segment(s) whose blocks do not add up to their total_size (e.g. segments[{i}]: blocks sum to {sum} bytes, total_size is {total}); figures use the blocks as recorded",
+            bad_sum.len()
+        ));
+    }
+    if overlaps > 0 {
+        out.push(format!(
+            "{overlaps} pair(s) of neighbouring blocks that are not contiguous (gaps or overlaps in the recorded layout)"
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blk(size: u64, req: Option<u64>, state: BlockState) -> Block {
+        Block {
+            address: 0,
+            size,
+            requested_size: req,
+            state,
+            frames: StackId::EMPTY,
+        }
+    }
+
+    #[test]
+    fn definitions() {
+        let seg = Segment {
+            device: 0,
+            address: 0,
+            total_size: 10_000,
+            allocated_size: None,
+            active_size: None,
+            requested_size: None,
+            stream: 0,
+            segment_type: SegmentType::Large,
+            pool_id: None,
+            is_expandable: None,
+            frames: StackId::EMPTY,
+            blocks: vec![
+                blk(4000, Some(3000), BlockState::ActiveAllocated),
+                blk(1000, Some(1000), BlockState::ActivePendingFree),
+                blk(3000, Some(7), BlockState::Inactive),
+                blk(2000, None, BlockState::Inactive),
+            ],
+        };
+        let s = StateStats::of([&seg]);
+        assert_eq!(s.allocated_bytes, 3000);
+        assert_eq!(s.active_bytes, 4000);
+        assert_eq!(s.internal_free_bytes, 1000);
+        assert_eq!(s.external_free_bytes, 6000);
+        assert_eq!(s.inactive_bytes, 5000);
+        assert_eq!(s.pending_free_bytes, 1000);
+        assert_eq!(s.largest_free_block_bytes, 3000);
+        assert!((s.fragmentation - 0.4).abs() < 1e-12);
+        assert_eq!(s.allocated_bytes + s.free_bytes(), s.reserved_bytes);
+    }
+}
+
+/// Everything `fragscope stats --json` prints for one snapshot
+/// (schema `fragscope.stats/1`, documented in docs/json-schema.md).
+#[derive(Serialize, Debug, Clone)]
+pub struct FileStats {
+    pub schema: &'static str,
+    pub file: String,
+    pub format: String,
+    pub shape: &'static str,
+    #[serde(flatten)]
+    pub totals: StateStats,
+    /// One count per entry of `device_traces` (empty when the key is absent).
+    pub trace_events: Vec<u64>,
+    pub oom_events: Vec<OomEvent>,
+    pub devices: Vec<DeviceStats>,
+    pub trace_coverage: Vec<TraceCoverage>,
+    pub allocator_conf: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+pub const STATS_SCHEMA: &str = "fragscope.stats/1";
+
+pub fn file_stats(snap: &Snapshot, file: &str, format: String) -> FileStats {
+    FileStats {
+        schema: STATS_SCHEMA,
+        file: file.to_string(),
+        format,
+        shape: match snap.shape {
+            Shape::SegmentList => "segment_list",
+            Shape::Dict => "dict",
+        },
+        totals: StateStats::of(&snap.segments),
+        trace_events: snap.traces().iter().map(|t| t.len() as u64).collect(),
+        oom_events: oom_events(snap),
+        devices: device_stats(snap),
+        trace_coverage: trace_coverage(snap),
+        allocator_conf: snap
+            .allocator_settings
+            .as_ref()
+            .and_then(|s| s.conf_string().map(|x| x.to_string())),
+        warnings: consistency_warnings(snap),
+    }
+}
