@@ -4,6 +4,7 @@
 //! timeline → metrics and findings ([`stats`]) → renderers ([`render`]).
 //! See `docs/architecture.md`.
 
+pub mod advice;
 pub mod cli;
 pub mod encode;
 pub mod input;

@@ -1,0 +1,392 @@
+//! Why an allocation failed and what to try: one diagnosis shared by
+//! `fragscope oom` (figures from a replayed snapshot) and `fragscope explain`
+//! (figures parsed from an OOM message). Pure logic over [`OomFigures`]; the
+//! callers supply what they know and leave the rest `None`.
+
+use crate::units::fmt_bytes;
+use serde::Serialize;
+
+/// Everything known about one failed allocation. Unknown figures are `None`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct OomFigures {
+    /// Bytes the tensor asked for (or the allocator's rounded request).
+    pub requested: Option<u64>,
+    /// Bytes the allocator tried to cudaMalloc (the "Tried to allocate" figure
+    /// of the message: a segment size, e.g. 20 MiB for a 1.5 MB tensor).
+    pub alloc_size: Option<u64>,
+    /// Total device memory.
+    pub capacity: Option<u64>,
+    /// Free device memory reported by the driver at the failure.
+    pub device_free: Option<u64>,
+    /// Memory reserved by PyTorch's caching allocator.
+    pub reserved: Option<u64>,
+    /// Memory allocated to tensors.
+    pub allocated: Option<u64>,
+    /// Largest free block inside reserved memory (snapshots only).
+    pub largest_free_gap: Option<u64>,
+    /// Memory the whole process holds (`this process has X memory in use`).
+    pub process_memory: Option<u64>,
+    /// Memory held by other processes named in the message.
+    pub other_processes: Option<u64>,
+    /// Allowed maximum under a memory fraction (`X allowed;`).
+    pub fraction_limit: Option<u64>,
+    /// Bytes allocated in private pools (CUDA graphs).
+    pub private_pools: Option<u64>,
+    pub expandable_segments: Option<bool>,
+    /// `None` = unlimited or unknown.
+    pub max_split_size: Option<u64>,
+    pub gc_threshold: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// Enough bytes free inside reserved memory, but no single gap large enough.
+    Fragmentation,
+    /// Not enough memory even if everything were perfectly packed.
+    Capacity,
+    /// Memory outside PyTorch (other processes, CUDA context, NCCL, …) took
+    /// most of the device.
+    OtherProcesses,
+    /// A per-process memory fraction capped the allocator below the device.
+    FractionLimit,
+    /// Not enough figures to tell.
+    Unknown,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Fragmentation => "fragmentation",
+            Cause::Capacity => "capacity",
+            Cause::OtherProcesses => "other processes / non-PyTorch memory",
+            Cause::FractionLimit => "memory fraction limit",
+            Cause::Unknown => "undetermined",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Suggestion {
+    /// The setting or action, e.g. `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
+    pub what: String,
+    pub applies: bool,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnosis {
+    pub cause: Cause,
+    /// One sentence in plain words.
+    pub headline: String,
+    pub details: Vec<String>,
+    pub suggestions: Vec<Suggestion>,
+    /// Figures that contradict each other (some real messages have them).
+    pub inconsistencies: Vec<String>,
+}
+
+/// Non-PyTorch memory above this share of the device is called out as a cause.
+pub const OTHER_MEMORY_SHARE: f64 = 0.10;
+/// …and above this absolute amount.
+pub const OTHER_MEMORY_MIN: u64 = 1 << 30;
+
+pub fn diagnose(f: &OomFigures) -> Diagnosis {
+    let need = f.alloc_size.or(f.requested);
+    let free_in_reserved = match (f.reserved, f.allocated) {
+        (Some(r), Some(a)) => Some(
+            r.saturating_sub(a)
+                .saturating_sub(f.private_pools.unwrap_or(0)),
+        ),
+        _ => None,
+    };
+    let non_pytorch = match (f.capacity, f.device_free, f.reserved) {
+        (Some(c), Some(free), Some(r)) => Some(c.saturating_sub(free).saturating_sub(r)),
+        _ => None,
+    };
+    let mut inconsistencies = Vec::new();
+    if let (Some(a), Some(r)) = (f.allocated, f.reserved) {
+        if a > r {
+            inconsistencies.push(format!(
+                "allocated ({}) exceeds reserved ({}): impossible for one allocator state",
+                fmt_bytes(a),
+                fmt_bytes(r)
+            ));
+        }
+    }
+    if let (Some(c), Some(r)) = (f.capacity, f.reserved) {
+        if r > c {
+            inconsistencies.push(format!(
+                "reserved ({}) exceeds the device's capacity ({})",
+                fmt_bytes(r),
+                fmt_bytes(c)
+            ));
+        }
+    }
+    if let (Some(c), Some(free)) = (f.capacity, f.device_free) {
+        if free > c {
+            inconsistencies.push(format!(
+                "free memory ({}) exceeds the device's capacity ({})",
+                fmt_bytes(free),
+                fmt_bytes(c)
+            ));
+        }
+    }
+    if let (Some(c), Some(free), Some(p)) = (f.capacity, f.device_free, f.process_memory) {
+        if free.saturating_add(p) > c.saturating_add(c / 100) {
+            inconsistencies.push(format!(
+                "free ({}) plus this process's memory ({}) exceed the capacity ({})",
+                fmt_bytes(free),
+                fmt_bytes(p),
+                fmt_bytes(c)
+            ));
+        }
+    }
+    if let (Some(a), Some(p)) = (f.allocated, f.process_memory) {
+        if a > p.saturating_add(p / 100) {
+            inconsistencies.push(format!(
+                "PyTorch's allocated memory ({}) exceeds the process's memory in use ({})",
+                fmt_bytes(a),
+                fmt_bytes(p)
+            ));
+        }
+    }
+
+    let mut details = Vec::new();
+    if let Some(n) = need {
+        details.push(format!("requested: {}", fmt_bytes(n)));
+    }
+    if let (Some(r), Some(a)) = (f.reserved, f.allocated) {
+        details.push(format!(
+            "reserved by PyTorch: {}, allocated to tensors: {}, free inside reserved: {}",
+            fmt_bytes(r),
+            fmt_bytes(a),
+            fmt_bytes(free_in_reserved.unwrap_or(0))
+        ));
+    }
+    if let Some(g) = f.largest_free_gap {
+        details.push(format!(
+            "largest free gap inside reserved memory: {}",
+            fmt_bytes(g)
+        ));
+    }
+    if let (Some(c), Some(free)) = (f.capacity, f.device_free) {
+        details.push(format!(
+            "device: {} total, {} free",
+            fmt_bytes(c),
+            fmt_bytes(free)
+        ));
+    }
+    if let Some(o) = non_pytorch {
+        details.push(format!(
+            "memory outside PyTorch's cache (other processes, CUDA context, libraries): {}",
+            fmt_bytes(o)
+        ));
+    }
+
+    let device_free = f.device_free.unwrap_or(0);
+    let frac_capped = match (f.fraction_limit, f.reserved, need) {
+        (Some(lim), Some(r), Some(n)) => r.saturating_add(n) > lim && device_free >= n,
+        _ => false,
+    };
+    let big_other = match (non_pytorch, f.capacity) {
+        (Some(o), Some(c)) => o >= OTHER_MEMORY_MIN && o as f64 >= OTHER_MEMORY_SHARE * c as f64,
+        (Some(o), None) => o >= 4 * OTHER_MEMORY_MIN,
+        _ => false,
+    } || f.other_processes.is_some_and(|o| o >= OTHER_MEMORY_MIN);
+
+    let (cause, headline) = match (need, free_in_reserved) {
+        _ if frac_capped => (
+            Cause::FractionLimit,
+            "the per-process memory fraction capped the allocator although the device had room"
+                .to_string(),
+        ),
+        (Some(n), Some(fr)) => {
+            let gap_too_small = f.largest_free_gap.is_none_or(|g| g < n);
+            if fr >= n && gap_too_small {
+                let gap = f
+                    .largest_free_gap
+                    .map(|g| format!(", but the largest free gap is only {}", fmt_bytes(g)))
+                    .unwrap_or_default();
+                (
+                    Cause::Fragmentation,
+                    format!(
+                        "fragmentation: {} was free inside PyTorch's reserved memory{gap}, so {} did not fit in one piece",
+                        fmt_bytes(fr),
+                        fmt_bytes(n)
+                    ),
+                )
+            } else if fr + device_free >= n && fr > 0 && device_free < n && gap_too_small {
+                (
+                    Cause::Fragmentation,
+                    format!(
+                        "fragmentation: {} free inside reserved memory plus {} free on the device would hold {}, but neither piece alone does",
+                        fmt_bytes(fr),
+                        fmt_bytes(device_free),
+                        fmt_bytes(n)
+                    ),
+                )
+            } else if big_other && fr + device_free < n {
+                (
+                    Cause::OtherProcesses,
+                    format!(
+                        "memory outside PyTorch ({}) leaves too little for this process: even perfectly packed, {} does not fit",
+                        non_pytorch
+                            .map(fmt_bytes)
+                            .unwrap_or_else(|| "unknown".into()),
+                        fmt_bytes(n)
+                    ),
+                )
+            } else {
+                (
+                    Cause::Capacity,
+                    format!(
+                        "capacity: only {} was free in reserved memory and {} on the device, so {} does not fit even perfectly packed",
+                        fmt_bytes(fr),
+                        fmt_bytes(device_free),
+                        fmt_bytes(n)
+                    ),
+                )
+            }
+        }
+        _ if big_other => (
+            Cause::OtherProcesses,
+            "memory outside PyTorch's cache holds a large share of the device".to_string(),
+        ),
+        _ => (
+            Cause::Unknown,
+            "not enough figures to tell fragmentation from capacity".to_string(),
+        ),
+    };
+
+    let frag = cause == Cause::Fragmentation;
+    let already_expandable = f.expandable_segments == Some(true);
+    let mut suggestions = vec![
+        Suggestion {
+            what: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
+            applies: frag && !already_expandable,
+            why: if already_expandable {
+                "already enabled in this run".into()
+            } else if frag {
+                "segments grow in place instead of new fixed-size cudaMalloc blocks, so free pages of one stream coalesce; this is the usual cure for this kind of fragmentation".into()
+            } else {
+                "helps when memory is free but scattered; here the bytes themselves are missing".into()
+            },
+        },
+        Suggestion {
+            what: "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:<N>".into(),
+            applies: frag && !already_expandable && f.max_split_size.is_none(),
+            why: if f.max_split_size.is_some() {
+                "already set in this run".into()
+            } else if frag {
+                "blocks larger than N are never split, so large cached blocks are not eaten away by small tensors; choose N just above your most common large tensor".into()
+            } else {
+                "only limits splitting of cached blocks; it cannot create memory".into()
+            },
+        },
+        Suggestion {
+            what: "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8 (with a memory fraction)".into(),
+            applies: frag && f.fraction_limit.is_some(),
+            why: if f.fraction_limit.is_some() {
+                "with a memory fraction set, releases unused cached segments before the cap is reached".into()
+            } else {
+                "does nothing unless a per-process memory fraction is set".into()
+            },
+        },
+        Suggestion {
+            what: "torch.cuda.empty_cache() at a phase boundary".into(),
+            applies: frag && free_in_reserved.is_some_and(|x| x >= OTHER_MEMORY_MIN),
+            why: "returns entirely free segments to the driver so a new, large segment can be created; it does not free segments that still hold one live block".into(),
+        },
+        Suggestion {
+            what: "smaller batch or sequence length, activation checkpointing, lower precision".into(),
+            applies: matches!(cause, Cause::Capacity | Cause::Unknown),
+            why: if cause == Cause::Capacity {
+                "the live tensors themselves do not fit: reduce what is alive at the peak".into()
+            } else {
+                "reduces the peak whatever the cause".into()
+            },
+        },
+        Suggestion {
+            what: "check other processes on the GPU (nvidia-smi) and CUDA_VISIBLE_DEVICES".into(),
+            applies: big_other,
+            why: match non_pytorch {
+                Some(o) => format!("{} of the device is held outside PyTorch's cache", fmt_bytes(o)),
+                None => "the message names other processes holding memory".into(),
+            },
+        },
+    ];
+    if cause == Cause::FractionLimit {
+        suggestions.push(Suggestion {
+            what: "raise torch.cuda.set_per_process_memory_fraction".into(),
+            applies: true,
+            why: "the cap, not the device, refused the allocation".into(),
+        });
+    }
+    Diagnosis {
+        cause,
+        headline,
+        details,
+        suggestions,
+        inconsistencies,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const GIB: u64 = 1 << 30;
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn fragmentation_when_free_but_no_gap() {
+        let d = diagnose(&OomFigures {
+            alloc_size: Some(2 * GIB),
+            capacity: Some(80 * GIB),
+            device_free: Some(100 * MIB),
+            reserved: Some(78 * GIB),
+            allocated: Some(70 * GIB),
+            largest_free_gap: Some(300 * MIB),
+            ..Default::default()
+        });
+        assert_eq!(d.cause, Cause::Fragmentation);
+        assert!(d.suggestions[0].applies);
+    }
+
+    #[test]
+    fn capacity_when_bytes_are_missing() {
+        let d = diagnose(&OomFigures {
+            alloc_size: Some(4 * GIB),
+            capacity: Some(24 * GIB),
+            device_free: Some(200 * MIB),
+            reserved: Some(23 * GIB),
+            allocated: Some(22 * GIB + 900 * MIB),
+            ..Default::default()
+        });
+        assert_eq!(d.cause, Cause::Capacity);
+        assert!(!d.suggestions[0].applies);
+    }
+
+    #[test]
+    fn other_processes() {
+        let d = diagnose(&OomFigures {
+            alloc_size: Some(2 * GIB),
+            capacity: Some(80 * GIB),
+            device_free: Some(100 * MIB),
+            reserved: Some(10 * GIB),
+            allocated: Some(9 * GIB + 900 * MIB),
+            ..Default::default()
+        });
+        assert_eq!(d.cause, Cause::OtherProcesses);
+    }
+
+    #[test]
+    fn inconsistent_figures_are_reported() {
+        let d = diagnose(&OomFigures {
+            capacity: Some(8 * GIB),
+            reserved: Some(9 * GIB),
+            allocated: Some(10 * GIB),
+            ..Default::default()
+        });
+        assert_eq!(d.inconsistencies.len(), 2);
+    }
+}
