@@ -12,5 +12,6 @@ pub mod model;
 pub mod output;
 pub mod profiler;
 pub mod render;
+pub mod replay;
 pub mod stats;
 pub mod units;
