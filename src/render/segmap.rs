@@ -8,6 +8,9 @@ use crate::model::*;
 use crate::units::fmt_bytes;
 
 pub const PAGE: u64 = 20 << 20;
+/// Rows longer than this many cells are drawn with larger cells (a whole
+/// number of pages each), and say so.
+pub const MAX_CELLS: u64 = 100;
 
 pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: usize) -> String {
     let mut v: Vec<&Segment> = segs.into_iter().collect();
@@ -31,7 +34,9 @@ pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: us
         out.push_str(&format!("  ({skip} smaller segments not drawn)\n"));
     }
     for s in big.iter().skip(skip) {
-        let pages = s.total_size.div_ceil(PAGE) as usize;
+        let per_cell = s.total_size.div_ceil(PAGE).div_ceil(MAX_CELLS).max(1);
+        let cell = PAGE * per_cell;
+        let pages = s.total_size.div_ceil(cell) as usize;
         let mut cells = vec![' '; pages];
         let mut frac = vec![0f64; pages];
         let mut allocated = 0u64;
@@ -51,14 +56,14 @@ pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: us
             if req == 0 {
                 continue;
             }
-            let first = (start / PAGE) as usize;
-            let last = ((end - 1) / PAGE) as usize;
+            let first = (start / cell) as usize;
+            let last = ((end - 1) / cell) as usize;
             let letter = (b'a' + (i % 26) as u8) as char;
             i += 1;
             for j in first..=last.min(pages - 1) {
-                let lo = start.max(j as u64 * PAGE);
-                let hi = end.min((j as u64 + 1) * PAGE);
-                frac[j] += (hi - lo) as f64 / PAGE as f64;
+                let lo = start.max(j as u64 * cell);
+                let hi = end.min((j as u64 + 1) * cell);
+                frac[j] += (hi - lo) as f64 / cell as f64;
                 cells[j] = if cells[j] == ' ' {
                     letter
                 } else {
@@ -68,11 +73,14 @@ pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: us
             }
         }
         let body: String = cells.into_iter().collect();
-        let stream = if s.stream != 0 {
+        let mut stream = if s.stream != 0 {
             format!(", stream {:#x}", s.stream)
         } else {
             String::new()
         };
+        if per_cell > 1 {
+            stream.push_str(&format!(" (1 cell = {})", fmt_bytes(cell)));
+        }
         let free = external + internal;
         let internal_pct = if free > 0 {
             internal as f64 * 100.0 / free as f64

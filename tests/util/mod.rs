@@ -1,0 +1,124 @@
+//! Shared test helpers: run the built binary and show the command, stdout and
+//! stderr when an expectation fails; locate the shared real files.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_fragscope")
+}
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn fixture(name: &str) -> String {
+    root()
+        .join("fixtures")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `../shared/real`, or `None` (with a printed note) when it is absent.
+pub fn real_dir() -> Option<PathBuf> {
+    let p = root().join("..").join("shared").join("real");
+    if p.is_dir() {
+        Some(p)
+    } else {
+        eprintln!(
+            "note: {} is absent; skipping tests on real files",
+            p.display()
+        );
+        None
+    }
+}
+
+pub fn real_files(exts: &[&str]) -> Vec<PathBuf> {
+    let Some(d) = real_dir() else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| exts.iter().any(|x| p.to_string_lossy().ends_with(x)))
+        .collect();
+    v.sort();
+    v
+}
+
+pub struct Run {
+    pub cmd: String,
+    pub out: Output,
+}
+
+impl Run {
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+    pub fn code(&self) -> i32 {
+        self.out.status.code().unwrap_or(-1)
+    }
+    /// Panics with the whole picture unless the exit code is `code`.
+    pub fn expect_code(&self, code: i32) -> &Self {
+        if self.code() != code {
+            panic!(
+                "expected exit {code}, got {}\ncommand: {}\n--- stdout\n{}\n--- stderr\n{}",
+                self.code(),
+                self.cmd,
+                self.stdout(),
+                self.stderr()
+            );
+        }
+        self
+    }
+}
+
+pub fn run<I, S>(args: I) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let args: Vec<std::ffi::OsString> = args
+        .into_iter()
+        .map(|a| a.as_ref().to_os_string())
+        .collect();
+    let cmd = format!(
+        "fragscope {}",
+        args.iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let out = Command::new(bin())
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run fragscope");
+    Run { cmd, out }
+}
+
+pub fn run_stdin(args: &[&str], input: &[u8]) -> Run {
+    use std::io::Write;
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn fragscope");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    Run {
+        cmd: format!("fragscope {} < input", args.join(" ")),
+        out,
+    }
+}
+
+pub fn name_of(p: &Path) -> String {
+    p.file_name().unwrap().to_string_lossy().into_owned()
+}
