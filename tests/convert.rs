@@ -37,10 +37,21 @@ fn fixtures_round_trip() {
     }
 }
 
+/// In memory through the library (the command itself is covered above).
 #[test]
 fn real_snapshots_round_trip() {
+    use fragscope::encode::{to_json_bytes, to_msgpack_bytes};
+    use fragscope::input::{Content, load_bytes};
+    let opts = LoadOptions::default();
     for f in real_files(&[".pickle", ".pkl"]) {
-        roundtrip(&f.to_string_lossy());
+        let path = f.to_string_lossy().into_owned();
+        let (orig, _) = load_snapshot(&path, &opts).unwrap();
+        for bytes in [to_json_bytes(&orig), to_msgpack_bytes(&orig)] {
+            let Content::Snapshot(back) = load_bytes(&bytes, "round trip").unwrap().content else {
+                panic!("{path}: not read back as a snapshot");
+            };
+            assert!(back == orig, "{path}: round trip changed the model");
+        }
     }
 }
 
