@@ -6,6 +6,7 @@
 
 pub mod advice;
 pub mod cli;
+pub mod culprits;
 pub mod encode;
 pub mod frames;
 pub mod input;
