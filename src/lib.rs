@@ -6,7 +6,9 @@
 
 pub mod advice;
 pub mod cli;
+pub mod culprits;
 pub mod encode;
+pub mod frames;
 pub mod input;
 pub mod model;
 pub mod output;

@@ -8,6 +8,8 @@
 
 pub mod common;
 pub mod convert;
+pub mod culprits;
+pub mod flamegraph;
 pub mod stats;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -73,6 +75,18 @@ pub enum Command {
         after_help = "Examples:\n  fragscope convert snapshot.pickle -o snapshot.json\n  fragscope convert snapshot.pickle -o snapshot.msgpack"
     )]
     Convert(convert::Args),
+    /// Which live blocks pin fragmented memory: ranked by the free bytes they
+    /// strand, with their call sites, and the largest gap without them.
+    #[command(
+        after_help = "Examples:\n  fragscope culprits snapshot.pickle\n  fragscope culprits --at oom --stack snapshot.pickle\n  fragscope culprits --group-by segment --top 5 --json snapshot.pickle"
+    )]
+    Culprits(culprits::Args),
+    /// Live memory (or stranded free memory) by allocation stack, as a
+    /// flamegraph SVG.
+    #[command(
+        after_help = "Examples:\n  fragscope flamegraph snapshot.pickle -o mem.svg\n  fragscope flamegraph snapshot.pickle -o stranded.svg --weight stranded --at oom"
+    )]
+    Flamegraph(flamegraph::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -89,6 +103,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
     let result = match cli.command {
         Command::Stats(a) => stats::run(a, &g),
         Command::Convert(a) => convert::run(a, &g),
+        Command::Culprits(a) => culprits::run(a, &g),
+        Command::Flamegraph(a) => flamegraph::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),

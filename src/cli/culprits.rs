@@ -1,0 +1,149 @@
+//! `fragscope culprits FILE`: which live blocks pin fragmented memory.
+
+use super::common::{Exit, Global, print};
+use crate::culprits::{self, Analysis, GroupBy, Options};
+use crate::input;
+use crate::model::Snapshot;
+use crate::render::culprits::{View, render_json, render_text};
+use crate::replay::{self, Moment, MomentState};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Snapshot file (pickle, JSON, gzip/zstd, memory_viz HTML, `-` for stdin).
+    #[arg(value_name = "FILE")]
+    pub file: String,
+    /// Moment to analyse: end, start, peak, peak-reserved, max-frag, min-gap,
+    /// oom, oom:N, an event index, or t=MICROSECONDS.
+    #[arg(long, default_value = "end", value_name = "MOMENT")]
+    pub at: String,
+    /// Only this device (default: every device with segments).
+    #[arg(long, value_name = "N")]
+    pub device: Option<i64>,
+    /// How many rows each list shows.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+    /// Rank groups of blocks instead of single blocks.
+    #[arg(long, value_enum, value_name = "KEY")]
+    pub group_by: Option<GroupArg>,
+    /// Count as stranded only free gaps smaller than this request (default:
+    /// the failed request at an OOM moment, else every free byte of a segment
+    /// that holds a live block).
+    #[arg(long, value_name = "SIZE", value_parser = super::parse_size_arg)]
+    pub request: Option<u64>,
+    /// Print a versioned JSON object (schema fragscope.culprits/1).
+    #[arg(long)]
+    pub json: bool,
+    /// Print the allocation stack of every culprit listed.
+    #[arg(long)]
+    pub stack: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupArg {
+    Site,
+    Stack,
+    Segment,
+}
+
+impl From<GroupArg> for GroupBy {
+    fn from(g: GroupArg) -> GroupBy {
+        match g {
+            GroupArg::Site => GroupBy::Site,
+            GroupArg::Stack => GroupBy::Stack,
+            GroupArg::Segment => GroupBy::Segment,
+        }
+    }
+}
+
+/// The allocator state of each device at `moment` (every device with
+/// segments, or `device`). `end` comes straight from the snapshot's final
+/// segments; every other moment from the replay.
+pub fn states(
+    snap: &Snapshot,
+    file: &str,
+    moment: Moment,
+    device: Option<i64>,
+) -> anyhow::Result<Vec<MomentState>> {
+    let known = snap.devices();
+    let devices: Vec<i64> = match device {
+        Some(d) if known.contains(&d) => vec![d],
+        Some(d) => anyhow::bail!(
+            "{file}: --device {d}: no segments or trace events for that device (devices present: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ),
+        None => known
+            .into_iter()
+            .filter(|&d| snap.segments_of(d).next().is_some() || moment != Moment::End)
+            .collect(),
+    };
+    if moment == Moment::End {
+        return Ok(devices
+            .into_iter()
+            .map(|d| culprits::final_state(snap, d))
+            .collect());
+    }
+    let mut out = Vec::new();
+    let mut first_err = None;
+    for d in devices {
+        let r = replay::replay_device(snap, d);
+        match r.resolve(snap, moment) {
+            Ok(at) => out.push(replay::state_at(snap, d, at)),
+            Err(e) => {
+                first_err.get_or_insert(format!("device {d}: {e}"));
+            }
+        }
+    }
+    match (out.is_empty(), first_err) {
+        (true, Some(e)) => anyhow::bail!("{file}: {e}"),
+        _ => Ok(out),
+    }
+}
+
+pub fn analyses(snap: &Snapshot, states: &[MomentState], opts: &Options) -> Vec<Analysis> {
+    states
+        .iter()
+        .map(|s| culprits::analyze(snap, s, opts))
+        .collect()
+}
+
+pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
+    let moment: Moment =
+        a.at.parse()
+            .map_err(|e: String| anyhow::anyhow!("--at: {e}"))?;
+    let (snap, _) = input::load_snapshot(&a.file, &g.load)?;
+    let states = states(&snap, &a.file, moment, a.device)?;
+    let opts = Options {
+        request: a.request,
+        group_by: a.group_by.map(GroupBy::from).unwrap_or_default(),
+        top: a.top,
+    };
+    let results = analyses(&snap, &states, &opts);
+    if results.is_empty() && !a.json {
+        print("The snapshot holds no segments: nothing is reserved, so nothing is stranded.\n")?;
+        return Ok(Exit::Ok);
+    }
+    let view = View {
+        moment: a.at.trim().to_ascii_lowercase(),
+        top: a.top,
+        grouped: a.group_by.is_some(),
+        stacks: a.stack,
+    };
+    if a.json {
+        print(&render_json(&a.file, &results, &snap, &view))?;
+    } else {
+        let text: Vec<String> = results
+            .iter()
+            .map(|r| render_text(r, &snap, &view))
+            .collect();
+        print(&text.join("\n"))?;
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,604 @@
+//! Text and JSON rendering of `fragscope culprits`. Takes finished
+//! [`Analysis`] values and the snapshot (for stacks); computes nothing but
+//! shares and labels, and returns strings.
+
+use super::table::{align_numbers, new_table};
+use crate::culprits::{Analysis, BlockFinding, Counterfactual, GroupBy};
+use crate::frames::{CallSite, SiteKind, filtered, frame_label};
+use crate::model::{BlockState, Snapshot, StackId};
+use crate::replay::Origin;
+use crate::units::{fmt_bytes, fmt_pct};
+use serde::Serialize;
+
+pub const JSON_SCHEMA: &str = "fragscope.culprits/1";
+
+/// What the command line asked to see.
+#[derive(Debug, Clone)]
+pub struct View {
+    /// How the moment was named (`end`, `oom`, `1234`).
+    pub moment: String,
+    pub top: usize,
+    /// Show the group table instead of the block table.
+    pub grouped: bool,
+    pub stacks: bool,
+}
+
+fn share(part: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        part as f64 / total as f64
+    }
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn fmt_duration_us(us: i64) -> String {
+    let a = us.unsigned_abs() as f64;
+    if a < 1e3 {
+        format!("{us} µs")
+    } else if a < 1e6 {
+        format!("{:.1} ms", us as f64 / 1e3)
+    } else {
+        format!("{:.1} s", us as f64 / 1e6)
+    }
+}
+
+pub fn fmt_age(b: &BlockFinding) -> String {
+    match (b.origin, b.age_events, b.age_us) {
+        (Origin::OlderThanTrace, _, _) => "older than trace".into(),
+        (Origin::Event(_), Some(n), Some(us)) => {
+            format!("{}, {}", plural(n, "event", "events"), fmt_duration_us(us))
+        }
+        (Origin::Event(_), Some(n), None) => plural(n, "event", "events"),
+        (Origin::Event(i), None, _) => format!("from event {i}"),
+    }
+}
+
+fn fmt_segment(addr: u64, size: u64) -> String {
+    format!("{addr:#x} ({})", fmt_bytes(size))
+}
+
+fn moment_line(a: &Analysis, moment: &str) -> String {
+    let at = match a.at {
+        Some(i) => format!("after event {i}"),
+        None if moment == "end" => "no trace events".into(),
+        None => "before the first event".into(),
+    };
+    format!("device {} at {moment} ({at})", a.device)
+}
+
+fn target_line(a: &Analysis) -> String {
+    match (a.target, a.target_source) {
+        (Some(t), Some("failed_request")) => format!(
+            "Stranded = free gaps smaller than the failed request of {}, in segments that hold a live block.",
+            fmt_bytes(t)
+        ),
+        (Some(t), _) => format!(
+            "Stranded = free gaps smaller than the {} request, in segments that hold a live block.",
+            fmt_bytes(t)
+        ),
+        (None, _) => "Stranded = free bytes in segments that hold a live block (they cannot be released; pass --request SIZE to count only gaps too small for SIZE).".into(),
+    }
+}
+
+fn counterfactual_clause(c: &Counterfactual, target: Option<u64>) -> String {
+    let mut s = if c.largest_gap_after == c.largest_gap_before {
+        format!(
+            "the largest gap would still be {}",
+            fmt_bytes(c.largest_gap_before)
+        )
+    } else {
+        format!(
+            "the largest gap would be {} instead of {}",
+            fmt_bytes(c.largest_gap_after),
+            fmt_bytes(c.largest_gap_before)
+        )
+    };
+    if let (Some(t), Some(false), Some(after)) =
+        (target, c.request_fits_before, c.request_fits_after)
+    {
+        s.push_str(&format!(
+            ", so the {} request {}",
+            fmt_bytes(t),
+            if after {
+                "would fit"
+            } else {
+                "would still not fit"
+            }
+        ));
+    }
+    s
+}
+
+/// The plain-words sentence about the top group.
+pub fn summary(a: &Analysis) -> String {
+    let Some(g) = a.groups.first() else {
+        return if a.total_stranded == 0 {
+            "No live block strands free memory at this moment.".into()
+        } else {
+            format!(
+                "Only blocks waiting on cross-stream frees strand memory ({}); see below.",
+                fmt_bytes(a.total_stranded)
+            )
+        };
+    };
+    let n = g.blocks.len() as u64;
+    let blocks = plural(n, "block", "blocks");
+    let verb = if n == 1 { "strands" } else { "strand" };
+    let whence = match a.group_by {
+        GroupBy::Site if g.call_site.kind == SiteKind::Unknown => "with no recorded stack".into(),
+        GroupBy::Site => format!("from {}", g.label),
+        GroupBy::Stack => format!("with {}", g.label),
+        GroupBy::Segment => format!("in {}", g.label),
+    };
+    let mut s = format!("{blocks} {whence} {verb} {}", fmt_bytes(g.stranded));
+    if a.group_by != GroupBy::Segment {
+        s.push_str(&format!(
+            " across {}",
+            plural(g.segments, "segment", "segments")
+        ));
+    }
+    if let Some(c) = &a.without_top_group {
+        s.push_str(if n == 1 {
+            "; without it "
+        } else {
+            "; without them "
+        });
+        s.push_str(&counterfactual_clause(c, a.target));
+    }
+    s.push('.');
+    s
+}
+
+fn stack_lines(snap: &Snapshot, stack: StackId) -> Vec<String> {
+    filtered(snap, stack)
+        .into_iter()
+        .map(|f| frame_label(snap, f, true))
+        .collect()
+}
+
+fn site_cell(c: &CallSite) -> String {
+    c.label()
+}
+
+fn size_cells(b: &BlockFinding) -> [String; 2] {
+    [
+        b.requested.map(fmt_bytes).unwrap_or_else(|| "?".into()),
+        fmt_bytes(b.size),
+    ]
+}
+
+fn block_table(a: &Analysis, idx: &[usize]) -> String {
+    let mut t = new_table(&[
+        "rank",
+        "call site",
+        "requested",
+        "rounded",
+        "segment",
+        "stranded",
+        "age",
+        "share",
+    ]);
+    for &i in idx {
+        let b = &a.blocks[i];
+        let [req, size] = size_cells(b);
+        t.add_row(vec![
+            b.rank.map(|r| r.to_string()).unwrap_or_default(),
+            site_cell(&b.call_site),
+            req,
+            size,
+            fmt_segment(b.segment, b.segment_size),
+            fmt_bytes(b.stranded),
+            fmt_age(b),
+            fmt_pct(share(b.stranded, a.total_stranded)),
+        ]);
+    }
+    align_numbers(&mut t, 2);
+    if let Some(c) = t.column_mut(1) {
+        c.set_cell_alignment(comfy_table::CellAlignment::Left);
+    }
+    t.to_string()
+}
+
+fn group_table(a: &Analysis, top: usize) -> String {
+    let mut t = new_table(&[
+        "rank",
+        "group",
+        "blocks",
+        "requested",
+        "rounded",
+        "segments",
+        "stranded",
+        "share",
+    ]);
+    for (i, g) in a.groups.iter().take(top).enumerate() {
+        t.add_row(vec![
+            (i + 1).to_string(),
+            g.label.clone(),
+            g.blocks.len().to_string(),
+            fmt_bytes(g.requested),
+            fmt_bytes(g.size),
+            g.segments.to_string(),
+            fmt_bytes(g.stranded),
+            fmt_pct(share(g.stranded, a.total_stranded)),
+        ]);
+    }
+    align_numbers(&mut t, 2);
+    t.to_string()
+}
+
+fn more(shown: usize, total: usize) -> String {
+    if total > shown {
+        format!("  … and {} more (raise --top)\n", total - shown)
+    } else {
+        String::new()
+    }
+}
+
+/// The text report of one device.
+pub fn render_text(a: &Analysis, snap: &Snapshot, v: &View) -> String {
+    let mut out = String::new();
+    out.push_str(&moment_line(a, &v.moment));
+    out.push('\n');
+    out.push_str(&summary(a));
+    out.push('\n');
+    out.push_str(&format!(
+        "Stranded: {} of {} free ({} reserved in {}); largest free gap {}.\n",
+        fmt_bytes(a.total_stranded),
+        fmt_bytes(a.free),
+        fmt_bytes(a.reserved),
+        plural(a.segments, "segment", "segments"),
+        fmt_bytes(a.largest_gap),
+    ));
+    out.push_str(&target_line(a));
+    out.push('\n');
+
+    let culprits = a.culprits as usize;
+    if v.grouped {
+        out.push_str(&format!(
+            "\nCulprits grouped by {}:\n",
+            match a.group_by {
+                GroupBy::Site => "call site",
+                GroupBy::Stack => "stack",
+                GroupBy::Segment => "segment",
+            }
+        ));
+        if !a.groups.is_empty() {
+            out.push_str(&group_table(a, v.top));
+            out.push('\n');
+            out.push_str(&more(v.top.min(a.groups.len()), a.groups.len()));
+        }
+    } else if culprits > 0 {
+        out.push_str("\nCulprits (live blocks ranked by the free bytes they strand):\n");
+        let idx: Vec<usize> = (0..culprits.min(v.top)).collect();
+        out.push_str(&block_table(a, &idx));
+        out.push('\n');
+        out.push_str(&more(idx.len(), culprits));
+        if let Some(c) = a
+            .without_top_culprits
+            .as_ref()
+            .filter(|c| c.removed_blocks > 1)
+        {
+            out.push_str(&format!(
+                "Without these {}, {}.\n",
+                plural(c.removed_blocks, "block", "blocks"),
+                counterfactual_clause(c, a.target)
+            ));
+        }
+    }
+    if v.stacks {
+        out.push_str("\nAllocation stacks (innermost first, filtered like PyTorch's viewer):\n");
+        if v.grouped {
+            for (i, g) in a.groups.iter().take(v.top).enumerate() {
+                let b = &a.blocks[g.blocks[0]];
+                out.push_str(&format!("#{} {}\n", i + 1, g.label));
+                push_stack(&mut out, snap, b.stack);
+            }
+        } else {
+            for b in a.ranked().take(v.top) {
+                out.push_str(&format!(
+                    "#{} {} ({} at {:#x})\n",
+                    b.rank.unwrap_or(0),
+                    b.call_site.label(),
+                    fmt_bytes(b.size),
+                    b.address
+                ));
+                push_stack(&mut out, snap, b.stack);
+            }
+        }
+    }
+
+    if !a.long_lived_small.is_empty() {
+        out.push_str(&format!(
+            "\nLong-lived small blocks in large segments (at most 1/{} of the segment; older than the trace or alive for at least half of it):\n",
+            crate::culprits::SMALL_BLOCK_FACTOR
+        ));
+        let idx: Vec<usize> = a.long_lived_small.iter().take(v.top).copied().collect();
+        out.push_str(&block_table(a, &idx));
+        out.push('\n');
+        out.push_str(&more(idx.len(), a.long_lived_small.len()));
+    }
+
+    if !a.almost_empty.is_empty() {
+        out.push_str(&format!(
+            "\nAlmost-empty segments (live blocks fill less than 1/{}), and what keeps them:\n",
+            crate::culprits::ALMOST_EMPTY_DIVISOR
+        ));
+        let mut t = new_table(&["segment", "type", "live", "free", "kept by"]);
+        for s in a.almost_empty.iter().take(v.top) {
+            let mut keepers: Vec<String> = s
+                .kept_by
+                .iter()
+                .take(3)
+                .map(|&i| {
+                    let b = &a.blocks[i];
+                    let pending = if b.state == BlockState::ActivePendingFree {
+                        ", pending free"
+                    } else {
+                        ""
+                    };
+                    format!("{} ({}{pending})", b.call_site.label(), fmt_bytes(b.size))
+                })
+                .collect();
+            if s.kept_by.len() > 3 {
+                keepers.push(format!("and {} more", s.kept_by.len() - 3));
+            }
+            t.add_row(vec![
+                fmt_segment(s.address, s.total_size),
+                s.segment_type.as_str().to_string(),
+                fmt_bytes(s.live),
+                fmt_bytes(s.free),
+                keepers.join("; "),
+            ]);
+        }
+        align_numbers(&mut t, 2);
+        if let Some(c) = t.column_mut(4) {
+            c.set_cell_alignment(comfy_table::CellAlignment::Left);
+        }
+        out.push_str(&t.to_string());
+        out.push('\n');
+        out.push_str(&more(v.top.min(a.almost_empty.len()), a.almost_empty.len()));
+    }
+
+    if !a.rounding_waste.is_empty() {
+        out.push_str(
+            "\nRounding waste by call site (internal fragmentation: rounded − requested):\n",
+        );
+        let mut t = new_table(&["call site", "blocks", "requested", "rounded", "waste"]);
+        for w in a.rounding_waste.iter().take(v.top) {
+            t.add_row(vec![
+                w.call_site.label(),
+                w.blocks.to_string(),
+                fmt_bytes(w.requested),
+                fmt_bytes(w.size),
+                fmt_bytes(w.waste),
+            ]);
+        }
+        align_numbers(&mut t, 1);
+        out.push_str(&t.to_string());
+        out.push('\n');
+        out.push_str(&more(
+            v.top.min(a.rounding_waste.len()),
+            a.rounding_waste.len(),
+        ));
+    }
+
+    if !a.pending_free.is_empty() {
+        let bytes: u64 = a.pending_free.iter().map(|&i| a.blocks[i].size).sum();
+        out.push_str(&format!(
+            "\n{} ({}) freed by the program but waiting on another stream (active_pending_free):\n",
+            plural(a.pending_free.len() as u64, "block", "blocks"),
+            fmt_bytes(bytes)
+        ));
+        let mut t = new_table(&["call site", "rounded", "segment", "stream", "stranded"]);
+        for &i in a.pending_free.iter().take(v.top) {
+            let b = &a.blocks[i];
+            t.add_row(vec![
+                b.call_site.label(),
+                fmt_bytes(b.size),
+                fmt_segment(b.segment, b.segment_size),
+                if b.stream == 0 {
+                    "default".into()
+                } else {
+                    format!("{:#x}", b.stream)
+                },
+                fmt_bytes(b.stranded),
+            ]);
+        }
+        align_numbers(&mut t, 1);
+        out.push_str(&t.to_string());
+        out.push('\n');
+        out.push_str(&more(v.top.min(a.pending_free.len()), a.pending_free.len()));
+        out.push_str(
+            "  These return to the cache only when the other stream's recorded events complete \
+             (record_stream); synchronise that stream, or keep the tensor alive until its work \
+             is done instead of calling record_stream.\n",
+        );
+    }
+    for n in &a.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+fn push_stack(out: &mut String, snap: &Snapshot, stack: StackId) {
+    let lines = stack_lines(snap, stack);
+    if lines.is_empty() {
+        out.push_str("    (no stack recorded)\n");
+    }
+    for l in lines {
+        out.push_str(&format!("    {l}\n"));
+    }
+}
+
+#[derive(Serialize)]
+struct JsonBlock<'a> {
+    #[serde(flatten)]
+    block: &'a BlockFinding,
+    call_site_label: String,
+    share: f64,
+    /// Filtered like the viewer, innermost first, `file:line:name`.
+    stack: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct JsonGroup<'a> {
+    label: &'a str,
+    call_site: &'a CallSite,
+    blocks: usize,
+    addresses: Vec<u64>,
+    stranded: u64,
+    size: u64,
+    requested: u64,
+    segments: u64,
+    share: f64,
+}
+
+#[derive(Serialize)]
+struct JsonAlmostEmpty<'a> {
+    #[serde(flatten)]
+    segment: &'a crate::culprits::AlmostEmptySegment,
+    kept_by_addresses: Vec<u64>,
+    kept_by_sites: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct JsonDevice<'a> {
+    device: i64,
+    at: Option<usize>,
+    time_us: Option<i64>,
+    target: Option<u64>,
+    target_source: Option<&'static str>,
+    segments: u64,
+    reserved: u64,
+    free: u64,
+    total_stranded: u64,
+    largest_gap: u64,
+    summary: String,
+    culprit_count: u64,
+    culprits: Vec<JsonBlock<'a>>,
+    group_by: GroupBy,
+    group_count: usize,
+    groups: Vec<JsonGroup<'a>>,
+    without_top_group: &'a Option<Counterfactual>,
+    without_top_culprits: &'a Option<Counterfactual>,
+    long_lived_small_count: usize,
+    long_lived_small: Vec<JsonBlock<'a>>,
+    almost_empty_count: usize,
+    almost_empty: Vec<JsonAlmostEmpty<'a>>,
+    rounding_waste_count: usize,
+    rounding_waste: &'a [crate::culprits::RoundingWaste],
+    pending_free_count: usize,
+    pending_free: Vec<JsonBlock<'a>>,
+    notes: &'a [String],
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    schema: &'static str,
+    file: &'a str,
+    moment: &'a str,
+    top: usize,
+    devices: Vec<JsonDevice<'a>>,
+}
+
+fn json_block<'a>(a: &'a Analysis, snap: &Snapshot, i: usize) -> JsonBlock<'a> {
+    let b = &a.blocks[i];
+    JsonBlock {
+        block: b,
+        call_site_label: b.call_site.label(),
+        share: share(b.stranded, a.total_stranded),
+        stack: stack_lines(snap, b.stack),
+    }
+}
+
+/// `fragscope culprits --json` (schema `fragscope.culprits/1`): every list
+/// cut to `top` entries, with a count of the whole.
+pub fn render_json(file: &str, analyses: &[Analysis], snap: &Snapshot, v: &View) -> String {
+    let devices = analyses
+        .iter()
+        .map(|a| {
+            let top = v.top;
+            JsonDevice {
+                device: a.device,
+                at: a.at,
+                time_us: a.time_us,
+                target: a.target,
+                target_source: a.target_source,
+                segments: a.segments,
+                reserved: a.reserved,
+                free: a.free,
+                total_stranded: a.total_stranded,
+                largest_gap: a.largest_gap,
+                summary: summary(a),
+                culprit_count: a.culprits,
+                culprits: (0..(a.culprits as usize).min(top))
+                    .map(|i| json_block(a, snap, i))
+                    .collect(),
+                group_by: a.group_by,
+                group_count: a.groups.len(),
+                groups: a
+                    .groups
+                    .iter()
+                    .take(top)
+                    .map(|g| JsonGroup {
+                        label: &g.label,
+                        call_site: &g.call_site,
+                        blocks: g.blocks.len(),
+                        addresses: g.blocks.iter().map(|&i| a.blocks[i].address).collect(),
+                        stranded: g.stranded,
+                        size: g.size,
+                        requested: g.requested,
+                        segments: g.segments,
+                        share: share(g.stranded, a.total_stranded),
+                    })
+                    .collect(),
+                without_top_group: &a.without_top_group,
+                without_top_culprits: &a.without_top_culprits,
+                long_lived_small_count: a.long_lived_small.len(),
+                long_lived_small: a
+                    .long_lived_small
+                    .iter()
+                    .take(top)
+                    .map(|&i| json_block(a, snap, i))
+                    .collect(),
+                almost_empty_count: a.almost_empty.len(),
+                almost_empty: a
+                    .almost_empty
+                    .iter()
+                    .take(top)
+                    .map(|s| JsonAlmostEmpty {
+                        segment: s,
+                        kept_by_addresses: s.kept_by.iter().map(|&i| a.blocks[i].address).collect(),
+                        kept_by_sites: s
+                            .kept_by
+                            .iter()
+                            .map(|&i| a.blocks[i].call_site.label())
+                            .collect(),
+                    })
+                    .collect(),
+                rounding_waste_count: a.rounding_waste.len(),
+                rounding_waste: &a.rounding_waste[..a.rounding_waste.len().min(top)],
+                pending_free_count: a.pending_free.len(),
+                pending_free: a
+                    .pending_free
+                    .iter()
+                    .take(top)
+                    .map(|&i| json_block(a, snap, i))
+                    .collect(),
+                notes: &a.notes,
+            }
+        })
+        .collect();
+    let r = JsonReport {
+        schema: JSON_SCHEMA,
+        file,
+        moment: &v.moment,
+        top: v.top,
+        devices,
+    };
+    serde_json::to_string_pretty(&r).expect("culprits JSON always serialises") + "\n"
+}
