@@ -8,6 +8,7 @@ pub mod advice;
 pub mod cli;
 pub mod encode;
 pub mod input;
+pub mod metrics;
 pub mod model;
 pub mod output;
 pub mod profiler;
