@@ -7,6 +7,7 @@
 pub mod advice;
 pub mod check;
 pub mod cli;
+pub mod diff;
 pub mod encode;
 pub mod input;
 pub mod metrics;
