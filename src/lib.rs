@@ -5,11 +5,14 @@
 //! See `docs/architecture.md`.
 
 pub mod advice;
+pub mod check;
 pub mod cli;
 pub mod culprits;
+pub mod diff;
 pub mod encode;
 pub mod frames;
 pub mod input;
+pub mod metrics;
 pub mod model;
 pub mod output;
 pub mod profiler;

@@ -6,9 +6,11 @@
 //! 2 an input or option could not be used (also when any of several inputs
 //! was unreadable). A closed stdout (broken pipe) exits 0.
 
+pub mod check;
 pub mod common;
 pub mod convert;
 pub mod culprits;
+pub mod diff;
 pub mod flamegraph;
 pub mod stats;
 
@@ -87,6 +89,21 @@ pub enum Command {
         after_help = "Examples:\n  fragscope flamegraph snapshot.pickle -o mem.svg\n  fragscope flamegraph snapshot.pickle -o stranded.svg --weight stranded --at oom"
     )]
     Flamegraph(flamegraph::Args),
+    /// CI gate: fail (exit 1) when a rule on fragmentation, peaks, free gaps
+    /// or OOMs does not hold, alone or against a baseline run; exit 2 when an
+    /// input or the config cannot be used. Rules come from flags and the
+    /// [check] table of ./fragscope.toml (see docs/ci.md).
+    #[command(
+        after_help = "Examples:\n  fragscope check run.pickle --max-fragmentation 0.5 --max-peak-reserved 40GiB\n  fragscope check run.pickle --baseline ci/baseline.pickle --max-regression peak_reserved=5%\n  fragscope check run.pickle --format github\n  fragscope check run.pickle --format junit -o fragscope.xml"
+    )]
+    Check(check::Args),
+    /// Two runs side by side: peaks, end state, fragmentation, free gaps,
+    /// waste and OOMs with their changes; the call sites that moved most;
+    /// culprits new or gone.
+    #[command(
+        after_help = "Examples:\n  fragscope diff before.pickle after.pickle\n  fragscope diff --json before.pickle after.pickle\n  fragscope diff --device 1,2 run.pickle run.pickle   # two devices of one file"
+    )]
+    Diff(diff::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -105,6 +122,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Convert(a) => convert::run(a, &g),
         Command::Culprits(a) => culprits::run(a, &g),
         Command::Flamegraph(a) => flamegraph::run(a, &g),
+        Command::Check(a) => check::run(a, &g),
+        Command::Diff(a) => diff::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),

@@ -1,7 +1,9 @@
 //! Renderers: figures and findings → text tables, JSON, SVG, HTML. A renderer
 //! returns a `String` (or bytes) and never prints; `cli` decides where it goes.
 
+pub mod check;
 pub mod culprits;
+pub mod diff;
 pub mod flamegraph;
 pub mod segmap;
 pub mod stats;

@@ -1,0 +1,1028 @@
+//! The CI gate: rules with thresholds, read from command-line flags and a
+//! `fragscope.toml`, evaluated against [`Metrics`] into one list of
+//! [`Finding`]s that every output format renders.
+//!
+//! Owns: the rule names and their config syntax, config validation (every
+//! error names the file and the key), the pass/fail arithmetic and the hints.
+//! Must not compute metrics (that is [`crate::metrics`]), read snapshots, or
+//! format output (that is `render::check`).
+//!
+//! Config file:
+//!
+//! ```toml
+//! [check]
+//! baseline = "ci/baseline.pickle"   # relative to this file
+//! max_fragmentation = 0.5           # or "50%"
+//! min_largest_gap = "1GiB"
+//! max_peak_reserved = "40GiB"       # or a byte count
+//! max_peak_allocated = "36GiB"
+//! max_internal_waste = "512MiB"
+//! max_oom_events = 0                # the default
+//!
+//! [check.max_regression]            # against the baseline
+//! peak_reserved = "5%"              # relative
+//! fragmentation = 0.05              # absolute, in the metric's unit
+//! largest_gap = "256MiB"
+//! ```
+
+use crate::metrics::{Measured, MetricId, Metrics, Quantity, Unit};
+use crate::units::{fmt_bytes, fmt_pct, parse_size};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Version of the JSON that `check --format json` prints.
+pub const CHECK_SCHEMA: &str = "fragscope.check/1";
+/// Read from the current directory when `--config` is not given.
+pub const CONFIG_FILE: &str = "fragscope.toml";
+
+/// An absolute rule: a bound on one metric of the checked file.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleKind {
+    MaxFragmentation,
+    MinLargestGap,
+    MaxPeakReserved,
+    MaxPeakAllocated,
+    MaxInternalWaste,
+    MaxOomEvents,
+}
+
+impl RuleKind {
+    pub const ALL: [RuleKind; 6] = [
+        RuleKind::MaxFragmentation,
+        RuleKind::MinLargestGap,
+        RuleKind::MaxPeakReserved,
+        RuleKind::MaxPeakAllocated,
+        RuleKind::MaxInternalWaste,
+        RuleKind::MaxOomEvents,
+    ];
+    pub fn key(self) -> &'static str {
+        match self {
+            RuleKind::MaxFragmentation => "max_fragmentation",
+            RuleKind::MinLargestGap => "min_largest_gap",
+            RuleKind::MaxPeakReserved => "max_peak_reserved",
+            RuleKind::MaxPeakAllocated => "max_peak_allocated",
+            RuleKind::MaxInternalWaste => "max_internal_waste",
+            RuleKind::MaxOomEvents => "max_oom_events",
+        }
+    }
+    pub fn parse(s: &str) -> Option<RuleKind> {
+        RuleKind::ALL.into_iter().find(|r| r.key() == s)
+    }
+    pub fn metric(self) -> MetricId {
+        match self {
+            RuleKind::MaxFragmentation => MetricId::Fragmentation,
+            RuleKind::MinLargestGap => MetricId::LargestGap,
+            RuleKind::MaxPeakReserved => MetricId::PeakReserved,
+            RuleKind::MaxPeakAllocated => MetricId::PeakAllocated,
+            RuleKind::MaxInternalWaste => MetricId::InternalWaste,
+            RuleKind::MaxOomEvents => MetricId::OomEvents,
+        }
+    }
+    /// `min_*` rules fail below the threshold, `max_*` rules above it.
+    pub fn is_min(self) -> bool {
+        self == RuleKind::MinLargestGap
+    }
+}
+
+/// How much worse than the baseline a metric may get.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum RegressionLimit {
+    /// A fraction of the baseline's value: 0.05 for `"5%"`.
+    Relative(f64),
+    /// An amount in the metric's own unit.
+    Absolute(Quantity),
+}
+
+impl RegressionLimit {
+    pub fn fmt(self) -> String {
+        match self {
+            RegressionLimit::Relative(r) => format!("+{}", fmt_pct(r)),
+            RegressionLimit::Absolute(q) => format!("+{}", q.fmt()),
+        }
+    }
+}
+
+/// Validated rules. Flags and config files each produce one; [`Rules::merge`]
+/// lets flags win.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rules {
+    pub limits: BTreeMap<RuleKind, Quantity>,
+    pub regressions: BTreeMap<MetricId, RegressionLimit>,
+    /// Resolved against the config file's directory when read from one.
+    pub baseline: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read the config file: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: invalid TOML: {msg}")]
+    Syntax { path: String, msg: String },
+    #[error("{path}: {key}: {msg}")]
+    Key {
+        path: String,
+        key: String,
+        msg: String,
+    },
+}
+
+impl Rules {
+    /// What holds with no config and no flags: no OOM event.
+    pub fn defaults() -> Rules {
+        let mut r = Rules::default();
+        r.limits.insert(RuleKind::MaxOomEvents, Quantity::Count(0));
+        r
+    }
+
+    /// Entries of `over` replace those of `self`.
+    pub fn merge(&mut self, over: Rules) {
+        self.limits.extend(over.limits);
+        self.regressions.extend(over.regressions);
+        if over.baseline.is_some() {
+            self.baseline = over.baseline;
+        }
+    }
+
+    /// Reads a config file; a relative `baseline` is taken from its directory.
+    pub fn load(path: &Path) -> Result<Rules, ConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+            path: shown.clone(),
+            source: e,
+        })?;
+        let mut r = Rules::from_toml(&text, &shown)?;
+        if let Some(b) = &r.baseline
+            && b.is_relative()
+        {
+            let dir = path.parent().unwrap_or(Path::new(""));
+            r.baseline = Some(dir.join(b));
+        }
+        Ok(r)
+    }
+
+    /// Parses config text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Rules, ConfigError> {
+        let key_err = |key: &str, msg: String| ConfigError::Key {
+            path: origin.to_string(),
+            key: key.to_string(),
+            msg,
+        };
+        let doc: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Syntax {
+                path: origin.to_string(),
+                msg: e.to_string().trim_end().replace('\n', " "),
+            })?;
+        let mut r = Rules::default();
+        for (k, v) in &doc {
+            if k != "check" {
+                let msg =
+                    if RuleKind::parse(k).is_some() || k == "max_regression" || k == "baseline" {
+                        "rules go in a [check] table".to_string()
+                    } else {
+                        "unknown section; this file holds a [check] table".to_string()
+                    };
+                return Err(key_err(k, msg));
+            }
+            let toml::Value::Table(t) = v else {
+                return Err(key_err(k, "expected a table ([check])".into()));
+            };
+            for (k, v) in t {
+                let key = format!("check.{k}");
+                if k == "baseline" {
+                    let toml::Value::String(s) = v else {
+                        return Err(key_err(&key, format!("expected a path, found {}", kind(v))));
+                    };
+                    r.baseline = Some(PathBuf::from(s));
+                } else if k == "max_regression" {
+                    let toml::Value::Table(regs) = v else {
+                        return Err(key_err(
+                            &key,
+                            "expected a table of metric = limit ([check.max_regression])".into(),
+                        ));
+                    };
+                    for (mk, mv) in regs {
+                        let key = format!("check.max_regression.{mk}");
+                        let metric = MetricId::parse(mk).ok_or_else(|| {
+                            key_err(&key, format!("unknown metric; known: {}", metric_keys()))
+                        })?;
+                        let lim = regression_from_toml(metric, mv).map_err(|m| key_err(&key, m))?;
+                        r.regressions.insert(metric, lim);
+                    }
+                } else if let Some(rule) = RuleKind::parse(k) {
+                    let q = limit_from_toml(rule, v).map_err(|m| key_err(&key, m))?;
+                    r.limits.insert(rule, q);
+                } else {
+                    return Err(key_err(
+                        &key,
+                        format!(
+                            "unknown rule; known: {}, max_regression, baseline",
+                            RuleKind::ALL.map(|r| r.key()).join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(r)
+    }
+}
+
+fn metric_keys() -> String {
+    MetricId::ALL.map(|m| m.key()).join(", ")
+}
+
+fn kind(v: &toml::Value) -> &'static str {
+    match v {
+        toml::Value::String(_) => "a string",
+        toml::Value::Integer(_) => "an integer",
+        toml::Value::Float(_) => "a number",
+        toml::Value::Boolean(_) => "a boolean",
+        toml::Value::Datetime(_) => "a date",
+        toml::Value::Array(_) => "an array",
+        toml::Value::Table(_) => "a table",
+    }
+}
+
+fn limit_from_toml(rule: RuleKind, v: &toml::Value) -> Result<Quantity, String> {
+    match (rule.metric().unit(), v) {
+        (_, toml::Value::String(s)) => parse_limit(rule, s),
+        (Unit::Ratio, toml::Value::Float(f)) => ratio(*f),
+        (Unit::Ratio, toml::Value::Integer(i)) => ratio(*i as f64),
+        (Unit::Bytes, toml::Value::Integer(i)) if *i >= 0 => Ok(Quantity::Bytes(*i as u64)),
+        (Unit::Count, toml::Value::Integer(i)) if *i >= 0 => Ok(Quantity::Count(*i as u64)),
+        (u, v) => Err(format!("expected {}, found {}", expected(u), kind(v))),
+    }
+}
+
+fn expected(u: Unit) -> &'static str {
+    match u {
+        Unit::Bytes => "a size such as \"40GiB\", \"512MiB\" or a byte count",
+        Unit::Ratio => "a fraction between 0 and 1 (0.5) or a percentage (\"50%\")",
+        Unit::Count => "a count (a non-negative integer)",
+    }
+}
+
+fn ratio(f: f64) -> Result<Quantity, String> {
+    if (0.0..=1.0).contains(&f) {
+        Ok(Quantity::Ratio(f))
+    } else {
+        Err(format!(
+            "{f} is not a fraction between 0 and 1 (write 0.5 or \"50%\")"
+        ))
+    }
+}
+
+fn percent(s: &str) -> Option<Result<f64, String>> {
+    let n = s.trim().strip_suffix('%')?;
+    Some(match n.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v / 100.0),
+        _ => Err(format!("malformed percentage {s:?}")),
+    })
+}
+
+/// The threshold of a rule written as text (a flag, or a TOML string).
+pub fn parse_limit(rule: RuleKind, s: &str) -> Result<Quantity, String> {
+    match rule.metric().unit() {
+        Unit::Ratio => match percent(s) {
+            Some(p) => ratio(p?),
+            None => ratio(
+                s.trim()
+                    .parse::<f64>()
+                    .map_err(|_| format!("expected {}, found {s:?}", expected(Unit::Ratio)))?,
+            ),
+        },
+        Unit::Bytes => parse_size(s).map(Quantity::Bytes),
+        Unit::Count => s
+            .trim()
+            .parse::<u64>()
+            .map(Quantity::Count)
+            .map_err(|_| format!("expected {}, found {s:?}", expected(Unit::Count))),
+    }
+}
+
+/// A regression limit written as text: `"5%"` (relative) or an amount in
+/// the metric's unit (`"512MiB"`, `0.05`, `2`).
+pub fn parse_regression(metric: MetricId, s: &str) -> Result<RegressionLimit, String> {
+    if let Some(p) = percent(s) {
+        return p.map(RegressionLimit::Relative);
+    }
+    let bad = || {
+        format!(
+            "expected a percentage (\"5%\") or {}, found {s:?}",
+            expected(metric.unit())
+        )
+    };
+    Ok(RegressionLimit::Absolute(match metric.unit() {
+        Unit::Bytes => Quantity::Bytes(parse_size(s).map_err(|e| format!("{e}; {}", bad()))?),
+        Unit::Ratio => match s.trim().parse::<f64>() {
+            Ok(f) if (0.0..=1.0).contains(&f) => Quantity::Ratio(f),
+            _ => return Err(bad()),
+        },
+        Unit::Count => Quantity::Count(s.trim().parse().map_err(|_| bad())?),
+    }))
+}
+
+fn regression_from_toml(metric: MetricId, v: &toml::Value) -> Result<RegressionLimit, String> {
+    match v {
+        toml::Value::String(s) => parse_regression(metric, s),
+        toml::Value::Integer(i) if *i >= 0 => parse_regression(metric, &i.to_string()),
+        toml::Value::Float(f) if metric.unit() == Unit::Ratio => {
+            parse_regression(metric, &f.to_string())
+        }
+        v => Err(format!(
+            "expected a percentage (\"5%\") or {}, found {}",
+            expected(metric.unit()),
+            kind(v)
+        )),
+    }
+}
+
+/// `--max-regression METRIC=LIMIT`.
+pub fn parse_regression_flag(s: &str) -> Result<(MetricId, RegressionLimit), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected METRIC=LIMIT (e.g. peak_reserved=5%), found {s:?}"))?;
+    let metric = MetricId::parse(k.trim())
+        .ok_or_else(|| format!("unknown metric {k:?}; known: {}", metric_keys()))?;
+    Ok((metric, parse_regression(metric, v)?))
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    /// The metric is not measurable from this input, or there is no baseline.
+    Skipped,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "FAIL",
+            Verdict::Skipped => "skipped",
+        }
+    }
+}
+
+/// A measured value or threshold.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Value {
+    Bytes(u64),
+    Ratio(f64),
+    Count(u64),
+    /// How much worse than the baseline, as a fraction of it (0.05 = 5 %
+    /// worse; negative = better).
+    Relative(f64),
+    /// How much worse than the baseline, in bytes (negative = better).
+    BytesDelta(i64),
+    RatioDelta(f64),
+    CountDelta(i64),
+}
+
+impl Value {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Value::Bytes(b) | Value::Count(b) => b as f64,
+            Value::Ratio(r) | Value::Relative(r) | Value::RatioDelta(r) => r,
+            Value::BytesDelta(d) | Value::CountDelta(d) => d as f64,
+        }
+    }
+    pub fn fmt(self) -> String {
+        let signed = |d: f64, s: String| if d > 0.0 { format!("+{s}") } else { s };
+        match self {
+            Value::Bytes(b) => fmt_bytes(b),
+            Value::Ratio(r) => fmt_pct(r),
+            Value::Count(c) => c.to_string(),
+            Value::Relative(r) => signed(r, fmt_pct(r)),
+            Value::BytesDelta(d) => crate::units::fmt_delta(d as i128),
+            Value::RatioDelta(r) => signed(r, format!("{:.1} pt", r * 100.0)),
+            Value::CountDelta(d) => signed(d as f64, d.to_string()),
+        }
+    }
+    fn of(q: Quantity) -> Value {
+        match q {
+            Quantity::Bytes(b) => Value::Bytes(b),
+            Quantity::Ratio(r) => Value::Ratio(r),
+            Quantity::Count(c) => Value::Count(c),
+        }
+    }
+    fn delta(unit: Unit, d: f64) -> Value {
+        match unit {
+            Unit::Bytes => Value::BytesDelta(d as i64),
+            Unit::Ratio => Value::RatioDelta(d),
+            Unit::Count => Value::CountDelta(d as i64),
+        }
+    }
+}
+
+/// One rule applied to one file: the data every output renders.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// The config key: `max_peak_reserved`, `max_regression.peak_reserved`.
+    pub rule: String,
+    pub metric: MetricId,
+    /// The device the figure comes from (`None`: summed, or none).
+    pub device: Option<i64>,
+    /// `None` when not measurable (verdict `skipped`), or when a relative
+    /// change from a zero baseline is undefined.
+    pub measured: Option<Value>,
+    pub threshold: Value,
+    /// Regression rules: the metric in the baseline and in the checked file.
+    pub baseline_value: Option<Quantity>,
+    pub current_value: Option<Quantity>,
+    pub verdict: Verdict,
+    /// One line saying what was compared with what.
+    pub message: String,
+    /// What to try (empty when the rule holds).
+    pub hint: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CheckReport {
+    pub schema: String,
+    pub file: String,
+    pub baseline: Option<String>,
+    pub findings: Vec<Finding>,
+    /// Every metric measurable from the checked file, to calibrate limits.
+    pub metrics: BTreeMap<MetricId, Measured>,
+    /// What the figures rest on (replay anomalies, unused baseline, …).
+    pub notes: Vec<String>,
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+impl CheckReport {
+    pub fn ok(&self) -> bool {
+        self.failed == 0
+    }
+}
+
+/// Applies every rule; absolute rules first (in [`RuleKind::ALL`] order),
+/// then regressions (in [`MetricId::ALL`] order).
+pub fn evaluate(
+    file: &str,
+    current: &Metrics,
+    baseline: Option<(&str, &Metrics)>,
+    rules: &Rules,
+) -> CheckReport {
+    let mut findings = Vec::new();
+    for (&rule, &limit) in &rules.limits {
+        findings.push(absolute(rule, limit, current));
+    }
+    for (&metric, &limit) in &rules.regressions {
+        findings.push(regression(metric, limit, current, baseline));
+    }
+    let mut notes: Vec<String> = current.notes.clone();
+    if let Some((name, b)) = baseline {
+        notes.extend(b.notes.iter().map(|n| format!("baseline {name}: {n}")));
+        if rules.regressions.is_empty() {
+            notes.push(
+                "a baseline was given but no max_regression rule is set, so it gates nothing"
+                    .into(),
+            );
+        }
+    }
+    let count = |v| {
+        findings
+            .iter()
+            .filter(|f: &&Finding| f.verdict == v)
+            .count()
+    };
+    CheckReport {
+        schema: CHECK_SCHEMA.into(),
+        file: file.into(),
+        baseline: baseline.map(|b| b.0.to_string()),
+        passed: count(Verdict::Pass),
+        failed: count(Verdict::Fail),
+        skipped: count(Verdict::Skipped),
+        findings,
+        metrics: MetricId::ALL
+            .into_iter()
+            .filter_map(|m| current.get(m).map(|v| (m, v)))
+            .collect(),
+        notes,
+    }
+}
+
+fn on_device(d: Option<i64>) -> String {
+    d.map(|d| format!(" on device {d}")).unwrap_or_default()
+}
+
+fn absolute(rule: RuleKind, limit: Quantity, m: &Metrics) -> Finding {
+    let metric = rule.metric();
+    let mut f = Finding {
+        rule: rule.key().into(),
+        metric,
+        device: None,
+        measured: None,
+        threshold: Value::of(limit),
+        baseline_value: None,
+        current_value: None,
+        verdict: Verdict::Skipped,
+        message: String::new(),
+        hint: String::new(),
+    };
+    let Some(got) = m.get(metric) else {
+        f.message = format!("{} is not measurable from this input", metric.label());
+        f.hint = unmeasurable_hint(metric, m);
+        return f;
+    };
+    f.device = got.device;
+    f.measured = Some(Value::of(got.value));
+    let (v, t) = (got.value.as_f64(), limit.as_f64());
+    let fails = if rule.is_min() { v < t } else { v > t };
+    let relation = match (rule.is_min(), fails) {
+        (false, true) => "exceeds the limit of",
+        (false, false) => "is within the limit of",
+        (true, true) => "is below the minimum of",
+        (true, false) => "meets the minimum of",
+    };
+    f.message = format!(
+        "{} {}{} {relation} {}",
+        metric.label(),
+        got.value.fmt(),
+        on_device(got.device),
+        limit.fmt()
+    );
+    if fails {
+        f.verdict = Verdict::Fail;
+        f.hint = fail_hint(metric, m, got.device);
+    } else {
+        f.verdict = Verdict::Pass;
+    }
+    f
+}
+
+/// Relative comparisons tolerate float noise: `105 / 100 − 1` is a hair
+/// above 0.05 and must not fail a 5 % rule.
+const REL_EPS: f64 = 1e-9;
+
+fn regression(
+    metric: MetricId,
+    limit: RegressionLimit,
+    cur: &Metrics,
+    baseline: Option<(&str, &Metrics)>,
+) -> Finding {
+    let mut f = Finding {
+        rule: format!("max_regression.{}", metric.key()),
+        metric,
+        device: None,
+        measured: None,
+        threshold: match limit {
+            RegressionLimit::Relative(r) => Value::Relative(r),
+            RegressionLimit::Absolute(q) => Value::delta(metric.unit(), q.as_f64()),
+        },
+        baseline_value: None,
+        current_value: None,
+        verdict: Verdict::Skipped,
+        message: String::new(),
+        hint: String::new(),
+    };
+    let Some((bname, base)) = baseline else {
+        f.message = format!(
+            "{}: no baseline to compare with ({} allowed)",
+            metric.label(),
+            limit.fmt()
+        );
+        f.hint = "give one with --baseline FILE or `baseline = \"...\"` in [check]".into();
+        return f;
+    };
+    let (b, c) = (base.get(metric), cur.get(metric));
+    f.baseline_value = b.map(|x| x.value);
+    f.current_value = c.map(|x| x.value);
+    let (Some(b), Some(c)) = (b, c) else {
+        f.message = format!(
+            "{} is not measurable from {}",
+            metric.label(),
+            if b.is_none() {
+                "the baseline"
+            } else {
+                "this input"
+            }
+        );
+        f.hint = unmeasurable_hint(metric, if b.is_none() { base } else { cur });
+        return f;
+    };
+    f.device = c.device;
+    let (bv, cv) = (b.value.as_f64(), c.value.as_f64());
+    let worse = if metric.lower_is_worse() {
+        bv - cv
+    } else {
+        cv - bv
+    };
+    let fails = match limit {
+        RegressionLimit::Relative(r) => {
+            if bv == 0.0 {
+                if worse > 0.0 {
+                    true
+                } else {
+                    f.measured = Some(Value::Relative(0.0));
+                    false
+                }
+            } else {
+                let rel = worse / bv;
+                f.measured = Some(Value::Relative(rel));
+                rel > r + REL_EPS * r.max(1.0)
+            }
+        }
+        RegressionLimit::Absolute(q) => {
+            f.measured = Some(Value::delta(metric.unit(), worse));
+            worse > q.as_f64() + REL_EPS * q.as_f64().max(1.0)
+        }
+    };
+    let change = match f.measured {
+        Some(m) => format!("{} worse", m.fmt()),
+        None => "up from zero".into(),
+    };
+    f.message = format!(
+        "{} {} → {}{} ({change}; {} allowed) against {bname}",
+        metric.label(),
+        b.value.fmt(),
+        c.value.fmt(),
+        on_device(c.device),
+        limit.fmt(),
+    );
+    if fails {
+        f.verdict = Verdict::Fail;
+        f.hint = format!(
+            "{} If the change is intended, record a new baseline (docs/ci.md).",
+            fail_hint(metric, cur, c.device)
+        );
+    } else {
+        f.verdict = Verdict::Pass;
+    }
+    f
+}
+
+fn unmeasurable_hint(metric: MetricId, m: &Metrics) -> String {
+    match m.source {
+        crate::metrics::Source::ProfilerTrace => format!(
+            "a profiler trace carries only allocated/reserved totals; record a memory snapshot to measure {}",
+            metric.key()
+        ),
+        crate::metrics::Source::Snapshot if m.devices.is_empty() => {
+            "the snapshot holds no segments: nothing was reserved".into()
+        }
+        crate::metrics::Source::Snapshot => {
+            "nothing was reserved in this snapshot, so there is no free gap to measure".into()
+        }
+    }
+}
+
+fn fail_hint(metric: MetricId, m: &Metrics, device: Option<i64>) -> String {
+    match metric {
+        MetricId::Fragmentation => {
+            "Free memory is split into many gaps while memory is tight: try \
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, and avoid keeping long-lived tensors allocated \
+between short-lived ones."
+                .into()
+        }
+        MetricId::LargestGap => "At the tightest moment no cached free block was this large, so a \
+bigger request needs a new cudaMalloc (an OOM when the device is full): \
+expandable_segments:True lets segments grow instead of leaving gaps."
+            .into(),
+        MetricId::PeakReserved | MetricId::EndReserved => {
+            let dev = m
+                .devices
+                .iter()
+                .find(|d| Some(d.device) == device)
+                .or(m.devices.first());
+            match dev.and_then(|d| Some((d.peak_allocated?, d.peak_reserved?))) {
+                Some((a, r)) if r > 0 && (a as f64) < 0.8 * r as f64 => format!(
+                    "Allocated memory peaks at {} ({} of peak reserved): the rest is cached free \
+memory. Look at the fragmentation figures and try expandable_segments:True.",
+                    fmt_bytes(a),
+                    fmt_pct(a as f64 / r as f64)
+                ),
+                Some((a, _)) => format!(
+                    "Live tensors peak at {}, most of the reservation: reduce batch or sequence \
+size, or use activation checkpointing.",
+                    fmt_bytes(a)
+                ),
+                None => "Reduce batch or sequence size, or use activation checkpointing.".into(),
+            }
+        }
+        MetricId::PeakAllocated | MetricId::EndAllocated => "Live tensors exceed the budget: \
+reduce batch or sequence size, use activation checkpointing, or keep optimizer state in lower \
+precision."
+            .into(),
+        MetricId::InternalWaste => "Blocks are larger than the requests they serve: check \
+roundup_power2_divisions and max_split_size_mb in PYTORCH_CUDA_ALLOC_CONF, and request sizes \
+just above a rounding step."
+            .into(),
+        MetricId::FreeGaps => {
+            "More free blocks are scattered between live ones: the same remedies \
+as for fragmentation apply (expandable_segments:True)."
+                .into()
+        }
+        MetricId::OomEvents => {
+            "The recorded run hit an out-of-memory error; `fragscope oom` explains it.".into()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{DeviceMetrics, Source, Timeline};
+
+    fn metrics(peak_reserved: u64, frag: f64, gap: u64, ooms: u64) -> Metrics {
+        Metrics {
+            source: Source::Snapshot,
+            devices: vec![DeviceMetrics {
+                device: 0,
+                timeline: Timeline::FinalStateOnly,
+                peak_allocated: Some(peak_reserved / 2),
+                peak_reserved: Some(peak_reserved),
+                end_allocated: Some(peak_reserved / 4),
+                end_reserved: Some(peak_reserved),
+                fragmentation: Some(frag),
+                largest_gap: Some(gap),
+                free_gaps: Some(3),
+                internal_waste: Some(1 << 20),
+                oom_events: Some(ooms),
+            }],
+            notes: vec![],
+        }
+    }
+
+    fn verdict(r: &CheckReport, rule: &str) -> Verdict {
+        r.findings.iter().find(|f| f.rule == rule).unwrap().verdict
+    }
+
+    #[test]
+    fn config_parses_every_rule() {
+        let r = Rules::from_toml(
+            r#"
+[check]
+baseline = "base.pickle"
+max_fragmentation = "50%"
+min_largest_gap = "1GiB"
+max_peak_reserved = 1073741824
+max_peak_allocated = "36 GiB"
+max_internal_waste = "512MiB"
+max_oom_events = 2
+[check.max_regression]
+peak_reserved = "5%"
+fragmentation = 0.05
+largest_gap = "256MiB"
+oom_events = 0
+"#,
+            "fragscope.toml",
+        )
+        .unwrap();
+        assert_eq!(r.limits[&RuleKind::MaxFragmentation], Quantity::Ratio(0.5));
+        assert_eq!(r.limits[&RuleKind::MinLargestGap], Quantity::Bytes(1 << 30));
+        assert_eq!(
+            r.limits[&RuleKind::MaxPeakReserved],
+            Quantity::Bytes(1 << 30)
+        );
+        assert_eq!(
+            r.limits[&RuleKind::MaxPeakAllocated],
+            Quantity::Bytes(36 << 30)
+        );
+        assert_eq!(
+            r.limits[&RuleKind::MaxInternalWaste],
+            Quantity::Bytes(512 << 20)
+        );
+        assert_eq!(r.limits[&RuleKind::MaxOomEvents], Quantity::Count(2));
+        assert_eq!(
+            r.regressions[&MetricId::PeakReserved],
+            RegressionLimit::Relative(0.05)
+        );
+        assert_eq!(
+            r.regressions[&MetricId::Fragmentation],
+            RegressionLimit::Absolute(Quantity::Ratio(0.05))
+        );
+        assert_eq!(
+            r.regressions[&MetricId::LargestGap],
+            RegressionLimit::Absolute(Quantity::Bytes(256 << 20))
+        );
+        assert_eq!(
+            r.regressions[&MetricId::OomEvents],
+            RegressionLimit::Absolute(Quantity::Count(0))
+        );
+        assert_eq!(r.baseline, Some(PathBuf::from("base.pickle")));
+    }
+
+    fn config_err(text: &str) -> String {
+        Rules::from_toml(text, "ci/fragscope.toml")
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let e = config_err("[check]\nmax_fragmentaton = 0.5\n");
+        assert!(
+            e.starts_with("ci/fragscope.toml: check.max_fragmentaton: unknown rule"),
+            "{e}"
+        );
+        let e = config_err("[check]\nmax_peak_reserved = \"40 parsecs\"\n");
+        assert!(
+            e.starts_with("ci/fragscope.toml: check.max_peak_reserved: malformed size"),
+            "{e}"
+        );
+        let e = config_err("[check]\nmax_fragmentation = 5\n");
+        assert!(
+            e.contains("check.max_fragmentation: 5 is not a fraction"),
+            "{e}"
+        );
+        let e = config_err("[check.max_regression]\npeak_reservd = \"5%\"\n");
+        assert!(
+            e.contains("check.max_regression.peak_reservd: unknown metric"),
+            "{e}"
+        );
+        let e = config_err("[check.max_regression]\npeak_reserved = 0.05\n");
+        assert!(
+            e.contains("check.max_regression.peak_reserved: expected a percentage"),
+            "{e}"
+        );
+        let e = config_err("max_oom_events = 0\n");
+        assert!(
+            e.contains(": max_oom_events: rules go in a [check] table"),
+            "{e}"
+        );
+        let e = config_err("[chek]\n");
+        assert!(e.contains(": chek: unknown section"), "{e}");
+        let e = config_err("[check]\nmax_oom_events = -1\n");
+        assert!(e.contains("check.max_oom_events: expected a count"), "{e}");
+        let e = config_err("[check\n");
+        assert!(e.starts_with("ci/fragscope.toml: invalid TOML"), "{e}");
+    }
+
+    #[test]
+    fn relative_baseline_is_taken_from_the_config_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("fragscope.toml");
+        std::fs::write(&p, "[check]\nbaseline = \"ci/base.pickle\"\n").unwrap();
+        let r = Rules::load(&p).unwrap();
+        assert_eq!(r.baseline, Some(d.path().join("ci/base.pickle")));
+        let missing = d.path().join("nope.toml");
+        let e = Rules::load(&missing).unwrap_err().to_string();
+        assert!(e.contains("nope.toml: cannot read the config file"), "{e}");
+    }
+
+    #[test]
+    fn flags_win_over_the_config() {
+        let mut r = Rules::defaults();
+        r.merge(
+            Rules::from_toml("[check]\nmax_oom_events = 3\nmax_fragmentation = 0.4", "x").unwrap(),
+        );
+        let mut flags = Rules::default();
+        flags
+            .limits
+            .insert(RuleKind::MaxFragmentation, Quantity::Ratio(0.9));
+        r.merge(flags);
+        assert_eq!(r.limits[&RuleKind::MaxOomEvents], Quantity::Count(3));
+        assert_eq!(r.limits[&RuleKind::MaxFragmentation], Quantity::Ratio(0.9));
+    }
+
+    #[test]
+    fn absolute_rules_pass_and_fail_at_the_boundary() {
+        let m = metrics(40 << 30, 0.5, 1 << 30, 0);
+        let mut rules = Rules::defaults();
+        rules
+            .limits
+            .insert(RuleKind::MaxPeakReserved, Quantity::Bytes(40 << 30));
+        rules
+            .limits
+            .insert(RuleKind::MaxFragmentation, Quantity::Ratio(0.49));
+        rules
+            .limits
+            .insert(RuleKind::MinLargestGap, Quantity::Bytes(1 << 30));
+        let r = evaluate("run.pickle", &m, None, &rules);
+        assert_eq!(verdict(&r, "max_peak_reserved"), Verdict::Pass);
+        assert_eq!(verdict(&r, "min_largest_gap"), Verdict::Pass);
+        assert_eq!(verdict(&r, "max_oom_events"), Verdict::Pass);
+        assert_eq!(verdict(&r, "max_fragmentation"), Verdict::Fail);
+        assert_eq!((r.passed, r.failed, r.skipped), (3, 1, 0));
+        assert!(!r.ok());
+        let frag = r
+            .findings
+            .iter()
+            .find(|f| f.rule == "max_fragmentation")
+            .unwrap();
+        assert_eq!(frag.measured, Some(Value::Ratio(0.5)));
+        assert_eq!(frag.device, Some(0));
+        assert!(frag.hint.contains("expandable_segments"), "{}", frag.hint);
+        assert!(
+            frag.message.contains("50.0%") && frag.message.contains("49.0%"),
+            "{}",
+            frag.message
+        );
+    }
+
+    #[test]
+    fn regressions_against_a_baseline() {
+        let base = metrics(100 << 20, 0.30, 64 << 20, 0);
+        let cur = metrics(105 << 20, 0.36, 32 << 20, 1);
+        let mut rules = Rules::default();
+        let mut reg = |m, l| rules.regressions.insert(m, l);
+        reg(MetricId::PeakReserved, RegressionLimit::Relative(0.05));
+        reg(
+            MetricId::Fragmentation,
+            RegressionLimit::Absolute(Quantity::Ratio(0.05)),
+        );
+        reg(MetricId::LargestGap, RegressionLimit::Relative(0.25));
+        reg(
+            MetricId::OomEvents,
+            RegressionLimit::Absolute(Quantity::Count(0)),
+        );
+        reg(MetricId::FreeGaps, RegressionLimit::Relative(0.0));
+        let r = evaluate("new.pickle", &cur, Some(("base.pickle", &base)), &rules);
+        // Exactly +5 %: holds.
+        assert_eq!(verdict(&r, "max_regression.peak_reserved"), Verdict::Pass);
+        let f = |rule: &str| r.findings.iter().find(|f| f.rule == rule).unwrap().clone();
+        assert!(
+            matches!(f("max_regression.peak_reserved").measured, Some(Value::Relative(x)) if (x - 0.05).abs() < 1e-9)
+        );
+        // +6 points of fragmentation > 5 allowed.
+        assert_eq!(verdict(&r, "max_regression.fragmentation"), Verdict::Fail);
+        // Largest gap halves: lower is worse, 50 % worse > 25 %.
+        let gap = f("max_regression.largest_gap");
+        assert_eq!(gap.verdict, Verdict::Fail);
+        assert_eq!(gap.measured, Some(Value::Relative(0.5)));
+        assert_eq!(gap.baseline_value, Some(Quantity::Bytes(64 << 20)));
+        assert_eq!(gap.current_value, Some(Quantity::Bytes(32 << 20)));
+        assert!(gap.hint.contains("new baseline"), "{}", gap.hint);
+        // 0 → 1 OOM with an absolute limit of 0.
+        assert_eq!(verdict(&r, "max_regression.oom_events"), Verdict::Fail);
+        // Unchanged: holds with a 0 % limit.
+        assert_eq!(verdict(&r, "max_regression.free_gaps"), Verdict::Pass);
+        assert_eq!(r.failed, 3);
+        // Relative change from a zero baseline: fails without a number.
+        let mut rel = Rules::default();
+        rel.regressions
+            .insert(MetricId::OomEvents, RegressionLimit::Relative(0.5));
+        let r = evaluate("new.pickle", &cur, Some(("base.pickle", &base)), &rel);
+        assert_eq!(r.findings[0].verdict, Verdict::Fail);
+        assert_eq!(r.findings[0].measured, None);
+        assert!(r.findings[0].message.contains("up from zero"));
+    }
+
+    #[test]
+    fn unmeasurable_rules_are_skipped_not_passed() {
+        let prof = Metrics::from_totals([(0i64, vec![(10u64, 20u64), (15, 30)], None)]);
+        let mut rules = Rules::defaults();
+        rules
+            .limits
+            .insert(RuleKind::MaxFragmentation, Quantity::Ratio(0.5));
+        rules
+            .limits
+            .insert(RuleKind::MaxPeakReserved, Quantity::Bytes(25));
+        rules
+            .regressions
+            .insert(MetricId::PeakReserved, RegressionLimit::Relative(0.1));
+        let r = evaluate("trace.json", &prof, None, &rules);
+        assert_eq!(verdict(&r, "max_fragmentation"), Verdict::Skipped);
+        assert_eq!(verdict(&r, "max_oom_events"), Verdict::Skipped);
+        assert_eq!(verdict(&r, "max_peak_reserved"), Verdict::Fail);
+        assert_eq!(
+            verdict(&r, "max_regression.peak_reserved"),
+            Verdict::Skipped
+        );
+        assert!(r.findings[0].hint.contains("profiler trace"));
+    }
+
+    #[test]
+    fn flag_syntax() {
+        assert_eq!(
+            parse_regression_flag("peak_reserved=5%").unwrap(),
+            (MetricId::PeakReserved, RegressionLimit::Relative(0.05))
+        );
+        assert_eq!(
+            parse_regression_flag("end_reserved=1GiB").unwrap(),
+            (
+                MetricId::EndReserved,
+                RegressionLimit::Absolute(Quantity::Bytes(1 << 30))
+            )
+        );
+        assert!(
+            parse_regression_flag("peak=5%")
+                .unwrap_err()
+                .contains("unknown metric")
+        );
+        assert!(parse_regression_flag("peak_reserved").is_err());
+        assert_eq!(
+            parse_limit(RuleKind::MaxFragmentation, "0.25").unwrap(),
+            Quantity::Ratio(0.25)
+        );
+        assert!(parse_limit(RuleKind::MaxFragmentation, "150%").is_err());
+        assert_eq!(
+            parse_limit(RuleKind::MaxPeakReserved, "80GiB").unwrap(),
+            Quantity::Bytes(80 << 30)
+        );
+    }
+}

@@ -1,0 +1,83 @@
+//! `fragscope diff BEFORE AFTER`: two runs side by side.
+
+use super::check::load_metrics;
+use super::common::{Exit, Global, print, warn};
+use crate::diff::{DiffInput, call_sites, diff};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The earlier run (snapshot; `-` for stdin).
+    #[arg(value_name = "BEFORE")]
+    pub before: String,
+    /// The later run; may be the same file as BEFORE with --device A,B.
+    #[arg(value_name = "AFTER")]
+    pub after: String,
+    /// Compare one device: N for both files, or A,B for device A of BEFORE
+    /// against device B of AFTER (default: every device; each figure is the
+    /// worst device's).
+    #[arg(long, value_name = "N|A,B", value_parser = parse_devices)]
+    pub device: Option<(i64, i64)>,
+    /// Call sites and culprits listed (0 = all).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+    /// Print a versioned JSON object (schema fragscope.diff/1) instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_devices(s: &str) -> Result<(i64, i64), String> {
+    let num = |x: &str| {
+        x.trim()
+            .parse::<i64>()
+            .map_err(|_| format!("expected a device number or A,B, found {s:?}"))
+    };
+    match s.split_once(',') {
+        Some((a, b)) => Ok((num(a)?, num(b)?)),
+        None => num(s).map(|d| (d, d)),
+    }
+}
+
+pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
+    if a.before == "-" && a.after == "-" {
+        anyhow::bail!("-: stdin can be only one of BEFORE and AFTER");
+    }
+    let (db, da) = match a.device {
+        Some((x, y)) => (Some(x), Some(y)),
+        None => (None, None),
+    };
+    let (mb, sb) = load_metrics(&a.before, g, db)?;
+    let (ma, sa) = load_metrics(&a.after, g, da)?;
+    let sites = |s: &Option<crate::model::Snapshot>, d, file: &str| {
+        s.as_ref().map(|s| {
+            let (v, bad) = call_sites(s, d);
+            if bad > 0 {
+                warn(&format!(
+                    "{file}: {bad} call site(s) free more in the trace than the final state explains; their peaks are lower bounds"
+                ));
+            }
+            v
+        })
+    };
+    let (xb, xa) = (sites(&sb, db, &a.before), sites(&sa, da, &a.after));
+    let r = diff(
+        &DiffInput {
+            file: &a.before,
+            device: db,
+            metrics: &mb,
+            sites: xb.as_deref(),
+        },
+        &DiffInput {
+            file: &a.after,
+            device: da,
+            metrics: &ma,
+            sites: xa.as_deref(),
+        },
+        a.top,
+    );
+    if a.json {
+        print(&crate::render::diff::json(&r))?;
+    } else {
+        print(&crate::render::diff::text(&r))?;
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,669 @@
+//! Comparing two runs: every metric side by side with its change, and the
+//! call sites whose memory moved the most.
+//!
+//! Owns: the comparison (which direction is a regression, relative changes),
+//! the per-call-site figures of a snapshot (live bytes at the end, peak live
+//! bytes over the trace, free memory pinned), and "culprits new or gone".
+//! Must not compute the run-level metrics (that is [`crate::metrics`]) or
+//! format output (that is `render::diff`).
+//!
+//! A call site is the function (and file) of the first frame outside PyTorch
+//! itself, C/C++ sources and the Python standard library; the line is left
+//! out so that an edit above a function does not make every site "new".
+
+use crate::metrics::{MetricId, Metrics, Quantity, Source};
+use crate::model::{BlockState, Snapshot, StackId, TraceEvent};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Version of the JSON that `diff --json` prints.
+pub const DIFF_SCHEMA: &str = "fragscope.diff/1";
+
+/// Site of blocks whose stack was not recorded.
+pub const NO_STACK: &str = "<no stack recorded>";
+/// Site of blocks freed during the trace but allocated before it began (the
+/// free's own stack does not say who allocated them).
+pub const BEFORE_TRACE: &str = "<allocated before the trace>";
+
+/// One call site of one run.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct SiteFigures {
+    pub site: String,
+    /// Requested bytes of its live blocks in the final state.
+    pub live_bytes: u64,
+    pub live_blocks: u64,
+    /// Most live bytes at one moment of the trace (the final state's when
+    /// there is no trace); summed over devices.
+    pub peak_bytes: u64,
+    /// Free (inactive) bytes of the segments where it holds a live block:
+    /// memory it keeps from being released. A segment's free bytes count for
+    /// every site that holds a block in it.
+    pub pinned_free_bytes: u64,
+}
+
+/// Per-call-site figures of a snapshot (one device, or all), sorted by site.
+/// The second value counts frees that contradict the final state (a site
+/// whose start would be negative); each is clamped at zero.
+pub fn call_sites(snap: &Snapshot, device: Option<i64>) -> (Vec<SiteFigures>, u64) {
+    let mut acc: BTreeMap<String, SiteFigures> = BTreeMap::new();
+    let mut contradictions = 0;
+    let mut names: HashMap<StackId, String> = HashMap::new();
+    let mut site =
+        |id: StackId| -> String { names.entry(id).or_insert_with(|| site_of(snap, id)).clone() };
+    for d in snap.devices() {
+        if device.is_some_and(|x| x != d) {
+            continue;
+        }
+        let mut live: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for seg in snap.segments_of(d) {
+            let mut in_seg = BTreeSet::new();
+            let mut inactive = 0u64;
+            for b in &seg.blocks {
+                match b.state {
+                    BlockState::ActiveAllocated => {
+                        let s = site(b.frames);
+                        let e = live.entry(s.clone()).or_default();
+                        e.0 += b.requested_or_size().min(b.size);
+                        e.1 += 1;
+                        in_seg.insert(s);
+                    }
+                    BlockState::Inactive => inactive += b.size,
+                    BlockState::ActivePendingFree => {}
+                }
+            }
+            for s in in_seg {
+                acc.entry(s.clone())
+                    .or_insert_with(|| SiteFigures {
+                        site: s,
+                        ..Default::default()
+                    })
+                    .pinned_free_bytes += inactive;
+            }
+        }
+        let (peaks, bad) = trace_peaks(snap.trace_of(d), &live, &mut site);
+        contradictions += bad;
+        for (s, (bytes, blocks)) in &live {
+            let e = acc.entry(s.clone()).or_insert_with(|| SiteFigures {
+                site: s.clone(),
+                ..Default::default()
+            });
+            e.live_bytes += bytes;
+            e.live_blocks += blocks;
+        }
+        for (s, p) in peaks {
+            acc.entry(s.clone())
+                .or_insert_with(|| SiteFigures {
+                    site: s,
+                    ..Default::default()
+                })
+                .peak_bytes += p;
+        }
+    }
+    (acc.into_values().collect(), contradictions)
+}
+
+/// Peak live bytes per site over one device's trace. The trace gives each
+/// site's changes; the final state fixes where they end, so the start is the
+/// end minus the net change and the peak is the start plus the highest
+/// running sum. Frees are counted when the program frees (`free_requested`),
+/// matching `allocated`, which leaves pending-free blocks out.
+fn trace_peaks(
+    trace: &[TraceEvent],
+    live_end: &BTreeMap<String, (u64, u64)>,
+    site: &mut impl FnMut(StackId) -> String,
+) -> (BTreeMap<String, u64>, u64) {
+    use crate::model::Action;
+    // site → (running sum, highest running sum)
+    let mut run: BTreeMap<String, (i128, i128)> = BTreeMap::new();
+    // addr → (site, size, free requested)
+    let mut blocks: HashMap<u64, (String, u64, bool)> = HashMap::new();
+    let mut step = |s: &str, delta: i128| {
+        let e = run.entry(s.to_string()).or_insert((0, 0));
+        e.0 += delta;
+        e.1 = e.1.max(e.0);
+    };
+    for e in trace {
+        match e.action {
+            Action::Alloc => {
+                let s = site(e.frames);
+                step(&s, e.size as i128);
+                blocks.insert(e.addr, (s, e.size, false));
+            }
+            Action::FreeRequested => match blocks.get_mut(&e.addr) {
+                Some((s, size, freed)) if !*freed => {
+                    *freed = true;
+                    step(s, -(*size as i128));
+                }
+                Some(_) => {}
+                None => {
+                    step(BEFORE_TRACE, -(e.size as i128));
+                    blocks.insert(e.addr, (BEFORE_TRACE.into(), e.size, true));
+                }
+            },
+            Action::FreeCompleted => match blocks.remove(&e.addr) {
+                Some((_, _, true)) => {}
+                // No `free_requested` recorded (skip_actions, or a cut ring buffer).
+                Some((s, size, false)) => step(&s, -(size as i128)),
+                None => step(BEFORE_TRACE, -(e.size as i128)),
+            },
+            _ => {}
+        }
+    }
+    let mut out = BTreeMap::new();
+    let mut contradictions = 0;
+    let sites: BTreeSet<&String> = run.keys().chain(live_end.keys()).collect();
+    for s in sites {
+        let end = live_end.get(s).map_or(0, |x| x.0) as i128;
+        let (net, high) = run.get(s).copied().unwrap_or((0, 0));
+        let mut start = end - net;
+        if start < 0 {
+            contradictions += 1;
+            start = 0;
+        }
+        let peak = (start + high).max(end).max(0);
+        out.insert(s.clone(), peak.min(u64::MAX as i128) as u64);
+    }
+    (out, contradictions)
+}
+
+/// The call site of a stack (see the module doc).
+fn site_of(snap: &Snapshot, id: StackId) -> String {
+    let frames: Vec<_> = snap
+        .stack(id)
+        .iter()
+        .map(|f| {
+            let f = snap.frame(*f);
+            (snap.str(f.filename), snap.str(f.name))
+        })
+        .collect();
+    if frames.is_empty() {
+        return NO_STACK.into();
+    }
+    let pick = frames
+        .iter()
+        .find(|(file, _)| is_user_file(file))
+        .or_else(|| frames.iter().find(|(file, _)| file.ends_with(".py")));
+    if let Some((file, name)) = pick {
+        return format!("{name} ({})", short_path(file));
+    }
+    // C++ frames only (backward runs on the autograd thread, which has no
+    // Python stack): the first ATen operator names the allocation best.
+    let op = frames.iter().find_map(|(_, name)| {
+        let rest = &name[name.find("at::_ops::")? + "at::_ops::".len()..];
+        Some(rest.split("::").next().unwrap_or(rest))
+    });
+    let backward = frames
+        .iter()
+        .any(|(_, name)| name.contains("torch::autograd::Engine::"));
+    let ctx = if backward { "backward" } else { "C++" };
+    match op {
+        Some(op) => format!("aten::{op} ({ctx})"),
+        None => format!("<{ctx} stack without an ATen operator>"),
+    }
+}
+
+fn is_user_file(file: &str) -> bool {
+    let f = file.replace('\\', "/").to_ascii_lowercase();
+    let native = [
+        ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".so",
+    ]
+    .iter()
+    .any(|ext| f.ends_with(ext));
+    let torch = f.contains("/torch/") || f.starts_with("torch/");
+    let stdlib = f.contains("/lib/python") && !f.contains("-packages/");
+    !(f.is_empty() || f == "??" || f.starts_with('<') || native || torch || stdlib)
+}
+
+/// Paths differ between machines: keep what follows `site-packages/`, else
+/// the last two components.
+fn short_path(file: &str) -> String {
+    let f = file.replace('\\', "/");
+    if let Some(i) = f.rfind("-packages/") {
+        return f[i + "-packages/".len()..].to_string();
+    }
+    let parts: Vec<&str> = f.split('/').filter(|p| !p.is_empty()).collect();
+    parts[parts.len().saturating_sub(2)..].join("/")
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Better,
+    Worse,
+    Same,
+    /// Not measurable on one side.
+    Unknown,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct MetricDelta {
+    pub metric: MetricId,
+    pub before: Option<Quantity>,
+    pub after: Option<Quantity>,
+    pub before_device: Option<i64>,
+    pub after_device: Option<i64>,
+    /// after − before, in the metric's unit.
+    pub change: Option<f64>,
+    /// change / before (`None` when before is 0 or unknown).
+    pub relative: Option<f64>,
+    pub direction: Direction,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SiteDelta {
+    pub site: String,
+    pub live_before: u64,
+    pub live_after: u64,
+    pub peak_before: u64,
+    pub peak_after: u64,
+}
+
+impl SiteDelta {
+    pub fn live_change(&self) -> i128 {
+        self.live_after as i128 - self.live_before as i128
+    }
+    pub fn peak_change(&self) -> i128 {
+        self.peak_after as i128 - self.peak_before as i128
+    }
+    fn moved(&self) -> u128 {
+        self.live_change()
+            .unsigned_abs()
+            .max(self.peak_change().unsigned_abs())
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Culprit {
+    pub site: String,
+    pub pinned_free_bytes: u64,
+    pub live_bytes: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Side {
+    pub file: String,
+    /// The device asked for (`None`: every device of the file).
+    pub device: Option<i64>,
+    /// The devices measured.
+    pub devices: Vec<i64>,
+    pub source: Source,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct DiffReport {
+    pub schema: String,
+    pub before: Side,
+    pub after: Side,
+    pub metrics: Vec<MetricDelta>,
+    /// The biggest movers, by the larger of |live change| and |peak change|.
+    pub call_sites: Vec<SiteDelta>,
+    /// Sites whose figures changed at all (of which `call_sites` shows the top).
+    pub call_sites_changed: usize,
+    /// Sites that pin free memory in AFTER but not in BEFORE.
+    pub new_culprits: Vec<Culprit>,
+    /// Sites that pinned free memory in BEFORE but no longer do.
+    pub gone_culprits: Vec<Culprit>,
+    pub notes: Vec<String>,
+}
+
+/// One side of a comparison. `sites` is `None` for inputs without stacks
+/// (profiler traces).
+pub struct DiffInput<'a> {
+    pub file: &'a str,
+    pub device: Option<i64>,
+    pub metrics: &'a Metrics,
+    pub sites: Option<&'a [SiteFigures]>,
+}
+
+/// Compares two runs; `top` bounds the call-site and culprit lists (0 = all).
+pub fn diff(before: &DiffInput, after: &DiffInput, top: usize) -> DiffReport {
+    let metrics = MetricId::ALL
+        .into_iter()
+        .map(|m| metric_delta(m, before.metrics, after.metrics))
+        .collect();
+    let mut notes = Vec::new();
+    for (side, inp) in [("before", before), ("after", after)] {
+        notes.extend(
+            inp.metrics
+                .notes
+                .iter()
+                .map(|n| format!("{side} ({}): {n}", inp.file)),
+        );
+    }
+    if before.metrics.source != after.metrics.source {
+        notes.push(
+            "comparing a snapshot with a profiler trace: snapshots count requested bytes as \
+allocated, profiler totals count block bytes, so allocated figures differ by the rounding"
+                .into(),
+        );
+    }
+    let limit = |n: usize| if top == 0 { n } else { top.min(n) };
+    let (mut movers, mut new_c, mut gone_c) = (Vec::new(), Vec::new(), Vec::new());
+    let mut changed = 0;
+    match (before.sites, after.sites) {
+        (Some(b), Some(a)) => {
+            let bm: BTreeMap<&str, &SiteFigures> = b.iter().map(|s| (s.site.as_str(), s)).collect();
+            let am: BTreeMap<&str, &SiteFigures> = a.iter().map(|s| (s.site.as_str(), s)).collect();
+            let keys: BTreeSet<&str> = bm.keys().chain(am.keys()).copied().collect();
+            for k in keys {
+                let (x, y) = (bm.get(k), am.get(k));
+                let d = SiteDelta {
+                    site: k.to_string(),
+                    live_before: x.map_or(0, |s| s.live_bytes),
+                    live_after: y.map_or(0, |s| s.live_bytes),
+                    peak_before: x.map_or(0, |s| s.peak_bytes),
+                    peak_after: y.map_or(0, |s| s.peak_bytes),
+                };
+                if d.moved() > 0 {
+                    movers.push(d);
+                }
+                let pinned = |s: Option<&&SiteFigures>| s.map_or(0, |s| s.pinned_free_bytes);
+                if pinned(y) > 0 && pinned(x) == 0 {
+                    new_c.push(culprit(y.unwrap()));
+                }
+                if pinned(x) > 0 && pinned(y) == 0 {
+                    gone_c.push(culprit(x.unwrap()));
+                }
+            }
+            changed = movers.len();
+            // Stable sorts over site-ordered input: ties stay by site name.
+            movers.sort_by_key(|q| std::cmp::Reverse(q.moved()));
+            movers.truncate(limit(movers.len()));
+            for c in [&mut new_c, &mut gone_c] {
+                c.sort_by_key(|q| std::cmp::Reverse(q.pinned_free_bytes));
+                c.truncate(limit(c.len()));
+            }
+        }
+        _ => notes.push(
+            "call sites are compared only between two snapshots (profiler traces carry no stacks here)"
+                .into(),
+        ),
+    }
+    DiffReport {
+        schema: DIFF_SCHEMA.into(),
+        before: side(before),
+        after: side(after),
+        metrics,
+        call_sites: movers,
+        call_sites_changed: changed,
+        new_culprits: new_c,
+        gone_culprits: gone_c,
+        notes,
+    }
+}
+
+fn side(i: &DiffInput) -> Side {
+    Side {
+        file: i.file.into(),
+        device: i.device,
+        devices: i.metrics.devices.iter().map(|d| d.device).collect(),
+        source: i.metrics.source,
+    }
+}
+
+fn culprit(s: &SiteFigures) -> Culprit {
+    Culprit {
+        site: s.site.clone(),
+        pinned_free_bytes: s.pinned_free_bytes,
+        live_bytes: s.live_bytes,
+    }
+}
+
+fn metric_delta(m: MetricId, before: &Metrics, after: &Metrics) -> MetricDelta {
+    let (b, a) = (before.get(m), after.get(m));
+    let mut d = MetricDelta {
+        metric: m,
+        before: b.map(|x| x.value),
+        after: a.map(|x| x.value),
+        before_device: b.and_then(|x| x.device),
+        after_device: a.and_then(|x| x.device),
+        change: None,
+        relative: None,
+        direction: Direction::Unknown,
+    };
+    if let (Some(b), Some(a)) = (b, a) {
+        let (bv, av) = (b.value.as_f64(), a.value.as_f64());
+        let change = av - bv;
+        d.change = Some(change);
+        d.relative = (bv != 0.0).then(|| change / bv);
+        d.direction = if change == 0.0 {
+            Direction::Same
+        } else if (change > 0.0) != m.lower_is_worse() {
+            Direction::Worse
+        } else {
+            Direction::Better
+        };
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::*;
+
+    /// A one-device snapshot: one segment per entry of `segs`, each a list of
+    /// (size, state, call site file or ""), plus a trace.
+    pub(crate) fn snap(
+        segs: &[&[(u64, BlockState, &str)]],
+        trace: &[(Action, u64, u64, &str)],
+    ) -> Snapshot {
+        let mut i = Interner::new();
+        let mut stack = |file: &str| {
+            if file.is_empty() {
+                return StackId::EMPTY;
+            }
+            let name = i.string("forward");
+            let fname = i.string(file);
+            let torch = i.string("/usr/lib/python3/site-packages/torch/nn/modules/linear.py");
+            let lin = i.string("forward");
+            let inner = i.frame(Frame {
+                filename: torch,
+                line: 125,
+                name: lin,
+            });
+            let user = i.frame(Frame {
+                filename: fname,
+                line: 10,
+                name,
+            });
+            i.stack(vec![inner, user])
+        };
+        let mut segments = Vec::new();
+        let mut addr = 1u64 << 32;
+        for blocks in segs {
+            let start = addr;
+            let mut bs = Vec::new();
+            for (size, state, file) in blocks.iter() {
+                bs.push(Block {
+                    address: addr,
+                    size: *size,
+                    requested_size: Some(*size),
+                    state: *state,
+                    frames: if *state == BlockState::ActiveAllocated {
+                        stack(file)
+                    } else {
+                        StackId::EMPTY
+                    },
+                });
+                addr += size;
+            }
+            segments.push(Segment {
+                device: 0,
+                address: start,
+                total_size: addr - start,
+                allocated_size: None,
+                active_size: None,
+                requested_size: None,
+                stream: 0,
+                segment_type: SegmentType::Large,
+                pool_id: None,
+                is_expandable: None,
+                frames: StackId::EMPTY,
+                blocks: bs,
+            });
+            addr += 1 << 30;
+        }
+        let events = trace
+            .iter()
+            .map(|(action, a, size, file)| TraceEvent {
+                action: action.clone(),
+                addr: *a,
+                size: *size,
+                stream: 0,
+                time_us: None,
+                frames: stack(file),
+                device_free: None,
+                compile_context: None,
+                user_metadata: None,
+                pool_id: None,
+                category: None,
+            })
+            .collect();
+        let mut s = Snapshot {
+            segments,
+            device_traces: Some(vec![events]),
+            ..Snapshot::default()
+        };
+        i.finish(&mut s);
+        s
+    }
+
+    use BlockState::{ActiveAllocated as A, Inactive as I};
+
+    #[test]
+    fn sites_skip_torch_frames_and_count_live_and_pinned_bytes() {
+        let s = snap(
+            &[
+                &[(100, A, "/home/u/proj/train.py"), (50, I, "")],
+                &[(30, A, "/home/u/proj/model.py"), (20, A, "")],
+            ],
+            &[],
+        );
+        let (sites, bad) = call_sites(&s, None);
+        assert_eq!(bad, 0);
+        let by: BTreeMap<_, _> = sites.iter().map(|x| (x.site.as_str(), x)).collect();
+        let t = by["forward (proj/train.py)"];
+        assert_eq!(
+            (t.live_bytes, t.peak_bytes, t.pinned_free_bytes),
+            (100, 100, 50)
+        );
+        let m = by["forward (proj/model.py)"];
+        assert_eq!((m.live_bytes, m.pinned_free_bytes), (30, 0));
+        assert_eq!(by[NO_STACK].live_bytes, 20);
+    }
+
+    #[test]
+    fn peaks_follow_the_trace_backwards_from_the_final_state() {
+        let base = 1u64 << 32;
+        // Final: train.py holds 100 at `base`. The trace allocates 400 from
+        // model.py and frees it, then allocates the 100; a block from before
+        // the trace (60) is freed too.
+        let s = snap(
+            &[&[(100, A, "/p/train.py"), (400, I, "")]],
+            &[
+                (Action::Alloc, base + 100, 400, "/p/model.py"),
+                (Action::FreeRequested, base + 100, 400, "/p/other.py"),
+                (Action::FreeCompleted, base + 100, 400, "/p/other.py"),
+                (Action::FreeRequested, 7, 60, ""),
+                (Action::FreeCompleted, 7, 60, ""),
+                (Action::Alloc, base, 100, "/p/train.py"),
+            ],
+        );
+        let (sites, bad) = call_sites(&s, Some(0));
+        assert_eq!(bad, 0);
+        let by: BTreeMap<_, _> = sites.iter().map(|x| (x.site.as_str(), x)).collect();
+        assert_eq!(by["forward (p/model.py)"].peak_bytes, 400);
+        assert_eq!(by["forward (p/model.py)"].live_bytes, 0);
+        assert_eq!(by["forward (p/train.py)"].peak_bytes, 100);
+        assert_eq!(by[BEFORE_TRACE].peak_bytes, 60);
+        assert_eq!(by[BEFORE_TRACE].live_bytes, 0);
+        // The free's own stack names no allocation site.
+        assert!(!by.contains_key("forward (p/other.py)"));
+    }
+
+    #[test]
+    fn diff_of_a_known_regression() {
+        let before = snap(&[&[(100, A, "/p/a.py"), (10, I, "")]], &[]);
+        let after = snap(
+            &[
+                &[(100, A, "/p/a.py"), (60, I, "")],
+                &[(50, A, "/p/b.py"), (40, I, "")],
+            ],
+            &[],
+        );
+        let mb = Metrics::of_snapshot(&before, None).unwrap();
+        let ma = Metrics::of_snapshot(&after, None).unwrap();
+        let (sb, _) = call_sites(&before, None);
+        let (sa, _) = call_sites(&after, None);
+        let r = diff(
+            &DiffInput {
+                file: "before.json",
+                device: None,
+                metrics: &mb,
+                sites: Some(&sb),
+            },
+            &DiffInput {
+                file: "after.json",
+                device: None,
+                metrics: &ma,
+                sites: Some(&sa),
+            },
+            10,
+        );
+        let get = |m| r.metrics.iter().find(|d| d.metric == m).unwrap();
+        let pr = get(MetricId::PeakReserved);
+        assert_eq!(pr.before, Some(Quantity::Bytes(110)));
+        assert_eq!(pr.after, Some(Quantity::Bytes(250)));
+        assert_eq!(pr.change, Some(140.0));
+        assert_eq!(pr.direction, Direction::Worse);
+        assert_eq!(get(MetricId::LargestGap).direction, Direction::Better);
+        assert_eq!(get(MetricId::OomEvents).direction, Direction::Same);
+        assert_eq!(r.call_sites.len(), 1);
+        assert_eq!(r.call_sites[0].site, "forward (p/b.py)");
+        assert_eq!(r.call_sites[0].live_change(), 50);
+        assert_eq!(r.new_culprits.len(), 1);
+        assert_eq!(r.new_culprits[0].site, "forward (p/b.py)");
+        assert_eq!(r.new_culprits[0].pinned_free_bytes, 40);
+        assert!(r.gone_culprits.is_empty());
+        assert_eq!(r.call_sites_changed, 1);
+    }
+
+    #[test]
+    fn path_shortening() {
+        assert_eq!(
+            short_path("/opt/venv/lib/python3.11/site-packages/transformers/models/llama.py"),
+            "transformers/models/llama.py"
+        );
+        assert_eq!(short_path(r"C:\Users\me\proj\train.py"), "proj/train.py");
+        assert_eq!(short_path("train.py"), "train.py");
+        assert!(!is_user_file("/usr/lib/python3.10/contextlib.py"));
+        assert!(!is_user_file("torch/csrc/autograd/engine.cpp"));
+        assert!(!is_user_file("<frozen runpy>"));
+        assert!(is_user_file(
+            "/opt/venv/lib/python3.11/site-packages/transformers/x.py"
+        ));
+        let mut i = Interner::new();
+        let mut fr = |name: &str, file: &str| {
+            let (name, filename) = (i.string(name), i.string(file));
+            i.frame(Frame {
+                filename,
+                line: 0,
+                name,
+            })
+        };
+        let cpp = vec![
+            fr("torch::unwind::unwind()", "??"),
+            fr("at::_ops::sum_dim_IntList::call(at::Tensor const&)", "??"),
+            fr(
+                "torch::autograd::Engine::thread_main(std::shared_ptr<x>)",
+                "??",
+            ),
+        ];
+        let st = i.stack(cpp);
+        let mut s = Snapshot::default();
+        i.finish(&mut s);
+        assert_eq!(site_of(&s, st), "aten::sum_dim_IntList (backward)");
+        assert_eq!(site_of(&s, StackId::EMPTY), NO_STACK);
+    }
+}

@@ -1,0 +1,565 @@
+//! The figures `check` gates on and `diff` compares, defined and computed in
+//! one place.
+//!
+//! Owns: the list of metrics (names, units, which direction is worse) and the
+//! arithmetic that turns a final state plus a time series into them. The time
+//! series is plain input: replayed [`Sample`]s of a snapshot, or the
+//! `Total Allocated`/`Total Reserved` series of a profiler trace
+//! ([`DeviceMetrics::from_totals`]). Must not load files, format text, or
+//! change how the replay or [`StateStats`] define a figure.
+//!
+//! Definitions (per device; `docs/ci.md` repeats them for users):
+//!
+//! * peak allocated / peak reserved: the maxima over the series and the final
+//!   state;
+//! * end allocated / end reserved: the final state of the file;
+//! * "under pressure": the moments whose reserved bytes are at least half the
+//!   peak (the same notion as the replay's `min-gap` moment); early, nearly
+//!   empty moments would otherwise dominate ratio figures;
+//! * fragmentation: the worst `1 − largest free gap / inactive bytes` under
+//!   pressure;
+//! * largest gap: the smallest largest-free-gap under pressure (the biggest
+//!   request the cache could still serve at its tightest moment); unknown when
+//!   nothing was ever reserved;
+//! * free gaps: the most inactive blocks at one moment under pressure;
+//! * internal waste: the most rounding waste (block bytes − requested bytes
+//!   of live blocks) at one moment;
+//! * OOM events: `oom` entries of the trace.
+//!
+//! A file-level figure is the worst device's (largest peak, smallest gap);
+//! OOM events add up over devices.
+
+use crate::model::Snapshot;
+use crate::replay::Sample;
+use crate::stats::StateStats;
+use crate::units::{fmt_bytes, fmt_pct};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricId {
+    PeakAllocated,
+    PeakReserved,
+    EndAllocated,
+    EndReserved,
+    Fragmentation,
+    LargestGap,
+    FreeGaps,
+    InternalWaste,
+    OomEvents,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    Bytes,
+    /// A fraction in [0, 1].
+    Ratio,
+    Count,
+}
+
+impl MetricId {
+    pub const ALL: [MetricId; 9] = [
+        MetricId::PeakAllocated,
+        MetricId::PeakReserved,
+        MetricId::EndAllocated,
+        MetricId::EndReserved,
+        MetricId::Fragmentation,
+        MetricId::LargestGap,
+        MetricId::FreeGaps,
+        MetricId::InternalWaste,
+        MetricId::OomEvents,
+    ];
+
+    /// The name used in config files, flags and JSON.
+    pub fn key(self) -> &'static str {
+        match self {
+            MetricId::PeakAllocated => "peak_allocated",
+            MetricId::PeakReserved => "peak_reserved",
+            MetricId::EndAllocated => "end_allocated",
+            MetricId::EndReserved => "end_reserved",
+            MetricId::Fragmentation => "fragmentation",
+            MetricId::LargestGap => "largest_gap",
+            MetricId::FreeGaps => "free_gaps",
+            MetricId::InternalWaste => "internal_waste",
+            MetricId::OomEvents => "oom_events",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<MetricId> {
+        MetricId::ALL.into_iter().find(|m| m.key() == s)
+    }
+
+    /// Words for tables and messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            MetricId::PeakAllocated => "peak allocated",
+            MetricId::PeakReserved => "peak reserved",
+            MetricId::EndAllocated => "end allocated",
+            MetricId::EndReserved => "end reserved",
+            MetricId::Fragmentation => "worst fragmentation under pressure",
+            MetricId::LargestGap => "smallest largest gap under pressure",
+            MetricId::FreeGaps => "most free gaps under pressure",
+            MetricId::InternalWaste => "most internal waste",
+            MetricId::OomEvents => "OOM events",
+        }
+    }
+
+    pub fn unit(self) -> Unit {
+        match self {
+            MetricId::Fragmentation => Unit::Ratio,
+            MetricId::FreeGaps | MetricId::OomEvents => Unit::Count,
+            _ => Unit::Bytes,
+        }
+    }
+
+    /// The largest free gap is the one figure where less is worse.
+    pub fn lower_is_worse(self) -> bool {
+        self == MetricId::LargestGap
+    }
+}
+
+/// A measured figure with its unit.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Quantity {
+    Bytes(u64),
+    Ratio(f64),
+    Count(u64),
+}
+
+impl Quantity {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Quantity::Bytes(b) | Quantity::Count(b) => b as f64,
+            Quantity::Ratio(r) => r,
+        }
+    }
+    pub fn unit(self) -> Unit {
+        match self {
+            Quantity::Bytes(_) => Unit::Bytes,
+            Quantity::Ratio(_) => Unit::Ratio,
+            Quantity::Count(_) => Unit::Count,
+        }
+    }
+    /// `1.50 GiB`, `61.9%`, `3`.
+    pub fn fmt(self) -> String {
+        match self {
+            Quantity::Bytes(b) => fmt_bytes(b),
+            Quantity::Ratio(r) => fmt_pct(r),
+            Quantity::Count(c) => c.to_string(),
+        }
+    }
+    fn of(unit: Unit, v: f64) -> Quantity {
+        match unit {
+            Unit::Bytes => Quantity::Bytes(v as u64),
+            Unit::Ratio => Quantity::Ratio(v),
+            Unit::Count => Quantity::Count(v as u64),
+        }
+    }
+}
+
+/// What the time-dependent figures of a device rest on.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Timeline {
+    /// The trace was replayed; `samples` moments were measured.
+    Replayed { samples: usize },
+    /// No trace events: every figure is the final state's.
+    FinalStateOnly,
+    /// A profiler trace's allocator totals (allocated/reserved only).
+    Totals { points: usize },
+}
+
+/// Every metric of one device. `None` = not measurable from this input.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct DeviceMetrics {
+    pub device: i64,
+    pub timeline: Timeline,
+    pub peak_allocated: Option<u64>,
+    pub peak_reserved: Option<u64>,
+    pub end_allocated: Option<u64>,
+    pub end_reserved: Option<u64>,
+    pub fragmentation: Option<f64>,
+    pub largest_gap: Option<u64>,
+    pub free_gaps: Option<u64>,
+    pub internal_waste: Option<u64>,
+    pub oom_events: Option<u64>,
+}
+
+impl DeviceMetrics {
+    /// From the final state of a device and its replayed samples (any order,
+    /// may be empty). The final state also counts as a moment, so peaks are
+    /// never below the recorded end even where a replay drifted.
+    pub fn from_parts(
+        device: i64,
+        end: &StateStats,
+        samples: &[Sample],
+        oom_events: u64,
+    ) -> DeviceMetrics {
+        let end_sample = Sample {
+            allocated: end.allocated_bytes,
+            active: end.active_bytes,
+            reserved: end.reserved_bytes,
+            internal_free: end.internal_free_bytes,
+            external_free: end.external_free_bytes,
+            pending_free: end.pending_free_bytes,
+            largest_free_gap: end.largest_free_block_bytes,
+            free_gaps: end.free_blocks,
+            fragmentation: end.fragmentation,
+            ..Sample::default()
+        };
+        let all = || samples.iter().chain(std::iter::once(&end_sample));
+        let peak_allocated = all().map(|s| s.allocated).max().unwrap_or(0);
+        let peak_reserved = all().map(|s| s.reserved).max().unwrap_or(0);
+        let pressured = || all().filter(move |s| under_pressure(s.reserved, peak_reserved));
+        let fragmentation = pressured().map(|s| s.fragmentation).fold(0.0, f64::max);
+        let largest_gap = if peak_reserved == 0 {
+            None
+        } else {
+            pressured().map(|s| s.largest_free_gap).min()
+        };
+        DeviceMetrics {
+            device,
+            timeline: if samples.is_empty() {
+                Timeline::FinalStateOnly
+            } else {
+                Timeline::Replayed {
+                    samples: samples.len(),
+                }
+            },
+            peak_allocated: Some(peak_allocated),
+            peak_reserved: Some(peak_reserved),
+            end_allocated: Some(end.allocated_bytes),
+            end_reserved: Some(end.reserved_bytes),
+            fragmentation: Some(fragmentation),
+            largest_gap,
+            free_gaps: pressured().map(|s| s.free_gaps).max(),
+            internal_waste: all().map(|s| s.internal_free).max(),
+            oom_events: Some(oom_events),
+        }
+    }
+
+    /// From a series of (allocated, reserved) totals in time order, such as a
+    /// profiler trace's `Total Allocated`/`Total Reserved`. Only the peak and
+    /// end figures exist; `oom_events` when the source counts them.
+    pub fn from_totals(
+        device: i64,
+        points: impl IntoIterator<Item = (u64, u64)>,
+        oom_events: Option<u64>,
+    ) -> DeviceMetrics {
+        let mut n = 0usize;
+        let mut peak = (None::<u64>, None::<u64>);
+        let mut last = None;
+        for (a, r) in points {
+            n += 1;
+            peak.0 = Some(peak.0.map_or(a, |p| p.max(a)));
+            peak.1 = Some(peak.1.map_or(r, |p| p.max(r)));
+            last = Some((a, r));
+        }
+        DeviceMetrics {
+            device,
+            timeline: Timeline::Totals { points: n },
+            peak_allocated: peak.0,
+            peak_reserved: peak.1,
+            end_allocated: last.map(|l| l.0),
+            end_reserved: last.map(|l| l.1),
+            fragmentation: None,
+            largest_gap: None,
+            free_gaps: None,
+            internal_waste: None,
+            oom_events,
+        }
+    }
+
+    pub fn get(&self, m: MetricId) -> Option<Quantity> {
+        Some(match m {
+            MetricId::PeakAllocated => Quantity::Bytes(self.peak_allocated?),
+            MetricId::PeakReserved => Quantity::Bytes(self.peak_reserved?),
+            MetricId::EndAllocated => Quantity::Bytes(self.end_allocated?),
+            MetricId::EndReserved => Quantity::Bytes(self.end_reserved?),
+            MetricId::Fragmentation => Quantity::Ratio(self.fragmentation?),
+            MetricId::LargestGap => Quantity::Bytes(self.largest_gap?),
+            MetricId::FreeGaps => Quantity::Count(self.free_gaps?),
+            MetricId::InternalWaste => Quantity::Bytes(self.internal_waste?),
+            MetricId::OomEvents => Quantity::Count(self.oom_events?),
+        })
+    }
+}
+
+/// Reserved at least half its peak.
+pub fn under_pressure(reserved: u64, peak_reserved: u64) -> bool {
+    reserved.saturating_mul(2) >= peak_reserved
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Snapshot,
+    ProfilerTrace,
+}
+
+/// A file-level figure and the device it comes from (`None` when it sums
+/// several devices, or the file has none).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    pub value: Quantity,
+    pub device: Option<i64>,
+}
+
+/// Every metric of one input.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Metrics {
+    pub source: Source,
+    pub devices: Vec<DeviceMetrics>,
+    /// What the figures rest on that a reader should know (replay anomalies,
+    /// a final state the replay could not reproduce), one line each.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum MetricsError {
+    #[error("no device {device} in this file (devices: {available})")]
+    NoSuchDevice { device: i64, available: String },
+}
+
+impl Metrics {
+    /// Every metric of a snapshot, replaying the trace of each device that
+    /// has events (`device` limits it to one).
+    pub fn of_snapshot(snap: &Snapshot, device: Option<i64>) -> Result<Metrics, MetricsError> {
+        let devices = select_devices(snap, device)?;
+        let ooms = crate::stats::oom_events(snap);
+        let mut out = Metrics {
+            source: Source::Snapshot,
+            devices: Vec::new(),
+            notes: Vec::new(),
+        };
+        for d in devices {
+            let end = StateStats::of(snap.segments_of(d));
+            let n_oom = ooms.iter().filter(|o| o.device == d).count() as u64;
+            // The replay contract gives exactly the final state when there are
+            // no events, which `from_parts` already counts.
+            let samples = if snap.trace_of(d).is_empty() {
+                Vec::new()
+            } else {
+                let r = crate::replay::replay_device(snap, d);
+                let anomalies: u64 = r.report.anomalies.iter().map(|a| a.count).sum();
+                if let Some(a) = r.report.anomalies.first() {
+                    out.notes.push(format!(
+                        "device {d}: the replay worked around {anomalies} anomalies (e.g. {}); timeline figures are approximate",
+                        a.example
+                    ));
+                }
+                if !r.report.final_state_matches {
+                    out.notes.push(format!(
+                        "device {d}: replaying the trace did not reproduce the recorded final state{}",
+                        r.report
+                            .final_state_diff
+                            .as_deref()
+                            .map(|x| format!(" ({x})"))
+                            .unwrap_or_default()
+                    ));
+                }
+                r.samples
+            };
+            out.devices
+                .push(DeviceMetrics::from_parts(d, &end, &samples, n_oom));
+        }
+        Ok(out)
+    }
+
+    /// A profiler trace's per-device totals series.
+    pub fn from_totals<I>(series: impl IntoIterator<Item = (i64, I, Option<u64>)>) -> Metrics
+    where
+        I: IntoIterator<Item = (u64, u64)>,
+    {
+        let mut devices: Vec<DeviceMetrics> = series
+            .into_iter()
+            .map(|(d, pts, oom)| DeviceMetrics::from_totals(d, pts, oom))
+            .collect();
+        devices.sort_by_key(|d| d.device);
+        Metrics {
+            source: Source::ProfilerTrace,
+            devices,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The file-level figure: the worst device's (OOM events add up).
+    pub fn get(&self, m: MetricId) -> Option<Measured> {
+        if self.devices.is_empty() {
+            // A snapshot with no segments and no trace: nothing was reserved.
+            return match (self.source, m) {
+                (Source::Snapshot, MetricId::LargestGap) | (Source::ProfilerTrace, _) => None,
+                (Source::Snapshot, _) => Some(Measured {
+                    value: Quantity::of(m.unit(), 0.0),
+                    device: None,
+                }),
+            };
+        }
+        let vals: Vec<(i64, Quantity)> = self
+            .devices
+            .iter()
+            .filter_map(|d| d.get(m).map(|q| (d.device, q)))
+            .collect();
+        if vals.is_empty() {
+            return None;
+        }
+        if m == MetricId::OomEvents {
+            let total: u64 = vals.iter().map(|(_, q)| q.as_f64() as u64).sum();
+            return Some(Measured {
+                value: Quantity::Count(total),
+                device: if vals.len() == 1 {
+                    Some(vals[0].0)
+                } else {
+                    None
+                },
+            });
+        }
+        // Devices are ascending; the first of equal values wins.
+        let mut best = vals[0];
+        for v in &vals[1..] {
+            let worse = if m.lower_is_worse() {
+                v.1.as_f64() < best.1.as_f64()
+            } else {
+                v.1.as_f64() > best.1.as_f64()
+            };
+            if worse {
+                best = *v;
+            }
+        }
+        Some(Measured {
+            value: best.1,
+            device: Some(best.0),
+        })
+    }
+}
+
+fn select_devices(snap: &Snapshot, device: Option<i64>) -> Result<Vec<i64>, MetricsError> {
+    let all = snap.devices();
+    match device {
+        None => Ok(all),
+        Some(d) if all.contains(&d) => Ok(vec![d]),
+        Some(d) => Err(MetricsError::NoSuchDevice {
+            device: d,
+            available: if all.is_empty() {
+                "none".into()
+            } else {
+                all.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(allocated: u64, reserved: u64, largest: u64, inactive: u64, gaps: u64) -> Sample {
+        Sample {
+            allocated,
+            active: allocated,
+            reserved,
+            external_free: inactive,
+            largest_free_gap: largest,
+            free_gaps: gaps,
+            fragmentation: crate::stats::fragmentation(largest, inactive),
+            ..Sample::default()
+        }
+    }
+
+    fn end_state(allocated: u64, reserved: u64, largest: u64, inactive: u64) -> StateStats {
+        let mut s = StateStats {
+            reserved_bytes: reserved,
+            allocated_bytes: allocated,
+            active_bytes: allocated,
+            inactive_bytes: inactive,
+            external_free_bytes: inactive,
+            largest_free_block_bytes: largest,
+            free_blocks: u64::from(inactive > 0),
+            ..StateStats::default()
+        };
+        s.finish();
+        s
+    }
+
+    #[test]
+    fn peaks_come_from_the_series_and_pressure_filters_early_moments() {
+        // Early moment: tiny reservation, badly fragmented (2 equal gaps) but
+        // not under pressure. Peak: 100 reserved. Tightest gap under pressure: 10.
+        let samples = [
+            sample(1, 10, 2, 4, 2),
+            sample(60, 100, 30, 40, 2),
+            sample(80, 100, 10, 20, 2),
+            sample(40, 60, 20, 20, 1),
+        ];
+        let end = end_state(30, 60, 30, 30);
+        let m = DeviceMetrics::from_parts(0, &end, &samples, 1);
+        assert_eq!(m.peak_allocated, Some(80));
+        assert_eq!(m.peak_reserved, Some(100));
+        assert_eq!(m.end_allocated, Some(30));
+        assert_eq!(m.end_reserved, Some(60));
+        assert_eq!(m.largest_gap, Some(10));
+        // 1 − 10/20 at the third sample; the first sample (0.5) is ignored
+        // because 10 < 100 / 2.
+        assert!((m.fragmentation.unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!(m.free_gaps, Some(2));
+        assert_eq!(m.oom_events, Some(1));
+        assert_eq!(m.timeline, Timeline::Replayed { samples: 4 });
+    }
+
+    #[test]
+    fn final_state_counts_as_a_moment() {
+        let end = end_state(50, 200, 100, 150);
+        let m = DeviceMetrics::from_parts(3, &end, &[sample(10, 20, 10, 10, 1)], 0);
+        assert_eq!(m.peak_reserved, Some(200));
+        assert_eq!(m.peak_allocated, Some(50));
+        assert_eq!(m.largest_gap, Some(100));
+        let only_end = DeviceMetrics::from_parts(3, &end, &[], 0);
+        assert_eq!(only_end.timeline, Timeline::FinalStateOnly);
+        assert_eq!(only_end.peak_reserved, Some(200));
+        assert!((only_end.fragmentation.unwrap() - (1.0 - 100.0 / 150.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn totals_series_gives_peaks_and_ends_only() {
+        let m = DeviceMetrics::from_totals(1, [(10, 20), (30, 40), (5, 40)], None);
+        assert_eq!(m.peak_allocated, Some(30));
+        assert_eq!(m.peak_reserved, Some(40));
+        assert_eq!(m.end_allocated, Some(5));
+        assert_eq!(m.fragmentation, None);
+        assert_eq!(m.get(MetricId::LargestGap), None);
+        let empty = DeviceMetrics::from_totals(1, std::iter::empty(), None);
+        assert_eq!(empty.peak_reserved, None);
+    }
+
+    #[test]
+    fn file_figure_is_the_worst_device_and_ooms_add_up() {
+        let a = DeviceMetrics::from_parts(0, &end_state(10, 100, 50, 90), &[], 1);
+        let b = DeviceMetrics::from_parts(1, &end_state(10, 300, 20, 90), &[], 2);
+        let m = Metrics {
+            source: Source::Snapshot,
+            devices: vec![a, b],
+            notes: vec![],
+        };
+        let r = m.get(MetricId::PeakReserved).unwrap();
+        assert_eq!((r.value, r.device), (Quantity::Bytes(300), Some(1)));
+        let g = m.get(MetricId::LargestGap).unwrap();
+        assert_eq!((g.value, g.device), (Quantity::Bytes(20), Some(1)));
+        let o = m.get(MetricId::OomEvents).unwrap();
+        assert_eq!((o.value, o.device), (Quantity::Count(3), None));
+    }
+
+    #[test]
+    fn metric_keys_round_trip() {
+        for m in MetricId::ALL {
+            assert_eq!(MetricId::parse(m.key()), Some(m));
+            let j = serde_json::to_string(&m).unwrap();
+            assert_eq!(j, format!("\"{}\"", m.key()));
+        }
+        assert_eq!(MetricId::parse("peak"), None);
+    }
+}

@@ -1,0 +1,131 @@
+//! The outputs of `fragscope diff`: a side-by-side text report and JSON
+//! (schema `fragscope.diff/1`), both from one [`DiffReport`].
+
+use super::table::{align_numbers, new_table};
+use crate::diff::{Culprit, DiffReport, Direction, MetricDelta, Side};
+use crate::metrics::Unit;
+use crate::units::{fmt_bytes, fmt_delta, fmt_pct};
+
+fn side(s: &Side) -> String {
+    match s.device {
+        Some(d) => format!("{} (device {d})", s.file),
+        None => s.file.clone(),
+    }
+}
+
+fn change(d: &MetricDelta) -> String {
+    let Some(c) = d.change else {
+        return "n/a".into();
+    };
+    let abs = match d.metric.unit() {
+        Unit::Bytes => fmt_delta(c as i128),
+        Unit::Ratio if c == 0.0 => "±0".into(),
+        Unit::Ratio => format!("{:+.1} pt", c * 100.0),
+        Unit::Count if c == 0.0 => "±0".into(),
+        Unit::Count => format!("{:+}", c as i64),
+    };
+    match d.relative {
+        Some(r) if c != 0.0 && d.metric.unit() != Unit::Ratio => {
+            format!("{abs} ({}{})", if r > 0.0 { "+" } else { "" }, fmt_pct(r))
+        }
+        _ => abs,
+    }
+}
+
+fn cell(q: Option<crate::metrics::Quantity>, dev: Option<i64>, show_dev: bool) -> String {
+    match (q, dev) {
+        (None, _) => "n/a".into(),
+        (Some(q), Some(d)) if show_dev => format!("{} (dev {d})", q.fmt()),
+        (Some(q), _) => q.fmt(),
+    }
+}
+
+fn culprits(out: &mut String, title: &str, list: &[Culprit]) {
+    if list.is_empty() {
+        return;
+    }
+    out.push_str(&format!("\n{title}:\n"));
+    let mut t = new_table(&["call site", "free bytes pinned", "live bytes"]);
+    for c in list {
+        t.add_row(vec![
+            c.site.clone(),
+            fmt_bytes(c.pinned_free_bytes),
+            fmt_bytes(c.live_bytes),
+        ]);
+    }
+    align_numbers(&mut t, 1);
+    out.push_str(&t.to_string());
+    out.push('\n');
+}
+
+pub fn text(r: &DiffReport) -> String {
+    let mut out = format!("before: {}\nafter:  {}\n", side(&r.before), side(&r.after));
+    // Several devices per side: name the device each figure comes from.
+    let show_dev = r.before.devices.len() > 1 || r.after.devices.len() > 1;
+    let mut t = new_table(&["metric", "before", "after", "change", ""]);
+    for m in &r.metrics {
+        t.add_row(vec![
+            m.metric.label().to_string(),
+            cell(m.before, m.before_device, show_dev),
+            cell(m.after, m.after_device, show_dev),
+            change(m),
+            match m.direction {
+                Direction::Worse => "worse",
+                Direction::Better => "better",
+                Direction::Same | Direction::Unknown => "",
+            }
+            .to_string(),
+        ]);
+    }
+    align_numbers(&mut t, 1);
+    out.push_str(&t.to_string());
+    out.push('\n');
+    if !r.call_sites.is_empty() {
+        out.push_str(&format!(
+            "\nCall sites that moved most ({} of {} changed):\n",
+            r.call_sites.len(),
+            r.call_sites_changed
+        ));
+        let mut t = new_table(&[
+            "call site",
+            "live before",
+            "live after",
+            "live change",
+            "peak before",
+            "peak after",
+            "peak change",
+        ]);
+        for s in &r.call_sites {
+            t.add_row(vec![
+                s.site.clone(),
+                fmt_bytes(s.live_before),
+                fmt_bytes(s.live_after),
+                fmt_delta(s.live_change()),
+                fmt_bytes(s.peak_before),
+                fmt_bytes(s.peak_after),
+                fmt_delta(s.peak_change()),
+            ]);
+        }
+        align_numbers(&mut t, 1);
+        out.push_str(&t.to_string());
+        out.push('\n');
+    }
+    culprits(
+        &mut out,
+        "New culprits (pin free memory only after)",
+        &r.new_culprits,
+    );
+    culprits(
+        &mut out,
+        "Gone culprits (pinned free memory only before)",
+        &r.gone_culprits,
+    );
+    for n in &r.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+pub fn json(r: &DiffReport) -> String {
+    serde_json::to_string_pretty(r).expect("a diff report always serialises") + "\n"
+}

@@ -1,0 +1,1115 @@
+//! `fragscope check` and `fragscope diff` end to end: exit codes, config
+//! errors, every output format validated by a parser, hand-made pairs with a
+//! known regression, and pairs of real files from ../shared/real.
+//!
+//! Failures print the command with its stdout and stderr.
+
+use fragscope::check::{CheckReport, Verdict};
+use fragscope::diff::{DiffReport, Direction};
+use fragscope::metrics::{DeviceMetrics, MetricId, Metrics, Quantity, Source};
+use fragscope::model::*;
+use fragscope::stats::StateStats;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MIB: u64 = 1 << 20;
+
+struct Run {
+    cmd: String,
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "\ncommand: {}\nexit: {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.cmd, self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+impl Run {
+    fn expect(self, code: i32) -> Run {
+        assert_eq!(self.code, code, "{self}");
+        self
+    }
+}
+
+fn fragscope_env(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Run {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_fragscope"));
+    c.args(args)
+        .current_dir(dir)
+        .env_remove("GITHUB_STEP_SUMMARY");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("the binary runs");
+    Run {
+        cmd: format!("fragscope {}", args.join(" ")),
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+fn fragscope(dir: &Path, args: &[&str]) -> Run {
+    fragscope_env(dir, args, &[])
+}
+
+/// A one-device snapshot without a trace: one segment per entry, each a list
+/// of (size, requested, state). Blocks of `site` carry a stack.
+fn snapshot(segs: &[&[(u64, u64, BlockState)]], site: &str) -> Snapshot {
+    let mut i = Interner::new();
+    let file = i.string(site);
+    let name = i.string("forward");
+    let frame = i.frame(Frame {
+        filename: file,
+        line: 1,
+        name,
+    });
+    let stack = i.stack(vec![frame]);
+    let mut segments = Vec::new();
+    let mut addr = 1u64 << 40;
+    for blocks in segs {
+        let start = addr;
+        let mut bs = Vec::new();
+        for &(size, req, state) in blocks.iter() {
+            bs.push(Block {
+                address: addr,
+                size,
+                requested_size: Some(req),
+                state,
+                frames: if state == BlockState::ActiveAllocated {
+                    stack
+                } else {
+                    StackId::EMPTY
+                },
+            });
+            addr += size;
+        }
+        segments.push(Segment {
+            device: 0,
+            address: start,
+            total_size: addr - start,
+            allocated_size: None,
+            active_size: None,
+            requested_size: None,
+            stream: 0,
+            segment_type: SegmentType::Large,
+            pool_id: Some((0, 0)),
+            is_expandable: Some(false),
+            frames: StackId::EMPTY,
+            blocks: bs,
+        });
+        addr += 1 << 30;
+    }
+    let mut s = Snapshot {
+        segments,
+        device_traces: Some(vec![vec![]]),
+        ..Snapshot::default()
+    };
+    i.finish(&mut s);
+    s
+}
+
+use BlockState::{ActiveAllocated as A, Inactive as I};
+
+/// Before: 100 MiB reserved, 60 live, one 40 MiB gap.
+fn before() -> Snapshot {
+    snapshot(
+        &[&[(60 * MIB, 60 * MIB, A), (40 * MIB, 0, I)]],
+        "/w/train.py",
+    )
+}
+
+/// After: a second 20 MiB segment with a 10 MiB gap. Peak reserved +20 %,
+/// fragmentation 0 → 20 %, internal waste 1 MiB.
+fn after() -> Snapshot {
+    snapshot(
+        &[
+            &[(60 * MIB, 60 * MIB, A), (40 * MIB, 0, I)],
+            &[(10 * MIB, 9 * MIB, A), (10 * MIB, 0, I)],
+        ],
+        "/w/train.py",
+    )
+}
+
+fn write(dir: &Path, name: &str, s: &Snapshot) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, fragscope::encode::to_json_bytes(s)).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    before: String,
+    after: String,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let b = write(dir.path(), "before.json", &before());
+    let a = write(dir.path(), "after.json", &after());
+    Fixture {
+        dir,
+        before: b,
+        after: a,
+    }
+}
+
+/// JSON equality where floats may differ in the last bit (serde_json parses
+/// long decimals to within one ULP unless `float_roundtrip` is on).
+fn json_eq(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value as V;
+    match (a, b) {
+        (V::Number(x), V::Number(y)) => match (x.as_u64(), y.as_u64(), x.as_i64(), y.as_i64()) {
+            (Some(p), Some(q), _, _) => p == q,
+            (_, _, Some(p), Some(q)) => p == q,
+            _ => {
+                let (p, q) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+                (p - q).abs() <= 1e-12 * p.abs().max(q.abs()).max(1.0)
+            }
+        },
+        (V::Array(x), V::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (V::Object(x), V::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Parses the output into the report type and back: nothing lost or added.
+fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned>(text: &str) -> T {
+    let parsed: T = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let again = serde_json::to_value(&parsed).unwrap();
+    let orig: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert!(
+        json_eq(&orig, &again),
+        "JSON does not round-trip:\n{text}\n{again:#}"
+    );
+    parsed
+}
+
+#[test]
+fn exit_code_0_when_every_rule_holds() {
+    let f = fixture();
+    let r = fragscope(
+        f.dir.path(),
+        &[
+            "check",
+            &f.after,
+            "--max-peak-reserved",
+            "1GiB",
+            "--max-fragmentation",
+            "0.5",
+        ],
+    )
+    .expect(0);
+    assert!(r.stdout.contains("all 3 evaluated rules hold"), "{r}");
+}
+
+#[test]
+fn exit_code_1_when_a_rule_fails() {
+    let f = fixture();
+    let r = fragscope(
+        f.dir.path(),
+        &["check", &f.after, "--max-peak-reserved", "100MiB"],
+    )
+    .expect(1);
+    assert!(
+        r.stdout
+            .contains("FAIL max_peak_reserved: peak reserved 120.00 MiB"),
+        "{r}"
+    );
+    assert!(r.stdout.contains("1 of 2 rules failed"), "{r}");
+}
+
+#[test]
+fn exit_code_2_when_the_input_cannot_be_read() {
+    let f = fixture();
+    let missing = f.dir.path().join("nope.pickle");
+    let missing = missing.to_string_lossy();
+    let r = fragscope(f.dir.path(), &["check", &missing]).expect(2);
+    assert!(
+        r.stderr
+            .starts_with(&format!("fragscope: error: {missing}: cannot read")),
+        "{r}"
+    );
+    let garbage = f.dir.path().join("garbage.bin");
+    std::fs::write(&garbage, b"\x00\x01 not a snapshot").unwrap();
+    fragscope(f.dir.path(), &["check", &garbage.to_string_lossy()]).expect(2);
+}
+
+#[test]
+fn exit_code_2_on_a_bad_config_names_the_key_or_path() {
+    let f = fixture();
+    let d = f.dir.path();
+    let cfg = |text: &str| {
+        let p = d.join("fragscope.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    cfg("[check]\nmax_fragmentaton = 0.5\n");
+    let r = fragscope(d, &["check", &f.after]).expect(2);
+    assert!(
+        r.stderr
+            .contains("fragscope.toml: check.max_fragmentaton: unknown rule"),
+        "{r}"
+    );
+    cfg("[check]\nmax_peak_reserved = \"40 GiBs\"\n");
+    let r = fragscope(d, &["check", &f.after]).expect(2);
+    assert!(
+        r.stderr
+            .contains("check.max_peak_reserved: malformed size \"40 GiBs\""),
+        "{r}"
+    );
+    cfg("[check]\nmax_oom_events = 0\n[check]\n");
+    // A TOML error (the table defined twice) says where.
+    let r = fragscope(d, &["check", &f.after]).expect(2);
+    assert!(r.stderr.contains("fragscope.toml: invalid TOML"), "{r}");
+    // A baseline named in the config that does not exist.
+    cfg("[check]\nbaseline = \"ci/missing.pickle\"\n");
+    let r = fragscope(d, &["check", &f.after]).expect(2);
+    assert!(
+        r.stderr.contains("fragscope.toml: check.baseline: ")
+            && r.stderr.contains("ci/missing.pickle: cannot read"),
+        "{r}"
+    );
+    // The same on the command line.
+    let r = fragscope(
+        d,
+        &[
+            "check",
+            &f.after,
+            "--no-config",
+            "--baseline",
+            "gone.pickle",
+        ],
+    )
+    .expect(2);
+    assert!(
+        r.stderr.contains("--baseline: gone.pickle: cannot read"),
+        "{r}"
+    );
+    // A config path that does not exist.
+    let r = fragscope(d, &["check", &f.after, "--config", "other.toml"]).expect(2);
+    assert!(
+        r.stderr.contains("other.toml: cannot read the config file"),
+        "{r}"
+    );
+    // Malformed flags are usage errors (exit 2) naming the flag.
+    let r = fragscope(
+        d,
+        &[
+            "check",
+            &f.after,
+            "--no-config",
+            "--max-regression",
+            "peak=5%",
+        ],
+    )
+    .expect(2);
+    assert!(
+        r.stderr.contains("--max-regression") && r.stderr.contains("unknown metric"),
+        "{r}"
+    );
+    let r = fragscope(
+        d,
+        &[
+            "check",
+            &f.after,
+            "--no-config",
+            "--max-peak-reserved",
+            "lots",
+        ],
+    )
+    .expect(2);
+    assert!(r.stderr.contains("--max-peak-reserved"), "{r}");
+}
+
+#[test]
+fn config_in_the_current_directory_applies_and_flags_win() {
+    let f = fixture();
+    let d = f.dir.path();
+    std::fs::write(
+        d.join("fragscope.toml"),
+        "[check]\nbaseline = \"before.json\"\nmax_peak_reserved = \"100MiB\"\n[check.max_regression]\npeak_reserved = \"5%\"\n",
+    )
+    .unwrap();
+    let r = fragscope(d, &["check", "after.json"]).expect(1);
+    assert!(r.stdout.contains("(baseline before.json)"), "{r}");
+    assert!(
+        r.stdout.contains("FAIL max_regression.peak_reserved"),
+        "{r}"
+    );
+    // Flags override both rules; the config's baseline stays.
+    fragscope(
+        d,
+        &[
+            "check",
+            "after.json",
+            "--max-peak-reserved",
+            "1GiB",
+            "--max-regression",
+            "peak_reserved=25%",
+        ],
+    )
+    .expect(0);
+    // --no-config ignores the file: only the default OOM rule remains.
+    let r = fragscope(d, &["check", "after.json", "--no-config"]).expect(0);
+    assert!(
+        r.stdout.contains("max_oom_events") && !r.stdout.contains("baseline"),
+        "{r}"
+    );
+}
+
+#[test]
+fn known_regression_against_a_baseline() {
+    let f = fixture();
+    let r = fragscope(
+        f.dir.path(),
+        &[
+            "check",
+            &f.after,
+            "--no-config",
+            "--baseline",
+            &f.before,
+            "--format",
+            "json",
+            "--max-regression",
+            "peak_reserved=5%",
+            "--max-regression",
+            "fragmentation=0.05",
+            "--max-regression",
+            "largest_gap=0",
+            "--max-regression",
+            "internal_waste=2MiB",
+        ],
+    )
+    .expect(1);
+    let rep: CheckReport = round_trip(&r.stdout);
+    let get = |rule: &str| rep.findings.iter().find(|x| x.rule == rule).unwrap();
+    let pr = get("max_regression.peak_reserved");
+    assert_eq!(pr.verdict, Verdict::Fail);
+    assert_eq!(pr.baseline_value, Some(Quantity::Bytes(100 * MIB)));
+    assert_eq!(pr.current_value, Some(Quantity::Bytes(120 * MIB)));
+    assert!(
+        matches!(pr.measured, Some(fragscope::check::Value::Relative(x)) if (x - 0.2).abs() < 1e-12)
+    );
+    assert_eq!(get("max_regression.fragmentation").verdict, Verdict::Fail);
+    // The largest gap stayed 40 MiB: no regression.
+    assert_eq!(get("max_regression.largest_gap").verdict, Verdict::Pass);
+    // 0 → 1 MiB of rounding waste, 2 MiB allowed.
+    assert_eq!(get("max_regression.internal_waste").verdict, Verdict::Pass);
+    assert_eq!(rep.failed, 2);
+    // The same comparison the other way round is an improvement.
+    fragscope(
+        f.dir.path(),
+        &[
+            "check",
+            &f.before,
+            "--no-config",
+            "--baseline",
+            &f.after,
+            "--max-regression",
+            "peak_reserved=0%",
+        ],
+    )
+    .expect(0);
+}
+
+#[test]
+fn json_output_round_trips() {
+    let f = fixture();
+    let r = fragscope(
+        f.dir.path(),
+        &[
+            "check",
+            &f.after,
+            "--no-config",
+            "--format",
+            "json",
+            "--max-fragmentation",
+            "10%",
+            "--min-largest-gap",
+            "1GiB",
+        ],
+    )
+    .expect(1);
+    let rep: CheckReport = round_trip(&r.stdout);
+    assert_eq!(rep.schema, "fragscope.check/1");
+    assert_eq!(rep.findings.len(), 3);
+    assert_eq!((rep.passed, rep.failed, rep.skipped), (1, 2, 0));
+    let pr = rep.metrics[&MetricId::PeakReserved];
+    assert_eq!((pr.value, pr.device), (Quantity::Bytes(120 * MIB), Some(0)));
+    assert_eq!(rep.metrics.len(), MetricId::ALL.len());
+    let frag = rep
+        .findings
+        .iter()
+        .find(|x| x.rule == "max_fragmentation")
+        .unwrap();
+    assert!(
+        matches!(frag.measured, Some(fragscope::check::Value::Ratio(x)) if (x - 0.2).abs() < 1e-12)
+    );
+    assert_eq!(frag.threshold, fragscope::check::Value::Ratio(0.1));
+    assert!(!frag.hint.is_empty());
+    // Written to a file through -o, the same bytes.
+    let out = f.dir.path().join("report.json");
+    fragscope(
+        f.dir.path(),
+        &[
+            "check",
+            &f.after,
+            "--no-config",
+            "--format",
+            "json",
+            "--max-fragmentation",
+            "10%",
+            "--min-largest-gap",
+            "1GiB",
+            "-o",
+            &out.to_string_lossy(),
+        ],
+    )
+    .expect(1);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), r.stdout);
+}
+
+/// Test cases and failures as a CI server reads them.
+fn parse_junit(xml: &str) -> (Vec<(String, Option<String>, bool)>, u64, u64) {
+    use quick_xml::events::Event;
+    let mut rd = quick_xml::Reader::from_str(xml);
+    let mut cases: Vec<(String, Option<String>, bool)> = Vec::new();
+    let (mut tests_attr, mut failures_attr) = (0, 0);
+    let attr = |e: &quick_xml::events::BytesStart, k: &str| -> Option<String> {
+        e.attributes()
+            .map(|a| a.unwrap())
+            .find(|a| a.key.as_ref() == k)
+            .map(|a| {
+                a.normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                    .unwrap()
+                    .into_owned()
+            })
+    };
+    loop {
+        match rd
+            .read_event()
+            .unwrap_or_else(|e| panic!("invalid XML: {e}\n{xml}"))
+        {
+            Event::Eof => break,
+            Event::Start(e) | Event::Empty(e) => match e.name().as_ref() {
+                "testsuite" => {
+                    tests_attr = attr(&e, "tests").unwrap().parse().unwrap();
+                    failures_attr = attr(&e, "failures").unwrap().parse().unwrap();
+                }
+                "testcase" => cases.push((attr(&e, "name").unwrap(), None, false)),
+                "failure" => cases.last_mut().unwrap().1 = attr(&e, "message"),
+                "skipped" => cases.last_mut().unwrap().2 = true,
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    (cases, tests_attr, failures_attr)
+}
+
+#[test]
+fn junit_output_parses_with_one_case_per_rule() {
+    let f = fixture();
+    let r = fragscope(
+        f.dir.path(),
+        &[
+            "check",
+            &f.after,
+            "--no-config",
+            "--format",
+            "junit",
+            "--max-peak-reserved",
+            "100MiB",
+            "--max-fragmentation",
+            "0.5",
+            "--max-regression",
+            "peak_reserved=5%",
+        ],
+    )
+    .expect(1);
+    let (cases, tests, failures) = parse_junit(&r.stdout);
+    assert_eq!(tests, 4, "{r}");
+    assert_eq!(failures, 1, "{r}");
+    let names: Vec<&str> = cases.iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "max_fragmentation",
+            "max_peak_reserved",
+            "max_oom_events",
+            "max_regression.peak_reserved"
+        ]
+    );
+    let failed: Vec<_> = cases.iter().filter(|c| c.1.is_some()).collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].0, "max_peak_reserved");
+    assert!(
+        failed[0]
+            .1
+            .as_ref()
+            .unwrap()
+            .contains("exceeds the limit of 100.00 MiB")
+    );
+    // No baseline: the regression rule is skipped, not passed.
+    assert!(cases[3].2, "{r}");
+}
+
+/// GitHub's syntax: `::LEVEL file=F,title=T::MESSAGE`, with `%`, CR and LF
+/// escaped everywhere and `:`/`,` escaped in properties.
+fn assert_annotation(line: &str) -> (&str, &str, &str, &str) {
+    let rest = line.strip_prefix("::").unwrap_or_else(|| panic!("{line}"));
+    let (head, msg) = rest.split_once("::").unwrap_or_else(|| panic!("{line}"));
+    let (level, props) = head.split_once(' ').unwrap_or_else(|| panic!("{line}"));
+    assert!(matches!(level, "error" | "warning" | "notice"), "{line}");
+    let (file, title) = props.split_once(',').unwrap_or_else(|| panic!("{line}"));
+    let file = file
+        .strip_prefix("file=")
+        .unwrap_or_else(|| panic!("{line}"));
+    let title = title
+        .strip_prefix("title=")
+        .unwrap_or_else(|| panic!("{line}"));
+    for p in [file, title] {
+        assert!(
+            !p.contains(',') && !p.contains(':') && !p.contains('\n'),
+            "{line}"
+        );
+    }
+    assert!(
+        !msg.is_empty() && !msg.contains('\n') && !msg.contains('\r'),
+        "{line}"
+    );
+    // Every % is an escape sequence.
+    for (i, _) in msg.match_indices('%') {
+        assert!(
+            ["%25", "%0D", "%0A"]
+                .iter()
+                .any(|e| msg[i..].starts_with(e)),
+            "{line}"
+        );
+    }
+    (level, file, title, msg)
+}
+
+#[test]
+fn github_annotations_and_job_summary() {
+    let f = fixture();
+    let d = f.dir.path();
+    let summary = d.join("summary.md");
+    std::fs::write(&summary, "earlier step\n").unwrap();
+    let args = [
+        "check",
+        "after.json",
+        "--no-config",
+        "--format",
+        "github",
+        "--max-fragmentation",
+        "10%",
+        "--max-peak-reserved",
+        "1GiB",
+        "--max-regression",
+        "peak_reserved=5%",
+    ];
+    let r = fragscope_env(d, &args, &[("GITHUB_STEP_SUMMARY", &summary)]).expect(1);
+    let ann: Vec<_> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("::"))
+        .map(assert_annotation)
+        .collect();
+    assert_eq!(ann.len(), 2, "{r}");
+    assert_eq!(ann[0].0, "error");
+    assert_eq!(ann[0].1, "after.json");
+    assert_eq!(ann[0].2, "fragscope check max_fragmentation");
+    assert!(
+        ann[0]
+            .3
+            .contains("worst fragmentation under pressure 20.0%25"),
+        "{r}"
+    );
+    assert_eq!(ann[1].0, "warning");
+    assert_eq!(ann[1].2, "fragscope check max_regression.peak_reserved");
+    // The table follows for the log.
+    assert!(r.stdout.contains("│ rule"), "{r}");
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        md.starts_with("earlier step\n### fragscope check `after.json`: 1 of 4 rules failed"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| `max_fragmentation` | 0 | 20.0% | ≤ 10.0% | **FAIL** |"),
+        "{md}"
+    );
+    // A second run appends.
+    fragscope_env(d, &args, &[("GITHUB_STEP_SUMMARY", &summary)]).expect(1);
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert_eq!(md.matches("### fragscope check").count(), 2, "{md}");
+}
+
+#[test]
+fn diff_of_a_hand_made_pair() {
+    let f = fixture();
+    let r = fragscope(f.dir.path(), &["diff", &f.before, &f.after]).expect(0);
+    assert!(r.stdout.contains("+20.00 MiB (+20.0%)"), "{r}");
+    let r = fragscope(f.dir.path(), &["diff", "--json", &f.before, &f.after]).expect(0);
+    let rep: DiffReport = round_trip(&r.stdout);
+    assert_eq!(rep.schema, "fragscope.diff/1");
+    let get = |m| rep.metrics.iter().find(|x| x.metric == m).unwrap();
+    assert_eq!(get(MetricId::PeakReserved).direction, Direction::Worse);
+    assert_eq!(get(MetricId::PeakReserved).change, Some((20 * MIB) as f64));
+    assert!(
+        matches!(get(MetricId::Fragmentation).after, Some(Quantity::Ratio(x)) if (x - 0.2).abs() < 1e-12)
+    );
+    assert_eq!(get(MetricId::LargestGap).direction, Direction::Same);
+    assert_eq!(get(MetricId::InternalWaste).change, Some(MIB as f64));
+    assert_eq!(rep.call_sites.len(), 1);
+    assert_eq!(rep.call_sites[0].site, "forward (w/train.py)");
+    assert_eq!(rep.call_sites[0].live_change(), (9 * MIB) as i128);
+    // Asking for a device the file does not have is an input error.
+    let r = fragscope(
+        f.dir.path(),
+        &["diff", "--device", "0,3", &f.before, &f.after],
+    )
+    .expect(2);
+    assert!(
+        r.stderr
+            .contains("after.json: no device 3 in this file (devices: 0)"),
+        "{r}"
+    );
+}
+
+// ---- real files -------------------------------------------------------
+
+fn real(name: &str) -> Option<PathBuf> {
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real"));
+    if !dir.is_dir() {
+        eprintln!(
+            "note: {} is absent; skipping the real-file test",
+            dir.display()
+        );
+        return None;
+    }
+    Some(dir.join(name))
+}
+
+fn load(p: &Path) -> Snapshot {
+    fragscope::input::load_snapshot(&p.to_string_lossy(), &Default::default())
+        .unwrap()
+        .0
+}
+
+/// Whether the replay stage is in this build (it lands separately; until
+/// then only end-state figures can be asserted).
+fn replay_available() -> bool {
+    static A: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *A.get_or_init(|| {
+        let mut s = before();
+        s.device_traces = Some(vec![vec![TraceEvent {
+            action: Action::Alloc,
+            addr: 1 << 40,
+            size: 60 * MIB,
+            stream: 0,
+            time_us: None,
+            frames: StackId::EMPTY,
+            device_free: None,
+            compile_context: None,
+            user_metadata: None,
+            pool_id: None,
+            category: None,
+        }]]);
+        let ok = std::panic::catch_unwind(|| fragscope::replay::replay_device(&s, 0)).is_ok();
+        if !ok {
+            eprintln!("note: the replay is not in this build; asserting end-state figures only");
+        }
+        ok
+    })
+}
+
+/// Metrics with the replay when it exists, else from the final state alone.
+fn metrics(s: &Snapshot, device: Option<i64>) -> Metrics {
+    if replay_available() {
+        return Metrics::of_snapshot(s, device).unwrap();
+    }
+    let ooms = fragscope::stats::oom_events(s);
+    Metrics {
+        source: Source::Snapshot,
+        devices: s
+            .devices()
+            .into_iter()
+            .filter(|d| device.is_none_or(|x| x == *d))
+            .map(|d| {
+                let end = StateStats::of(s.segments_of(d));
+                let n = ooms.iter().filter(|o| o.device == d).count() as u64;
+                DeviceMetrics::from_parts(d, &end, &[], n)
+            })
+            .collect(),
+        notes: vec![],
+    }
+}
+
+fn gib(q: Option<fragscope::metrics::Measured>) -> f64 {
+    q.unwrap().value.as_f64() / (1u64 << 30) as f64
+}
+
+/// The README's reserved figure holds as the end-state metric, its allocated
+/// figure (block bytes, as `memory_allocated` counts them) bounds ours
+/// (requested bytes) from above, peaks are never below the end, and
+/// call-site live bytes add up to allocated.
+fn check_real(
+    name: &str,
+    device: Option<i64>,
+    reserved_gib: f64,
+    allocated_gib: f64,
+) -> Option<(Snapshot, Metrics)> {
+    let p = real(name)?;
+    let s = load(&p);
+    let m = metrics(&s, device);
+    assert!(
+        (gib(m.get(MetricId::EndReserved)) - reserved_gib).abs() < 0.006,
+        "{name}"
+    );
+    let all = StateStats::of(
+        s.segments
+            .iter()
+            .filter(|g| device.is_none_or(|d| g.device == d)),
+    );
+    assert!(
+        (all.active_bytes as f64 / (1u64 << 30) as f64 - allocated_gib).abs() < 0.006,
+        "{name}"
+    );
+    assert!(
+        gib(m.get(MetricId::EndAllocated)) <= all.active_bytes as f64 / (1u64 << 30) as f64,
+        "{name}"
+    );
+    for d in &m.devices {
+        assert!(
+            d.peak_reserved >= d.end_reserved,
+            "{name} device {}",
+            d.device
+        );
+        assert!(
+            d.peak_allocated >= d.end_allocated,
+            "{name} device {}",
+            d.device
+        );
+        assert!(
+            d.peak_allocated <= d.peak_reserved,
+            "{name} device {}",
+            d.device
+        );
+        let frag = d.fragmentation.unwrap();
+        assert!((0.0..=1.0).contains(&frag), "{name}");
+        let end = StateStats::of(s.segments_of(d.device));
+        if replay_available() {
+            assert!(frag >= end.fragmentation || end.reserved_bytes * 2 < d.peak_reserved.unwrap());
+        } else {
+            assert_eq!(frag, end.fragmentation);
+            assert_eq!(d.largest_gap, Some(end.largest_free_block_bytes));
+        }
+    }
+    let (sites, _) = fragscope::diff::call_sites(&s, device);
+    let live: u64 = sites.iter().map(|x| x.live_bytes).sum();
+    assert_eq!(
+        live, all.allocated_bytes,
+        "{name}: call sites cover every live byte"
+    );
+    for x in &sites {
+        assert!(x.peak_bytes >= x.live_bytes, "{name}: {}", x.site);
+    }
+    Some((s, m))
+}
+
+fn real_diff(
+    before: (&Snapshot, &Metrics, Option<i64>),
+    after: (&Snapshot, &Metrics, Option<i64>),
+) -> DiffReport {
+    let (sb, _) = fragscope::diff::call_sites(before.0, before.2);
+    let (sa, _) = fragscope::diff::call_sites(after.0, after.2);
+    fragscope::diff::diff(
+        &fragscope::diff::DiffInput {
+            file: "before",
+            device: before.2,
+            metrics: before.1,
+            sites: Some(&sb),
+        },
+        &fragscope::diff::DiffInput {
+            file: "after",
+            device: after.2,
+            metrics: after.1,
+            sites: Some(&sa),
+        },
+        10,
+    )
+}
+
+fn direction(r: &DiffReport, m: MetricId) -> Direction {
+    r.metrics.iter().find(|x| x.metric == m).unwrap().direction
+}
+
+#[test]
+fn real_octreenca_single_step_vs_inference() {
+    let Some((small, ms)) = check_real("octreenca_single-step_tiny.pickle", None, 0.02, 0.01)
+    else {
+        return;
+    };
+    let (big, mb) = check_real(
+        "octreenca_inference_24GB_few-segments.pickle",
+        None,
+        22.69,
+        4.92,
+    )
+    .unwrap();
+    let r = real_diff((&small, &ms, None), (&big, &mb, None));
+    assert_eq!(direction(&r, MetricId::EndReserved), Direction::Worse);
+    assert_eq!(direction(&r, MetricId::PeakReserved), Direction::Worse);
+    assert!(!r.call_sites.is_empty());
+    // Movers are sorted by how far they moved.
+    let moved = |s: &fragscope::diff::SiteDelta| {
+        s.live_change()
+            .unsigned_abs()
+            .max(s.peak_change().unsigned_abs())
+    };
+    assert!(
+        r.call_sites
+            .windows(2)
+            .all(|w| moved(&w[0]) >= moved(&w[1]))
+    );
+    let text = fragscope::render::diff::text(&r);
+    assert!(text.contains("Call sites that moved most"), "{text}");
+}
+
+#[test]
+fn real_cs336_small_vs_medium() {
+    let Some((small, ms)) = check_real("silmont_cs336_small_py312.pickle", None, 3.52, 0.03) else {
+        return;
+    };
+    let (medium, mm) = check_real(
+        "wedsonlin_cs336_medium_ctx512_train_torch2.11.pickle",
+        None,
+        11.79,
+        6.37,
+    )
+    .unwrap();
+    let r = real_diff((&small, &ms, None), (&medium, &mm, None));
+    assert_eq!(direction(&r, MetricId::EndAllocated), Direction::Worse);
+    assert_eq!(direction(&r, MetricId::PeakAllocated), Direction::Worse);
+    // The medium model's run is a regression against the small one under a
+    // 5 % peak-reserved rule, and passes its own figures as baseline.
+    let mut rules = fragscope::check::Rules::defaults();
+    rules.regressions.insert(
+        MetricId::PeakReserved,
+        fragscope::check::RegressionLimit::Relative(0.05),
+    );
+    let rep = fragscope::check::evaluate("medium", &mm, Some(("small", &ms)), &rules);
+    assert_eq!(rep.failed, 1);
+    let rep = fragscope::check::evaluate("medium", &mm, Some(("medium", &mm)), &rules);
+    assert!(rep.ok());
+}
+
+#[test]
+fn real_two_devices_of_one_file() {
+    // sqattn's four device traces hold events for device 0 only, so the
+    // three-device OOM file provides the pair.
+    let name = "constructor-sun_code-location_oom_expandable_3dev.pickle";
+    let Some(p) = real(name) else {
+        return;
+    };
+    let s = load(&p);
+    let m1 = metrics(&s, Some(1));
+    let m2 = metrics(&s, Some(2));
+    // Per-device figures from `stats`: device 1 reserves 84.2 GB, device 2 21.9 GB.
+    assert_eq!(
+        m1.get(MetricId::EndReserved).unwrap().value,
+        Quantity::Bytes(84202749952)
+    );
+    assert_eq!(
+        m2.get(MetricId::EndReserved).unwrap().value,
+        Quantity::Bytes(21883781120)
+    );
+    // The README's OOM event is on device 1.
+    assert_eq!(
+        m1.get(MetricId::OomEvents).unwrap().value,
+        Quantity::Count(1)
+    );
+    assert_eq!(
+        m2.get(MetricId::OomEvents).unwrap().value,
+        Quantity::Count(0)
+    );
+    let r = real_diff((&s, &m1, Some(1)), (&s, &m2, Some(2)));
+    assert_eq!(direction(&r, MetricId::EndReserved), Direction::Better);
+    assert_eq!(direction(&r, MetricId::OomEvents), Direction::Better);
+    // The default OOM rule fails device 1 and holds on device 2.
+    let rules = fragscope::check::Rules::defaults();
+    assert!(!fragscope::check::evaluate(name, &m1, None, &rules).ok());
+    assert!(fragscope::check::evaluate(name, &m2, None, &rules).ok());
+    // All devices: the file-level figure is the worst device's.
+    let all = metrics(&s, None);
+    let w = all.get(MetricId::EndReserved).unwrap();
+    assert_eq!((w.value, w.device), (Quantity::Bytes(84202749952), Some(1)));
+}
+
+#[test]
+fn real_empty_snapshot_passes_the_default_gate() {
+    let Some(p) = real("hitsbe_empty-snapshot.pickle") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let r = fragscope(
+        dir.path(),
+        &[
+            "check",
+            &p.to_string_lossy(),
+            "--min-largest-gap",
+            "1GiB",
+            "--format",
+            "json",
+        ],
+    )
+    .expect(0);
+    let rep: CheckReport = round_trip(&r.stdout);
+    let v: Vec<_> = rep
+        .findings
+        .iter()
+        .map(|f| (f.rule.as_str(), f.verdict))
+        .collect();
+    assert_eq!(
+        v,
+        [
+            ("min_largest_gap", Verdict::Skipped),
+            ("max_oom_events", Verdict::Pass)
+        ]
+    );
+}
+
+/// The command line over real pairs, once the replay is in the build.
+#[test]
+fn real_files_through_the_command_line() {
+    let (Some(a), Some(b)) = (
+        real("octreenca_single-step_tiny.pickle"),
+        real("octreenca_inference_24GB_few-segments.pickle"),
+    ) else {
+        return;
+    };
+    if !replay_available() {
+        return;
+    }
+    let (a, b) = (a.to_string_lossy(), b.to_string_lossy());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let r = fragscope(d, &["diff", "--json", &a, &b]).expect(0);
+    let rep: DiffReport = round_trip(&r.stdout);
+    for m in &rep.metrics {
+        assert_ne!(m.direction, Direction::Unknown, "{:?} {r}", m.metric);
+    }
+    let r = fragscope(
+        d,
+        &[
+            "check",
+            &b,
+            "--baseline",
+            &a,
+            "--max-regression",
+            "peak_reserved=5%",
+            "--format",
+            "junit",
+        ],
+    )
+    .expect(1);
+    let (cases, _, failures) = parse_junit(&r.stdout);
+    assert_eq!(cases.len(), 2);
+    assert_eq!(failures, 1);
+    let r = fragscope(
+        d,
+        &["check", &b, "--format", "json", "--max-fragmentation", "1"],
+    )
+    .expect(0);
+    let rep: CheckReport = round_trip(&r.stdout);
+    assert!(
+        rep.findings.iter().all(|f| f.verdict == Verdict::Pass),
+        "{r}"
+    );
+    let s = "constructor-sun_code-location_oom_expandable_3dev.pickle";
+    let s = real(s).unwrap();
+    let s = s.to_string_lossy();
+    let r = fragscope(d, &["diff", "--device", "1,2", &s, &s]).expect(0);
+    assert!(
+        r.stdout.contains("(device 1)") && r.stdout.contains("(device 2)"),
+        "{r}"
+    );
+    fragscope(d, &["check", &s, "--device", "2"]).expect(0);
+    fragscope(d, &["check", &s]).expect(1);
+}
+
+/// Compares with `tests/golden/NAME`; `FRAGSCOPE_BLESS=1` rewrites it.
+fn golden(name: &str, got: &str) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("FRAGSCOPE_BLESS").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("{}: {e} (FRAGSCOPE_BLESS=1 writes it)", p.display()));
+    assert_eq!(
+        got,
+        want,
+        "{} differs (FRAGSCOPE_BLESS=1 rewrites it)",
+        p.display()
+    );
+}
+
+#[test]
+fn golden_outputs_of_the_hand_made_pair() {
+    let f = fixture();
+    let d = f.dir.path();
+    let rules = [
+        "--no-config",
+        "--baseline",
+        "before.json",
+        "--max-fragmentation",
+        "10%",
+        "--max-peak-reserved",
+        "1GiB",
+        "--min-largest-gap",
+        "16MiB",
+        "--max-regression",
+        "peak_reserved=5%",
+        "--max-regression",
+        "largest_gap=0",
+    ];
+    let check = |format: &str| {
+        let mut args = vec!["check", "after.json", "--format", format];
+        args.extend(rules);
+        fragscope(d, &args).expect(1).stdout
+    };
+    golden("check.txt", &check("text"));
+    golden("check.json", &check("json"));
+    golden("check.xml", &check("junit"));
+    let summary = d.join("summary.md");
+    let mut args = vec!["check", "after.json", "--format", "github"];
+    args.extend(rules);
+    let r = fragscope_env(d, &args, &[("GITHUB_STEP_SUMMARY", &summary)]).expect(1);
+    golden("check.github.txt", &r.stdout);
+    golden(
+        "check.summary.md",
+        &std::fs::read_to_string(&summary).unwrap(),
+    );
+    let r = fragscope(d, &["diff", "before.json", "after.json"]).expect(0);
+    golden("diff.txt", &r.stdout);
+    let r = fragscope(d, &["diff", "--json", "before.json", "after.json"]).expect(0);
+    golden("diff.json", &r.stdout);
+}
