@@ -7,6 +7,7 @@
 pub mod advice;
 pub mod cli;
 pub mod encode;
+pub mod explain;
 pub mod input;
 pub mod model;
 pub mod output;

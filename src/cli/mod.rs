@@ -8,6 +8,7 @@
 
 pub mod common;
 pub mod convert;
+pub mod explain;
 pub mod stats;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -73,6 +74,13 @@ pub enum Command {
         after_help = "Examples:\n  fragscope convert snapshot.pickle -o snapshot.json\n  fragscope convert snapshot.pickle -o snapshot.msgpack"
     )]
     Convert(convert::Args),
+    /// Explain a pasted out-of-memory message, memory_summary() table or
+    /// memory_stats() dump: fragmentation, capacity or other processes, and
+    /// what to try.
+    #[command(
+        after_help = "Examples:\n  fragscope explain 'CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ...'\n  fragscope explain train.log\n  pbpaste | fragscope explain"
+    )]
+    Explain(explain::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -89,6 +97,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
     let result = match cli.command {
         Command::Stats(a) => stats::run(a, &g),
         Command::Convert(a) => convert::run(a, &g),
+        Command::Explain(a) => explain::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),
