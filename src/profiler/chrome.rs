@@ -290,6 +290,55 @@ impl TraceDevice {
     pub fn end(&self) -> &TraceSample {
         self.samples.last().expect("at least one sample")
     }
+
+    /// At most `max_points` samples (rounded up to even) for charts: each
+    /// bucket of consecutive samples becomes its element-wise minimum and
+    /// maximum, as [`crate::replay::downsample`] does for snapshots, so no
+    /// peak is lowered and no dip raised.
+    pub fn downsampled(&self, max_points: usize) -> Vec<TraceSample> {
+        downsample(&self.samples, max_points)
+    }
+}
+
+fn opt_ext(a: Option<u64>, b: Option<u64>, max: bool) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if max { x.max(y) } else { x.min(y) }),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// See [`TraceDevice::downsampled`].
+pub fn downsample(samples: &[TraceSample], max_points: usize) -> Vec<TraceSample> {
+    let max_points = max_points.max(2);
+    if samples.len() <= max_points {
+        return samples.to_vec();
+    }
+    let per = samples.len().div_ceil(max_points / 2);
+    let mut out = Vec::with_capacity(max_points);
+    for chunk in samples.chunks(per) {
+        let (mut lo, mut hi) = (chunk[0], chunk[0]);
+        for s in &chunk[1..] {
+            lo.allocated = lo.allocated.min(s.allocated);
+            hi.allocated = hi.allocated.max(s.allocated);
+            lo.active = lo.active.min(s.active);
+            hi.active = hi.active.max(s.active);
+            lo.reserved = opt_ext(lo.reserved, s.reserved, false);
+            hi.reserved = opt_ext(hi.reserved, s.reserved, true);
+            lo.external_free = opt_ext(lo.external_free, s.external_free, false);
+            hi.external_free = opt_ext(hi.external_free, s.external_free, true);
+        }
+        let (first, last) = (chunk[0], chunk[chunk.len() - 1]);
+        lo.event = first.event;
+        lo.time_us = first.time_us;
+        hi.event = last.event;
+        hi.time_us = last.time_us;
+        out.push(lo);
+        if chunk.len() > 1 {
+            out.push(hi);
+        }
+    }
+    out
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -1049,6 +1098,27 @@ mod tests {
         assert_eq!(t.devices[1].label, "cpu");
         // CPU memory has no cache: no reserved figure.
         assert_eq!(t.devices[1].end().reserved, None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn downsampling_keeps_extremes(
+            vals in proptest::collection::vec((0u64..1_000_000, proptest::option::of(0u64..2_000_000)), 1..1500),
+            max in 2usize..200,
+        ) {
+            let s: Vec<TraceSample> = vals.iter().enumerate().map(|(i, (a, r))| TraceSample {
+                event: Some(i as u32), allocated: *a, active: *a, reserved: *r,
+                external_free: r.map(|r| r.saturating_sub(*a)), ..Default::default()
+            }).collect();
+            let d = downsample(&s, max);
+            proptest::prop_assert!(d.len() <= max.max(2) + 1);
+            let top = |v: &[TraceSample], f: &dyn Fn(&TraceSample) -> Option<u64>| v.iter().filter_map(f).max();
+            let low = |v: &[TraceSample], f: &dyn Fn(&TraceSample) -> Option<u64>| v.iter().filter_map(f).min();
+            proptest::prop_assert_eq!(top(&d, &|x| Some(x.allocated)), top(&s, &|x| Some(x.allocated)));
+            proptest::prop_assert_eq!(low(&d, &|x| Some(x.allocated)), low(&s, &|x| Some(x.allocated)));
+            proptest::prop_assert_eq!(top(&d, &|x| x.reserved), top(&s, &|x| x.reserved));
+            proptest::prop_assert_eq!(top(&d, &|x| x.external_free), top(&s, &|x| x.external_free));
+        }
     }
 
     #[test]

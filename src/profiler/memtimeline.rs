@@ -145,6 +145,34 @@ impl MemoryTimeline {
     pub fn preexisting(&self) -> Option<&CategorySample> {
         self.samples.first().filter(|s| s.time_us.is_none())
     }
+
+    /// At most `max_points` samples (rounded up to even) for a stacked
+    /// chart. Each bucket keeps two of its real samples, the lowest and the
+    /// highest total, in time order: stacks stay sums of real categories and
+    /// the peak is never lowered.
+    pub fn downsampled(&self, max_points: usize) -> Vec<CategorySample> {
+        let max_points = max_points.max(2);
+        if self.samples.len() <= max_points {
+            return self.samples.clone();
+        }
+        let per = self.samples.len().div_ceil(max_points / 2);
+        let mut out = Vec::with_capacity(max_points);
+        for chunk in self.samples.chunks(per) {
+            // Ties go to the earliest sample.
+            let lo = (0..chunk.len())
+                .min_by_key(|&i| (chunk[i].total(), i))
+                .expect("non-empty");
+            let hi = (0..chunk.len())
+                .max_by_key(|&i| (chunk[i].total(), std::cmp::Reverse(i)))
+                .expect("non-empty");
+            let (a, b) = (lo.min(hi), lo.max(hi));
+            out.push(chunk[a]);
+            if b != a {
+                out.push(chunk[b]);
+            }
+        }
+        out
+    }
 }
 
 fn is_int(v: &Value) -> bool {
@@ -377,6 +405,29 @@ mod tests {
         assert_eq!((p.total, p.time_us), (12, Some(20)));
         assert_eq!(t.end().unwrap().get(Category::Unknown), 1);
         assert_eq!(t.end().unwrap().get(Category::Gradient), 3);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn downsampling_keeps_the_peak(
+            totals in proptest::collection::vec(0u64..1_000_000, 1..2000),
+            max in 2usize..300,
+        ) {
+            let t = MemoryTimeline {
+                samples: totals.iter().enumerate().map(|(i, &b)| CategorySample {
+                    time_us: Some(i as i64),
+                    bytes: [b, 0, 0, 0, b / 2, 0, 0, 0],
+                }).collect(),
+                ..Default::default()
+            };
+            let d = t.downsampled(max);
+            proptest::prop_assert!(d.len() <= max.max(2) + 1);
+            let peak = t.samples.iter().map(|s| s.total()).max();
+            proptest::prop_assert_eq!(d.iter().map(|s| s.total()).max(), peak);
+            // Real samples, in time order.
+            proptest::prop_assert!(d.windows(2).all(|w| w[0].time_us < w[1].time_us));
+            proptest::prop_assert!(d.iter().all(|s| t.samples.contains(s)));
+        }
     }
 
     #[test]
