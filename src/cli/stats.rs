@@ -25,6 +25,7 @@ pub enum One {
     Snapshot(Box<FileStats>, String),
     /// A profiler trace or memory timeline: its text and JSON, ready to print.
     Profiler {
+        file: String,
         text: String,
         json: String,
     },
@@ -40,10 +41,12 @@ fn one(path: &str, g: &Global, map_rows: usize) -> anyhow::Result<One> {
             Ok(One::Snapshot(Box::new(fs), map))
         }
         Content::Profiler(t) => Ok(One::Profiler {
+            file: path.to_string(),
             text: crate::render::profiler::trace_text(path, &fmt, t),
             json: crate::render::profiler::trace_json(path, &fmt, t),
         }),
         Content::MemoryTimeline(t) => Ok(One::Profiler {
+            file: path.to_string(),
             text: crate::render::profiler::timeline_text(path, &fmt, t),
             json: crate::render::profiler::timeline_json(path, &fmt, t),
         }),
@@ -117,7 +120,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     if files.len() == 1 {
         let (fs, map) = match one(&files[0], g, a.map_rows)? {
             One::Snapshot(fs, map) => (fs, map),
-            One::Profiler { text, json } => {
+            One::Profiler { text, json, .. } => {
                 print(if a.json { &json } else { &text })?;
                 return Ok(Exit::Ok);
             }
@@ -143,9 +146,9 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     for r in results {
         match r {
             Ok(One::Snapshot(fs, _)) => ok.push(*fs),
-            Ok(One::Profiler { .. }) => warn(
-                "profiler traces and memory timelines are left out of the per-rank table; run stats on each alone",
-            ),
+            Ok(One::Profiler { file, .. }) => warn(&format!(
+                "{file}: a profiler trace or memory timeline, left out of the per-rank table; run stats on it alone"
+            )),
             Err(e) => {
                 failed += 1;
                 super::common::print_error(&e, g.verbose);
