@@ -762,10 +762,11 @@ fn build_device(
             match live.remove(&addr) {
                 Some(a) => {
                     if events[a].bytes != -e.bytes {
-                        let (ai, ab, fi, fb) = (events[a].index, events[a].bytes, e.index, e.bytes);
+                        let (a_idx, ab, fi, fb) =
+                            (events[a].index, events[a].bytes, e.index, e.bytes);
                         anomalies.add("free of a different size than its allocation", || {
                             format!(
-                                "traceEvents[{fi}] frees {} bytes at {addr:#x}, allocated as {ab} bytes by traceEvents[{ai}]",
+                                "traceEvents[{fi}] frees {} bytes at {addr:#x}, allocated as {ab} bytes by traceEvents[{a_idx}]",
                                 -fb
                             )
                         });
