@@ -200,6 +200,14 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
             "the per-process memory fraction capped the allocator although the device had room"
                 .to_string(),
         ),
+        (Some(n), _) if f.capacity.is_some_and(|c| n > c) => (
+            Cause::Capacity,
+            format!(
+                "capacity: the request alone ({}) is larger than the device's total capacity ({})",
+                fmt_bytes(n),
+                fmt_bytes(f.capacity.unwrap_or(0))
+            ),
+        ),
         (Some(n), Some(fr)) => {
             let gap_too_small = f.largest_free_gap.is_none_or(|g| g < n);
             if fr >= n && gap_too_small {
@@ -221,6 +229,18 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
                     format!(
                         "fragmentation: {} free inside reserved memory plus {} free on the device would hold {}, but neither piece alone does",
                         fmt_bytes(fr),
+                        fmt_bytes(device_free),
+                        fmt_bytes(n)
+                    ),
+                )
+            } else if f.device_free.is_some_and(|free| free >= n) {
+                // The driver had room: neither capacity nor fragmentation
+                // explains it (a backend limit, memory freed between the
+                // failure and the report, or figures that are wrong).
+                (
+                    Cause::Unknown,
+                    format!(
+                        "the device reported {} free, enough for {}: these figures do not explain the failure",
                         fmt_bytes(device_free),
                         fmt_bytes(n)
                     ),
@@ -377,6 +397,39 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(d.cause, Cause::OtherProcesses);
+    }
+
+    #[test]
+    fn a_request_larger_than_the_device_is_capacity() {
+        let d = diagnose(&OomFigures {
+            alloc_size: Some(124 * GIB),
+            capacity: Some(95 * GIB),
+            device_free: Some(51 * GIB),
+            reserved: Some(28 * GIB),
+            allocated: Some(25 * GIB),
+            other_processes: Some(15 * GIB),
+            ..Default::default()
+        });
+        assert_eq!(d.cause, Cause::Capacity);
+        assert!(
+            d.headline.contains("larger than the device"),
+            "{}",
+            d.headline
+        );
+    }
+
+    #[test]
+    fn free_device_memory_leaves_the_cause_open() {
+        let d = diagnose(&OomFigures {
+            alloc_size: Some(12 * MIB),
+            capacity: Some(10 * GIB),
+            device_free: Some(9 * GIB),
+            reserved: Some(13 * MIB),
+            allocated: Some(8 * MIB),
+            ..Default::default()
+        });
+        assert_eq!(d.cause, Cause::Unknown);
+        assert!(!d.suggestions[0].applies);
     }
 
     #[test]

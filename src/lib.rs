@@ -10,6 +10,7 @@ pub mod cli;
 pub mod culprits;
 pub mod diff;
 pub mod encode;
+pub mod explain;
 pub mod frames;
 pub mod input;
 pub mod metrics;

@@ -11,6 +11,7 @@ pub mod common;
 pub mod convert;
 pub mod culprits;
 pub mod diff;
+pub mod explain;
 pub mod flamegraph;
 pub mod stats;
 
@@ -104,6 +105,13 @@ pub enum Command {
         after_help = "Examples:\n  fragscope diff before.pickle after.pickle\n  fragscope diff --json before.pickle after.pickle\n  fragscope diff --device 1,2 run.pickle run.pickle   # two devices of one file"
     )]
     Diff(diff::Args),
+    /// Explain a pasted out-of-memory message, memory_summary() table or
+    /// memory_stats() dump: fragmentation, capacity or other processes, and
+    /// what to try.
+    #[command(
+        after_help = "Examples:\n  fragscope explain 'CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ...'\n  fragscope explain train.log\n  pbpaste | fragscope explain"
+    )]
+    Explain(explain::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -124,6 +132,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Flamegraph(a) => flamegraph::run(a, &g),
         Command::Check(a) => check::run(a, &g),
         Command::Diff(a) => diff::run(a, &g),
+        Command::Explain(a) => explain::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),

@@ -23,6 +23,12 @@ pub struct Args {
 
 pub enum One {
     Snapshot(Box<FileStats>, String),
+    /// A profiler trace or memory timeline: its text and JSON, ready to print.
+    Profiler {
+        file: String,
+        text: String,
+        json: String,
+    },
 }
 
 fn one(path: &str, g: &Global, map_rows: usize) -> anyhow::Result<One> {
@@ -34,9 +40,16 @@ fn one(path: &str, g: &Global, map_rows: usize) -> anyhow::Result<One> {
             let map = crate::render::segmap::segment_map(&s.segments, map_rows);
             Ok(One::Snapshot(Box::new(fs), map))
         }
-        Content::Profiler(_) | Content::MemoryTimeline(_) => {
-            anyhow::bail!("{path}: stats of profiler traces are not available in this build")
-        }
+        Content::Profiler(t) => Ok(One::Profiler {
+            file: path.to_string(),
+            text: crate::render::profiler::trace_text(path, &fmt, t),
+            json: crate::render::profiler::trace_json(path, &fmt, t),
+        }),
+        Content::MemoryTimeline(t) => Ok(One::Profiler {
+            file: path.to_string(),
+            text: crate::render::profiler::timeline_text(path, &fmt, t),
+            json: crate::render::profiler::timeline_json(path, &fmt, t),
+        }),
     }
 }
 
@@ -105,7 +118,13 @@ pub fn outliers(rows: &[&FileStats]) -> Vec<Option<String>> {
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let files = expand_inputs(&a.files)?;
     if files.len() == 1 {
-        let One::Snapshot(fs, map) = one(&files[0], g, a.map_rows)?;
+        let (fs, map) = match one(&files[0], g, a.map_rows)? {
+            One::Snapshot(fs, map) => (fs, map),
+            One::Profiler { text, json, .. } => {
+                print(if a.json { &json } else { &text })?;
+                return Ok(Exit::Ok);
+            }
+        };
         for w in &fs.warnings {
             if !a.json {
                 continue;
@@ -127,6 +146,9 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     for r in results {
         match r {
             Ok(One::Snapshot(fs, _)) => ok.push(*fs),
+            Ok(One::Profiler { file, .. }) => warn(&format!(
+                "{file}: a profiler trace or memory timeline, left out of the per-rank table; run stats on it alone"
+            )),
             Err(e) => {
                 failed += 1;
                 super::common::print_error(&e, g.verbose);

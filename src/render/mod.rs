@@ -4,7 +4,9 @@
 pub mod check;
 pub mod culprits;
 pub mod diff;
+pub mod explain;
 pub mod flamegraph;
+pub mod profiler;
 pub mod segmap;
 pub mod stats;
 pub mod table;

@@ -1,0 +1,39 @@
+//! `fragscope explain [TEXT|FILE|-]`
+
+use super::common::{Exit, Global, print};
+use crate::input;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The OOM message or memory_summary() text itself, a file that holds
+    /// it (gzip/zstd too), or `-` for stdin (the default).
+    #[arg(value_name = "TEXT|FILE|-")]
+    pub input: Option<String>,
+    /// Print a versioned JSON object (schema fragscope.explain/1).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
+    let (name, text) = match a.input.as_deref() {
+        None | Some("-") => {
+            let (b, _) = input::read_input("-", &g.load)?;
+            (
+                "stdin".to_string(),
+                String::from_utf8_lossy(&b).into_owned(),
+            )
+        }
+        Some(p) if std::path::Path::new(p).is_file() => {
+            let (b, _) = input::read_input(p, &g.load)?;
+            (p.to_string(), String::from_utf8_lossy(&b).into_owned())
+        }
+        Some(t) => ("the text given".to_string(), t.to_string()),
+    };
+    let e = crate::explain::explain(&text).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    if a.json {
+        print(&crate::render::explain::json(&e))?;
+    } else {
+        print(&crate::render::explain::text(&e))?;
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,1139 @@
+//! `torch.profiler` Chrome traces (`prof.export_chrome_trace(...)`,
+//! `tensorboard_trace_handler`'s `.pt.trace.json.gz`): the `[memory]` and
+//! `[OutOfMemory]` instant events of every (device type, device id), the
+//! allocation timeline they describe and the operator running at each event.
+//!
+//! Events are recognised by name and `args` keys, never by exact layout:
+//! `ph`, `cat` and the `ts` type changed across kineto releases. Two schemas
+//! exist in the wild: the current one (`Addr`, `Bytes`, `Total Allocated`,
+//! `Total Reserved`, optional `finished`) and the 2021 one with only `Bytes`,
+//! where allocated bytes are rebuilt by summing and reserved bytes are
+//! unknown.
+//!
+//! Events of one device are ordered by `ts`, ties kept in file order: events
+//! of several threads are interleaved in the file, and only time order makes
+//! `Total Allocated` move by exactly `Bytes` at every step (checked, and
+//! counted as an anomaly when it does not).
+
+use super::Anomalies;
+use super::Anomaly;
+use crate::advice::OomFigures;
+use crate::input::LoadError;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Figures of [`crate::replay::Sample`] that a trace cannot give, with why.
+/// Charts and checks name these as "not available for profiler traces".
+pub const MISSING_FIGURES: &[(&str, &str)] = &[
+    (
+        "internal_free",
+        "a trace records rounded block sizes only, not requested sizes",
+    ),
+    (
+        "pending_free",
+        "a trace reports a free when the program drops the tensor, not when the allocator completes it",
+    ),
+    (
+        "largest_free_gap",
+        "a trace holds no segment or block layout",
+    ),
+    ("free_gaps", "a trace holds no segment or block layout"),
+    (
+        "fragmentation",
+        "needs the largest free gap, which needs the segment layout",
+    ),
+    ("largest_small_request", "needs the segment layout"),
+    ("largest_large_request", "needs the segment layout"),
+];
+
+/// `c10::DeviceType` and index of a memory event.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DeviceKey {
+    pub device_type: i64,
+    pub device_id: i64,
+}
+
+impl DeviceKey {
+    /// `cuda:0`, `hip:0`, `xpu:1`, `cpu`.
+    pub fn label(&self) -> String {
+        let t = match self.device_type {
+            0 => "cpu",
+            1 => "cuda",
+            6 => "hip",
+            9 => "xla",
+            12 => "xpu",
+            13 => "mps",
+            15 => "hpu",
+            19 => "mtia",
+            20 => "privateuseone",
+            _ => "",
+        };
+        if t.is_empty() {
+            format!("device type {}:{}", self.device_type, self.device_id)
+        } else if self.device_id < 0 {
+            t.to_string()
+        } else {
+            format!("{t}:{}", self.device_id)
+        }
+    }
+
+    /// CPU memory is not cached by a device allocator: no reserved bytes.
+    pub fn is_cpu(&self) -> bool {
+        self.device_type == 0
+    }
+}
+
+/// One `[memory]` event.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct MemEvent {
+    /// Position in `traceEvents`.
+    pub index: u32,
+    pub ts_us: f64,
+    /// Rounded block bytes; negative for a free.
+    pub bytes: i64,
+    pub addr: Option<u64>,
+    pub total_allocated: Option<u64>,
+    pub total_reserved: Option<u64>,
+    pub finished: Option<bool>,
+    /// Index into [`ProfilerTrace::threads`].
+    pub thread: u32,
+    /// Innermost `cpu_op` on the same thread whose time range holds the
+    /// event (index into [`ProfilerTrace::names`]): the call site.
+    pub op: Option<u32>,
+    /// Outermost such `cpu_op` (the top-level operator).
+    pub top_op: Option<u32>,
+    /// Innermost `python_function` with a source location (`file.py(N): f`).
+    pub python: Option<u32>,
+    /// For an allocation, the position (in this device's events) of its
+    /// free; for a free, of its allocation. Needs `Addr`.
+    pub pair: Option<u32>,
+}
+
+/// One `[OutOfMemory]` event.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct TraceOom {
+    pub index: u32,
+    pub ts_us: f64,
+    /// Rounded request.
+    pub bytes: u64,
+    pub total_allocated: Option<u64>,
+    pub total_reserved: Option<u64>,
+    pub op: Option<String>,
+    pub python: Option<String>,
+}
+
+impl TraceOom {
+    /// What the trace knows about the failure, for [`crate::advice::diagnose`].
+    pub fn figures(&self, capacity: Option<u64>) -> OomFigures {
+        OomFigures {
+            requested: Some(self.bytes),
+            capacity,
+            reserved: self.total_reserved,
+            allocated: self.total_allocated,
+            ..Default::default()
+        }
+    }
+}
+
+/// The allocator figures after one event, with the field names of
+/// [`crate::replay::Sample`] for the figures a trace has (see
+/// [`MISSING_FIGURES`] for the others).
+#[derive(Serialize, Debug, Clone, Copy, Default, PartialEq)]
+pub struct TraceSample {
+    /// Index (in [`TraceDevice::events`]) of the event after which this
+    /// sample holds; `None` = before the first event.
+    pub event: Option<u32>,
+    pub time_us: Option<i64>,
+    /// `Total Allocated`: rounded block bytes of live allocations (what
+    /// `torch.cuda.memory_allocated()` reports). A snapshot's `allocated`
+    /// counts requested bytes instead; traces do not record those.
+    pub allocated: u64,
+    /// Block bytes of live allocations: equal to `allocated` here.
+    pub active: u64,
+    /// `Total Reserved`; `None` for the 2021 schema, for CPU memory and
+    /// before the first event.
+    pub reserved: Option<u64>,
+    /// reserved − allocated: bytes cached but not in a live allocation. With
+    /// no layout it cannot be split into gaps.
+    pub external_free: Option<u64>,
+}
+
+/// A figure's highest value and where it was first reached.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Peak {
+    pub bytes: u64,
+    /// Index in [`TraceDevice::events`] (`None` = before the first event).
+    pub event: Option<u32>,
+    pub time_us: Option<i64>,
+    pub op: Option<String>,
+    pub python: Option<String>,
+}
+
+/// An event after which `Total Reserved` was higher: the allocator had to
+/// map new memory for this allocation.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct ReservedStep {
+    pub event: u32,
+    pub time_us: i64,
+    /// The allocation that triggered the growth (rounded bytes).
+    pub bytes: u64,
+    pub reserved_before: u64,
+    pub reserved_after: u64,
+    /// reserved − allocated just before: when at least `bytes`, the cache
+    /// held enough free bytes but no block that fit (fragmentation, or a
+    /// different pool or stream).
+    pub free_before: u64,
+    pub op: Option<String>,
+    pub python: Option<String>,
+}
+
+/// Bytes attributed to one operator.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct OpShare {
+    pub op: String,
+    pub bytes: u64,
+    pub events: u64,
+}
+
+/// Figures of one device over the whole trace.
+#[derive(Serialize, Debug, Clone, PartialEq, Default)]
+pub struct DeviceSummary {
+    pub events: u64,
+    pub allocations: u64,
+    pub frees: u64,
+    /// `Addr` present on every event (allocations can be paired with frees).
+    pub has_addr: bool,
+    /// `Total Allocated`/`Total Reserved` present (not the 2021 schema).
+    pub has_totals: bool,
+    pub first_time_us: Option<i64>,
+    pub last_time_us: Option<i64>,
+    /// Bytes already allocated when the trace starts.
+    pub allocated_before_trace: u64,
+    /// True when that figure is only a lower bound (2021 schema: the largest
+    /// deficit of frees over allocations seen in the trace).
+    pub allocated_before_is_lower_bound: bool,
+    pub allocated_end: u64,
+    pub reserved_start: Option<u64>,
+    pub reserved_end: Option<u64>,
+    pub external_free_end: Option<u64>,
+    pub peak_allocated: Option<Peak>,
+    pub peak_reserved: Option<Peak>,
+    /// Highest reserved − allocated.
+    pub peak_external_free: Option<Peak>,
+    /// Every growth of reserved memory, in time order.
+    pub reserved_growth: Vec<ReservedStep>,
+    /// Growths that happened while the cache already held at least the
+    /// allocation's bytes free.
+    pub growth_with_free_cache: u64,
+    pub growth_with_free_cache_bytes: u64,
+    /// Bytes allocated per operator (call site), largest first. Allocations
+    /// outside every operator are named by their Python function
+    /// (`python: file.py(N): f`) when the trace has one.
+    pub allocations_by_op: Vec<OpShare>,
+    /// Live allocations at the peak of allocated bytes, by operator, largest
+    /// first; memory older than the trace is `(allocated before the trace)`.
+    /// Needs `Addr`.
+    pub live_at_peak_by_op: Vec<OpShare>,
+    /// Allocations of the trace still live at its end. Needs `Addr`.
+    pub live_at_end: Option<u64>,
+    pub live_at_end_bytes: Option<u64>,
+    /// Frees of memory allocated before the trace started.
+    pub frees_before_trace: u64,
+    pub frees_before_trace_bytes: u64,
+    pub out_of_memory_events: u64,
+}
+
+/// The memory timeline of one (device type, device id).
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct TraceDevice {
+    pub key: DeviceKey,
+    /// `cuda:0`, `hip:0`, `cpu`.
+    pub label: String,
+    /// From `deviceProperties`, when the trace has them.
+    pub name: Option<String>,
+    pub capacity: Option<u64>,
+    #[serde(skip)]
+    pub events: Vec<MemEvent>,
+    /// `samples[0]` is the start, `samples[i + 1]` the state after event `i`.
+    #[serde(skip)]
+    pub samples: Vec<TraceSample>,
+    pub ooms: Vec<TraceOom>,
+    pub summary: DeviceSummary,
+}
+
+impl TraceDevice {
+    /// Positions of the allocations made during the trace that are live after
+    /// event `at` (`None` = before the first event: none). Needs `Addr`;
+    /// empty otherwise.
+    pub fn live_at(&self, at: Option<usize>) -> Vec<usize> {
+        let Some(at) = at else { return Vec::new() };
+        if !self.summary.has_addr {
+            return Vec::new();
+        }
+        self.events
+            .iter()
+            .enumerate()
+            .take(at + 1)
+            .filter(|(_, e)| e.bytes > 0 && e.pair.is_none_or(|p| p as usize > at))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    pub fn sample_at(&self, at: Option<usize>) -> &TraceSample {
+        match at {
+            None => &self.samples[0],
+            Some(i) => &self.samples[(i + 1).min(self.samples.len() - 1)],
+        }
+    }
+
+    pub fn end(&self) -> &TraceSample {
+        self.samples.last().expect("at least one sample")
+    }
+
+    /// At most `max_points` samples (rounded up to even) for charts: each
+    /// bucket of consecutive samples becomes its element-wise minimum and
+    /// maximum, as [`crate::replay::downsample`] does for snapshots, so no
+    /// peak is lowered and no dip raised.
+    pub fn downsampled(&self, max_points: usize) -> Vec<TraceSample> {
+        downsample(&self.samples, max_points)
+    }
+}
+
+fn opt_ext(a: Option<u64>, b: Option<u64>, max: bool) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if max { x.max(y) } else { x.min(y) }),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// See [`TraceDevice::downsampled`].
+pub fn downsample(samples: &[TraceSample], max_points: usize) -> Vec<TraceSample> {
+    let max_points = max_points.max(2);
+    if samples.len() <= max_points {
+        return samples.to_vec();
+    }
+    let per = samples.len().div_ceil(max_points / 2);
+    let mut out = Vec::with_capacity(max_points);
+    for chunk in samples.chunks(per) {
+        let (mut lo, mut hi) = (chunk[0], chunk[0]);
+        for s in &chunk[1..] {
+            lo.allocated = lo.allocated.min(s.allocated);
+            hi.allocated = hi.allocated.max(s.allocated);
+            lo.active = lo.active.min(s.active);
+            hi.active = hi.active.max(s.active);
+            lo.reserved = opt_ext(lo.reserved, s.reserved, false);
+            hi.reserved = opt_ext(hi.reserved, s.reserved, true);
+            lo.external_free = opt_ext(lo.external_free, s.external_free, false);
+            hi.external_free = opt_ext(hi.external_free, s.external_free, true);
+        }
+        let (first, last) = (chunk[0], chunk[chunk.len() - 1]);
+        lo.event = first.event;
+        lo.time_us = first.time_us;
+        hi.event = last.event;
+        hi.time_us = last.time_us;
+        out.push(lo);
+        if chunk.len() > 1 {
+            out.push(hi);
+        }
+    }
+    out
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct DeviceProperty {
+    pub id: i64,
+    pub name: String,
+    pub total_global_mem: Option<u64>,
+}
+
+/// A decoded trace: one [`TraceDevice`] per (device type, device id) seen in
+/// `[memory]` events, accelerators first, then CPU.
+#[derive(Serialize, Debug, Clone, PartialEq, Default)]
+pub struct ProfilerTrace {
+    /// Entries of `traceEvents`.
+    pub trace_events: u64,
+    pub memory_events: u64,
+    /// `cpu_op` (`Operator` in 2021 traces) duration events.
+    pub op_events: u64,
+    pub devices: Vec<TraceDevice>,
+    pub device_properties: Vec<DeviceProperty>,
+    /// `distributedInfo.rank` / `world_size`.
+    pub rank: Option<i64>,
+    pub world_size: Option<i64>,
+    /// Interned operator and Python-function names.
+    #[serde(skip)]
+    pub names: Vec<String>,
+    /// `pid/tid` of each thread seen in memory events.
+    #[serde(skip)]
+    pub threads: Vec<String>,
+    pub anomalies: Vec<Anomaly>,
+}
+
+impl ProfilerTrace {
+    pub fn name(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+
+    /// True when the devices use the 2021 schema (only `Bytes`).
+    pub fn bytes_only(&self) -> bool {
+        self.devices.iter().any(|d| !d.summary.has_totals)
+    }
+}
+
+/// A Chrome trace: an object with a `traceEvents` array, or the bare array
+/// form whose entries carry `ph`.
+pub fn is_chrome_trace(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.get("traceEvents").is_some_and(|t| t.is_array()),
+        Value::Array(a) => a
+            .first()
+            .is_some_and(|e| e.get("ph").is_some() && e.get("name").is_some()),
+        _ => false,
+    }
+}
+
+struct Span {
+    start: f64,
+    end: f64,
+    name: u32,
+}
+
+#[derive(Default)]
+struct ThreadSpans {
+    ops: Vec<Span>,
+    py: Vec<Span>,
+}
+
+fn num_i64(v: Option<&Value>) -> Option<i64> {
+    let v = v?;
+    v.as_i64()
+        .or_else(|| v.as_u64().map(|u| u as i64))
+        .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+}
+
+fn num_f64(v: Option<&Value>) -> Option<f64> {
+    v?.as_f64().filter(|f| f.is_finite())
+}
+
+fn id_part(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        _ => "?".into(),
+    }
+}
+
+struct Interner {
+    map: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Interner {
+    fn id(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.map.get(s) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.names.push(s.to_string());
+        self.map.insert(s.to_string(), i);
+        i
+    }
+}
+
+/// Decodes a Chrome trace. An error only when it is not one, or when it holds
+/// no memory events (recorded without `profile_memory=True`).
+pub fn trace_from_json(v: &Value, name: &str) -> Result<ProfilerTrace, LoadError> {
+    let events = match v {
+        Value::Object(o) => o.get("traceEvents").and_then(|t| t.as_array()),
+        Value::Array(a) => Some(a),
+        _ => None,
+    }
+    .ok_or_else(|| LoadError::Format {
+        file: name.into(),
+        msg: "not a Chrome trace (no traceEvents array)".into(),
+    })?;
+
+    let mut anomalies = Anomalies::default();
+    let mut names = Interner {
+        map: HashMap::new(),
+        names: Vec::new(),
+    };
+    let mut threads = Interner {
+        map: HashMap::new(),
+        names: Vec::new(),
+    };
+    let mut spans: HashMap<u32, ThreadSpans> = HashMap::new();
+    let mut mem: HashMap<DeviceKey, Vec<MemEvent>> = HashMap::new();
+    let mut ooms: HashMap<DeviceKey, Vec<(MemEvent, u64)>> = HashMap::new();
+    let mut op_events = 0u64;
+    let mut memory_events = 0u64;
+
+    for (i, e) in events.iter().enumerate() {
+        let Some(obj) = e.as_object() else {
+            anomalies.add("trace entry that is not an object", || {
+                format!("traceEvents[{i}]")
+            });
+            continue;
+        };
+        let ev_name = obj.get("name").and_then(|n| n.as_str()).unwrap_or("");
+        let thread_key = || format!("{}/{}", id_part(obj.get("pid")), id_part(obj.get("tid")));
+        let is_mem = ev_name == "[memory]";
+        let is_oom = ev_name == "[OutOfMemory]";
+        if is_mem || is_oom {
+            let Some(args) = obj.get("args").and_then(|a| a.as_object()) else {
+                anomalies.add("memory event without args", || format!("traceEvents[{i}]"));
+                continue;
+            };
+            let Some(ts) = num_f64(obj.get("ts")) else {
+                anomalies.add("memory event without a numeric ts", || {
+                    format!("traceEvents[{i}].ts")
+                });
+                continue;
+            };
+            let Some(bytes) = num_i64(args.get("Bytes")) else {
+                anomalies.add("memory event without Bytes", || {
+                    format!("traceEvents[{i}].args")
+                });
+                continue;
+            };
+            let Some(device_type) = num_i64(args.get("Device Type")) else {
+                anomalies.add("memory event without Device Type", || {
+                    format!("traceEvents[{i}].args")
+                });
+                continue;
+            };
+            let device_id = num_i64(args.get("Device Id")).unwrap_or(-1);
+            let nonneg = |key: &str, anomalies: &mut Anomalies| -> Option<u64> {
+                let x = num_i64(args.get(key))?;
+                if x < 0 {
+                    anomalies.add("negative Total Allocated/Reserved", || {
+                        format!("traceEvents[{i}].args[\"{key}\"] = {x}")
+                    });
+                }
+                Some(x.max(0) as u64)
+            };
+            let total_allocated = nonneg("Total Allocated", &mut anomalies);
+            let total_reserved = nonneg("Total Reserved", &mut anomalies);
+            let thread = threads.id(&thread_key());
+            let me = MemEvent {
+                index: i as u32,
+                ts_us: ts,
+                bytes,
+                // Pointers are written as signed decimals.
+                addr: num_i64(args.get("Addr")).map(|a| a as u64),
+                total_allocated,
+                total_reserved,
+                finished: args.get("finished").and_then(|f| f.as_bool()),
+                thread,
+                op: None,
+                top_op: None,
+                python: None,
+                pair: None,
+            };
+            let key = DeviceKey {
+                device_type,
+                device_id,
+            };
+            if is_mem {
+                memory_events += 1;
+                mem.entry(key).or_default().push(me);
+            } else {
+                ooms.entry(key)
+                    .or_default()
+                    .push((me, bytes.unsigned_abs()));
+            }
+            continue;
+        }
+        if obj.get("ph").and_then(|p| p.as_str()) != Some("X") {
+            continue;
+        }
+        let cat = obj.get("cat").and_then(|c| c.as_str()).unwrap_or("");
+        let is_op = cat == "cpu_op" || cat == "Operator";
+        let is_py = cat == "python_function" && ev_name.contains(".py(");
+        if !(is_op || is_py) {
+            continue;
+        }
+        if is_op {
+            op_events += 1;
+        }
+        let (Some(ts), Some(dur)) = (num_f64(obj.get("ts")), num_f64(obj.get("dur"))) else {
+            continue;
+        };
+        let thread = threads.id(&thread_key());
+        let span = Span {
+            start: ts,
+            end: ts + dur.max(0.0),
+            name: names.id(ev_name),
+        };
+        let t = spans.entry(thread).or_default();
+        if is_op { &mut t.ops } else { &mut t.py }.push(span);
+    }
+
+    if memory_events == 0 && ooms.is_empty() {
+        return Err(LoadError::Format {
+            file: name.into(),
+            msg: "a profiler trace without [memory] events: record it with \
+                  torch.profiler.profile(profile_memory=True)"
+                .into(),
+        });
+    }
+
+    // Attribution: every memory event (and OOM) of a thread against that
+    // thread's operator spans.
+    let mut queries: HashMap<u32, Vec<(f64, DeviceKey, usize, bool)>> = HashMap::new();
+    for (k, v) in &mem {
+        for (j, e) in v.iter().enumerate() {
+            queries
+                .entry(e.thread)
+                .or_default()
+                .push((e.ts_us, *k, j, false));
+        }
+    }
+    for (k, v) in &ooms {
+        for (j, (e, _)) in v.iter().enumerate() {
+            queries
+                .entry(e.thread)
+                .or_default()
+                .push((e.ts_us, *k, j, true));
+        }
+    }
+    let mut thread_ids: Vec<u32> = queries.keys().copied().collect();
+    thread_ids.sort_unstable();
+    for tid in thread_ids {
+        let mut q = queries.remove(&tid).unwrap_or_default();
+        q.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+        let Some(sp) = spans.get_mut(&tid) else {
+            continue;
+        };
+        let times: Vec<f64> = q.iter().map(|x| x.0).collect();
+        let ops = enclosing(&mut sp.ops, &times);
+        let py = enclosing(&mut sp.py, &times);
+        for (n, (_, key, j, is_oom)) in q.into_iter().enumerate() {
+            let e = if is_oom {
+                &mut ooms.get_mut(&key).expect("key")[j].0
+            } else {
+                &mut mem.get_mut(&key).expect("key")[j]
+            };
+            e.op = ops[n].0;
+            e.top_op = ops[n].1;
+            e.python = py[n].0;
+        }
+    }
+
+    let device_properties: Vec<DeviceProperty> = v
+        .get("deviceProperties")
+        .and_then(|d| d.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| {
+                    Some(DeviceProperty {
+                        id: num_i64(p.get("id"))?,
+                        name: p
+                            .get("name")
+                            .and_then(|n| n.as_str())
+                            .unwrap_or("")
+                            .to_string(),
+                        total_global_mem: num_i64(p.get("totalGlobalMem")).map(|x| x.max(0) as u64),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let dist = v.get("distributedInfo");
+    let rank = num_i64(dist.and_then(|d| d.get("rank")));
+    let world_size = num_i64(dist.and_then(|d| d.get("world_size")));
+
+    let mut keys: Vec<DeviceKey> = mem.keys().chain(ooms.keys()).copied().collect();
+    keys.sort_by_key(|k| (k.is_cpu(), k.device_type, k.device_id));
+    keys.dedup();
+    let names = names.names;
+    let mut devices = Vec::new();
+    for key in keys {
+        let evs = mem.remove(&key).unwrap_or_default();
+        let oo = ooms.remove(&key).unwrap_or_default();
+        let prop = if key.is_cpu() {
+            None
+        } else {
+            device_properties.iter().find(|p| p.id == key.device_id)
+        };
+        devices.push(build_device(key, evs, oo, prop, &names, &mut anomalies));
+    }
+
+    Ok(ProfilerTrace {
+        trace_events: events.len() as u64,
+        memory_events,
+        op_events,
+        devices,
+        device_properties,
+        rank,
+        world_size,
+        names,
+        threads: threads.names,
+        anomalies: anomalies.into_vec(),
+    })
+}
+
+/// For each time (sorted ascending), the innermost and outermost span that
+/// contains it. Spans of one thread nest; a stack sweep finds them in
+/// O(n log n). Ends are inclusive: an allocation at an operator's last
+/// microsecond still belongs to it.
+fn enclosing(spans: &mut [Span], times: &[f64]) -> Vec<(Option<u32>, Option<u32>)> {
+    spans.sort_by(|a, b| a.start.total_cmp(&b.start).then(b.end.total_cmp(&a.end)));
+    let mut out = Vec::with_capacity(times.len());
+    let mut stack: Vec<usize> = Vec::new();
+    let mut j = 0;
+    for &t in times {
+        while j < spans.len() && spans[j].start <= t {
+            while stack.last().is_some_and(|&s| spans[s].end < spans[j].start) {
+                stack.pop();
+            }
+            stack.push(j);
+            j += 1;
+        }
+        while stack.last().is_some_and(|&s| spans[s].end < t) {
+            stack.pop();
+        }
+        let inner = stack.last().map(|&s| spans[s].name);
+        let outer = stack
+            .iter()
+            .find(|&&s| spans[s].end >= t)
+            .map(|&s| spans[s].name);
+        out.push((inner, outer));
+    }
+    out
+}
+
+fn time_of(ts: f64) -> i64 {
+    ts.floor() as i64
+}
+
+fn build_device(
+    key: DeviceKey,
+    mut events: Vec<MemEvent>,
+    mut ooms: Vec<(MemEvent, u64)>,
+    prop: Option<&DeviceProperty>,
+    names: &[String],
+    anomalies: &mut Anomalies,
+) -> TraceDevice {
+    events.sort_by(|a, b| a.ts_us.total_cmp(&b.ts_us).then(a.index.cmp(&b.index)));
+    ooms.sort_by(|a, b| {
+        a.0.ts_us
+            .total_cmp(&b.0.ts_us)
+            .then(a.0.index.cmp(&b.0.index))
+    });
+    let label = key.label();
+    let name_of = |id: Option<u32>| id.map(|i| names[i as usize].clone());
+
+    let has_addr = !events.is_empty() && events.iter().all(|e| e.addr.is_some());
+    let has_totals = !events.is_empty() && events.iter().all(|e| e.total_allocated.is_some());
+    let cached = !key.is_cpu();
+
+    // Pair allocations with frees by address.
+    let mut s = DeviceSummary {
+        events: events.len() as u64,
+        has_addr,
+        has_totals,
+        ..Default::default()
+    };
+    let mut live: HashMap<u64, usize> = HashMap::new();
+    for i in 0..events.len() {
+        let e = &events[i];
+        match e.bytes.signum() {
+            1 => s.allocations += 1,
+            -1 => s.frees += 1,
+            _ => anomalies.add("memory event of 0 bytes", || {
+                format!("traceEvents[{}].args", e.index)
+            }),
+        }
+        let Some(addr) = e.addr else { continue };
+        if e.bytes > 0 {
+            if let Some(old) = live.insert(addr, i) {
+                let idx = events[old].index;
+                anomalies.add("allocation at an address that is already live", || {
+                    format!(
+                        "traceEvents[{}] reuses address {addr:#x} of traceEvents[{idx}] with no free between",
+                        e.index
+                    )
+                });
+            }
+        } else if e.bytes < 0 {
+            match live.remove(&addr) {
+                Some(a) => {
+                    if events[a].bytes != -e.bytes {
+                        let (a_idx, ab, fi, fb) =
+                            (events[a].index, events[a].bytes, e.index, e.bytes);
+                        anomalies.add("free of a different size than its allocation", || {
+                            format!(
+                                "traceEvents[{fi}] frees {} bytes at {addr:#x}, allocated as {ab} bytes by traceEvents[{a_idx}]",
+                                -fb
+                            )
+                        });
+                    }
+                    events[a].pair = Some(i as u32);
+                    events[i].pair = Some(a as u32);
+                }
+                None => {
+                    s.frees_before_trace += 1;
+                    s.frees_before_trace_bytes += e.bytes.unsigned_abs();
+                }
+            }
+        }
+    }
+    if has_addr {
+        s.live_at_end = Some(live.len() as u64);
+        s.live_at_end_bytes = Some(live.values().map(|&i| events[i].bytes as u64).sum());
+    }
+
+    // Allocated bytes before the first event.
+    let mut prefix: i128 = 0;
+    let mut min_prefix: i128 = 0;
+    for e in &events {
+        prefix += e.bytes as i128;
+        min_prefix = min_prefix.min(prefix);
+    }
+    let baseline: u64 = match events.first() {
+        Some(f) if f.total_allocated.is_some() => {
+            (f.total_allocated.unwrap_or(0) as i128 - f.bytes as i128).max(0) as u64
+        }
+        _ => {
+            s.allocated_before_is_lower_bound = true;
+            (-min_prefix).max(0) as u64
+        }
+    };
+    s.allocated_before_trace = baseline;
+
+    // The series.
+    let mut samples = Vec::with_capacity(events.len() + 1);
+    samples.push(TraceSample {
+        event: None,
+        time_us: events.first().map(|e| time_of(e.ts_us)),
+        allocated: baseline,
+        active: baseline,
+        reserved: None,
+        external_free: None,
+    });
+    let mut running: i128 = baseline as i128;
+    let mut prev_total: Option<u64> = None;
+    for (i, e) in events.iter().enumerate() {
+        running += e.bytes as i128;
+        if let Some(t) = e.total_allocated {
+            if let Some(p) = prev_total
+                && t as i128 - p as i128 != e.bytes as i128
+            {
+                anomalies.add(
+                        "Total Allocated moved by a different amount than Bytes",
+                        || {
+                            format!(
+                                "{label}: traceEvents[{}]: Total Allocated went from {p} to {t} with Bytes = {}",
+                                e.index, e.bytes
+                            )
+                        },
+                    );
+            }
+            prev_total = Some(t);
+            running = t as i128;
+        }
+        let allocated = running.max(0) as u64;
+        let reserved = if cached { e.total_reserved } else { None };
+        let reserved = if has_totals { reserved } else { None };
+        if let Some(r) = reserved
+            && allocated > r
+        {
+            anomalies.add("Total Allocated above Total Reserved", || {
+                format!(
+                    "{label}: traceEvents[{}]: allocated {allocated} > reserved {r}",
+                    e.index
+                )
+            });
+        }
+        samples.push(TraceSample {
+            event: Some(i as u32),
+            time_us: Some(time_of(e.ts_us)),
+            allocated,
+            active: allocated,
+            reserved,
+            external_free: reserved.map(|r| r.saturating_sub(allocated)),
+        });
+    }
+
+    s.first_time_us = events.first().map(|e| time_of(e.ts_us));
+    s.last_time_us = events.last().map(|e| time_of(e.ts_us));
+    let end = *samples.last().expect("start sample");
+    s.allocated_end = end.allocated;
+    s.reserved_end = end.reserved;
+    s.external_free_end = end.external_free;
+    s.reserved_start = samples.get(1).and_then(|x| x.reserved);
+
+    let peak_of = |f: &dyn Fn(&TraceSample) -> Option<u64>| -> Option<Peak> {
+        let mut best: Option<(u64, usize)> = None;
+        for (k, x) in samples.iter().enumerate() {
+            if let Some(v) = f(x)
+                && best.is_none_or(|(b, _)| v > b)
+            {
+                best = Some((v, k));
+            }
+        }
+        let (bytes, k) = best?;
+        let ev = samples[k].event;
+        let me = ev.map(|i| &events[i as usize]);
+        Some(Peak {
+            bytes,
+            event: ev,
+            time_us: samples[k].time_us,
+            op: me.and_then(|m| name_of(m.op)),
+            python: me.and_then(|m| name_of(m.python)),
+        })
+    };
+    s.peak_allocated = peak_of(&|x| Some(x.allocated));
+    s.peak_reserved = peak_of(&|x| x.reserved);
+    s.peak_external_free = peak_of(&|x| x.external_free);
+
+    for i in 1..events.len() {
+        let (b, a) = (&samples[i], &samples[i + 1]);
+        if let (Some(rb), Some(ra)) = (b.reserved, a.reserved)
+            && ra > rb
+        {
+            let e = &events[i];
+            let bytes = e.bytes.max(0) as u64;
+            let free_before = rb.saturating_sub(b.allocated);
+            if bytes > 0 && free_before >= bytes {
+                s.growth_with_free_cache += 1;
+                s.growth_with_free_cache_bytes += ra - rb;
+            }
+            s.reserved_growth.push(ReservedStep {
+                event: i as u32,
+                time_us: time_of(e.ts_us),
+                bytes,
+                reserved_before: rb,
+                reserved_after: ra,
+                free_before,
+                op: name_of(e.op),
+                python: name_of(e.python),
+            });
+        }
+    }
+
+    // Outside every operator (graph capture, Python-side allocations), the
+    // Python function is the best call site left.
+    let op_label = |e: &MemEvent| match (e.op, e.python) {
+        (Some(i), _) => names[i as usize].clone(),
+        (None, Some(p)) => format!("python: {}", names[p as usize]),
+        (None, None) => "(outside any operator)".to_string(),
+    };
+    let mut by_op: HashMap<String, (u64, u64)> = HashMap::new();
+    for e in events.iter().filter(|e| e.bytes > 0) {
+        let x = by_op.entry(op_label(e)).or_default();
+        x.0 += e.bytes as u64;
+        x.1 += 1;
+    }
+    s.allocations_by_op = sorted_shares(by_op);
+
+    if has_addr && let Some(at) = s.peak_allocated.as_ref().and_then(|p| p.event) {
+        let at = at as usize;
+        let mut by_op: HashMap<String, (u64, u64)> = HashMap::new();
+        for e in events.iter().take(at + 1) {
+            if e.bytes > 0 && e.pair.is_none_or(|p| p as usize > at) {
+                let x = by_op.entry(op_label(e)).or_default();
+                x.0 += e.bytes as u64;
+                x.1 += 1;
+            }
+        }
+        // Memory older than the trace, still live at the peak.
+        let mut older = baseline as i128;
+        for e in events.iter().take(at + 1) {
+            if e.bytes < 0 && e.pair.is_none() {
+                older += e.bytes as i128;
+            }
+        }
+        if older > 0 {
+            by_op.insert(
+                "(allocated before the trace)".to_string(),
+                (older as u64, 0),
+            );
+        }
+        s.live_at_peak_by_op = sorted_shares(by_op);
+    }
+
+    s.out_of_memory_events = ooms.len() as u64;
+    let ooms = ooms
+        .into_iter()
+        .map(|(e, bytes)| TraceOom {
+            index: e.index,
+            ts_us: e.ts_us,
+            bytes,
+            total_allocated: e.total_allocated,
+            total_reserved: e.total_reserved,
+            op: name_of(e.op),
+            python: name_of(e.python),
+        })
+        .collect();
+
+    TraceDevice {
+        key,
+        label,
+        name: prop.map(|p| p.name.clone()).filter(|n| !n.is_empty()),
+        capacity: prop.and_then(|p| p.total_global_mem),
+        events,
+        samples,
+        ooms,
+        summary: s,
+    }
+}
+
+fn sorted_shares(m: HashMap<String, (u64, u64)>) -> Vec<OpShare> {
+    let mut v: Vec<OpShare> = m
+        .into_iter()
+        .map(|(op, (bytes, events))| OpShare { op, bytes, events })
+        .collect();
+    v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.op.cmp(&b.op)));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn mem(ts: f64, tid: i64, bytes: i64, addr: i64, ta: i64, tr: i64) -> Value {
+        json!({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
+               "pid": 1, "tid": tid, "ts": ts,
+               "args": {"Addr": addr, "Bytes": bytes, "Total Allocated": ta,
+                        "Total Reserved": tr, "Device Type": 1, "Device Id": 0}})
+    }
+
+    fn op(name: &str, ts: f64, dur: f64, tid: i64) -> Value {
+        json!({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur})
+    }
+
+    #[test]
+    fn timeline_peaks_and_attribution() {
+        let doc = json!({"traceEvents": [
+            op("aten::linear", 0.0, 100.0, 7),
+            op("aten::addmm", 10.0, 20.0, 7),
+            op("aten::empty", 50.0, 5.0, 7),
+            // Out of time order in the file, as in multi-threaded traces.
+            mem(52.0, 7, 1024, 0x2000, 1536, 4096),
+            mem(12.0, 7, 512, 0x1000, 512, 2048),
+            mem(60.0, 7, -512, 0x1000, 1024, 4096),
+            mem(200.0, 7, -1024, 0x2000, 0, 4096),
+            mem(210.0, 7, -256, 0x9000, 0, 4096),
+        ]});
+        assert!(is_chrome_trace(&doc));
+        let t = trace_from_json(&doc, "t.json").unwrap();
+        assert_eq!(t.devices.len(), 1);
+        let d = &t.devices[0];
+        assert_eq!(d.label, "cuda:0");
+        assert_eq!(d.summary.events, 5);
+        assert_eq!(d.summary.allocations, 2);
+        assert_eq!(d.summary.frees, 3);
+        // Sorted by time: 512 at t=12 comes first.
+        assert_eq!(d.events[0].bytes, 512);
+        assert_eq!(t.name(d.events[0].op.unwrap()), "aten::addmm");
+        assert_eq!(t.name(d.events[0].top_op.unwrap()), "aten::linear");
+        assert_eq!(t.name(d.events[1].op.unwrap()), "aten::empty");
+        assert_eq!(d.events[3].op, None);
+        let p = d.summary.peak_allocated.as_ref().unwrap();
+        assert_eq!((p.bytes, p.event), (1536, Some(1)));
+        assert_eq!(p.op.as_deref(), Some("aten::empty"));
+        let r = d.summary.peak_reserved.as_ref().unwrap();
+        assert_eq!((r.bytes, r.event), (4096, Some(1)));
+        let g = d.summary.peak_external_free.as_ref().unwrap();
+        assert_eq!(g.bytes, 4096);
+        assert_eq!(d.summary.reserved_growth.len(), 1);
+        assert_eq!(d.summary.reserved_growth[0].free_before, 2048 - 512);
+        assert_eq!(d.summary.growth_with_free_cache, 1);
+        assert_eq!(d.summary.frees_before_trace, 1);
+        assert_eq!(d.summary.live_at_end, Some(0));
+        assert_eq!(d.summary.allocated_before_trace, 0);
+        // The stray free of 256 bytes made Total Allocated disagree.
+        assert_eq!(t.anomalies.len(), 1);
+        assert_eq!(
+            t.anomalies[0].kind,
+            "Total Allocated moved by a different amount than Bytes"
+        );
+        assert_eq!(d.live_at(Some(1)), vec![0, 1]);
+        assert_eq!(d.live_at(Some(2)), vec![1]);
+        assert_eq!(d.samples.len(), 6);
+        assert_eq!(d.sample_at(Some(1)).external_free, Some(4096 - 1536));
+    }
+
+    #[test]
+    fn bytes_only_schema_rebuilds_allocated_from_a_lower_bound() {
+        let ev = |ts: i64, b: i64| {
+            json!({"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+                   "args": {"Device Type": 1, "Device Id": 0, "Bytes": b}})
+        };
+        let doc = json!({"traceEvents": [ev(1, -100), ev(2, 300), ev(3, -50)]});
+        let t = trace_from_json(&doc, "old.json").unwrap();
+        let d = &t.devices[0];
+        assert!(!d.summary.has_totals && !d.summary.has_addr);
+        assert!(d.summary.allocated_before_is_lower_bound);
+        assert_eq!(d.summary.allocated_before_trace, 100);
+        assert_eq!(d.summary.peak_allocated.as_ref().unwrap().bytes, 300);
+        assert_eq!(d.summary.allocated_end, 250);
+        assert!(d.summary.peak_reserved.is_none());
+        assert!(d.samples.iter().all(|s| s.reserved.is_none()));
+    }
+
+    #[test]
+    fn out_of_memory_events_and_cpu_devices() {
+        let doc = json!([
+            {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1.5,
+             "args": {"Device Type": 0, "Device Id": -1, "Addr": 5, "Bytes": 16,
+                      "Total Allocated": 16, "Total Reserved": 0}},
+            {"ph": "i", "name": "[OutOfMemory]", "pid": 1, "tid": 1, "ts": 2.0,
+             "args": {"Device Type": 6, "Device Id": 1, "Bytes": 1 << 30,
+                      "Total Allocated": 10, "Total Reserved": 20}}
+        ]);
+        assert!(is_chrome_trace(&doc));
+        let t = trace_from_json(&doc, "x.json").unwrap();
+        assert_eq!(t.devices.len(), 2);
+        assert_eq!(t.devices[0].label, "hip:1");
+        assert_eq!(t.devices[0].ooms.len(), 1);
+        assert_eq!(t.devices[0].ooms[0].bytes, 1 << 30);
+        let f = t.devices[0].ooms[0].figures(Some(64 << 30));
+        assert_eq!(f.requested, Some(1 << 30));
+        assert_eq!(f.reserved, Some(20));
+        assert_eq!(t.devices[1].label, "cpu");
+        // CPU memory has no cache: no reserved figure.
+        assert_eq!(t.devices[1].end().reserved, None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn downsampling_keeps_extremes(
+            vals in proptest::collection::vec((0u64..1_000_000, proptest::option::of(0u64..2_000_000)), 1..1500),
+            max in 2usize..200,
+        ) {
+            let s: Vec<TraceSample> = vals.iter().enumerate().map(|(i, (a, r))| TraceSample {
+                event: Some(i as u32), allocated: *a, active: *a, reserved: *r,
+                external_free: r.map(|r| r.saturating_sub(*a)), ..Default::default()
+            }).collect();
+            let d = downsample(&s, max);
+            proptest::prop_assert!(d.len() <= max.max(2) + 1);
+            let top = |v: &[TraceSample], f: &dyn Fn(&TraceSample) -> Option<u64>| v.iter().filter_map(f).max();
+            let low = |v: &[TraceSample], f: &dyn Fn(&TraceSample) -> Option<u64>| v.iter().filter_map(f).min();
+            proptest::prop_assert_eq!(top(&d, &|x| Some(x.allocated)), top(&s, &|x| Some(x.allocated)));
+            proptest::prop_assert_eq!(low(&d, &|x| Some(x.allocated)), low(&s, &|x| Some(x.allocated)));
+            proptest::prop_assert_eq!(top(&d, &|x| x.reserved), top(&s, &|x| x.reserved));
+            proptest::prop_assert_eq!(top(&d, &|x| x.external_free), top(&s, &|x| x.external_free));
+        }
+    }
+
+    #[test]
+    fn a_trace_without_memory_events_is_a_clear_error() {
+        let doc = json!({"traceEvents": [op("aten::mm", 0.0, 1.0, 1)]});
+        let e = trace_from_json(&doc, "cpu.json").unwrap_err().to_string();
+        assert!(e.contains("profile_memory=True"), "{e}");
+    }
+
+    #[test]
+    fn snapshot_json_is_not_a_trace() {
+        assert!(!is_chrome_trace(
+            &json!([{"address": 1, "total_size": 2, "blocks": []}])
+        ));
+        assert!(!is_chrome_trace(&json!({"segments": []})));
+    }
+}

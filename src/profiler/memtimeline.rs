@@ -1,0 +1,447 @@
+//! `torch.profiler`'s `export_memory_timeline` files: live tensor bytes of
+//! one device by memory-profiler category over time.
+//!
+//! Two JSON forms exist. The raw one (`.raw.json.gz`) is a list of
+//! `[t_ns, action, bytes, category]` rows (action 1 PREEXISTING, 2 CREATE,
+//! 3 INCREMENT_VERSION as a −old/+new pair, 4 DESTROY; `t_ns = -1` for tensors
+//! that existed before profiling). The coalesced one (`.json`) is
+//! `[times_us, sizes]` with `sizes[i]` = 9 cumulative byte counts, index 0
+//! unused. Both become the same series: one [`CategorySample`] per distinct
+//! microsecond, as PyTorch's own coalescing does, so the peak of a raw file
+//! equals the peak of its coalesced export.
+//!
+//! Figures are tensor bytes as the memory profiler sees them (unrounded, no
+//! allocator cache): there is no reserved memory and no layout here.
+
+use super::Anomalies;
+use super::Anomaly;
+use crate::input::LoadError;
+use serde::Serialize;
+use serde_json::Value;
+
+/// Memory-profiler categories, in the index order of the export files.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Parameter,
+    OptimizerState,
+    Input,
+    Temporary,
+    Activation,
+    Gradient,
+    AutogradDetail,
+    Unknown,
+}
+
+impl Category {
+    pub const ALL: [Category; 8] = [
+        Category::Parameter,
+        Category::OptimizerState,
+        Category::Input,
+        Category::Temporary,
+        Category::Activation,
+        Category::Gradient,
+        Category::AutogradDetail,
+        Category::Unknown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Parameter => "parameter",
+            Category::OptimizerState => "optimizer state",
+            Category::Input => "input",
+            Category::Temporary => "temporary",
+            Category::Activation => "activation",
+            Category::Gradient => "gradient",
+            Category::AutogradDetail => "autograd detail",
+            Category::Unknown => "unknown",
+        }
+    }
+
+    /// The colours of PyTorch's own plot, so charts read the same.
+    pub fn color(self) -> &'static str {
+        match self {
+            Category::Parameter => "darkgreen",
+            Category::OptimizerState => "goldenrod",
+            Category::Input => "black",
+            Category::Temporary => "mediumpurple",
+            Category::Activation => "red",
+            Category::Gradient => "mediumblue",
+            Category::AutogradDetail => "royalblue",
+            Category::Unknown => "grey",
+        }
+    }
+}
+
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TimelineForm {
+    /// `[t_ns, action, bytes, category]` rows.
+    Raw,
+    /// `[times_us, sizes]`.
+    Coalesced,
+}
+
+/// Live bytes per category (indexed like [`Category::ALL`]) after every row
+/// of one microsecond.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CategorySample {
+    /// `None` = tensors that existed before profiling started.
+    pub time_us: Option<i64>,
+    pub bytes: [u64; 8],
+}
+
+impl CategorySample {
+    pub fn total(&self) -> u64 {
+        self.bytes.iter().sum()
+    }
+    pub fn get(&self, c: Category) -> u64 {
+        self.bytes[c as usize]
+    }
+}
+
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CategoryPeak {
+    /// Index into [`MemoryTimeline::samples`].
+    pub sample: usize,
+    pub time_us: Option<i64>,
+    pub total: u64,
+    pub bytes: [u64; 8],
+}
+
+/// Row counts per action (raw form only).
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ActionCounts {
+    pub preexisting: u64,
+    pub create: u64,
+    pub increment_version: u64,
+    pub destroy: u64,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Default)]
+pub struct MemoryTimeline {
+    pub form: Option<TimelineForm>,
+    /// Rows (raw) or time steps (coalesced) in the file.
+    pub rows: u64,
+    #[serde(skip)]
+    pub samples: Vec<CategorySample>,
+    /// Highest total (the first sample that reaches it).
+    pub peak: Option<CategoryPeak>,
+    pub actions: Option<ActionCounts>,
+    pub anomalies: Vec<Anomaly>,
+}
+
+impl MemoryTimeline {
+    pub fn first_time_us(&self) -> Option<i64> {
+        self.samples.iter().find_map(|s| s.time_us)
+    }
+    pub fn last_time_us(&self) -> Option<i64> {
+        self.samples.iter().rev().find_map(|s| s.time_us)
+    }
+    pub fn end(&self) -> Option<&CategorySample> {
+        self.samples.last()
+    }
+    /// Bytes of tensors that existed before profiling started.
+    pub fn preexisting(&self) -> Option<&CategorySample> {
+        self.samples.first().filter(|s| s.time_us.is_none())
+    }
+
+    /// At most `max_points` samples (rounded up to even) for a stacked
+    /// chart. Each bucket keeps two of its real samples, the lowest and the
+    /// highest total, in time order: stacks stay sums of real categories and
+    /// the peak is never lowered.
+    pub fn downsampled(&self, max_points: usize) -> Vec<CategorySample> {
+        let max_points = max_points.max(2);
+        if self.samples.len() <= max_points {
+            return self.samples.clone();
+        }
+        let per = self.samples.len().div_ceil(max_points / 2);
+        let mut out = Vec::with_capacity(max_points);
+        for chunk in self.samples.chunks(per) {
+            // Ties go to the earliest sample.
+            let lo = (0..chunk.len())
+                .min_by_key(|&i| (chunk[i].total(), i))
+                .expect("non-empty");
+            let hi = (0..chunk.len())
+                .max_by_key(|&i| (chunk[i].total(), std::cmp::Reverse(i)))
+                .expect("non-empty");
+            let (a, b) = (lo.min(hi), lo.max(hi));
+            out.push(chunk[a]);
+            if b != a {
+                out.push(chunk[b]);
+            }
+        }
+        out
+    }
+}
+
+fn is_int(v: &Value) -> bool {
+    v.as_i64().is_some()
+}
+
+fn is_raw_row(v: &Value) -> bool {
+    v.as_array()
+        .is_some_and(|r| r.len() == 4 && r.iter().all(is_int))
+}
+
+/// Either form, judged from its first entries.
+pub fn is_memory_timeline(v: &Value) -> bool {
+    let Some(a) = v.as_array() else { return false };
+    if a.is_empty() {
+        return false;
+    }
+    if a.iter().take(16).all(is_raw_row) {
+        return true;
+    }
+    if a.len() == 2
+        && let (Some(times), Some(sizes)) = (a[0].as_array(), a[1].as_array())
+    {
+        return times.len() == sizes.len()
+            && times.iter().take(16).all(|t| t.is_number())
+            && sizes.iter().take(16).all(|s| {
+                s.as_array()
+                    .is_some_and(|r| r.len() == 9 && r.iter().all(is_int))
+            });
+    }
+    false
+}
+
+pub fn timeline_from_json(v: &Value, name: &str) -> Result<MemoryTimeline, LoadError> {
+    if !is_memory_timeline(v) {
+        return Err(LoadError::Format {
+            file: name.into(),
+            msg: "not a memory-timeline export".into(),
+        });
+    }
+    let a = v.as_array().expect("checked");
+    let mut t = if a.iter().take(16).all(is_raw_row) {
+        from_raw(a)
+    } else {
+        from_coalesced(&a[0], &a[1])
+    };
+    t.peak = peak(&t.samples);
+    Ok(t)
+}
+
+fn peak(samples: &[CategorySample]) -> Option<CategoryPeak> {
+    let mut best: Option<usize> = None;
+    for (i, s) in samples.iter().enumerate() {
+        if best.is_none_or(|b| s.total() > samples[b].total()) {
+            best = Some(i);
+        }
+    }
+    best.map(|i| CategoryPeak {
+        sample: i,
+        time_us: samples[i].time_us,
+        total: samples[i].total(),
+        bytes: samples[i].bytes,
+    })
+}
+
+fn from_raw(rows: &[Value]) -> MemoryTimeline {
+    let mut an = Anomalies::default();
+    let mut parsed: Vec<(Option<i64>, i64, usize)> = Vec::with_capacity(rows.len());
+    let mut actions = ActionCounts::default();
+    for (i, r) in rows.iter().enumerate() {
+        let Some(r) = r
+            .as_array()
+            .filter(|r| r.len() == 4 && r.iter().all(is_int))
+        else {
+            an.add("row that is not four integers", || format!("[{i}]"));
+            continue;
+        };
+        let n = |k: usize| r[k].as_i64().unwrap_or(0);
+        let (t, action, bytes, cat) = (n(0), n(1), n(2), n(3));
+        match action {
+            1 => actions.preexisting += 1,
+            2 => actions.create += 1,
+            3 => actions.increment_version += 1,
+            4 => actions.destroy += 1,
+            _ => an.add("unknown action", || format!("[{i}][1] = {action}")),
+        }
+        let cat = if (0..8).contains(&cat) {
+            cat as usize
+        } else {
+            an.add("unknown category (counted as unknown)", || {
+                format!("[{i}][3] = {cat}")
+            });
+            7
+        };
+        // PyTorch converts ns to µs with int(t / 1000) before coalescing.
+        let time = if t < 0 { None } else { Some(t / 1000) };
+        parsed.push((time, bytes, cat));
+    }
+    // Pre-existing rows first, then time order; ties keep file order (the
+    // −old/+new pair of a version bump stays together).
+    parsed.sort_by_key(|p| (p.0.is_some(), p.0.unwrap_or(0)));
+    let mut live = [0i128; 8];
+    let mut samples: Vec<CategorySample> = Vec::new();
+    let mut i = 0;
+    while i < parsed.len() {
+        let t = parsed[i].0;
+        while i < parsed.len() && parsed[i].0 == t {
+            live[parsed[i].2] += parsed[i].1 as i128;
+            i += 1;
+        }
+        samples.push(CategorySample {
+            time_us: t,
+            bytes: clamp(&live, t, &mut an),
+        });
+    }
+    MemoryTimeline {
+        form: Some(TimelineForm::Raw),
+        rows: rows.len() as u64,
+        samples,
+        peak: None,
+        actions: Some(actions),
+        anomalies: an.into_vec(),
+    }
+}
+
+fn clamp(live: &[i128; 8], t: Option<i64>, an: &mut Anomalies) -> [u64; 8] {
+    let mut out = [0u64; 8];
+    for (k, &x) in live.iter().enumerate() {
+        if x < 0 {
+            an.add("live bytes of a category below zero (shown as 0)", || {
+                format!(
+                    "{} at t = {} µs: {x} bytes",
+                    Category::ALL[k].as_str(),
+                    t.map(|t| t.to_string())
+                        .unwrap_or_else(|| "before profiling".into())
+                )
+            });
+        }
+        out[k] = x.clamp(0, u64::MAX as i128) as u64;
+    }
+    out
+}
+
+fn from_coalesced(times: &Value, sizes: &Value) -> MemoryTimeline {
+    let mut an = Anomalies::default();
+    let times = times.as_array().expect("checked");
+    let sizes = sizes.as_array().expect("checked");
+    let mut samples = Vec::with_capacity(times.len());
+    for (i, (t, s)) in times.iter().zip(sizes).enumerate() {
+        let Some(row) = s
+            .as_array()
+            .filter(|r| r.len() == 9 && r.iter().all(is_int))
+        else {
+            an.add("sizes entry that is not nine integers", || {
+                format!("[1][{i}]")
+            });
+            continue;
+        };
+        let Some(t) = t.as_f64().filter(|t| t.is_finite()) else {
+            an.add("time that is not a number", || format!("[0][{i}]"));
+            continue;
+        };
+        let mut live = [0i128; 8];
+        for k in 0..8 {
+            live[k] = row[k + 1].as_i64().unwrap_or(0) as i128;
+        }
+        let t = Some(t as i64);
+        samples.push(CategorySample {
+            time_us: t,
+            bytes: clamp(&live, t, &mut an),
+        });
+    }
+    MemoryTimeline {
+        form: Some(TimelineForm::Coalesced),
+        rows: times.len() as u64,
+        samples,
+        peak: None,
+        actions: None,
+        anomalies: an.into_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn raw_rows_coalesce_per_microsecond() {
+        let v = json!([
+            [-1, 1, 100, 0],
+            [5_000, 2, 40, 4],
+            [5_400, 2, 10, 3],
+            [6_000, 3, -100, 0],
+            [6_000, 3, 100, 1],
+            [7_000, 4, -40, 4],
+        ]);
+        assert!(is_memory_timeline(&v));
+        let t = timeline_from_json(&v, "x").unwrap();
+        assert_eq!(t.form, Some(TimelineForm::Raw));
+        assert_eq!(t.samples.len(), 4);
+        assert_eq!(t.preexisting().unwrap().total(), 100);
+        // 5_000 ns and 5_400 ns are the same microsecond.
+        assert_eq!(t.samples[1].time_us, Some(5));
+        assert_eq!(t.samples[1].get(Category::Activation), 40);
+        assert_eq!(t.samples[1].get(Category::Temporary), 10);
+        let p = t.peak.unwrap();
+        assert_eq!((p.total, p.sample), (150, 1));
+        assert_eq!(t.samples[2].get(Category::OptimizerState), 100);
+        assert_eq!(t.samples[2].get(Category::Parameter), 0);
+        assert_eq!(t.end().unwrap().total(), 110);
+        assert_eq!(t.actions.unwrap().increment_version, 2);
+        assert!(t.anomalies.is_empty());
+    }
+
+    #[test]
+    fn coalesced_form() {
+        let v = json!([
+            [10, 20, 30],
+            [
+                [0, 5, 0, 0, 0, 0, 0, 0, 0],
+                [0, 5, 0, 0, 0, 7, 0, 0, 0],
+                [0, 5, 0, 0, 0, 0, 3, 0, 1]
+            ]
+        ]);
+        assert!(is_memory_timeline(&v));
+        let t = timeline_from_json(&v, "x").unwrap();
+        assert_eq!(t.form, Some(TimelineForm::Coalesced));
+        let p = t.peak.unwrap();
+        assert_eq!((p.total, p.time_us), (12, Some(20)));
+        assert_eq!(t.end().unwrap().get(Category::Unknown), 1);
+        assert_eq!(t.end().unwrap().get(Category::Gradient), 3);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn downsampling_keeps_the_peak(
+            totals in proptest::collection::vec(0u64..1_000_000, 1..2000),
+            max in 2usize..300,
+        ) {
+            let t = MemoryTimeline {
+                samples: totals.iter().enumerate().map(|(i, &b)| CategorySample {
+                    time_us: Some(i as i64),
+                    bytes: [b, 0, 0, 0, b / 2, 0, 0, 0],
+                }).collect(),
+                ..Default::default()
+            };
+            let d = t.downsampled(max);
+            proptest::prop_assert!(d.len() <= max.max(2) + 1);
+            let peak = t.samples.iter().map(|s| s.total()).max();
+            proptest::prop_assert_eq!(d.iter().map(|s| s.total()).max(), peak);
+            // Real samples, in time order.
+            proptest::prop_assert!(d.windows(2).all(|w| w[0].time_us < w[1].time_us));
+            proptest::prop_assert!(d.iter().all(|s| t.samples.contains(s)));
+        }
+    }
+
+    #[test]
+    fn negative_live_bytes_are_an_anomaly_not_an_abort() {
+        let v = json!([[1000, 4, -8, 3]]);
+        let t = timeline_from_json(&v, "x").unwrap();
+        assert_eq!(t.samples[0].total(), 0);
+        assert_eq!(t.anomalies.len(), 1);
+    }
+
+    #[test]
+    fn snapshot_lists_are_not_timelines() {
+        assert!(!is_memory_timeline(&json!([])));
+        assert!(!is_memory_timeline(&json!([{"address": 0}])));
+        assert!(!is_memory_timeline(&json!([[1, 2, 3]])));
+    }
+}
