@@ -8,6 +8,7 @@
 
 pub mod common;
 pub mod convert;
+pub mod simulate;
 pub mod stats;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -73,6 +74,12 @@ pub enum Command {
         after_help = "Examples:\n  fragscope convert snapshot.pickle -o snapshot.json\n  fragscope convert snapshot.pickle -o snapshot.msgpack"
     )]
     Convert(convert::Args),
+    /// What-if allocator replay: the recorded allocations under other
+    /// PYTORCH_CUDA_ALLOC_CONF settings (a model, with its fidelity shown).
+    #[command(
+        after_help = "Examples:\n  fragscope simulate snapshot.pickle\n  fragscope simulate snapshot.pickle --conf expandable_segments:True --conf max_split_size_mb:256\n  fragscope simulate snapshot.pickle --capacity 80GiB --svg reserved.svg\n  fragscope simulate snapshot.pickle --json"
+    )]
+    Simulate(simulate::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -89,6 +96,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
     let result = match cli.command {
         Command::Stats(a) => stats::run(a, &g),
         Command::Convert(a) => convert::run(a, &g),
+        Command::Simulate(a) => simulate::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),

@@ -2,5 +2,6 @@
 //! returns a `String` (or bytes) and never prints; `cli` decides where it goes.
 
 pub mod segmap;
+pub mod simulate;
 pub mod stats;
 pub mod table;
