@@ -128,11 +128,14 @@ mod tests {
         assert_eq!(round_size(4, &NONE), 512);
         assert_eq!(round_size(1_500_000, &NONE), 1_500_160);
         assert_eq!(round_size(100_000_000, &NONE), 100_000_256);
-        // 1200 with 4 divisions → 1280 (step 256 between 1024 and 2048).
+        // 1200 with 4 divisions → 1280 (step 256 between 1024 and 2048)...
         assert_eq!(roundup_power2_next_division(1200, 4), 1280);
+        // ...but round_size uses divisions only above 512 × d = 2048 B, so
+        // a 1200 B request is still rounded to 512 B multiples.
         let mut four = NONE;
         four[0] = 4;
-        assert_eq!(round_size(1200, &four), 1280);
+        assert_eq!(round_size(1200, &four), 1536);
+        assert_eq!(round_size(2100, &four), 2560);
     }
 
     #[test]
