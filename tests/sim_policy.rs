@@ -2,7 +2,7 @@
 //! with the sizes of the spec's worked examples where it gives them.
 
 use fragscope::model::{BlockState, SegmentType};
-use fragscope::sim::{SimAction, SimConfig, Simulator};
+use fragscope::sim::{AddressOrder, SimAction, SimConfig, Simulator};
 
 const MIB: u64 = 1 << 20;
 
@@ -402,4 +402,39 @@ fn expandable_segments_avoid_a_fragmentation_oom() {
     };
     assert!(run("").is_err());
     assert!(run("expandable_segments:True").is_ok());
+}
+
+#[test]
+fn address_order_decides_equal_size_ties() {
+    // Three equal segments, freed: best fit takes the lowest address, which
+    // is the oldest segment when the driver grows upward and the newest
+    // when it grows downward.
+    for (order, pick) in [(AddressOrder::Up, 0), (AddressOrder::Down, 2)] {
+        let mut s = sim("", None);
+        s.set_address_order(order);
+        let segs: Vec<u64> = (0..3).map(|_| s.malloc(30 * MIB, 0).unwrap()).collect();
+        match order {
+            AddressOrder::Up => assert!(segs[0] < segs[1] && segs[1] < segs[2]),
+            AddressOrder::Down => assert!(segs[0] > segs[1] && segs[1] > segs[2]),
+        }
+        for &a in &segs {
+            s.free(a).unwrap();
+        }
+        assert_eq!(s.malloc(30 * MIB, 0).unwrap(), segs[pick]);
+        checked(&s);
+    }
+}
+
+#[test]
+fn released_address_ranges_are_handed_out_again() {
+    let mut s = sim("", None);
+    s.set_address_order(AddressOrder::Down);
+    let a = s.malloc(30 * MIB, 0).unwrap();
+    let b = s.malloc(30 * MIB, 0).unwrap();
+    s.free(a).unwrap();
+    s.empty_cache();
+    // The first range is free again and is the highest that fits.
+    assert_eq!(s.malloc(20 * MIB, 0).unwrap(), a + 10 * MIB);
+    assert!(b < a);
+    checked(&s);
 }

@@ -5,7 +5,7 @@
 
 use fragscope::model::{BlockState, Segment, SegmentType};
 use fragscope::sim::policy::{SMALL_BUFFER, is_small, round_size};
-use fragscope::sim::{SimAction, SimConfig, Simulator};
+use fragscope::sim::{AddressOrder, SimAction, SimConfig, Simulator};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -48,7 +48,7 @@ const CONFIGS: &[&str] = &[
 
 fn setup() -> impl Strategy<Value = (usize, Option<u64>, Vec<Op>)> {
     (
-        0..CONFIGS.len(),
+        0..CONFIGS.len() * 2,
         prop_oneof![Just(None), (64u64..400).prop_map(|m| Some(m * MIB))],
         proptest::collection::vec(op(), 1..160),
     )
@@ -71,14 +71,23 @@ fn page_of(cfg: &SimConfig, rounded: u64) -> u64 {
     }
 }
 
+/// Configuration `c` of [`CONFIGS`], under both address orders.
+fn model(c: usize, capacity: Option<u64>) -> (SimConfig, Simulator) {
+    let cfg = SimConfig::parse(CONFIGS[c % CONFIGS.len()]).unwrap();
+    let mut s = Simulator::new(cfg.clone(), capacity);
+    if c >= CONFIGS.len() {
+        s.set_address_order(AddressOrder::Down);
+    }
+    (cfg, s)
+}
+
 /// Runs the ops, checking the invariants after each; returns the events.
 fn drive(
-    conf: &str,
+    c: usize,
     capacity: Option<u64>,
     ops: &[Op],
 ) -> Result<Vec<(SimAction, u64)>, TestCaseError> {
-    let cfg = SimConfig::parse(conf).unwrap();
-    let mut s = Simulator::new(cfg.clone(), capacity);
+    let (cfg, mut s) = model(c, capacity);
     let mut live: Vec<Live> = Vec::new();
     let mut net: i128 = 0;
     let mut seen = 0;
@@ -240,13 +249,13 @@ proptest! {
 
     #[test]
     fn random_streams_keep_the_layout_sound((c, capacity, ops) in setup()) {
-        drive(CONFIGS[c], capacity, &ops)?;
+        drive(c, capacity, &ops)?;
     }
 
     #[test]
     fn the_model_is_deterministic((c, capacity, ops) in setup()) {
-        let a = drive(CONFIGS[c], capacity, &ops)?;
-        let b = drive(CONFIGS[c], capacity, &ops)?;
+        let a = drive(c, capacity, &ops)?;
+        let b = drive(c, capacity, &ops)?;
         prop_assert_eq!(a, b);
     }
 
@@ -288,8 +297,7 @@ proptest! {
     /// The layout the model reports loads back into an equal model.
     #[test]
     fn reported_layout_round_trips((c, capacity, ops) in setup()) {
-        let cfg = SimConfig::parse(CONFIGS[c]).unwrap();
-        let mut s = Simulator::new(cfg.clone(), capacity);
+        let (cfg, mut s) = model(c, capacity);
         let mut live = Vec::new();
         for op in &ops {
             match *op {

@@ -6,9 +6,9 @@
 //!
 //! Owns the block layout and the events it would record; takes requests one
 //! at a time and never reads files or traces. Addresses of new segments are
-//! the model's own (cudaMalloc's choices are unknowable): a bump pointer
-//! above everything in the initial state, so newer segments sit higher, as
-//! they usually do on a real device.
+//! the model's own (cudaMalloc's choices are the driver's): first fit in a
+//! virtual address space that reuses released ranges, growing up or down
+//! ([`AddressOrder`]), since best fit breaks ties by address.
 
 use super::config::SimConfig;
 use super::policy::{
@@ -98,6 +98,20 @@ pub enum SimError {
         state: &'static str,
         wanted: &'static str,
     },
+}
+
+/// Which way the device's virtual-address allocator hands out new ranges.
+/// cudaMalloc's choice is the driver's, not the caching allocator's, but
+/// best fit breaks ties by address, so the order matters: traces recorded
+/// on Linux show new segments below the older ones, on Windows above.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AddressOrder {
+    /// The lowest free range that fits, from its start.
+    #[default]
+    Up,
+    /// The highest free range that fits, from its end.
+    Down,
 }
 
 /// Figures of the model's state at one moment.
@@ -209,7 +223,11 @@ pub struct Simulator {
     /// Non-expandable segments by start address.
     segs: BTreeMap<u64, SegInfo>,
     reservations: Vec<Option<Reservation>>,
-    next_addr: u64,
+    order: AddressOrder,
+    /// Free virtual address ranges, start → end.
+    va_free: BTreeMap<u64, u64>,
+    /// Address ranges of the initial segments and reservations.
+    initial_extents: Vec<(u64, u64)>,
     free_sizes: BTreeMap<u64, u64>,
     fig: Figures,
     counters: Counters,
@@ -220,8 +238,9 @@ pub struct Simulator {
 /// Virtual range of one expandable reservation when the device size is
 /// unknown.
 const UNKNOWN_DEVICE_RESERVATION: u64 = 1 << 40;
-/// Where new segments go when the initial state is empty.
-const FIRST_ADDRESS: u64 = 0x7f00_0000_0000;
+/// The virtual address space the model hands out (2 MiB-aligned ranges).
+const VA_MIN: u64 = 2 << 20;
+const VA_MAX: u64 = 1 << 47;
 
 impl Simulator {
     /// An empty allocator. `capacity` = bytes the device lets this process
@@ -237,7 +256,9 @@ impl Simulator {
             pool_ix: BTreeMap::new(),
             segs: BTreeMap::new(),
             reservations: Vec::new(),
-            next_addr: FIRST_ADDRESS,
+            order: AddressOrder::Up,
+            va_free: BTreeMap::from([(VA_MIN, VA_MAX)]),
+            initial_extents: Vec::new(),
             free_sizes: BTreeMap::new(),
             fig: Figures::default(),
             counters: Counters::default(),
@@ -264,6 +285,7 @@ impl Simulator {
         order.sort_by_key(|&i| (segments[i].address, i));
         let mut groups: BTreeMap<((i64, i64), i64, bool), Vec<usize>> = BTreeMap::new();
         let mut top = 0u64;
+        let mut extents: Vec<(u64, u64)> = Vec::new();
         for &i in &order {
             let seg = &segments[i];
             let bad = |msg: String| SimError::BadInitial { index: i, msg };
@@ -305,6 +327,7 @@ impl Simulator {
                 continue;
             }
             let pool = s.pool(seg.pool(), small);
+            extents.push((seg.address, seg.end()));
             s.segs.insert(
                 seg.address,
                 SegInfo {
@@ -343,6 +366,7 @@ impl Simulator {
             let room = (limit - base) / page * page;
             let size = s.reservation_size(page).min(room).max(needed);
             top = top.max(base.saturating_add(size));
+            extents.push((base, base.saturating_add(size)));
             let pool = s.pool(pool_id, small);
             let r = s.reservations.len();
             s.reservations.push(Some(Reservation { base, size, page }));
@@ -376,9 +400,8 @@ impl Simulator {
                 s.link(last, tail);
             }
         }
-        s.next_addr = s
-            .next_addr
-            .max(top.div_ceil(ROUND_LARGE) * ROUND_LARGE + ROUND_LARGE);
+        s.va_free = initial_free_ranges(&extents, s.order);
+        s.initial_extents = extents;
         Ok(s)
     }
 
@@ -714,10 +737,58 @@ impl Simulator {
             .is_none_or(|c| self.fig.reserved.saturating_add(bytes) <= c)
     }
 
+    /// A virtual range for a new segment or reservation, first fit in the
+    /// configured order.
     fn fresh_address(&mut self, size: u64) -> u64 {
-        let a = self.next_addr;
-        self.next_addr = a.saturating_add(size.div_ceil(ROUND_LARGE) * ROUND_LARGE);
-        a
+        let len = size.div_ceil(ROUND_LARGE) * ROUND_LARGE;
+        let hit = match self.order {
+            AddressOrder::Up => self
+                .va_free
+                .iter()
+                .find(|(a, b)| *b - *a >= len)
+                .map(|(&a, &b)| (a, b, a)),
+            AddressOrder::Down => self
+                .va_free
+                .iter()
+                .rev()
+                .find(|(a, b)| *b - *a >= len)
+                .map(|(&a, &b)| (a, b, b - len)),
+        };
+        let (a, b, at) = hit.expect("the model's virtual address space is exhausted");
+        self.va_free.remove(&a);
+        if at > a {
+            self.va_free.insert(a, at);
+        }
+        if at + len < b {
+            self.va_free.insert(at + len, b);
+        }
+        at
+    }
+
+    /// Returns a released segment's range to the free address space.
+    fn release_address(&mut self, addr: u64, size: u64) {
+        let mut lo = addr;
+        let mut hi = addr + size.div_ceil(ROUND_LARGE) * ROUND_LARGE;
+        if let Some((&a, &b)) = self.va_free.range(..lo).next_back()
+            && b == lo
+        {
+            self.va_free.remove(&a);
+            lo = a;
+        }
+        if let Some(&b) = self.va_free.get(&hi) {
+            self.va_free.remove(&hi);
+            hi = b;
+        }
+        self.va_free.insert(lo, hi);
+    }
+
+    /// Sets where new segments go (see [`AddressOrder`]). Only before the
+    /// first request: it lays out the free address space around the
+    /// initial segments.
+    pub fn set_address_order(&mut self, order: AddressOrder) {
+        debug_assert!(self.counters.device_allocs == 0 && self.events.is_empty());
+        self.order = order;
+        self.va_free = initial_free_ranges(&self.initial_extents, order);
     }
 
     fn reservation_size(&self, page: u64) -> u64 {
@@ -914,6 +985,8 @@ impl Simulator {
             let addr = b.addr;
             self.by_addr.remove(&addr);
             self.free_slot(id);
+            let rsize = self.res(r).size;
+            self.release_address(addr, rsize);
             self.reservations[r] = None;
         } else {
             let key = (sk(stream), b.addr, id);
@@ -941,6 +1014,7 @@ impl Simulator {
         self.by_addr.remove(&addr);
         self.free_slot(id);
         self.segs.remove(&addr);
+        self.release_address(addr, size);
         self.fig.reserved -= size;
         self.counters.device_frees += 1;
         self.events.push(SimEvent {
@@ -1567,4 +1641,27 @@ impl Simulator {
         }
         Ok(())
     }
+}
+
+/// Free virtual ranges around the initial segments: the holes between them
+/// (2 MiB-aligned) and the space on the side new segments grow into (below
+/// them for [`AddressOrder::Down`], above them for `Up`).
+fn initial_free_ranges(extents: &[(u64, u64)], order: AddressOrder) -> BTreeMap<u64, u64> {
+    let mut ext = extents.to_vec();
+    ext.sort_unstable();
+    let mut out = BTreeMap::new();
+    let mut cursor = VA_MIN;
+    for (i, &(a, b)) in ext.iter().enumerate() {
+        let lo = cursor.div_ceil(ROUND_LARGE) * ROUND_LARGE;
+        let hi = a / ROUND_LARGE * ROUND_LARGE;
+        if hi > lo && (i > 0 || order == AddressOrder::Down) {
+            out.insert(lo, hi);
+        }
+        cursor = cursor.max(b);
+    }
+    let lo = cursor.div_ceil(ROUND_LARGE) * ROUND_LARGE;
+    if lo < VA_MAX && (ext.is_empty() || order == AddressOrder::Up) {
+        out.insert(lo, VA_MAX);
+    }
+    out
 }

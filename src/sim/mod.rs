@@ -20,7 +20,9 @@ pub mod policy;
 pub mod run;
 pub mod trace;
 
-pub use allocator::{Counters, Figures, OomInfo, SimAction, SimError, SimEvent, Simulator};
+pub use allocator::{
+    AddressOrder, Counters, Figures, OomInfo, SimAction, SimError, SimEvent, Simulator,
+};
 pub use config::{ConfigError, SimConfig};
 pub use fidelity::Fidelity;
 pub use run::{CapacitySource, DeviceInput, OomDemand, SimRun, Step, Summary};

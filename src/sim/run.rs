@@ -5,7 +5,7 @@
 //! Owns the per-run bookkeeping; the policy itself is `allocator.rs`, the
 //! comparison with the recording `fidelity.rs`.
 
-use super::allocator::{Counters, SimError, SimEvent, Simulator};
+use super::allocator::{AddressOrder, Counters, SimError, SimEvent, Simulator};
 use super::config::SimConfig;
 use super::trace::{self, Request, StartState, TracedRequest};
 use crate::model::{Action, BlockState, Snapshot};
@@ -44,6 +44,8 @@ pub struct DeviceInput {
     pub recorded_ooms: Vec<usize>,
     pub capacity: Option<u64>,
     pub capacity_source: CapacitySource,
+    /// Where the recording's cudaMalloc put new segments.
+    pub address_order: AddressOrder,
     /// The settings the file recorded (PyTorch defaults when it has none).
     pub recorded_config: SimConfig,
     pub settings_recorded: bool,
@@ -142,6 +144,7 @@ pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInp
         recorded_reserved,
         capacity,
         capacity_source,
+        address_order: trace::address_order(events),
         recorded_config,
         settings_recorded,
         notes,
@@ -210,6 +213,7 @@ fn step(s: &Simulator) -> Step {
 pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
     let mut sim = Simulator::with_initial(cfg.clone(), input.capacity, &input.start.segments)?;
     sim.set_record_block_events(false);
+    sim.set_address_order(input.address_order);
     let mut map: HashMap<u64, u64> = HashMap::new();
     for s in &input.start.segments {
         for b in &s.blocks {

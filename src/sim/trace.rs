@@ -449,6 +449,31 @@ pub fn recorded_segment_events(events: &[TraceEvent]) -> Vec<(Action, u64)> {
         .collect()
 }
 
+/// The direction the recording's cudaMalloc took: new segment addresses
+/// outside the span seen so far, counted below and above it (freed ranges
+/// handed out again do not count). `Up` when the trace does not tell.
+pub fn address_order(events: &[TraceEvent]) -> super::allocator::AddressOrder {
+    use super::allocator::AddressOrder;
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    let (mut below, mut above) = (0u64, 0u64);
+    for e in events.iter().filter(|e| e.action == Action::SegmentAlloc) {
+        if lo <= hi {
+            if e.addr < lo {
+                below += 1;
+            } else if e.addr > hi {
+                above += 1;
+            }
+        }
+        lo = lo.min(e.addr);
+        hi = hi.max(e.addr);
+    }
+    if below > above {
+        AddressOrder::Down
+    } else {
+        AddressOrder::Up
+    }
+}
+
 /// Devices worth simulating: a trace with at least one allocation.
 pub fn simulable_devices(snap: &Snapshot) -> Vec<i64> {
     snap.devices()
