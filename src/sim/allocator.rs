@@ -88,8 +88,14 @@ pub struct OomInfo {
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SimError {
-    #[error("initial state: segments[{index}]: {msg}")]
-    BadInitial { index: usize, msg: String },
+    /// `index` is the position in the segments given; `address` names the
+    /// segment for people.
+    #[error("initial state: segment at {address:#x}: {msg}")]
+    BadInitial {
+        index: usize,
+        address: u64,
+        msg: String,
+    },
     #[error("no live block at address {addr:#x}")]
     UnknownAddress { addr: u64 },
     #[error("block at {addr:#x} is {state}, not {wanted}")]
@@ -288,7 +294,11 @@ impl Simulator {
         let mut extents: Vec<(u64, u64)> = Vec::new();
         for &i in &order {
             let seg = &segments[i];
-            let bad = |msg: String| SimError::BadInitial { index: i, msg };
+            let bad = |msg: String| SimError::BadInitial {
+                index: i,
+                address: seg.address,
+                msg,
+            };
             if seg.total_size == 0 {
                 return Err(bad("empty segment".into()));
             }
@@ -354,6 +364,7 @@ impl Simulator {
             }) {
                 return Err(SimError::BadInitial {
                     index: j,
+                    address: segments[j].address,
                     msg: format!("lies inside the expandable range {base:#x}..{end:#x}"),
                 });
             }
@@ -379,6 +390,7 @@ impl Simulator {
                 {
                     return Err(SimError::BadInitial {
                         index: i,
+                        address: seg.address,
                         msg: format!(
                             "expandable segment is not aligned to {page}-byte pages from {base:#x}"
                         ),
