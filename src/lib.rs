@@ -19,5 +19,6 @@ pub mod output;
 pub mod profiler;
 pub mod render;
 pub mod replay;
+pub mod sim;
 pub mod stats;
 pub mod units;

@@ -13,6 +13,7 @@ pub mod culprits;
 pub mod diff;
 pub mod explain;
 pub mod flamegraph;
+pub mod simulate;
 pub mod stats;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -112,6 +113,12 @@ pub enum Command {
         after_help = "Examples:\n  fragscope explain 'CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ...'\n  fragscope explain train.log\n  pbpaste | fragscope explain"
     )]
     Explain(explain::Args),
+    /// What-if allocator replay: the recorded allocations under other
+    /// PYTORCH_CUDA_ALLOC_CONF settings (a model, with its fidelity shown).
+    #[command(
+        after_help = "Examples:\n  fragscope simulate snapshot.pickle\n  fragscope simulate snapshot.pickle --conf expandable_segments:True --conf max_split_size_mb:256\n  fragscope simulate snapshot.pickle --capacity 80GiB --svg reserved.svg\n  fragscope simulate snapshot.pickle --json"
+    )]
+    Simulate(simulate::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -133,6 +140,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Check(a) => check::run(a, &g),
         Command::Diff(a) => diff::run(a, &g),
         Command::Explain(a) => explain::run(a, &g),
+        Command::Simulate(a) => simulate::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),

@@ -8,5 +8,6 @@ pub mod explain;
 pub mod flamegraph;
 pub mod profiler;
 pub mod segmap;
+pub mod simulate;
 pub mod stats;
 pub mod table;

@@ -1,0 +1,375 @@
+//! `simulate` output: the what-if table with the model's fidelity beside it,
+//! and an SVG chart of reserved bytes over the trace per configuration.
+//! Returns strings; never prints.
+
+use super::table::{align_numbers, kv_table, new_table};
+use crate::sim::{CapacitySource, SimReport, Summary};
+use crate::units::{fmt_binary, fmt_bytes, fmt_pct};
+use std::fmt::Write;
+
+fn recorded_oom_cell(s: &Summary) -> String {
+    match (s.recorded_ooms, s.recorded_ooms_avoided) {
+        (0, _) => "-".into(),
+        (n, a) if a == n => "avoided".into(),
+        (_, 0) => "not avoided".into(),
+        (n, a) => format!("{a} of {n} avoided"),
+    }
+}
+
+fn ooms_cell(s: &Summary) -> String {
+    match s.first_oom_event {
+        None => "0".into(),
+        Some(e) => format!("{} (first at event {e})", s.ooms),
+    }
+}
+
+/// The text report.
+pub fn render(file: &str, r: &SimReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "fragscope simulate: {file}, device {}", r.device);
+    let _ = writeln!(out, "This is {}.\n", r.model);
+
+    let f = &r.fidelity;
+    let start = if r.start_exact {
+        "exact (the trace accounts for every block and segment it releases)".to_string()
+    } else {
+        format!(
+            "approximate: {} free(s) of blocks older than the trace are missing from it",
+            r.frees_of_older_blocks
+        )
+    };
+    let capacity = match (r.capacity, r.capacity_source) {
+        (Some(c), CapacitySource::Given) => format!("{} (--capacity)", fmt_bytes(c)),
+        (Some(c), CapacitySource::RecordedOom) => format!(
+            "{} (reserved at the recorded OOM plus the free memory it reported; a lower bound on the device)",
+            fmt_bytes(c)
+        ),
+        _ => "unlimited (no OOM recorded; pass --capacity to let the model run out)".to_string(),
+    };
+    let recorded_ooms = if r.recorded_ooms.is_empty() {
+        "no OOM".to_string()
+    } else {
+        let idx: Vec<String> = r.recorded_ooms.iter().map(|i| i.to_string()).collect();
+        format!(
+            "{} OOM(s) at event {}",
+            r.recorded_ooms.len(),
+            idx.join(", ")
+        )
+    };
+    let seg_ev = match f.segment_events_matched {
+        Some(m) => format!(
+            "{} of {} recorded segment events reproduced in order ({}; the model made {})",
+            f.matched_segment_events,
+            f.recorded_segment_events,
+            fmt_pct(m),
+            f.simulated_segment_events
+        ),
+        None => "no segment events recorded or simulated".to_string(),
+    };
+    let mut oom_fid = String::new();
+    if f.recorded_ooms > 0 {
+        oom_fid = format!(
+            "; recorded OOMs reproduced {} of {}",
+            f.recorded_ooms_reproduced, f.recorded_ooms
+        );
+    }
+    let rows = vec![
+        (
+            "trace".to_string(),
+            format!("{} events, {} allocations", r.events, r.allocations),
+        ),
+        ("start state".to_string(), start),
+        (
+            "recorded".to_string(),
+            format!(
+                "{}{}; peak reserved {}; {recorded_ooms}",
+                r.recorded_config,
+                if r.settings_recorded {
+                    ""
+                } else {
+                    " (assumed: no settings in the file)"
+                },
+                fmt_bytes(r.recorded_peak_reserved)
+            ),
+        ),
+        ("capacity".to_string(), capacity),
+        (
+            "fidelity".to_string(),
+            format!("under the recorded settings: {seg_ev}"),
+        ),
+        (
+            String::new(),
+            format!(
+                "reserved error max {} / mean {} of the recorded peak; final segments {} of {} matched{oom_fid}",
+                fmt_pct(f.max_reserved_error_share),
+                fmt_pct(f.mean_reserved_error_share),
+                f.final_segments_matched,
+                f.final_segments_recorded.max(f.final_segments_simulated),
+            ),
+        ),
+        (
+            "floor".to_string(),
+            format!(
+                "{} peak requested by the program (perfect packing)",
+                fmt_bytes(r.floor_peak_requested)
+            ),
+        ),
+    ];
+    let _ = writeln!(out, "{}\n", kv_table(&rows));
+
+    let mut t = new_table(&[
+        "config",
+        "peak reserved",
+        "reserved at end",
+        "worst frag",
+        "smallest largest gap",
+        "cudaMalloc",
+        "cudaFree",
+        "OOMs",
+        "recorded OOM",
+    ]);
+    for (i, s) in r.results.iter().enumerate() {
+        let name = if i == 0 {
+            format!("recorded: {}", s.config)
+        } else {
+            s.config.clone()
+        };
+        t.add_row(vec![
+            name,
+            fmt_bytes(s.peak_reserved),
+            fmt_bytes(s.end_reserved),
+            fmt_pct(s.worst_fragmentation),
+            fmt_bytes(s.smallest_largest_gap),
+            s.device_allocs.to_string(),
+            s.device_frees.to_string(),
+            ooms_cell(s),
+            recorded_oom_cell(s),
+        ]);
+    }
+    t.add_row(vec![
+        "floor: perfect packing".to_string(),
+        fmt_bytes(r.floor_peak_requested),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+    ]);
+    align_numbers(&mut t, 1);
+    let _ = writeln!(out, "{t}");
+    let _ = writeln!(
+        out,
+        "worst frag and smallest largest gap: over the moments when reserved is at least half its peak. With expandable segments, cudaMalloc/cudaFree count page mappings/unmappings."
+    );
+    if let Some(a) = answer(r) {
+        let _ = writeln!(out, "\n{a}");
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    if !r.start_exact || f.segment_events_matched.is_some_and(|m| m < 0.95) {
+        let _ = writeln!(
+            out,
+            "note: the model reproduces this recording only in part (see fidelity); treat the comparison between configurations as indicative"
+        );
+    }
+    out
+}
+
+/// The one-paragraph answer to "would another setting have avoided the
+/// recorded OOM?" (`None` without a recorded OOM).
+pub fn answer(r: &SimReport) -> Option<String> {
+    if r.recorded_ooms.is_empty() || r.results.len() < 2 {
+        return None;
+    }
+    let mut clean = Vec::new();
+    let mut elsewhere = Vec::new();
+    let mut not = Vec::new();
+    for s in &r.results[1..] {
+        if s.recorded_ooms_avoided < s.recorded_ooms {
+            not.push(s.config.clone());
+        } else if s.ooms > 0 {
+            elsewhere.push(format!(
+                "{} (fails at event {})",
+                s.config,
+                s.first_oom_event.unwrap_or(0)
+            ));
+        } else {
+            clean.push(s.config.clone());
+        }
+    }
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join("; ")
+        }
+    };
+    let rec = &r.results[0];
+    let mut a = format!(
+        "Recorded OOM: under the recorded settings the model {} it. Avoided with no other OOM: {}. Avoided, but another allocation fails: {}. Not avoided: {}.",
+        if rec.recorded_ooms_avoided < rec.recorded_ooms {
+            "reproduces"
+        } else {
+            "does not reproduce"
+        },
+        list(&clean),
+        list(&elsewhere),
+        list(&not)
+    );
+    if let Some(c) = r.capacity {
+        for d in &r.oom_demand {
+            let need = d.held.saturating_add(d.request);
+            if need > c {
+                let _ = write!(
+                    a,
+                    " At event {} the program held {} and asked for {} more: {} in all, over the {} the allocator can reserve, so no allocator setting can avoid it; only holding less memory can.",
+                    d.event,
+                    fmt_bytes(d.held),
+                    fmt_bytes(d.request),
+                    fmt_bytes(need),
+                    fmt_bytes(c)
+                );
+            } else {
+                let _ = write!(
+                    a,
+                    " At event {} the program held {} and asked for {} more: {} in all, {} below the capacity, so a perfectly packing allocator would have served it.",
+                    d.event,
+                    fmt_bytes(d.held),
+                    fmt_bytes(d.request),
+                    fmt_bytes(need),
+                    fmt_bytes(c - need)
+                );
+            }
+        }
+    }
+    if r.capacity_source == CapacitySource::RecordedOom {
+        a.push_str(" (Capacity from the recorded OOM: memory held outside the allocator is assumed unchanged.)");
+    }
+    Some(a)
+}
+
+const COLORS: &[&str] = &[
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+];
+
+/// SVG chart: reserved bytes over the trace (x = event index) for the
+/// recording and each configuration, with the capacity and the
+/// perfect-packing floor as horizontal lines.
+pub fn chart_svg(title: &str, r: &SimReport) -> String {
+    let (w, h) = (960.0f64, 460.0f64);
+    let (ml, mr, mt, mb) = (80.0, 260.0, 40.0, 40.0);
+    let pw = w - ml - mr;
+    let ph = h - mt - mb;
+    let xmax = r.events.max(1) as f64;
+    let mut ymax = r
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .max()
+        .unwrap_or(0)
+        .max(r.floor_peak_requested);
+    if let Some(c) = r.capacity {
+        ymax = ymax.max(c);
+    }
+    let ymax = (ymax.max(1) as f64) * 1.05;
+    let x = |e: f64| ml + pw * e / xmax;
+    let y = |v: f64| mt + ph - ph * v / ymax;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{ml}" y="22" font-size="14">{}</text>"#,
+        xml_escape(title)
+    );
+    let _ = writeln!(
+        s,
+        r##"<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>"##
+    );
+    for k in 0..=4 {
+        let v = ymax / 1.05 * k as f64 / 4.0;
+        let yy = y(v);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{ml}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            ml + pw,
+            ml - 6.0,
+            yy + 4.0,
+            fmt_binary(v as u64)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">trace event</text>"#,
+        ml + pw / 2.0,
+        h - 10.0
+    );
+    let mut legend = Vec::new();
+    let hline = |s: &mut String, v: u64, color: &str, dash: &str| {
+        let yy = y(v as f64);
+        let _ = writeln!(
+            s,
+            r#"<line x1="{ml}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="{color}" stroke-dasharray="{dash}"/>"#,
+            ml + pw
+        );
+    };
+    if let Some(c) = r.capacity {
+        hline(&mut s, c, "#d62728", "6 3");
+        legend.push(("capacity".to_string(), "#d62728", "6 3"));
+    }
+    hline(&mut s, r.floor_peak_requested, "#555", "2 3");
+    legend.push(("floor (peak requested)".to_string(), "#555", "2 3"));
+    for (i, ser) in r.series.iter().enumerate() {
+        let (color, width, dash) = if i == 0 {
+            ("#000", 2.5, "")
+        } else {
+            (COLORS[(i - 1) % COLORS.len()], 1.2, "")
+        };
+        let pts: Vec<String> = ser
+            .points
+            .iter()
+            .map(|&(e, v)| format!("{:.1},{:.1}", x(e as f64), y(v as f64)))
+            .collect();
+        let _ = writeln!(
+            s,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="{width}" points="{}"/>"#,
+            pts.join(" ")
+        );
+        let label = if i == 1 {
+            format!("model, recorded settings ({})", ser.label)
+        } else if i == 0 {
+            "recorded".to_string()
+        } else {
+            ser.label.clone()
+        };
+        legend.push((label, color, dash));
+    }
+    for (k, (label, color, dash)) in legend.iter().enumerate() {
+        let ly = mt + 10.0 + 18.0 * k as f64;
+        let lx = ml + pw + 14.0;
+        let _ = writeln!(
+            s,
+            r#"<line x1="{lx:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            lx + 20.0,
+            lx + 26.0,
+            ly + 4.0,
+            xml_escape(label)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

@@ -1,0 +1,183 @@
+//! How closely the model reproduces a recording: run under the recorded
+//! settings, its segment events, reserved-bytes curve, final segments and
+//! OOMs are compared with the trace's.
+//!
+//! Owns the comparison arithmetic only; running the model is `run.rs`.
+
+use super::run::{DeviceInput, SimRun};
+use serde::Serialize;
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Fidelity {
+    pub device: i64,
+    pub start_exact: bool,
+    pub frees_of_older_blocks: u64,
+    pub recorded_segment_events: usize,
+    pub simulated_segment_events: usize,
+    /// Longest common subsequence of the two (action, size) sequences.
+    pub matched_segment_events: usize,
+    /// matched / the longer sequence; `None` when neither has any.
+    pub segment_events_matched: Option<f64>,
+    /// Trace index of the first recorded segment event where the two
+    /// sequences part (`None` when one is a prefix of the other).
+    pub first_divergence: Option<usize>,
+    /// Moments compared: the start and every event that completes a request.
+    pub reserved_points: usize,
+    pub recorded_peak_reserved: u64,
+    pub max_reserved_error: u64,
+    /// Trace index of the largest error (`None` = the start).
+    pub max_reserved_error_event: Option<usize>,
+    /// Largest error over the recorded peak reserved.
+    pub max_reserved_error_share: f64,
+    /// Mean error over the recorded peak reserved.
+    pub mean_reserved_error_share: f64,
+    pub final_segments_recorded: usize,
+    pub final_segments_simulated: usize,
+    /// Size multiset intersection of the final segments.
+    pub final_segments_matched: usize,
+    /// matched / the larger count; `None` when neither has any.
+    pub final_segments_share: Option<f64>,
+    pub recorded_ooms: usize,
+    /// Recorded OOMs at which the model failed too.
+    pub recorded_ooms_reproduced: usize,
+    /// OOMs of the model where the recording succeeded.
+    pub spurious_ooms: usize,
+    pub skipped_frees: u64,
+}
+
+/// Length of the longest common subsequence.
+pub fn lcs_len<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+    if a.is_empty() || b.is_empty() {
+        return 0;
+    }
+    let mut prev = vec![0u32; b.len() + 1];
+    let mut cur = vec![0u32; b.len() + 1];
+    for x in a {
+        for (j, y) in b.iter().enumerate() {
+            cur[j + 1] = if x == y {
+                prev[j] + 1
+            } else {
+                cur[j].max(prev[j + 1])
+            };
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()] as usize
+}
+
+/// Size of the multiset intersection of two ascending lists.
+fn sorted_intersection(a: &[u64], b: &[u64]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                n += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    n
+}
+
+fn share(matched: usize, a: usize, b: usize) -> Option<f64> {
+    let d = a.max(b);
+    (d > 0).then(|| matched as f64 / d as f64)
+}
+
+/// Compares a run (normally under the recorded settings) with the recording.
+pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
+    let rec: Vec<(&str, u64)> = input
+        .recorded_segment_events
+        .iter()
+        .map(|(a, s)| (a.as_str(), *s))
+        .collect();
+    let sim: Vec<(&str, u64)> = run
+        .events
+        .iter()
+        .filter(|(_, e)| e.action.is_segment_event())
+        .map(|(_, e)| (e.action.name(), e.size))
+        .collect();
+    let matched = lcs_len(&rec, &sim);
+    let first_divergence = rec
+        .iter()
+        .zip(&sim)
+        .position(|(a, b)| a != b)
+        .or_else(|| (rec.len() > sim.len()).then_some(sim.len()))
+        .and_then(|k| input.recorded_segment_event_index.get(k).copied());
+
+    // Reserved bytes at the start and after every event that completes a
+    // request: between a recorded segment_alloc and its alloc the recording
+    // is one event ahead of the model, which is not an error.
+    let mut points: Vec<usize> = input.requests.iter().map(|r| r.event).collect();
+    points.dedup();
+    let peak = input
+        .recorded_reserved
+        .iter()
+        .copied()
+        .chain(std::iter::once(input.recorded_start_reserved))
+        .max()
+        .unwrap_or(0);
+    let start_err = run.start.reserved.abs_diff(input.recorded_start_reserved);
+    let mut max_err = start_err;
+    let mut max_at = None;
+    let mut sum = start_err as f64;
+    for &i in &points {
+        let e = run.steps[i].reserved.abs_diff(input.recorded_reserved[i]);
+        sum += e as f64;
+        if e > max_err {
+            max_err = e;
+            max_at = Some(i);
+        }
+    }
+    let n = points.len() + 1;
+    let denom = peak.max(1) as f64;
+
+    let fin = sorted_intersection(&input.recorded_final_segments, &run.final_segments);
+    let reproduced = run.ooms.iter().filter(|o| o.recorded).count();
+    Fidelity {
+        device: input.device,
+        start_exact: input.start.exact,
+        frees_of_older_blocks: input.start.frees_of_older_blocks,
+        recorded_segment_events: rec.len(),
+        simulated_segment_events: sim.len(),
+        matched_segment_events: matched,
+        segment_events_matched: share(matched, rec.len(), sim.len()),
+        first_divergence,
+        reserved_points: n,
+        recorded_peak_reserved: peak,
+        max_reserved_error: max_err,
+        max_reserved_error_event: max_at,
+        max_reserved_error_share: max_err as f64 / denom,
+        mean_reserved_error_share: sum / n as f64 / denom,
+        final_segments_recorded: input.recorded_final_segments.len(),
+        final_segments_simulated: run.final_segments.len(),
+        final_segments_matched: fin,
+        final_segments_share: share(
+            fin,
+            input.recorded_final_segments.len(),
+            run.final_segments.len(),
+        ),
+        recorded_ooms: input.recorded_ooms.len(),
+        recorded_ooms_reproduced: reproduced,
+        spurious_ooms: run.ooms.len() - reproduced,
+        skipped_frees: run.skipped_frees,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lcs() {
+        assert_eq!(lcs_len(&[1, 2, 3, 4], &[1, 3, 4, 5]), 3);
+        assert_eq!(lcs_len::<u8>(&[], &[1]), 0);
+        assert_eq!(lcs_len(&[7, 7], &[7, 7, 7]), 2);
+        assert_eq!(sorted_intersection(&[1, 2, 2, 5], &[2, 2, 2, 5, 6]), 3);
+        assert_eq!(share(0, 0, 0), None);
+        assert_eq!(share(3, 4, 3), Some(0.75));
+    }
+}

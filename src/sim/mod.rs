@@ -1,0 +1,184 @@
+//! What-if allocator replay: a model of PyTorch's CUDA caching allocator
+//! (§4 of the format spec) fed with a recorded request stream, so other
+//! settings (`expandable_segments`, `max_split_size_mb`,
+//! `roundup_power2_divisions` …) can be tried on the same program.
+//!
+//! Owns the policy (`policy`), the configuration syntax (`config`), the
+//! allocator model (`allocator`), reading traces into requests (`trace`),
+//! running and summing up (`run`) and the comparison with the recording
+//! (`fidelity`). Does no I/O and no formatting: `cli::simulate` and
+//! `render::simulate` present what [`simulate_device`] returns.
+//!
+//! It is a model: new segments get the model's own addresses, and the
+//! start state of a trace that begins mid-run lacks the blocks only the
+//! replay stage can rebuild (see [`trace::start_state`]).
+
+pub mod allocator;
+pub mod config;
+pub mod fidelity;
+pub mod policy;
+pub mod run;
+pub mod trace;
+
+pub use allocator::{
+    AddressOrder, Counters, Figures, OomInfo, SimAction, SimError, SimEvent, Simulator,
+};
+pub use config::{ConfigError, SimConfig};
+pub use fidelity::Fidelity;
+pub use run::{CapacitySource, DeviceInput, OomDemand, SimRun, Step, Summary};
+pub use trace::{Request, StartState, TracedRequest, start_state};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// `fragscope simulate`'s default sweep, each from PyTorch's defaults.
+pub const DEFAULT_SWEEP: &[&str] = &[
+    "",
+    "expandable_segments:True",
+    "max_split_size_mb:64",
+    "max_split_size_mb:128",
+    "max_split_size_mb:256",
+    "max_split_size_mb:512",
+    "roundup_power2_divisions:4",
+    "roundup_power2_divisions:8",
+    "roundup_power2_divisions:16",
+];
+
+/// The default sweep without the configurations equal to `recorded`.
+pub fn default_sweep(recorded: &SimConfig) -> Vec<SimConfig> {
+    DEFAULT_SWEEP
+        .iter()
+        .map(|s| SimConfig::parse(s).expect("built-in configurations parse"))
+        .filter(|c| c != recorded)
+        .collect()
+}
+
+/// One reserved-bytes curve for a chart.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Series {
+    pub label: String,
+    /// (trace event index, reserved bytes); the min/max of each bucket when
+    /// downsampled, so peaks survive.
+    pub points: Vec<(u32, u64)>,
+}
+
+/// Everything `simulate` reports for one device.
+#[derive(Serialize, Debug, Clone)]
+pub struct SimReport {
+    pub schema: &'static str,
+    pub device: i64,
+    pub events: usize,
+    pub allocations: usize,
+    pub model: &'static str,
+    pub capacity: Option<u64>,
+    pub capacity_source: CapacitySource,
+    pub recorded_config: String,
+    pub settings_recorded: bool,
+    pub start_exact: bool,
+    pub frees_of_older_blocks: u64,
+    /// The run under the recorded settings against the recording.
+    pub fidelity: Fidelity,
+    /// Peak requested bytes held by the program: the perfect-packing floor.
+    pub floor_peak_requested: u64,
+    pub recorded_peak_reserved: u64,
+    pub recorded_end_reserved: u64,
+    /// Trace indices of recorded `oom` events.
+    pub recorded_ooms: Vec<usize>,
+    /// What the program held and asked for at each recorded OOM.
+    pub oom_demand: Vec<OomDemand>,
+    /// First the recorded settings, then each configuration tried.
+    pub results: Vec<Summary>,
+    /// The recording first, then one per result.
+    pub series: Vec<Series>,
+    pub notes: Vec<String>,
+}
+
+pub const SIMULATE_SCHEMA: &str = "fragscope.simulate/1";
+pub const MODEL_NOTE: &str = "a model of PyTorch's CUDA caching allocator (2025 policy), replaying the recorded requests; not a measurement";
+
+/// Most points per chart curve.
+pub const SERIES_POINTS: usize = 600;
+
+fn series(label: String, start: u64, values: impl Iterator<Item = u64>) -> Series {
+    use crate::replay::{Sample, downsample::downsample};
+    let samples: Vec<Sample> = std::iter::once(start)
+        .chain(values)
+        .enumerate()
+        .map(|(i, r)| Sample {
+            event: Some(i as u32),
+            reserved: r,
+            ..Default::default()
+        })
+        .collect();
+    Series {
+        label,
+        points: downsample(&samples, SERIES_POINTS)
+            .iter()
+            .map(|s| (s.event.unwrap_or(0), s.reserved))
+            .collect(),
+    }
+}
+
+/// Replays one device under its recorded settings and under `configs`
+/// (runs in parallel; the result does not depend on it).
+pub fn simulate_device(
+    snap: &crate::model::Snapshot,
+    device: i64,
+    configs: &[SimConfig],
+    capacity: Option<u64>,
+) -> Result<SimReport, SimError> {
+    let input = run::prepare(snap, device, capacity);
+    let mut all = vec![input.recorded_config.clone()];
+    all.extend(configs.iter().cloned());
+    let runs: Vec<Result<SimRun, SimError>> = all.par_iter().map(|c| run::run(&input, c)).collect();
+    let runs: Vec<SimRun> = runs.into_iter().collect::<Result<_, _>>()?;
+    let fidelity = fidelity::measure(&input, &runs[0]);
+    let mut s = vec![series(
+        "recorded".into(),
+        input.recorded_start_reserved,
+        input.recorded_reserved.iter().copied(),
+    )];
+    for r in &runs {
+        s.push(series(
+            r.config.label(),
+            r.start.reserved,
+            r.steps.iter().map(|x| x.reserved),
+        ));
+    }
+    Ok(SimReport {
+        schema: SIMULATE_SCHEMA,
+        device,
+        events: input.events,
+        allocations: input
+            .requests
+            .iter()
+            .filter(|r| matches!(r.request, Request::Alloc { key: Some(_), .. }))
+            .count(),
+        model: MODEL_NOTE,
+        capacity: input.capacity,
+        capacity_source: input.capacity_source,
+        recorded_config: input.recorded_config.label(),
+        settings_recorded: input.settings_recorded,
+        start_exact: input.start.exact,
+        frees_of_older_blocks: input.start.frees_of_older_blocks,
+        fidelity,
+        floor_peak_requested: run::peak_requested(&input),
+        recorded_peak_reserved: input
+            .recorded_reserved
+            .iter()
+            .copied()
+            .chain(std::iter::once(input.recorded_start_reserved))
+            .max()
+            .unwrap_or(0),
+        recorded_end_reserved: input
+            .recorded_reserved
+            .last()
+            .copied()
+            .unwrap_or(input.recorded_start_reserved),
+        recorded_ooms: input.recorded_ooms.clone(),
+        oom_demand: run::oom_demand(&input),
+        results: runs.iter().map(run::summarize).collect(),
+        series: s,
+        notes: input.notes,
+    })
+}

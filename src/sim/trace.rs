@@ -1,0 +1,507 @@
+//! From a snapshot's trace to what the simulator consumes: the start state,
+//! the program's request stream, and the recorded figures the model is
+//! compared with (reserved bytes after every event, segment events, OOMs,
+//! the device capacity they imply).
+//!
+//! Owns reading the model's `TraceEvent`s for simulation; it neither runs
+//! the allocator model nor formats anything.
+
+use crate::model::{
+    Action, Block, BlockState, Segment, SegmentType, Snapshot, StackId, TraceEvent,
+};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+
+/// How the start state was obtained.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct StartState {
+    /// Segments of the device before the first trace event.
+    pub segments: Vec<Segment>,
+    /// True when the trace accounts for every block it frees and every
+    /// segment it releases, so the state is exact.
+    pub exact: bool,
+    /// Frees of blocks the trace never saw allocated (allocated before the
+    /// ring buffer's first entry); their blocks are missing from the start
+    /// state, which only the replay stage can rebuild.
+    pub frees_of_older_blocks: u64,
+    /// Index of the first such free.
+    pub first_older_free: Option<usize>,
+    /// Segment events that did not fit the layout (counted, skipped).
+    pub segment_anomalies: u64,
+}
+
+/// The start state of one device's trace.
+///
+/// Undoes the trace's segment events on the final layout (segments
+/// allocated or mapped in the trace are removed, segments it freed or
+/// unmapped are put back, whole and free) and frees every block the trace
+/// allocated. Blocks older than the trace that the trace frees cannot be put
+/// back this way: the result is then marked inexact.
+///
+/// The replay stage (`crate::replay::state_at(snap, device, None)`)
+/// reconstructs the same state including those blocks; this function is
+/// the single place where the simulator takes its start state from.
+pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
+    let trace = snap.trace_of(device);
+    let finals: Vec<&Segment> = snap.segments_of(device).collect();
+
+    // Forward: which final live blocks the trace allocated, and which
+    // completed frees name blocks older than the trace (missing at start).
+    let mut live: HashSet<u64> = HashSet::new();
+    let mut old_requested: HashSet<u64> = HashSet::new();
+    let mut older = 0u64;
+    let mut first_older = None;
+    for (i, e) in trace.iter().enumerate() {
+        match e.action {
+            Action::Alloc => {
+                live.insert(e.addr);
+            }
+            Action::FreeRequested if !live.contains(&e.addr) => {
+                old_requested.insert(e.addr);
+            }
+            Action::FreeCompleted if !live.remove(&e.addr) => {
+                old_requested.remove(&e.addr);
+                older += 1;
+                first_older.get_or_insert(i);
+            }
+            _ => {}
+        }
+    }
+
+    // Backward over segment events: the mapped address ranges at the start,
+    // with the stream, pool and kind of each.
+    let mut ranges: BTreeMap<u64, Range> = BTreeMap::new();
+    for s in &finals {
+        ranges.insert(
+            s.address,
+            Range {
+                end: s.end(),
+                stream: s.stream,
+                pool: s.pool(),
+                small: s.segment_type == SegmentType::Small,
+                expandable: s.expandable(),
+            },
+        );
+    }
+    let mut anomalies = 0u64;
+    for e in trace.iter().rev() {
+        let (lo, hi) = (e.addr, e.addr.saturating_add(e.size));
+        match e.action {
+            Action::SegmentAlloc => {
+                if ranges.get(&lo).is_some_and(|r| r.end == hi) {
+                    ranges.remove(&lo);
+                } else {
+                    anomalies += 1;
+                }
+            }
+            Action::SegmentFree => {
+                if overlaps(&ranges, lo, hi) {
+                    anomalies += 1;
+                } else {
+                    ranges.insert(
+                        lo,
+                        Range {
+                            end: hi,
+                            stream: e.stream,
+                            pool: e.pool_id.unwrap_or((0, 0)),
+                            small: e.size == super::policy::SMALL_BUFFER,
+                            expandable: false,
+                        },
+                    );
+                }
+            }
+            Action::SegmentMap => {
+                // Remove [lo, hi) from the run that holds it.
+                let hit = ranges
+                    .range(..=lo)
+                    .next_back()
+                    .filter(|(_, r)| r.end >= hi)
+                    .map(|(&a, r)| (a, *r));
+                match hit {
+                    Some((a, r)) => {
+                        ranges.remove(&a);
+                        if a < lo {
+                            ranges.insert(a, Range { end: lo, ..r });
+                        }
+                        if hi < r.end {
+                            ranges.insert(hi, r);
+                        }
+                    }
+                    None => anomalies += 1,
+                }
+            }
+            Action::SegmentUnmap => {
+                if overlaps(&ranges, lo, hi) {
+                    anomalies += 1;
+                    continue;
+                }
+                // Which pool an unmapped range served is not recorded; a
+                // neighbouring run tells, else sizes that are not whole large
+                // pages (20 MiB) must be small-pool pages.
+                let small = e.size % super::policy::LARGE_BUFFER != 0;
+                let mut r = Range {
+                    end: hi,
+                    stream: e.stream,
+                    pool: e.pool_id.unwrap_or((0, 0)),
+                    small,
+                    expandable: true,
+                };
+                let mut start = lo;
+                // Re-join the neighbouring runs of the same reservation.
+                if let Some((&a, p)) = ranges.range(..lo).next_back()
+                    && p.end == lo
+                    && p.expandable
+                    && p.stream == e.stream
+                {
+                    r.small = p.small;
+                    start = a;
+                }
+                if let Some(n) = ranges.get(&hi).copied()
+                    && n.expandable
+                    && n.stream == e.stream
+                {
+                    ranges.remove(&hi);
+                    r.end = n.end;
+                    r.small = n.small;
+                }
+                ranges.insert(start, r);
+            }
+            _ => {}
+        }
+    }
+
+    // Live blocks older than the trace keep their place; everything else in
+    // a start range is cached.
+    let mut keep: Vec<Block> = finals
+        .iter()
+        .flat_map(|s| s.blocks.iter())
+        .filter(|b| b.state != BlockState::Inactive && !live.contains(&b.address))
+        .map(|b| {
+            let mut b = b.clone();
+            // Freed by the program during the trace, still pending at the end.
+            if b.state == BlockState::ActivePendingFree && old_requested.contains(&b.address) {
+                b.state = BlockState::ActiveAllocated;
+            }
+            b
+        })
+        .collect();
+    keep.sort_by_key(|b| b.address);
+    let mut segments = Vec::new();
+    for (&addr, r) in &ranges {
+        let mut blocks = Vec::new();
+        let mut cursor = addr;
+        let inside = keep.partition_point(|b| b.address < addr);
+        for b in keep[inside..].iter().take_while(|b| b.address < r.end) {
+            if b.address > cursor {
+                blocks.push(free_block(cursor, b.address - cursor));
+            }
+            blocks.push(b.clone());
+            cursor = b.address + b.size;
+        }
+        if cursor < r.end {
+            blocks.push(free_block(cursor, r.end - cursor));
+        }
+        let active: u64 = blocks
+            .iter()
+            .filter(|b| b.state != BlockState::Inactive)
+            .map(|b| b.size)
+            .sum();
+        let allocated: u64 = blocks
+            .iter()
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| b.size)
+            .sum();
+        segments.push(Segment {
+            device,
+            address: addr,
+            total_size: r.end - addr,
+            allocated_size: Some(allocated),
+            active_size: Some(active),
+            requested_size: None,
+            stream: r.stream,
+            segment_type: if r.small {
+                SegmentType::Small
+            } else {
+                SegmentType::Large
+            },
+            pool_id: Some(r.pool),
+            is_expandable: Some(r.expandable),
+            frames: StackId::EMPTY,
+            blocks,
+        });
+    }
+    StartState {
+        segments,
+        exact: older == 0 && anomalies == 0,
+        frees_of_older_blocks: older,
+        first_older_free: first_older,
+        segment_anomalies: anomalies,
+    }
+}
+
+/// One mapped address range of the start state.
+#[derive(Clone, Copy)]
+struct Range {
+    end: u64,
+    stream: i64,
+    pool: (i64, i64),
+    small: bool,
+    expandable: bool,
+}
+
+fn overlaps(ranges: &BTreeMap<u64, Range>, lo: u64, hi: u64) -> bool {
+    ranges
+        .range(..hi)
+        .next_back()
+        .is_some_and(|(_, r)| r.end > lo)
+}
+
+fn free_block(address: u64, size: u64) -> Block {
+    Block {
+        address,
+        size,
+        requested_size: Some(0),
+        state: BlockState::Inactive,
+        frames: StackId::EMPTY,
+    }
+}
+
+/// What the program asked of the allocator, in trace order. Blocks are
+/// named by their recorded address (`key`); the simulator's addresses
+/// differ and are mapped by the driver.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(tag = "request", rename_all = "snake_case")]
+pub enum Request {
+    /// `key` is `None` for the request of a recorded `oom` (it never
+    /// received an address).
+    Alloc {
+        key: Option<u64>,
+        size: u64,
+        stream: i64,
+        pool: (i64, i64),
+    },
+    FreeRequested {
+        key: u64,
+    },
+    FreeCompleted {
+        key: u64,
+    },
+    /// `torch.cuda.empty_cache()`, inferred from a run of segment releases
+    /// that no allocation needed.
+    EmptyCache,
+}
+
+/// A request and the trace event after which the recording shows its
+/// effect complete (for an inferred `empty_cache`, the last release).
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TracedRequest {
+    pub event: usize,
+    pub request: Request,
+}
+
+/// Recorded reserved bytes after each event of a device trace: the final
+/// reserved bytes minus the net segment changes still to come (exact
+/// whatever the start state).
+pub fn recorded_reserved(snap: &Snapshot, device: i64) -> Vec<u64> {
+    let trace = snap.trace_of(device);
+    let end: i128 = snap.segments_of(device).map(|s| s.total_size as i128).sum();
+    let mut out = vec![0u64; trace.len()];
+    let mut r = end;
+    for (i, e) in trace.iter().enumerate().rev() {
+        out[i] = r.max(0) as u64;
+        r -= segment_delta(e);
+    }
+    out
+}
+
+/// Reserved bytes before the first event.
+pub fn recorded_start_reserved(snap: &Snapshot, device: i64) -> u64 {
+    let end: i128 = snap.segments_of(device).map(|s| s.total_size as i128).sum();
+    let net: i128 = snap.trace_of(device).iter().map(segment_delta).sum();
+    (end - net).max(0) as u64
+}
+
+pub fn segment_delta(e: &TraceEvent) -> i128 {
+    match e.action {
+        Action::SegmentAlloc | Action::SegmentMap => e.size as i128,
+        Action::SegmentFree | Action::SegmentUnmap => -(e.size as i128),
+        _ => 0,
+    }
+}
+
+/// Bytes the allocator could reserve on the device, from the recorded OOMs:
+/// reserved at the failure plus what the driver reported free. The lowest
+/// over all OOM events; `None` without one.
+pub fn capacity_from_ooms(snap: &Snapshot, device: i64) -> Option<u64> {
+    let rec = recorded_reserved(snap, device);
+    snap.trace_of(device)
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.action == Action::Oom)
+        .filter_map(|(i, e)| e.device_free.map(|f| rec[i].saturating_add(f)))
+        .min()
+}
+
+/// The request stream of a device trace. Runs of `segment_free` /
+/// `segment_unmap` are the allocator's own doing when an allocation needed
+/// the room (an OOM retry: the run ends in an `oom`, or in a new segment
+/// that would not have fit under `capacity`); any other run is read as a
+/// call to `empty_cache()`.
+pub fn requests(
+    events: &[TraceEvent],
+    capacity: Option<u64>,
+    recorded: &[u64],
+) -> Vec<TracedRequest> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < events.len() {
+        let e = &events[i];
+        match e.action {
+            Action::Alloc => out.push(TracedRequest {
+                event: i,
+                request: Request::Alloc {
+                    key: Some(e.addr),
+                    size: e.size,
+                    stream: e.stream,
+                    pool: e.pool_id.unwrap_or((0, 0)),
+                },
+            }),
+            Action::Oom => out.push(TracedRequest {
+                event: i,
+                request: Request::Alloc {
+                    key: None,
+                    size: e.size,
+                    stream: e.stream,
+                    pool: e.pool_id.unwrap_or((0, 0)),
+                },
+            }),
+            Action::FreeRequested => out.push(TracedRequest {
+                event: i,
+                request: Request::FreeRequested { key: e.addr },
+            }),
+            Action::FreeCompleted => out.push(TracedRequest {
+                event: i,
+                request: Request::FreeCompleted { key: e.addr },
+            }),
+            Action::SegmentFree | Action::SegmentUnmap => {
+                // A flush may complete pending frees between its releases.
+                let mut j = i;
+                while j + 1 < events.len()
+                    && matches!(
+                        events[j + 1].action,
+                        Action::SegmentFree | Action::SegmentUnmap | Action::FreeCompleted
+                    )
+                {
+                    j += 1;
+                }
+                let before = if i == 0 {
+                    recorded[0].saturating_add_signed(-(segment_delta(e) as i64))
+                } else {
+                    recorded[i - 1]
+                };
+                let next = events.get(j + 1);
+                let retry = match next.map(|n| &n.action) {
+                    Some(Action::Oom) => true,
+                    Some(Action::SegmentAlloc | Action::SegmentMap) => {
+                        capacity.is_some_and(|c| before.saturating_add(next.unwrap().size) > c)
+                    }
+                    _ => false,
+                };
+                // Completions inside the run stay requests of their own.
+                for (k, ev) in events.iter().enumerate().take(j + 1).skip(i) {
+                    if ev.action == Action::FreeCompleted {
+                        out.push(TracedRequest {
+                            event: k,
+                            request: Request::FreeCompleted { key: ev.addr },
+                        });
+                    }
+                }
+                if !retry {
+                    out.push(TracedRequest {
+                        event: j,
+                        request: Request::EmptyCache,
+                    });
+                }
+                i = j + 1;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Recorded segment events of a trace, in order: (action, size).
+pub fn recorded_segment_events(events: &[TraceEvent]) -> Vec<(Action, u64)> {
+    events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.action,
+                Action::SegmentAlloc
+                    | Action::SegmentFree
+                    | Action::SegmentMap
+                    | Action::SegmentUnmap
+            )
+        })
+        .map(|e| (e.action.clone(), e.size))
+        .collect()
+}
+
+/// The direction the recording's cudaMalloc took: new segment addresses
+/// outside the span seen so far, counted below and above it (freed ranges
+/// handed out again do not count). `Up` when the trace does not tell.
+pub fn address_order(events: &[TraceEvent]) -> super::allocator::AddressOrder {
+    use super::allocator::AddressOrder;
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    let (mut below, mut above) = (0u64, 0u64);
+    for e in events.iter().filter(|e| e.action == Action::SegmentAlloc) {
+        if lo <= hi {
+            if e.addr < lo {
+                below += 1;
+            } else if e.addr > hi {
+                above += 1;
+            }
+        }
+        lo = lo.min(e.addr);
+        hi = hi.max(e.addr);
+    }
+    if below > above {
+        AddressOrder::Down
+    } else {
+        AddressOrder::Up
+    }
+}
+
+/// Devices worth simulating: a trace with at least one allocation.
+pub fn simulable_devices(snap: &Snapshot) -> Vec<i64> {
+    snap.devices()
+        .into_iter()
+        .filter(|&d| snap.trace_of(d).iter().any(|e| e.action == Action::Alloc))
+        .collect()
+}
+
+/// The device a command looks at by default: the first with an OOM, else
+/// the one with the most allocations.
+pub fn default_device(snap: &Snapshot) -> Option<i64> {
+    let devs = simulable_devices(snap);
+    if let Some(&d) = devs
+        .iter()
+        .find(|&&d| snap.trace_of(d).iter().any(|e| e.action == Action::Oom))
+    {
+        return Some(d);
+    }
+    let mut best: Option<(usize, i64)> = None;
+    for d in devs {
+        let n = snap
+            .trace_of(d)
+            .iter()
+            .filter(|e| e.action == Action::Alloc)
+            .count();
+        if best.is_none_or(|(m, _)| n > m) {
+            best = Some((n, d));
+        }
+    }
+    best.map(|(_, d)| d)
+}

@@ -1,0 +1,191 @@
+//! Fidelity of the allocator model on every real snapshot with a trace:
+//! replayed under its own recorded settings, how much of what the real
+//! allocator did does it reproduce? The table in docs/fidelity.md is this
+//! test's output (`FRAGSCOPE_BLESS=1` rewrites it); the test fails when the
+//! figures drift from it, and asserts the targets of the issue on every
+//! trace whose start state is exact.
+
+use fragscope::input::{LoadOptions, load_snapshot};
+use fragscope::sim::{self, Fidelity};
+use std::fmt::Write;
+use std::path::Path;
+
+const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
+const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/fidelity.md");
+const BEGIN: &str = "<!-- fidelity-table:begin -->";
+const END: &str = "<!-- fidelity-table:end -->";
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("n/a".into(), |v| format!("{:.1}%", v * 100.0))
+}
+
+struct Row {
+    file: String,
+    device: i64,
+    /// The model's refusal of a malformed start state, as a row.
+    f: Result<Fidelity, String>,
+    events: usize,
+}
+
+fn rows() -> Option<Vec<Row>> {
+    let dir = Path::new(REAL);
+    if !dir.is_dir() {
+        eprintln!("note: {REAL} is absent; the fidelity table is not checked");
+        return None;
+    }
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().to_string();
+            n.ends_with(".pickle") || n.ends_with(".pkl")
+        })
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for p in files {
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        let (snap, _) = load_snapshot(&p.to_string_lossy(), &LoadOptions::default()).unwrap();
+        for d in snap.devices() {
+            let n = snap.trace_of(d).len();
+            if n == 0 {
+                continue;
+            }
+            out.push(Row {
+                file: name.clone(),
+                device: d,
+                f: sim::simulate_device(&snap, d, &[], None)
+                    .map(|r| r.fidelity)
+                    .map_err(|e| e.to_string()),
+                events: n,
+            });
+        }
+    }
+    Some(out)
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut t = String::new();
+    t.push_str("| file | dev | events | start | segment events (rec / sim) | matched in order | reserved error max | mean | final segments matched | recorded OOMs reproduced |\n");
+    t.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        let f = match &r.f {
+            Ok(f) => f,
+            Err(e) => {
+                writeln!(
+                    t,
+                    "| `{}` | {} | {} | refused: {e} | | | | | | |",
+                    r.file, r.device, r.events
+                )
+                .unwrap();
+                continue;
+            }
+        };
+        let start = if f.start_exact {
+            "exact".to_string()
+        } else {
+            format!("needs replay ({} older frees)", f.frees_of_older_blocks)
+        };
+        let ooms = if f.recorded_ooms == 0 {
+            "-".to_string()
+        } else {
+            format!("{} / {}", f.recorded_ooms_reproduced, f.recorded_ooms)
+        };
+        writeln!(
+            t,
+            "| `{}` | {} | {} | {} | {} / {} | {} | {:.2}% | {:.3}% | {} ({} / {}) | {} |",
+            r.file,
+            r.device,
+            r.events,
+            start,
+            f.recorded_segment_events,
+            f.simulated_segment_events,
+            pct(f.segment_events_matched),
+            f.max_reserved_error_share * 100.0,
+            f.mean_reserved_error_share * 100.0,
+            pct(f.final_segments_share),
+            f.final_segments_matched,
+            f.final_segments_recorded.max(f.final_segments_simulated),
+            ooms,
+        )
+        .unwrap();
+    }
+    t
+}
+
+#[test]
+fn fidelity_table_matches_docs() {
+    let Some(rows) = rows() else { return };
+    let t = table(&rows);
+    eprintln!("{t}");
+    for r in &rows {
+        let Ok(f) = &r.f else { continue };
+        eprintln!(
+            "{} dev {}: first divergence {:?}, max error at {:?} ({} B), skipped frees {}, spurious OOMs {}",
+            r.file,
+            r.device,
+            f.first_divergence,
+            f.max_reserved_error_event,
+            f.max_reserved_error,
+            f.skipped_frees,
+            f.spurious_ooms
+        );
+    }
+    let doc = std::fs::read_to_string(DOC).unwrap_or_default();
+    let (a, b) = (doc.find(BEGIN), doc.find(END));
+    if std::env::var_os("FRAGSCOPE_BLESS").is_some() {
+        let new = match (a, b) {
+            (Some(a), Some(b)) => format!("{}{BEGIN}\n{t}{}", &doc[..a], &doc[b..]),
+            _ => format!("{doc}\n{BEGIN}\n{t}{END}\n"),
+        };
+        std::fs::write(DOC, new).unwrap();
+        return;
+    }
+    let (Some(a), Some(b)) = (a, b) else {
+        panic!("docs/fidelity.md has no table markers; run with FRAGSCOPE_BLESS=1")
+    };
+    let old = &doc[a + BEGIN.len() + 1..b];
+    assert_eq!(
+        old, t,
+        "fidelity figures changed; review and rerun with FRAGSCOPE_BLESS=1"
+    );
+}
+
+#[test]
+fn targets_hold_where_the_start_state_is_exact() {
+    let Some(rows) = rows() else { return };
+    for r in &rows {
+        let Ok(f) = &r.f else {
+            assert!(
+                r.file.contains("SYNTHETIC"),
+                "{}: the model refused a real file's start state",
+                r.file
+            );
+            continue;
+        };
+        if !f.start_exact {
+            continue;
+        }
+        if let Some(m) = f.segment_events_matched {
+            assert!(
+                m >= 0.95,
+                "{} dev {}: {:.1}% of segment events matched",
+                r.file,
+                r.device,
+                m * 100.0
+            );
+        }
+        assert!(
+            f.max_reserved_error_share <= 0.02,
+            "{} dev {}: reserved error {:.2}%",
+            r.file,
+            r.device,
+            f.max_reserved_error_share * 100.0
+        );
+        assert_eq!(
+            f.recorded_ooms_reproduced, f.recorded_ooms,
+            "{} dev {}",
+            r.file, r.device
+        );
+    }
+}

@@ -1,0 +1,322 @@
+//! Property tests of the allocator model: random request streams under
+//! random settings keep the layout sound, conserve bytes, never exceed the
+//! capacity, only fail when the policy says so, and can reuse every freed
+//! block.
+
+use fragscope::model::{BlockState, Segment, SegmentType};
+use fragscope::sim::policy::{SMALL_BUFFER, is_small, round_size};
+use fragscope::sim::{AddressOrder, SimAction, SimConfig, Simulator};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const MIB: u64 = 1 << 20;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Alloc(u64, i64),
+    /// Free the n-th live allocation (modulo the count).
+    Free(usize),
+    FreeRequested(usize),
+    Complete(usize),
+    EmptyCache,
+}
+
+fn size() -> impl Strategy<Value = u64> {
+    prop_oneof![1u64..4096, 4096u64..MIB, MIB..10 * MIB, 10 * MIB..80 * MIB,]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (size(), 0i64..3).prop_map(|(s, st)| Op::Alloc(s, st)),
+        3 => any::<usize>().prop_map(Op::Free),
+        1 => any::<usize>().prop_map(Op::FreeRequested),
+        1 => any::<usize>().prop_map(Op::Complete),
+        1 => Just(Op::EmptyCache),
+    ]
+}
+
+const CONFIGS: &[&str] = &[
+    "",
+    "expandable_segments:True",
+    "max_split_size_mb:64",
+    "max_split_size_mb:32,max_non_split_rounding_mb:40",
+    "roundup_power2_divisions:4",
+    "roundup_power2_divisions:[1:2,4:8,>:16]",
+    "garbage_collection_threshold:0.6,per_process_memory_fraction:0.8",
+    "expandable_segments:True,max_split_size_mb:128",
+];
+
+fn setup() -> impl Strategy<Value = (usize, Option<u64>, Vec<Op>)> {
+    (
+        0..CONFIGS.len() * 2,
+        prop_oneof![Just(None), (64u64..400).prop_map(|m| Some(m * MIB))],
+        proptest::collection::vec(op(), 1..160),
+    )
+}
+
+/// What the test knows of a live allocation.
+#[derive(Debug, Clone, Copy)]
+struct Live {
+    addr: u64,
+    requested: u64,
+    stream: i64,
+    pending: bool,
+}
+
+fn page_of(cfg: &SimConfig, rounded: u64) -> u64 {
+    if is_small(rounded) {
+        SMALL_BUFFER
+    } else {
+        cfg.large_segment_size
+    }
+}
+
+/// Configuration `c` of [`CONFIGS`], under both address orders.
+fn model(c: usize, capacity: Option<u64>) -> (SimConfig, Simulator) {
+    let cfg = SimConfig::parse(CONFIGS[c % CONFIGS.len()]).unwrap();
+    let mut s = Simulator::new(cfg.clone(), capacity);
+    if c >= CONFIGS.len() {
+        s.set_address_order(AddressOrder::Down);
+    }
+    (cfg, s)
+}
+
+/// Runs the ops, checking the invariants after each; returns the events.
+fn drive(
+    c: usize,
+    capacity: Option<u64>,
+    ops: &[Op],
+) -> Result<Vec<(SimAction, u64)>, TestCaseError> {
+    let (cfg, mut s) = model(c, capacity);
+    let mut live: Vec<Live> = Vec::new();
+    let mut net: i128 = 0;
+    let mut seen = 0;
+    for op in ops {
+        let flushes = s.counters().alloc_retries;
+        match *op {
+            Op::Alloc(size, stream) => match s.malloc(size, stream) {
+                Ok(addr) => {
+                    if s.counters().alloc_retries > flushes {
+                        live.retain(|l| !l.pending);
+                    }
+                    prop_assert_eq!(addr % 512, 0);
+                    prop_assert!(
+                        live.iter().all(|l| l.addr != addr),
+                        "address handed out twice"
+                    );
+                    live.push(Live {
+                        addr,
+                        requested: size,
+                        stream,
+                        pending: false,
+                    });
+                }
+                Err(oom) => {
+                    let c = capacity.expect("an unlimited device never runs out");
+                    let rounded = round_size(size, &cfg.roundup_power2_divisions);
+                    prop_assert_eq!(oom.rounded, rounded);
+                    if cfg.memory_fraction.is_none() {
+                        // Only when the device cannot give the next segment
+                        // (or page) even after the cache was flushed.
+                        // Expandable: at most the whole pages of the request
+                        // (less when a free mapped tail is reused).
+                        let need = if cfg.expandable_segments {
+                            let page = page_of(&cfg, rounded);
+                            rounded.div_ceil(page) * page
+                        } else {
+                            oom.alloc_size
+                        };
+                        prop_assert!(
+                            oom.reserved + need > c,
+                            "OOM with {} reserved, {} needed, capacity {}",
+                            oom.reserved,
+                            need,
+                            c
+                        );
+                    }
+                    if !cfg.expandable_segments {
+                        // The flush left no cached whole segment behind.
+                        for g in s.segments() {
+                            prop_assert!(
+                                !(g.blocks.len() == 1 && g.blocks[0].state == BlockState::Inactive),
+                                "cached whole segment at {:#x} survived the OOM flush",
+                                g.address
+                            );
+                        }
+                    }
+                }
+            },
+            Op::Free(n) if !live.is_empty() => {
+                let l = live.remove(n % live.len());
+                if l.pending {
+                    prop_assert!(s.free_completed(l.addr).is_ok());
+                } else {
+                    s.free(l.addr).unwrap();
+                }
+            }
+            Op::FreeRequested(n) if !live.is_empty() => {
+                let i = n % live.len();
+                if !live[i].pending {
+                    s.free_requested(live[i].addr).unwrap();
+                    live[i].pending = true;
+                }
+            }
+            Op::Complete(n) if !live.is_empty() => {
+                let i = n % live.len();
+                if live[i].pending {
+                    let l = live.remove(i);
+                    s.free_completed(l.addr).unwrap();
+                }
+            }
+            Op::EmptyCache => {
+                s.empty_cache();
+                // The flush completes pending frees.
+                live.retain(|l| !l.pending);
+                if !cfg.expandable_segments {
+                    for g in s.segments() {
+                        prop_assert!(
+                            g.blocks.iter().any(|b| b.state != BlockState::Inactive),
+                            "empty_cache left a cached whole segment"
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+        if s.counters().alloc_retries > flushes {
+            // A full flush before a retry completes every pending free.
+            live.retain(|l| !l.pending);
+        }
+        if let Err(e) = s.check_invariants() {
+            return Err(TestCaseError::fail(format!("after {op:?}: {e}")));
+        }
+        let f = s.figures();
+        if let Some(c) = capacity {
+            prop_assert!(f.reserved <= c, "reserved {} over capacity {c}", f.reserved);
+        }
+        for e in &s.events()[seen..] {
+            match e.action {
+                SimAction::SegmentAlloc | SimAction::SegmentMap => net += e.size as i128,
+                SimAction::SegmentFree | SimAction::SegmentUnmap => net -= e.size as i128,
+                _ => {}
+            }
+        }
+        seen = s.events().len();
+        prop_assert_eq!(
+            net,
+            f.reserved as i128,
+            "segment events do not add up to reserved"
+        );
+        // Every live allocation is where it was, with its request.
+        let segs = s.segments();
+        let blocks: BTreeMap<u64, (u64, BlockState, u64, &Segment)> = segs
+            .iter()
+            .flat_map(|g| g.blocks.iter().map(move |b| (g, b)))
+            .map(|(g, b)| {
+                (
+                    b.address,
+                    (b.size, b.state, b.requested_size.unwrap_or(0), g),
+                )
+            })
+            .collect();
+        let mut requested = 0;
+        for l in &live {
+            let (size, state, req, seg) = blocks[&l.addr];
+            prop_assert_eq!(req, l.requested);
+            let rounded = round_size(l.requested, &cfg.roundup_power2_divisions);
+            prop_assert!(size >= rounded);
+            // Streams and pools never share segments.
+            prop_assert_eq!(seg.stream, l.stream);
+            let small = seg.segment_type == SegmentType::Small;
+            prop_assert_eq!(small, is_small(rounded));
+            let want = if l.pending {
+                BlockState::ActivePendingFree
+            } else {
+                BlockState::ActiveAllocated
+            };
+            prop_assert_eq!(state, want);
+            if !l.pending {
+                requested += l.requested;
+            }
+        }
+        prop_assert_eq!(f.requested, requested);
+    }
+    Ok(s.events().iter().map(|e| (e.action, e.size)).collect())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_streams_keep_the_layout_sound((c, capacity, ops) in setup()) {
+        drive(c, capacity, &ops)?;
+    }
+
+    #[test]
+    fn the_model_is_deterministic((c, capacity, ops) in setup()) {
+        let a = drive(c, capacity, &ops)?;
+        let b = drive(c, capacity, &ops)?;
+        prop_assert_eq!(a, b);
+    }
+
+    /// Without max_split_size (which may keep a merged oversize block from
+    /// a smaller request), a freed block serves the same request again from
+    /// the cache: no new segment, reserved unchanged.
+    #[test]
+    fn every_freed_block_is_reusable(
+        c in prop_oneof![Just(0usize), Just(1), Just(4), Just(5)],
+        allocs in proptest::collection::vec((size(), 0i64..3), 1..40),
+        frees in proptest::collection::vec(any::<usize>(), 0..30),
+        pick in any::<usize>(),
+    ) {
+        let cfg = SimConfig::parse(CONFIGS[c]).unwrap();
+        let mut s = Simulator::new(cfg, None);
+        let mut live: Vec<(u64, u64, i64)> = Vec::new();
+        for (size, stream) in allocs {
+            live.push((s.malloc(size, stream).unwrap(), size, stream));
+        }
+        for f in frees {
+            if live.len() > 1 {
+                let (a, _, _) = live.remove(f % live.len());
+                s.free(a).unwrap();
+            }
+        }
+        let (a, size, stream) = live[pick % live.len()];
+        s.free(a).unwrap();
+        let before = s.figures().reserved;
+        let n = s.events().len();
+        s.malloc(size, stream).unwrap();
+        prop_assert_eq!(s.figures().reserved, before);
+        prop_assert!(
+            s.events()[n..].iter().all(|e| !e.action.is_segment_event()),
+            "a freed block could not be reused"
+        );
+        s.check_invariants().map_err(TestCaseError::fail)?;
+    }
+
+    /// The layout the model reports loads back into an equal model.
+    #[test]
+    fn reported_layout_round_trips((c, capacity, ops) in setup()) {
+        let (cfg, mut s) = model(c, capacity);
+        let mut live = Vec::new();
+        for op in &ops {
+            match *op {
+                Op::Alloc(size, stream) => {
+                    if let Ok(a) = s.malloc(size, stream) {
+                        live.push(a);
+                    }
+                }
+                Op::Free(n) if !live.is_empty() => {
+                    let a = live.remove(n % live.len());
+                    s.free(a).unwrap();
+                }
+                _ => {}
+            }
+        }
+        let segs = s.segments();
+        let t = Simulator::with_initial(cfg, capacity, &segs).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        t.check_invariants().map_err(TestCaseError::fail)?;
+        prop_assert_eq!(t.segments(), segs);
+        prop_assert_eq!(t.figures(), s.figures());
+    }
+}
