@@ -13,5 +13,6 @@ pub mod output;
 pub mod profiler;
 pub mod render;
 pub mod replay;
+pub mod report;
 pub mod stats;
 pub mod units;

@@ -8,6 +8,8 @@
 
 pub mod common;
 pub mod convert;
+pub mod plot;
+pub mod report;
 pub mod stats;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -73,6 +75,19 @@ pub enum Command {
         after_help = "Examples:\n  fragscope convert snapshot.pickle -o snapshot.json\n  fragscope convert snapshot.pickle -o snapshot.msgpack"
     )]
     Convert(convert::Args),
+    /// Draw one chart as SVG: memory timeline, fragmentation over time,
+    /// segment map, free-gap histogram or top call sites.
+    #[command(
+        after_help = "Examples:\n  fragscope plot timeline snapshot.pickle -o timeline.svg\n  fragscope plot segments snapshot.pickle --at oom -o segments.svg\n  fragscope plot gaps snapshot.pickle --device 1 --at peak -o gaps.svg"
+    )]
+    Plot(plot::Args),
+    /// A self-contained report for a bug ticket: verdict, key moments, every
+    /// chart, culprits, allocator settings and data quality, as HTML (no
+    /// script, no network), a one-page SVG, or Markdown.
+    #[command(
+        after_help = "Examples:\n  fragscope report snapshot.pickle -o report.html\n  fragscope report snapshot.pickle -o summary.svg -o summary.md\n  fragscope report snapshot.pickle --markdown >> \"$GITHUB_STEP_SUMMARY\""
+    )]
+    Report(report::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -89,6 +104,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
     let result = match cli.command {
         Command::Stats(a) => stats::run(a, &g),
         Command::Convert(a) => convert::run(a, &g),
+        Command::Plot(a) => plot::run(a, &g),
+        Command::Report(a) => report::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),

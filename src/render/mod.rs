@@ -1,6 +1,10 @@
 //! Renderers: figures and findings → text tables, JSON, SVG, HTML. A renderer
 //! returns a `String` (or bytes) and never prints; `cli` decides where it goes.
 
+pub mod charts;
+pub mod html;
+pub mod markdown;
 pub mod segmap;
 pub mod stats;
+pub mod svg;
 pub mod table;
