@@ -163,8 +163,9 @@ pub fn base_name(path: &str) -> String {
 }
 
 /// The moment shown when the user names none: the first out-of-memory event
-/// of the device, else the sample where the most reserved memory was free
-/// (reserved − allocated; earliest on ties).
+/// of the device, else the sample where the most reserved memory sat free
+/// in the cache (reserved − allocated − pending free: blocks still waiting
+/// on a stream are about to be free anyway; earliest on ties).
 pub fn default_moment(snap: &Snapshot, device: i64, samples: &[Sample]) -> (Option<usize>, String) {
     if let Some(i) = snap
         .trace_of(device)
@@ -173,17 +174,21 @@ pub fn default_moment(snap: &Snapshot, device: i64, samples: &[Sample]) -> (Opti
     {
         return (Some(i), "first out-of-memory event".into());
     }
+    let cached = |s: &Sample| {
+        s.reserved
+            .saturating_sub(s.allocated)
+            .saturating_sub(s.pending_free)
+    };
     let mut best: Option<&Sample> = None;
     for s in samples {
-        let free = s.reserved.saturating_sub(s.allocated);
-        if best.is_none_or(|b| free > b.reserved.saturating_sub(b.allocated)) {
+        if best.is_none_or(|b| cached(s) > cached(b)) {
             best = Some(s);
         }
     }
     match best {
         Some(s) if samples.len() > 1 => (
             s.event.map(|e| e as usize),
-            "most reserved memory free".into(),
+            "most reserved memory free in the cache".into(),
         ),
         _ => (
             samples.last().and_then(|s| s.event.map(|e| e as usize)),
@@ -466,13 +471,26 @@ pub fn verdict(r: &Report) -> Vec<String> {
             fmt_bytes(d.peak_reserved.reserved),
             fmt_bytes(d.peak_allocated.allocated)
         ));
-        if let Some(c) = r.culprits_of(d.device).next() {
-            v.push(format!(
-                "Top call site: {} holds {} live and strands {} of free memory.",
-                c.site,
-                fmt_bytes(c.live_bytes),
-                fmt_bytes(c.stranded_bytes)
-            ));
+        let mut sites = r.culprits_of(d.device);
+        if let Some(c) = sites.next() {
+            if c.stack.is_empty() {
+                v.push(format!(
+                    "Blocks without a recorded stack (allocated before recording started, or recorded without context) hold the most: {} live, stranding {} of free memory.",
+                    fmt_bytes(c.live_bytes),
+                    fmt_bytes(c.stranded_bytes)
+                ));
+            }
+            if let Some(c) = std::iter::once(c)
+                .chain(sites)
+                .find(|c| !c.stack.is_empty())
+            {
+                v.push(format!(
+                    "Top call site: {} holds {} live and strands {} of free memory.",
+                    c.site,
+                    fmt_bytes(c.live_bytes),
+                    fmt_bytes(c.stranded_bytes)
+                ));
+            }
         }
     }
     v

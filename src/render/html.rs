@@ -31,6 +31,7 @@ table{border-collapse:collapse;margin:8px 0;font-size:.92em}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}
 td.n{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+td.w{white-space:nowrap}
 figure{margin:14px 0}
 figure svg{max-width:100%;height:auto;display:block;border:1px solid #eee}
 details pre{white-space:pre-wrap;font-size:.85em;margin:4px 0;background:#fafafa;padding:6px}
@@ -150,7 +151,10 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
                 out,
                 "<tr>{}{}{}{}{}{}{}{}</tr>",
                 cell(&k.label),
-                cell(&moment_text(k.at, s.time_us, d.first_time_us)),
+                format!(
+                    "<td class=\"w\">{}</td>",
+                    escape(&moment_text(k.at, s.time_us, d.first_time_us))
+                ),
                 num(&fmt_bytes(s.reserved)),
                 num(&fmt_bytes(s.allocated)),
                 num(&fmt_bytes(s.reserved.saturating_sub(s.allocated))),

@@ -32,9 +32,9 @@ pub const WIDTH: u32 = 1000;
 pub const MAX_POINTS: usize = 1200;
 
 /// Plotters sizes fonts in its own unit; the SVG gets `size / 1.24`.
-pub(crate) const TITLE_SIZE: f64 = 22.0;
-pub(crate) const LABEL_SIZE: f64 = 16.0;
-pub(crate) const SMALL_SIZE: f64 = 15.0;
+pub(crate) const TITLE_SIZE: f64 = 24.0;
+pub(crate) const LABEL_SIZE: f64 = 18.0;
+pub(crate) const SMALL_SIZE: f64 = 17.0;
 
 pub const RESERVED_LINE: RGBColor = RGBColor(70, 70, 70);
 pub const RESERVED_FILL: RGBColor = RGBColor(215, 215, 215);

@@ -273,6 +273,62 @@ fn runs(seg: &Segment, p: &Piece) -> Vec<(i32, i32, RGBColor)> {
     out
 }
 
+/// An outline around highlighted blocks on one row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span<'a> {
+    pub row: usize,
+    pub x0: i32,
+    pub x1: i32,
+    pub label: &'a str,
+}
+
+/// Outlines of the highlighted blocks, neighbouring blocks of the same
+/// culprit merged into one (a run of parameters is one outline, not fifty),
+/// at least 4 px wide so a small block stays visible.
+pub fn culprit_spans<'a>(
+    segs: &[Segment],
+    l: &MapLayout,
+    labels: &HashMap<u64, &'a str>,
+) -> Vec<Span<'a>> {
+    let mut out: Vec<Span<'a>> = Vec::new();
+    for p in &l.pieces {
+        let seg = &segs[p.segment];
+        let span = (p.hi - p.lo).max(1) as f64;
+        let fx =
+            |v: u64| p.x + ((v.clamp(p.lo, p.hi) - p.lo) as f64 / span * p.w as f64).round() as i32;
+        let first = out.len();
+        for b in &seg.blocks {
+            let Some(label) = labels.get(&b.address) else {
+                continue;
+            };
+            let off = b.address.saturating_sub(seg.address);
+            let end = off.saturating_add(b.size);
+            if end <= p.lo || off >= p.hi {
+                continue;
+            }
+            let (mut x0, mut x1) = (fx(off), fx(end));
+            if x1 - x0 < 4 {
+                let mid = (x0 + x1) / 2;
+                x0 = mid - 2;
+                x1 = mid + 2;
+            }
+            let in_piece = out.len() > first;
+            match out.last_mut() {
+                Some(last) if in_piece && last.label == *label && x0 <= last.x1 + 1 => {
+                    last.x1 = last.x1.max(x1);
+                }
+                _ => out.push(Span {
+                    row: p.row,
+                    x0,
+                    x1,
+                    label,
+                }),
+            }
+        }
+    }
+    out
+}
+
 const CHART: &str = "segment map";
 
 pub fn segmap_svg(c: &SegmentMapChart) -> Result<Svg, ChartError> {
@@ -365,49 +421,37 @@ pub fn segmap_svg(c: &SegmentMapChart) -> Result<Svg, ChartError> {
                 ))
                 .map_err(|x| e(&x))?;
         }
-        // Culprit outlines, then labels that do not collide within a row.
+        // Culprit outlines, then one label per culprit and row where it does
+        // not collide with the previous label.
         let mut label_end: HashMap<usize, i32> = HashMap::new();
-        for p in &l.pieces {
-            let seg = &c.segments[p.segment];
-            for b in &seg.blocks {
-                let Some(label) = labels.get(&b.address) else {
-                    continue;
-                };
-                let off = b.address.saturating_sub(seg.address);
-                let end = off.saturating_add(b.size);
-                if end <= p.lo || off >= p.hi {
-                    continue;
-                }
-                let span = (p.hi - p.lo).max(1) as f64;
-                let fx = |v: u64| {
-                    p.x + ((v.clamp(p.lo, p.hi) - p.lo) as f64 / span * p.w as f64).round() as i32
-                };
-                let (mut x0, mut x1) = (fx(off), fx(end));
-                if x1 - x0 < 4 {
-                    let mid = (x0 + x1) / 2;
-                    x0 = mid - 2;
-                    x1 = mid + 2;
-                }
-                let y = row_y(p.row);
+        let mut labelled: std::collections::HashSet<(usize, &str)> = Default::default();
+        for sp in culprit_spans(c.segments, &l, &labels) {
+            let y = row_y(sp.row);
+            upper
+                .draw(&Rectangle::new(
+                    [
+                        (MARGIN + sp.x0 - 1, y - 2),
+                        (MARGIN + sp.x1 + 1, y + ROW_H + 2),
+                    ],
+                    CULPRIT.stroke_width(2),
+                ))
+                .map_err(|x| e(&x))?;
+            let tw = text_width(sp.label, SMALL_SIZE);
+            let free_from = label_end.get(&sp.row).copied().unwrap_or(i32::MIN);
+            let lx = MARGIN + sp.x0;
+            if !labelled.contains(&(sp.row, sp.label))
+                && lx >= free_from
+                && lx + tw <= c.width as i32 - 4
+            {
                 upper
-                    .draw(&Rectangle::new(
-                        [(MARGIN + x0 - 1, y - 2), (MARGIN + x1 + 1, y + ROW_H + 2)],
-                        CULPRIT.stroke_width(2),
+                    .draw(&Text::new(
+                        sp.label.to_string(),
+                        (lx, y - 3),
+                        anchored(text_style(SMALL_SIZE, &CULPRIT), HPos::Left, VPos::Bottom),
                     ))
                     .map_err(|x| e(&x))?;
-                let tw = text_width(label, SMALL_SIZE);
-                let free_from = label_end.get(&p.row).copied().unwrap_or(i32::MIN);
-                let lx = MARGIN + x0;
-                if lx >= free_from && lx + tw <= c.width as i32 - 4 {
-                    upper
-                        .draw(&Text::new(
-                            label.to_string(),
-                            (lx, y - 3),
-                            anchored(text_style(SMALL_SIZE, &CULPRIT), HPos::Left, VPos::Bottom),
-                        ))
-                        .map_err(|x| e(&x))?;
-                    label_end.insert(p.row, lx + tw + 10);
-                }
+                label_end.insert(sp.row, lx + tw + 10);
+                labelled.insert((sp.row, sp.label));
             }
         }
         let mut y = top + rows_h.max(30) + 8;
@@ -590,6 +634,39 @@ mod tests {
                 assert!(w[0].1 <= w[1].0);
             }
         }
+    }
+
+    #[test]
+    fn neighbouring_culprit_blocks_share_one_outline() {
+        let s = seg(
+            0,
+            &[
+                (10 * MIB, Some(10 * MIB), BlockState::ActiveAllocated),
+                (10 * MIB, Some(10 * MIB), BlockState::ActiveAllocated),
+                (10 * MIB, None, BlockState::Inactive),
+                (10 * MIB, Some(10 * MIB), BlockState::ActiveAllocated),
+                (10 * MIB, Some(10 * MIB), BlockState::ActiveAllocated),
+            ],
+        );
+        let segs = vec![s];
+        let l = layout(&segs, 500, 1);
+        assert_eq!(l.rows, 1);
+        let a = &segs[0].blocks;
+        let labels: HashMap<u64, &str> = [
+            (a[0].address, "#1"),
+            (a[1].address, "#1"),
+            (a[3].address, "#1"),
+            (a[4].address, "#2"),
+        ]
+        .into_iter()
+        .collect();
+        let spans = culprit_spans(&segs, &l, &labels);
+        assert_eq!(spans.len(), 3, "{spans:?}");
+        assert_eq!(spans[0].label, "#1");
+        assert_eq!(spans[1].label, "#1");
+        assert_eq!(spans[2].label, "#2");
+        assert!(spans[0].x1 < spans[1].x0, "the free block separates them");
+        assert!(spans.iter().all(|s| s.x1 - s.x0 >= 4));
     }
 
     #[test]
