@@ -55,6 +55,10 @@ fn cell(s: &str) -> String {
     format!("<td>{}</td>", escape(s))
 }
 
+fn nowrap(s: &str) -> String {
+    format!("<td class=\"w\">{}</td>", escape(s))
+}
+
 fn num(s: &str) -> String {
     format!("<td class=\"n\">{}</td>", escape(s))
 }
@@ -151,10 +155,7 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
                 out,
                 "<tr>{}{}{}{}{}{}{}{}</tr>",
                 cell(&k.label),
-                format!(
-                    "<td class=\"w\">{}</td>",
-                    escape(&moment_text(k.at, s.time_us, d.first_time_us))
-                ),
+                nowrap(&moment_text(k.at, s.time_us, d.first_time_us)),
                 num(&fmt_bytes(s.reserved)),
                 num(&fmt_bytes(s.allocated)),
                 num(&fmt_bytes(s.reserved.saturating_sub(s.allocated))),
