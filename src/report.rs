@@ -222,9 +222,13 @@ pub fn gather(
         let key_moments = replay.key_moments(snap);
         let (at, label) = match at {
             Some(m) => (
-                replay
-                    .resolve(snap, m)
-                    .map_err(|e| format!("device {d}: {e}"))?,
+                replay.resolve(snap, m).map_err(|e| {
+                    if e.contains(&format!("device {d}")) {
+                        e
+                    } else {
+                        format!("device {d}: {e}")
+                    }
+                })?,
                 moment_name(m),
             ),
             None => default_moment(snap, d, &replay.samples),

@@ -416,8 +416,7 @@ fn fixture() -> Fixture {
                     example: "free_completed of 0x7f0000001000 with no live block".into(),
                 }],
                 final_state_matches: true,
-                final_state_diff: None,
-                inferences: vec![],
+                ..Default::default()
             },
         },
         moment: MomentState {

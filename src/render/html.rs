@@ -204,8 +204,9 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
                 "<td>no stack recorded</td>".to_string()
             } else {
                 format!(
-                    "<td><details><summary>{} frames</summary><pre>{}</pre></details></td>",
+                    "<td><details><summary>{} frame{}</summary><pre>{}</pre></details></td>",
                     c.stack.len(),
+                    if c.stack.len() == 1 { "" } else { "s" },
                     escape(&c.stack.join("\n"))
                 )
             };
