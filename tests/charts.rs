@@ -756,3 +756,56 @@ fn real_reports_through_the_replay() {
         }
     }
 }
+
+fn run_cli(args: &[&str]) -> i32 {
+    let mut v: Vec<std::ffi::OsString> = vec!["fragscope".into()];
+    v.extend(args.iter().map(|a| a.into()));
+    fragscope::cli::main_with_args(v)
+}
+
+#[test]
+fn report_and_plot_commands_write_their_files() {
+    let p = Path::new(REAL).join("hitsbe_empty-snapshot.pickle");
+    if !p.exists() {
+        eprintln!("note: {} absent; skipping", p.display());
+        return;
+    }
+    let input = p.to_str().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let out = |n: &str| d.path().join(n).to_string_lossy().into_owned();
+    // Nowhere to write, or an unknown extension: exit 2, nothing written.
+    assert_eq!(run_cli(&["report", input]), 2);
+    assert_eq!(run_cli(&["report", input, "-o", &out("r.pdf")]), 2);
+    assert!(!Path::new(&out("r.pdf")).exists());
+    // An empty snapshot still yields every form, saying there is nothing.
+    assert_eq!(
+        run_cli(&[
+            "report",
+            input,
+            "-o",
+            &out("r.html"),
+            "-o",
+            &out("r.svg"),
+            "-o",
+            &out("r.md")
+        ]),
+        0
+    );
+    let h = std::fs::read_to_string(out("r.html")).unwrap();
+    assert!(h.contains("The snapshot holds no segments and no trace events"));
+    assert!(h.contains("Memory report: hitsbe_empty-snapshot.pickle"));
+    let md = std::fs::read_to_string(out("r.md")).unwrap();
+    assert!(md.contains("![memory summary of hitsbe_empty-snapshot.pickle](r.svg)"));
+    rasterize(
+        "cli-empty-summary",
+        &std::fs::read_to_string(out("r.svg")).unwrap(),
+    );
+    assert_eq!(run_cli(&["plot", "gaps", input, "-o", &out("g.svg")]), 0);
+    let g = std::fs::read_to_string(out("g.svg")).unwrap();
+    assert!(g.contains("no device has segments or trace events"));
+    // Refuses to overwrite its input (a copy: never risk the shared file).
+    let copy = out("copy.pickle");
+    std::fs::copy(&p, &copy).unwrap();
+    assert_eq!(run_cli(&["plot", "gaps", &copy, "-o", &copy]), 2);
+    assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&p).unwrap());
+}
