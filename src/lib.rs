@@ -19,6 +19,7 @@ pub mod output;
 pub mod profiler;
 pub mod render;
 pub mod replay;
+pub mod report;
 pub mod sim;
 pub mod stats;
 pub mod units;

@@ -13,6 +13,8 @@ pub mod culprits;
 pub mod diff;
 pub mod explain;
 pub mod flamegraph;
+pub mod plot;
+pub mod report;
 pub mod simulate;
 pub mod stats;
 
@@ -119,6 +121,19 @@ pub enum Command {
         after_help = "Examples:\n  fragscope simulate snapshot.pickle\n  fragscope simulate snapshot.pickle --conf expandable_segments:True --conf max_split_size_mb:256\n  fragscope simulate snapshot.pickle --capacity 80GiB --svg reserved.svg\n  fragscope simulate snapshot.pickle --json"
     )]
     Simulate(simulate::Args),
+    /// Draw one chart as SVG: memory timeline, fragmentation over time,
+    /// segment map, free-gap histogram or top call sites.
+    #[command(
+        after_help = "Examples:\n  fragscope plot timeline snapshot.pickle -o timeline.svg\n  fragscope plot segments snapshot.pickle --at oom -o segments.svg\n  fragscope plot gaps snapshot.pickle --device 1 --at peak -o gaps.svg"
+    )]
+    Plot(plot::Args),
+    /// A self-contained report for a bug ticket: verdict, key moments, every
+    /// chart, culprits, allocator settings and data quality, as HTML (no
+    /// script, no network), a one-page SVG, or Markdown.
+    #[command(
+        after_help = "Examples:\n  fragscope report snapshot.pickle -o report.html\n  fragscope report snapshot.pickle -o summary.svg -o summary.md\n  fragscope report snapshot.pickle --markdown >> \"$GITHUB_STEP_SUMMARY\""
+    )]
+    Report(report::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -141,6 +156,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Diff(a) => diff::run(a, &g),
         Command::Explain(a) => explain::run(a, &g),
         Command::Simulate(a) => simulate::run(a, &g),
+        Command::Plot(a) => plot::run(a, &g),
+        Command::Report(a) => report::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),
