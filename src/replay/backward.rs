@@ -84,10 +84,8 @@ pub(crate) fn start_state(
             Action::FreeRequested => {
                 last.insert(e.addr, false);
             }
-            Action::FreeCompleted => {
-                if last.remove(&e.addr) == Some(true) {
-                    freed_from_allocated.insert(i);
-                }
+            Action::FreeCompleted if last.remove(&e.addr) == Some(true) => {
+                freed_from_allocated.insert(i);
             }
             _ => {}
         }

@@ -81,7 +81,7 @@ impl<'a> Ctx<'a> {
                 stream: e.stream,
                 kind: if expandable {
                     // Large pools map 20 MiB pages, the small pool 2 MiB ones.
-                    if size % LARGE_BUFFER == 0 {
+                    if size.is_multiple_of(LARGE_BUFFER) {
                         SegmentType::Large
                     } else {
                         SegmentType::Small

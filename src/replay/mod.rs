@@ -76,6 +76,51 @@ pub struct MomentState {
     pub failed_request: Option<u64>,
 }
 
+/// The largest free (inactive) block of a moment and the segment holding
+/// it; ties go to the lowest address.
+pub fn largest_free_gap_segment(state: &MomentState) -> Option<(&Segment, &Block)> {
+    largest_free_gap_where(state, |_| true)
+}
+
+/// Like [`largest_free_gap_segment`], among the segments `keep` accepts
+/// (e.g. the pool and stream a request could use).
+pub fn largest_free_gap_where(
+    state: &MomentState,
+    keep: impl Fn(&Segment) -> bool,
+) -> Option<(&Segment, &Block)> {
+    let mut best: Option<(&Segment, &Block)> = None;
+    for s in state.segments.iter().filter(|s| keep(s)) {
+        for b in s.blocks.iter().filter(|b| b.state == BlockState::Inactive) {
+            if best.is_none_or(|(_, x)| b.size > x.size) {
+                best = Some((s, b));
+            }
+        }
+    }
+    best
+}
+
+/// Free blocks of at least `size` bytes at a moment.
+pub fn free_blocks_at_least(state: &MomentState, size: u64) -> usize {
+    state
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == BlockState::Inactive && b.size >= size)
+        .count()
+}
+
+/// The allocator's rounding of a request (512-byte multiples, or
+/// `roundup_power2_divisions` when the settings ask for them).
+pub fn round_size(settings: Option<&AllocatorSettings>, size: u64) -> u64 {
+    policy::Policy::from_settings(settings).round_size(size)
+}
+
+/// The segment a new cudaMalloc would create for a rounded request (2 MiB
+/// for the small pool, 20 MiB up to 10 MiB, else 2 MiB-rounded).
+pub fn allocation_size(rounded: u64) -> u64 {
+    policy::Policy::allocation_size(rounded)
+}
+
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum AnomalyKind {
@@ -113,6 +158,12 @@ pub struct ReplayReport {
     pub final_state_diff: Option<String>,
     /// Statements of what was inferred rather than read (e.g. rounded sizes).
     pub inferences: Vec<String>,
+    /// Live blocks in the reconstructed start (allocated before the trace).
+    pub older_blocks: usize,
+    /// Of those, blocks freed in the trace whose size had to be inferred.
+    pub inferred_blocks: usize,
+    /// Of those, blocks given more than their rounded size (unsplit).
+    pub widened_blocks: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -199,6 +250,7 @@ pub fn replay_device(snap: &Snapshot, device: i64) -> DeviceReplay {
     }
     let recorded: Vec<&Segment> = snap.segments_of(device).collect();
     let final_state_diff = diff_layout(&recorded, &l.to_segments(device));
+    let (older_blocks, inferred_blocks, widened_blocks) = older_counts(&run);
     let report = ReplayReport {
         events: n,
         clean_events: n - run.problems.len(),
@@ -206,6 +258,9 @@ pub fn replay_device(snap: &Snapshot, device: i64) -> DeviceReplay {
         final_state_matches: final_state_diff.is_none(),
         final_state_diff,
         inferences: inferences(&run, snap),
+        older_blocks,
+        inferred_blocks,
+        widened_blocks,
     };
     DeviceReplay {
         device,
@@ -318,10 +373,10 @@ fn summarize(problems: &BTreeMap<usize, Problem>) -> Vec<Anomaly> {
     by.into_values().collect()
 }
 
-fn inferences(run: &Run, snap: &Snapshot) -> Vec<String> {
-    let mut out = Vec::new();
+/// (older than the trace, inferred, widened) blocks of the start.
+fn older_counts(run: &Run) -> (usize, usize, usize) {
     let p = &run.ctx.policy;
-    let (mut older, mut inferred, mut widened) = (0u64, 0u64, 0u64);
+    let (mut older, mut inferred, mut widened) = (0, 0, 0);
     for s in run.start.segs.values() {
         for b in s.blocks.values() {
             older += 1;
@@ -333,6 +388,13 @@ fn inferences(run: &Run, snap: &Snapshot) -> Vec<String> {
             }
         }
     }
+    (older, inferred, widened)
+}
+
+fn inferences(run: &Run, snap: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    let p = &run.ctx.policy;
+    let (older, inferred, widened) = older_counts(run);
     if !run.trace.is_empty() {
         let rounding = if p.uses_power2_rounding() {
             "512-byte multiples with roundup_power2_divisions from allocator_settings"

@@ -116,8 +116,10 @@ mod tests {
 
     #[test]
     fn power2_divisions() {
-        let mut p = Policy::default();
-        p.divisions = [4; 16];
+        let mut p = Policy {
+            divisions: [4; 16],
+            ..Default::default()
+        };
         // [2, 4) MiB in four steps of 512 KiB.
         assert_eq!(p.round_size((3 << 20) + 1), (7 << 20) / 2);
         assert_eq!(p.round_size(1 << 21), 1 << 21);

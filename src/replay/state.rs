@@ -413,13 +413,13 @@ impl Layout {
                 ),
             ));
         }
-        if let Some((a, b)) = seg.blocks.range(..end).next_back() {
-            if a + b.size > x {
-                return Err(Problem::new(
-                    AnomalyKind::SegmentMismatch,
-                    format!("unmapping {size} bytes at {x:#x} would drop the live block at {a:#x}"),
-                ));
-            }
+        if let Some((a, b)) = seg.blocks.range(..end).next_back()
+            && a + b.size > x
+        {
+            return Err(Problem::new(
+                AnomalyKind::SegmentMismatch,
+                format!("unmapping {size} bytes at {x:#x} would drop the live block at {a:#x}"),
+            ));
         }
         self.unindex_seg(sa);
         let mut seg = self.segs.remove(&sa).expect("segment");
