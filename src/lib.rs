@@ -9,6 +9,7 @@ pub mod cli;
 pub mod encode;
 pub mod input;
 pub mod model;
+pub mod oom;
 pub mod output;
 pub mod profiler;
 pub mod render;

@@ -8,7 +8,9 @@
 
 pub mod common;
 pub mod convert;
+pub mod oom;
 pub mod stats;
+pub mod timeline;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -73,6 +75,20 @@ pub enum Command {
         after_help = "Examples:\n  fragscope convert snapshot.pickle -o snapshot.json\n  fragscope convert snapshot.pickle -o snapshot.msgpack"
     )]
     Convert(convert::Args),
+    /// Replay the allocator trace: key moments (peaks, worst fragmentation,
+    /// OOMs) with reserved, allocated, free and largest free gap at each; the
+    /// full series as CSV/JSON; or the state at one moment.
+    #[command(
+        after_help = "Examples:\n  fragscope timeline snapshot.pickle\n  fragscope timeline --csv --max-points 2000 snapshot.pickle > series.csv\n  fragscope timeline --at peak snapshot.pickle\n  fragscope timeline --at oom:1 --device 1 snapshot.pickle"
+    )]
+    Timeline(timeline::Args),
+    /// Explain each out-of-memory event of a snapshot: the request, the
+    /// allocator's state at that moment, a verdict (fragmentation, capacity,
+    /// other processes) and what to try.
+    #[command(
+        after_help = "Examples:\n  fragscope oom snapshot.pickle\n  fragscope oom --capacity 80GiB snapshot.pickle\n  fragscope oom --json snapshot.pickle"
+    )]
+    Oom(oom::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -89,6 +105,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
     let result = match cli.command {
         Command::Stats(a) => stats::run(a, &g),
         Command::Convert(a) => convert::run(a, &g),
+        Command::Timeline(a) => timeline::run(a, &g),
+        Command::Oom(a) => oom::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),
