@@ -104,51 +104,51 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
         _ => None,
     };
     let mut inconsistencies = Vec::new();
-    if let (Some(a), Some(r)) = (f.allocated, f.reserved) {
-        if a > r {
-            inconsistencies.push(format!(
-                "allocated ({}) exceeds reserved ({}): impossible for one allocator state",
-                fmt_bytes(a),
-                fmt_bytes(r)
-            ));
-        }
+    if let (Some(a), Some(r)) = (f.allocated, f.reserved)
+        && a > r
+    {
+        inconsistencies.push(format!(
+            "allocated ({}) exceeds reserved ({}): impossible for one allocator state",
+            fmt_bytes(a),
+            fmt_bytes(r)
+        ));
     }
-    if let (Some(c), Some(r)) = (f.capacity, f.reserved) {
-        if r > c {
-            inconsistencies.push(format!(
-                "reserved ({}) exceeds the device's capacity ({})",
-                fmt_bytes(r),
-                fmt_bytes(c)
-            ));
-        }
+    if let (Some(c), Some(r)) = (f.capacity, f.reserved)
+        && r > c
+    {
+        inconsistencies.push(format!(
+            "reserved ({}) exceeds the device's capacity ({})",
+            fmt_bytes(r),
+            fmt_bytes(c)
+        ));
     }
-    if let (Some(c), Some(free)) = (f.capacity, f.device_free) {
-        if free > c {
-            inconsistencies.push(format!(
-                "free memory ({}) exceeds the device's capacity ({})",
-                fmt_bytes(free),
-                fmt_bytes(c)
-            ));
-        }
+    if let (Some(c), Some(free)) = (f.capacity, f.device_free)
+        && free > c
+    {
+        inconsistencies.push(format!(
+            "free memory ({}) exceeds the device's capacity ({})",
+            fmt_bytes(free),
+            fmt_bytes(c)
+        ));
     }
-    if let (Some(c), Some(free), Some(p)) = (f.capacity, f.device_free, f.process_memory) {
-        if free.saturating_add(p) > c.saturating_add(c / 100) {
-            inconsistencies.push(format!(
-                "free ({}) plus this process's memory ({}) exceed the capacity ({})",
-                fmt_bytes(free),
-                fmt_bytes(p),
-                fmt_bytes(c)
-            ));
-        }
+    if let (Some(c), Some(free), Some(p)) = (f.capacity, f.device_free, f.process_memory)
+        && free.saturating_add(p) > c.saturating_add(c / 100)
+    {
+        inconsistencies.push(format!(
+            "free ({}) plus this process's memory ({}) exceed the capacity ({})",
+            fmt_bytes(free),
+            fmt_bytes(p),
+            fmt_bytes(c)
+        ));
     }
-    if let (Some(a), Some(p)) = (f.allocated, f.process_memory) {
-        if a > p.saturating_add(p / 100) {
-            inconsistencies.push(format!(
-                "PyTorch's allocated memory ({}) exceeds the process's memory in use ({})",
-                fmt_bytes(a),
-                fmt_bytes(p)
-            ));
-        }
+    if let (Some(a), Some(p)) = (f.allocated, f.process_memory)
+        && a > p.saturating_add(p / 100)
+    {
+        inconsistencies.push(format!(
+            "PyTorch's allocated memory ({}) exceeds the process's memory in use ({})",
+            fmt_bytes(a),
+            fmt_bytes(p)
+        ));
     }
 
     let mut details = Vec::new();

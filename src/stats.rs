@@ -198,16 +198,12 @@ pub fn trace_coverage(snap: &Snapshot) -> Vec<TraceCoverage> {
                 Action::Alloc => {
                     seen.insert(e.addr);
                 }
-                Action::FreeRequested => {
-                    if !seen.contains(&e.addr) {
-                        c.frees_without_alloc += 1;
-                        seen.insert(e.addr);
-                    }
+                Action::FreeRequested if !seen.contains(&e.addr) => {
+                    c.frees_without_alloc += 1;
+                    seen.insert(e.addr);
                 }
-                Action::FreeCompleted => {
-                    if !seen.remove(&e.addr) {
-                        c.frees_without_alloc += 1;
-                    }
+                Action::FreeCompleted if !seen.remove(&e.addr) => {
+                    c.frees_without_alloc += 1;
                 }
                 _ => {}
             }

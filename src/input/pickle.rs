@@ -261,7 +261,7 @@ pub fn decode(data: &[u8]) -> Result<Decoded, PickleError> {
             b'd' => {
                 let m = vm.pop_mark()?;
                 let items = vm.stack.split_off(m);
-                if items.len() % 2 != 0 {
+                if !items.len().is_multiple_of(2) {
                     return Err(vm.err("DICT with an odd number of items"));
                 }
                 let pairs = items.chunks_exact(2).map(|p| (p[0], p[1])).collect();
@@ -287,7 +287,7 @@ pub fn decode(data: &[u8]) -> Result<Decoded, PickleError> {
             b'u' => {
                 let m = vm.pop_mark()?;
                 let items = vm.stack.split_off(m);
-                if items.len() % 2 != 0 {
+                if !items.len().is_multiple_of(2) {
                     return Err(vm.err("SETITEMS with an odd number of items"));
                 }
                 let target = vm.top()?;

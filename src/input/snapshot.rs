@@ -391,10 +391,8 @@ impl<'a> Cx<'a> {
                         _ => return err(&pk, format!("unknown segment type {s:?}")),
                     })
                 }
-                "segment_pool_id" => {
-                    if !matches!(self.node(val), Node::None) {
-                        pool_id = Some(self.pair(val, &pk)?)
-                    }
+                "segment_pool_id" if !matches!(self.node(val), Node::None) => {
+                    pool_id = Some(self.pair(val, &pk)?)
                 }
                 "is_expandable" => is_expandable = Some(self.bool(val, &pk)?),
                 "frames" => frames_v = Some(val),
@@ -468,26 +466,18 @@ impl<'a> Cx<'a> {
                 "addr" => addr = self.uint(val, &p.key("addr"))?,
                 "size" => size = self.uint(val, &p.key("size"))?,
                 "stream" => stream = self.int(val, &p.key("stream"))?,
-                "time_us" => {
-                    if !matches!(self.node(val), Node::None) {
-                        time_us = Some(self.int(val, &p.key("time_us"))?)
-                    }
+                "time_us" if !matches!(self.node(val), Node::None) => {
+                    time_us = Some(self.int(val, &p.key("time_us"))?)
                 }
                 "frames" => frames = Some(val),
                 "cpp_frames" => cpp = Some(val),
                 "device_free" => device_free = Some(self.uint(val, &p.key("device_free"))?),
                 "compile_context" => compile_context = Some(val),
                 "user_metadata" => user_metadata = Some(val),
-                "pool_id" => {
-                    if !matches!(self.node(val), Node::None) {
-                        pool_id = Some(self.pair(val, &p.key("pool_id"))?)
-                    }
+                "pool_id" if !matches!(self.node(val), Node::None) => {
+                    pool_id = Some(self.pair(val, &p.key("pool_id"))?)
                 }
-                "category" => {
-                    if !matches!(self.node(val), Node::None) {
-                        category = Some(val)
-                    }
-                }
+                "category" if !matches!(self.node(val), Node::None) => category = Some(val),
                 _ => {}
             }
         }

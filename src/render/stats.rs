@@ -139,10 +139,10 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
             ));
         }
     }
-    if let Some(c) = &fs.allocator_conf {
-        if !c.is_empty() {
-            out.push_str(&format!("\nPYTORCH_CUDA_ALLOC_CONF: {c}\n"));
-        }
+    if let Some(c) = &fs.allocator_conf
+        && !c.is_empty()
+    {
+        out.push_str(&format!("\nPYTORCH_CUDA_ALLOC_CONF: {c}\n"));
     }
     out.push('\n');
     out.push_str(segmap);

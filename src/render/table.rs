@@ -7,7 +7,7 @@ pub fn new_table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_style(presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(header.iter().map(|h| Cell::new(h)));
+        .set_header(header.iter().map(Cell::new));
     t
 }
 
