@@ -221,7 +221,8 @@ impl<'a> Run<'a> {
         let ctx = forward::Ctx::new(snap, device, trace);
         let end = Layout::from_segments(snap.segments_of(device));
         let mut problems = BTreeMap::new();
-        let start = backward::start_state(&ctx, end, trace, &mut problems);
+        let mut start = backward::start_state(&ctx, end, trace, &mut problems);
+        start.set_indexed(true);
         Run {
             ctx,
             trace,

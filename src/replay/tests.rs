@@ -624,6 +624,7 @@ mod prop {
         let mut ctx = Ctx::new(&s, 0, &[]);
         ctx.policy.expandable = expandable;
         let mut l = Layout::default();
+        l.set_indexed(true);
         let mut trace = Vec::new();
         let mut states = vec![l.clone()];
         let mut next_addr = B;
