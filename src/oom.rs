@@ -411,11 +411,6 @@ fn final_state(snap: &Snapshot, st: &MomentState, capacity: Option<u64>) -> Fina
         d.cause = Cause::Unknown;
         d.headline = "no oom event, and the final state does not look like an out-of-memory moment"
             .to_string();
-        details.push(format!(
-            "{} is free inside reserved memory (largest free block {})",
-            fmt_bytes(f.inactive),
-            fmt_bytes(gap)
-        ));
     } else {
         let not_frag = format!(
             "not fragmentation: only {} is free inside reserved memory and the largest free block is {}, so any request above {} needed new device memory",

@@ -286,7 +286,7 @@ pub fn state_at(snap: &Snapshot, device: i64, at: Option<usize>) -> MomentState 
     }
     MomentState {
         device,
-        at: at.map(|a| a.min(run.trace.len().saturating_sub(1))),
+        at: at.and_then(|a| run.trace.len().checked_sub(1).map(|last| a.min(last))),
         time_us: ev.and_then(|e| e.time_us),
         segments: l.to_segments(device),
         origins,
@@ -521,8 +521,17 @@ impl DeviceReplay {
         self.samples.last().expect("at least one sample")
     }
     /// Start, peaks, worst fragmentation, smallest largest gap under
-    /// pressure, every OOM and the end, in that order.
+    /// pressure, every OOM and the end, in that order (only the end when the
+    /// trace is empty).
     pub fn key_moments(&self, snap: &Snapshot) -> Vec<KeyMoment> {
+        if self.samples.len() == 1 {
+            // No events: every moment is the recorded state.
+            return vec![KeyMoment {
+                label: "end".into(),
+                at: None,
+                sample: self.samples[0],
+            }];
+        }
         let mut out = Vec::new();
         let mut push = |label: String, m: Moment| {
             if let Ok(at) = self.resolve(snap, m) {
