@@ -1,7 +1,7 @@
 //! Replay stage: a snapshot's trace → the allocator state at every event.
 //!
-//! CONTRACT (the implementation lands separately; these types and signatures
-//! are what every later stage codes against and must stay stable):
+//! CONTRACT (these types and signatures are what every later stage codes
+//! against and must stay stable):
 //!
 //! * `replay_device` reconstructs the state before the first trace event by
 //!   undoing events backwards from the final `segments`, then replays forward,
@@ -10,6 +10,11 @@
 //!   `samples` holds exactly one sample (the final state).
 //! * `state_at` returns the block-level layout after an event (`None` = start).
 //! * Anomalies never abort; they are counted in [`ReplayReport`].
+//!
+//! Inside: `backward` rebuilds the start, `forward` applies one event,
+//! `state` holds the layout with its O(log n) free-block index, `policy` the
+//! allocator's rounding and split rules. The stage reads the model only; it
+//! neither decodes input nor formats output.
 
 mod backward;
 pub mod downsample;
