@@ -13,10 +13,12 @@ pub mod culprits;
 pub mod diff;
 pub mod explain;
 pub mod flamegraph;
+pub mod oom;
 pub mod plot;
 pub mod report;
 pub mod simulate;
 pub mod stats;
+pub mod timeline;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -134,6 +136,20 @@ pub enum Command {
         after_help = "Examples:\n  fragscope report snapshot.pickle -o report.html\n  fragscope report snapshot.pickle -o summary.svg -o summary.md\n  fragscope report snapshot.pickle --markdown >> \"$GITHUB_STEP_SUMMARY\""
     )]
     Report(report::Args),
+    /// Replay the allocator trace: key moments (peaks, worst fragmentation,
+    /// OOMs) with reserved, allocated, free and largest free gap at each; the
+    /// full series as CSV/JSON; or the state at one moment.
+    #[command(
+        after_help = "Examples:\n  fragscope timeline snapshot.pickle\n  fragscope timeline --csv --max-points 2000 snapshot.pickle > series.csv\n  fragscope timeline --at peak snapshot.pickle\n  fragscope timeline --at oom:1 --device 1 snapshot.pickle"
+    )]
+    Timeline(timeline::Args),
+    /// Explain each out-of-memory event of a snapshot: the request, the
+    /// allocator's state at that moment, a verdict (fragmentation, capacity,
+    /// other processes) and what to try.
+    #[command(
+        after_help = "Examples:\n  fragscope oom snapshot.pickle\n  fragscope oom --capacity 80GiB snapshot.pickle\n  fragscope oom --json snapshot.pickle"
+    )]
+    Oom(oom::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -158,6 +174,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Simulate(a) => simulate::run(a, &g),
         Command::Plot(a) => plot::run(a, &g),
         Command::Report(a) => report::run(a, &g),
+        Command::Timeline(a) => timeline::run(a, &g),
+        Command::Oom(a) => oom::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),
