@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 pub enum OutputError {
     #[error("{path}: refusing to write over an input file")]
     WouldOverwriteInput { path: String },
-    #[error("{path}: cannot write: {source}")]
+    // The cause is the next link of the chain, not repeated here.
+    #[error("{path}: cannot write")]
     Io {
         path: String,
         #[source]

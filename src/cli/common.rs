@@ -63,21 +63,28 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// One line by default; the chain of causes under `--verbose`.
+/// One line by default; the chain of causes under `--verbose`. File names
+/// and file contents reach messages, so control characters are escaped: no
+/// input can split or forge a line.
 pub fn print_error(e: &anyhow::Error, verbose: bool) {
+    use crate::input::one_line;
     let mut err = std::io::stderr().lock();
     if verbose {
-        let _ = writeln!(err, "fragscope: error: {e}");
+        let _ = writeln!(err, "fragscope: error: {}", one_line(&e.to_string()));
         for c in e.chain().skip(1) {
-            let _ = writeln!(err, "  caused by: {c}");
+            let _ = writeln!(err, "  caused by: {}", one_line(&c.to_string()));
         }
     } else {
-        let _ = writeln!(err, "fragscope: error: {e:#}");
+        let _ = writeln!(err, "fragscope: error: {}", one_line(&format!("{e:#}")));
     }
 }
 
 pub fn warn(msg: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "fragscope: warning: {msg}");
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "fragscope: warning: {}",
+        crate::input::one_line(msg)
+    );
 }
 
 /// Writes to stdout; a closed pipe surfaces as an error that exits 0.

@@ -59,6 +59,11 @@ struct Vm<'a> {
 
 const NO_MEMO: Vid = Vid::MAX;
 
+/// Node ids are u32 (half the memory of usize on the large files); one
+/// opcode makes at most one node, so only an input of more than 4 Gi
+/// opcodes can run out of them, and it is refused rather than wrapped.
+const MAX_NODES: usize = NO_MEMO as usize - 1;
+
 /// Decodes one pickle from `data`. Trailing bytes after STOP are ignored (as
 /// `pickle.load` does).
 pub fn decode(data: &[u8]) -> Result<Decoded, PickleError> {
@@ -78,6 +83,9 @@ pub fn decode(data: &[u8]) -> Result<Decoded, PickleError> {
     let mut protocol = 0u8;
     loop {
         vm.op_start = vm.pos;
+        if vm.arena.nodes.len() >= MAX_NODES {
+            return Err(vm.err("more than 4 billion values; fragscope cannot index them"));
+        }
         let op = vm
             .byte()
             .map_err(|_| vm.err_at(vm.pos, "unexpected end of data (no STOP opcode)"))?;

@@ -95,7 +95,8 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
                 .collect::<Vec<_>>()
                 .join(", ");
             let span = match (c.first_time_us, c.last_time_us) {
-                (Some(a), Some(b)) => format!("{:.3} s", (b - a) as f64 / 1e6),
+                // In f64: a hostile file's times may be i64::MIN and i64::MAX.
+                (Some(a), Some(b)) => format!("{:.3} s", (b as f64 - a as f64) / 1e6),
                 _ => "no time_us".into(),
             };
             let cov = if c.events == 0 {
