@@ -8,11 +8,13 @@
 
 pub mod check;
 pub mod common;
+pub mod completions;
 pub mod convert;
 pub mod culprits;
 pub mod diff;
 pub mod explain;
 pub mod flamegraph;
+pub mod man;
 pub mod stats;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -112,6 +114,17 @@ pub enum Command {
         after_help = "Examples:\n  fragscope explain 'CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ...'\n  fragscope explain train.log\n  pbpaste | fragscope explain"
     )]
     Explain(explain::Args),
+    /// Shell completion script for bash, zsh, fish, elvish or PowerShell,
+    /// on stdout.
+    #[command(
+        after_help = "Examples:\n  fragscope completions bash > ~/.local/share/bash-completion/completions/fragscope\n  fragscope completions zsh > \"${fpath[1]}/_fragscope\"\n  fragscope completions fish > ~/.config/fish/completions/fragscope.fish"
+    )]
+    Completions(completions::Args),
+    /// The manual page (roff), every command included, on stdout or to a file.
+    #[command(
+        after_help = "Examples:\n  fragscope man | man -l -\n  fragscope man -o ~/.local/share/man/man1/fragscope.1"
+    )]
+    Man(man::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -133,6 +146,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Check(a) => check::run(a, &g),
         Command::Diff(a) => diff::run(a, &g),
         Command::Explain(a) => explain::run(a, &g),
+        Command::Completions(a) => completions::run(a, &g),
+        Command::Man(a) => man::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),
