@@ -5,10 +5,10 @@
 mod hostile_util;
 
 use fragscope::input::{self, LoadError};
+use hostile_util::*;
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use hostile_util::*;
 
 /// Address space for the cases that try to make fragscope allocate: a few
 /// hundred MB, far below what the hostile input asks for.

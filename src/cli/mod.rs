@@ -8,11 +8,13 @@
 
 pub mod check;
 pub mod common;
+pub mod completions;
 pub mod convert;
 pub mod culprits;
 pub mod diff;
 pub mod explain;
 pub mod flamegraph;
+pub mod man;
 pub mod oom;
 pub mod plot;
 pub mod report;
@@ -150,6 +152,17 @@ pub enum Command {
         after_help = "Examples:\n  fragscope oom snapshot.pickle\n  fragscope oom --capacity 80GiB snapshot.pickle\n  fragscope oom --json snapshot.pickle"
     )]
     Oom(oom::Args),
+    /// Shell completion script for bash, zsh, fish, elvish or PowerShell,
+    /// on stdout.
+    #[command(
+        after_help = "Examples:\n  fragscope completions bash > ~/.local/share/bash-completion/completions/fragscope\n  fragscope completions zsh > \"${fpath[1]}/_fragscope\"\n  fragscope completions fish > ~/.config/fish/completions/fragscope.fish"
+    )]
+    Completions(completions::Args),
+    /// The manual page (roff), every command included, on stdout or to a file.
+    #[command(
+        after_help = "Examples:\n  fragscope man | man -l -\n  fragscope man -o ~/.local/share/man/man1/fragscope.1"
+    )]
+    Man(man::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -176,6 +189,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Report(a) => report::run(a, &g),
         Command::Timeline(a) => timeline::run(a, &g),
         Command::Oom(a) => oom::run(a, &g),
+        Command::Completions(a) => completions::run(a, &g),
+        Command::Man(a) => man::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),
