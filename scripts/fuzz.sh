@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh [-t SECONDS] [-m SEED_MAX_BYTES] [TARGET...]
 #
 # Defaults: every target of `cargo fuzz list`, 600 s each, seeds up to
-# 256 KiB. Needs a nightly toolchain and cargo-fuzz
+# 64 KiB (larger ones slow every execution down). Needs a nightly toolchain and cargo-fuzz
 # (`rustup toolchain install nightly && cargo install cargo-fuzz`).
 #
 # Corpora live in fuzz/corpus/TARGET (ignored by git). Each run seeds them
@@ -16,13 +16,14 @@
 # pickles. Logs and crash artifacts go to fuzz/artifacts/TARGET.
 #
 # Prints one summary line per target (executions, coverage, corpus size) and
-# exits 1 when any target found an input that breaks its invariant; replay
+# exits 1 when any target found an input that breaks an invariant, crashes,
+# hangs (120 s) or exceeds 2 GB; replay
 # one with `cargo +nightly fuzz run TARGET fuzz/artifacts/TARGET/crash-...`,
 # then copy it to fuzz/regressions/TARGET so tests/fuzz_seeds.rs keeps it.
 set -euo pipefail
 
 secs=600
-seed_max=$((256 * 1024))
+seed_max=$((64 * 1024))
 while getopts "t:m:h" o; do
     case $o in
         t) secs=$OPTARG ;;
@@ -47,14 +48,42 @@ fi
 # JSON and MessagePack forms of the small real snapshots.
 conv=$(mktemp -d)
 trap 'rm -rf "$conv"' EXIT
+# FRAGSCOPE_BIN names an already-built binary to convert with.
 if [ -d "$real" ]; then
-    nice -n 19 cargo build --quiet
+    bin=${FRAGSCOPE_BIN:-}
+    if [ -z "$bin" ]; then
+        nice -n 19 cargo build --quiet
+        bin=./target/debug/fragscope
+    fi
     for f in "$real"/*.pickle "$real"/*.pkl; do
         [ -f "$f" ] && [ "$(stat -c %s "$f")" -le "$seed_max" ] || continue
         b=$(basename "$f")
-        ./target/debug/fragscope convert "$f" -o "$conv/$b.json" 2>/dev/null || true
-        ./target/debug/fragscope convert "$f" -o "$conv/$b.msgpack" 2>/dev/null || true
+        "$bin" convert "$f" -o "$conv/$b.json" 2>/dev/null || true
+        "$bin" convert "$f" -o "$conv/$b.msgpack" 2>/dev/null || true
     done
+fi
+
+# Small excerpts of the real profiler traces (the whole files are 1-54 MB of
+# JSON, too slow to mutate): the first 400 events of each, and the first 2000
+# rows of the memory timeline.
+if [ -d "$real" ] && command -v python3 >/dev/null; then
+    python3 - "$real" "$conv" <<'PY'
+import gzip, json, os, sys
+real, out = sys.argv[1], sys.argv[2]
+for n in sorted(os.listdir(real)):
+    if not n.endswith(".json.gz"):
+        continue
+    v = json.load(gzip.open(os.path.join(real, n)))
+    if isinstance(v, dict) and isinstance(v.get("traceEvents"), list):
+        ev = v["traceEvents"]
+        mem = [e for e in ev if isinstance(e, dict) and e.get("name") == "[memory]"][:200]
+        ops = [e for e in ev if isinstance(e, dict) and e.get("ph") == "X"][:200]
+        v["traceEvents"] = ops + mem
+    elif isinstance(v, list):
+        v = v[:2000]
+    with open(os.path.join(out, "excerpt-" + n[:-3]), "w") as f:
+        json.dump(v, f)
+PY
 fi
 
 seed() { # seed TARGET FILE...
@@ -78,17 +107,23 @@ for t in "${targets[@]}"; do
     case $t in
         json)
             dict=fuzz/dicts/json.dict
-            seed "$t" fuzz/seeds/*.json "$conv"/*.json "${fixtures[@]}"
-            # The gzip'ed real JSON, decompressed (the JSON target sees raw text).
-            for f in "$real"/*.json.gz fuzz/seeds/*.json.gz; do
-                [ -f "$f" ] || continue
-                g=$conv/$(basename "${f%.gz}")
-                gzip -dc "$f" > "$g" && seed "$t" "$g"
-            done
+            seed "$t" fuzz/seeds/*.json "$conv"/*.pickle.json "$conv"/*.pkl.json \
+                $(printf '%s\n' "${fixtures[@]}" | grep -E '\.json$')
+            ;;
+        profiler)
+            dict=fuzz/dicts/json.dict
+            seed "$t" fuzz/seeds/chrome_trace_min.json fuzz/seeds/memory_timeline_min.json \
+                "$conv"/excerpt-*.json
+            ;;
+        check_config)
+            dict=fuzz/dicts/toml.dict
+            seed "$t" fuzz/seeds/*.toml
+            [ -d fixtures ] && seed "$t" $(find fixtures -name '*.toml' | sort)
             ;;
         pickle)
             dict=fuzz/dicts/pickle.dict
-            seed "$t" fuzz/seeds/*.pickle "$real"/*.pickle "$real"/*.pkl "${fixtures[@]}"
+            seed "$t" fuzz/seeds/*.pickle "$real"/*.pickle "$real"/*.pkl \
+                $(printf '%s\n' "${fixtures[@]}" | grep -E '\.(pickle|pkl)$')
             ;;
         *)
             dict=fuzz/dicts/pickle.dict
@@ -100,14 +135,15 @@ for t in "${targets[@]}"; do
     echo "fuzz.sh: $t for ${secs}s ($(ls "fuzz/corpus/$t" | wc -l) inputs in the corpus)" >&2
     set +e
     nice -n 19 cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- \
-        -max_total_time="$secs" -dict="$dict" -timeout=20 -rss_limit_mb=2048 \
+        -max_total_time="$secs" -dict="$dict" -timeout=120 -report_slow_units=120 \
+        -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="fuzz/artifacts/$t/" > "$log" 2>&1
     rc=$?
     set -e
     last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-    found=$(ls "fuzz/artifacts/$t" | grep -cE '^(crash|leak|timeout|oom|slow-unit)-' || true)
-    summary+=("$t: exit $rc, ${execs:-?} executions, $found finding(s); last: ${last:-none}")
+    found=$(ls "fuzz/artifacts/$t" | grep -cE '^(crash|leak|timeout|oom)-' || true)
+    summary+=("$t: exit $rc, ${execs:-?} executions in ${secs}s, $found finding(s); last: ${last:-none}")
     if [ "$rc" -ne 0 ] || [ "$found" -gt 0 ]; then
         failed=1
     fi

@@ -90,3 +90,22 @@ write("chrome_trace_min.json", json.dumps({"traceEvents": [
      "args": {"Addr": 1234, "Bytes": 512, "Total Allocated": 512, "Total Reserved": 2097152,
               "Device Type": 1, "Device Id": 0}}]}).encode())
 write("memory_timeline_min.json", json.dumps([[-1, 1, 512, 0], [10, 2, 1024, 4], [20, 4, 1024, 4]]).encode())
+
+# `check` configurations (fragscope.toml), for the check_config target.
+write("check_full.toml", b'''[check]
+max_fragmentation = 0.5
+min_largest_gap = "512MiB"
+max_peak_reserved = "70GiB"
+max_peak_allocated = 64424509440
+max_internal_waste = "5%"
+max_oom_events = 0
+baseline = "baselines/main.json"
+
+[check.max_regression]
+peak_reserved = "5%"
+peak_allocated = "1GiB"
+fragmentation = 0.05
+oom_events = 1
+''')
+write("check_min.toml", b'[check]\nmax_oom_events = 2\n')
+write("check_bad.toml", b'max_fragmentation = 0.5\n[check]\nmax_fragmentation = "150%"\n')

@@ -50,6 +50,10 @@ fn gunzip(bytes: &[u8]) -> Option<Vec<u8>> {
 
 fn check_all(path: &Path) {
     let bytes = std::fs::read(path).unwrap();
+    if path.extension().is_some_and(|e| e == "toml") {
+        replay("check_config", path, &bytes, invariants::check_config);
+        return;
+    }
     let plain = gunzip(&bytes);
     let text = plain.as_deref().unwrap_or(&bytes);
     replay("pickle", path, text, invariants::check_pickle);
@@ -71,11 +75,21 @@ fn synthetic_seeds_keep_every_invariant() {
 }
 
 #[test]
+fn fixtures_keep_every_invariant() {
+    for dir in ["fixtures", "fixtures/culprits"] {
+        for p in files_in(&root().join(dir)) {
+            check_all(&p);
+        }
+    }
+}
+
+#[test]
 fn inputs_the_fuzzers_found_stay_fixed() {
-    for target in ["pickle", "json", "load_bytes"] {
+    for target in ["pickle", "json", "profiler", "load_bytes", "check_config"] {
         let check: fn(&[u8]) = match target {
             "pickle" => invariants::check_pickle,
-            "json" => invariants::check_json,
+            "json" | "profiler" => invariants::check_json,
+            "check_config" => invariants::check_config,
             _ => invariants::check_load_bytes,
         };
         for p in files_in(&root().join("fuzz/regressions").join(target)) {

@@ -901,3 +901,61 @@ fn absurd_sizes_and_times_neither_overflow_nor_allocate() {
         run_limited(&args, small()).assert_ok();
     }
 }
+
+#[test]
+fn messagepack_ids_are_checked_before_use() {
+    // fragscope's MessagePack deserialises straight into the model; an id
+    // outside its table would make a later stage index past the end.
+    use fragscope::model::*;
+    let ev = TraceEvent {
+        action: Action::Other(StrId(5)),
+        addr: 0,
+        size: 0,
+        stream: 0,
+        time_us: None,
+        frames: StackId::EMPTY,
+        device_free: None,
+        compile_context: None,
+        user_metadata: None,
+        pool_id: None,
+        category: None,
+    };
+    let bad_string = Snapshot {
+        device_traces: Some(vec![vec![ev.clone()]]),
+        stacks: vec![vec![]],
+        ..Default::default()
+    };
+    let bad_stack = Snapshot {
+        device_traces: Some(vec![vec![TraceEvent {
+            action: Action::Alloc,
+            frames: StackId(3),
+            ..ev
+        }]]),
+        stacks: vec![vec![]],
+        ..Default::default()
+    };
+    let no_empty_stack = Snapshot::default();
+    let d = tmp();
+    for (name, snap, want) in [
+        (
+            "string.msgpack",
+            bad_string,
+            "device_traces[0][0]: string id 5 is not below 0",
+        ),
+        (
+            "stack.msgpack",
+            bad_stack,
+            "device_traces[0][0]: stack id 3 is not below 1",
+        ),
+        (
+            "empty.msgpack",
+            no_empty_stack,
+            "stack 0 must be the empty stack",
+        ),
+    ] {
+        let f = write(d.path(), name, &fragscope::encode::to_msgpack_bytes(&snap));
+        run(&["stats", &f])
+            .assert_clean_error(&f)
+            .assert_stderr_has(want);
+    }
+}

@@ -13,9 +13,12 @@
 //! so a non-finite float in `allocator_settings`, an annotation or an unknown
 //! key becomes `null` in the JSON form (MessagePack keeps it).
 
+use fragscope::check::{RegressionLimit, Rules};
 use fragscope::encode;
 use fragscope::input::{self, Content, LoadOptions, pickle, snapshot};
+use fragscope::metrics::Quantity;
 use fragscope::model::{Action, Setting, Snapshot, StackId};
+use fragscope::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
 
 /// The name decoders are given; every error must start with it.
 pub const NAME: &str = "fuzz-input";
@@ -97,16 +100,164 @@ pub fn check_pickle(data: &[u8]) {
 }
 
 /// JSON decoder: errors are one line naming the input; snapshots survive the
-/// round trips.
+/// round trips; profiler traces and memory timelines keep theirs.
 pub fn check_json(data: &[u8]) {
     match input::json::load_json(data, NAME) {
         Ok(Content::Snapshot(snap)) => {
             check_model(&snap, data.len());
             check_round_trips(&snap);
         }
-        Ok(Content::Profiler(_)) | Ok(Content::MemoryTimeline(_)) => {}
+        Ok(Content::Profiler(tr)) => check_profiler_trace(&tr),
+        Ok(Content::MemoryTimeline(tl)) => check_memory_timeline(&tl),
         Err(e) => check_error(&e),
     }
+}
+
+/// Profiler Chrome trace: one sample per event plus the start, every index
+/// points into its table, allocation/free pairs point at each other, the
+/// downsampled series keeps every peak, and the reports render (the JSON one
+/// parses back).
+pub fn check_profiler_trace(tr: &ProfilerTrace) {
+    for d in &tr.devices {
+        assert_eq!(d.samples.len(), d.events.len() + 1, "{}: samples", d.label);
+        for (i, e) in d.events.iter().enumerate() {
+            assert!((e.thread as usize) < tr.threads.len(), "thread id");
+            for n in [e.op, e.top_op, e.python].into_iter().flatten() {
+                assert!((n as usize) < tr.names.len(), "name id");
+            }
+            if let Some(j) = e.pair {
+                let other = d.events.get(j as usize).expect("pair in range");
+                assert_eq!(other.pair, Some(i as u32), "pairs are mutual");
+                assert!(
+                    (e.bytes > 0) != (other.bytes > 0),
+                    "a pair is an allocation and a free"
+                );
+            }
+        }
+        let max = |v: &[TraceSample]| v.iter().map(|s| s.allocated).max();
+        let down = d.downsampled(64);
+        assert!(
+            down.len() <= 64 + 2,
+            "{} points from downsampling to 64",
+            down.len()
+        );
+        assert_eq!(max(&down), max(&d.samples), "downsampling lowered the peak");
+    }
+    fragscope::render::profiler::trace_text(NAME, "fuzz", tr);
+    let json = fragscope::render::profiler::trace_json(NAME, "fuzz", tr);
+    serde_json::from_str::<serde_json::Value>(&json).expect("trace JSON report parses");
+}
+
+/// Memory-timeline export: the downsampled series keeps the peak total,
+/// and the reports render.
+pub fn check_memory_timeline(tl: &MemoryTimeline) {
+    let max =
+        |v: &[fragscope::profiler::memtimeline::CategorySample]| v.iter().map(|s| s.total()).max();
+    let down = tl.downsampled(64);
+    assert!(down.len() <= 64 + 2);
+    assert_eq!(
+        max(&down),
+        max(&tl.samples),
+        "downsampling lowered the peak"
+    );
+    if let Some(p) = &tl.peak {
+        assert_eq!(Some(p.total), max(&tl.samples), "peak is the highest total");
+    }
+    fragscope::render::profiler::timeline_text(NAME, "fuzz", tl);
+    let json = fragscope::render::profiler::timeline_json(NAME, "fuzz", tl);
+    serde_json::from_str::<serde_json::Value>(&json).expect("timeline JSON report parses");
+}
+
+/// `check` configuration (fragscope.toml): errors are one line naming the
+/// file; whatever parses holds only valid limits, and written back as TOML
+/// it parses to the same rules.
+pub fn check_config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    const ORIGIN: &str = "fuzz.toml";
+    let rules = match Rules::from_toml(text, ORIGIN) {
+        Ok(r) => r,
+        Err(e) => {
+            let s = e.to_string();
+            assert!(s.starts_with(ORIGIN), "{s:?}");
+            one_line("config", &s);
+            return;
+        }
+    };
+    let valid = |q: Quantity| match q {
+        Quantity::Ratio(r) => (0.0..=1.0).contains(&r),
+        _ => true,
+    };
+    for (rule, q) in &rules.limits {
+        assert_eq!(q.unit(), rule.metric().unit(), "{}: unit", rule.key());
+        assert!(valid(*q), "{}: {q:?}", rule.key());
+    }
+    for (m, lim) in &rules.regressions {
+        match lim {
+            RegressionLimit::Relative(r) => assert!(r.is_finite() && *r >= 0.0, "{r}"),
+            RegressionLimit::Absolute(q) => {
+                assert_eq!(q.unit(), m.unit(), "{}: unit", m.key());
+                assert!(valid(*q), "{}: {q:?}", m.key());
+            }
+        }
+    }
+    let written = config_toml(&rules);
+    let back = Rules::from_toml(&written, ORIGIN)
+        .unwrap_or_else(|e| panic!("rules written back do not parse: {e}\n{written}"));
+    assert_eq!(back.limits, rules.limits, "limits changed:\n{written}");
+    assert_eq!(back.baseline, rules.baseline);
+    assert_eq!(back.regressions.len(), rules.regressions.len());
+    for (m, lim) in &rules.regressions {
+        let same = match (lim, &back.regressions[m]) {
+            // Written as a percentage: x * 100 / 100 may move the last bit.
+            (RegressionLimit::Relative(a), RegressionLimit::Relative(b)) => {
+                (a - b).abs() <= 1e-12 * a.abs().max(1.0)
+            }
+            (a, b) => a == b,
+        };
+        assert!(
+            same,
+            "{}: {lim:?} became {:?}",
+            m.key(),
+            back.regressions[m]
+        );
+    }
+}
+
+/// Rules as a `[check]` table, in the forms `Rules::from_toml` documents.
+fn config_toml(r: &Rules) -> String {
+    let q = |q: &Quantity| match *q {
+        Quantity::Bytes(b) | Quantity::Count(b) => match i64::try_from(b) {
+            Ok(i) => toml::Value::Integer(i),
+            Err(_) => toml::Value::String(b.to_string()),
+        },
+        Quantity::Ratio(f) => toml::Value::Float(f),
+    };
+    let mut check = toml::Table::new();
+    for (rule, lim) in &r.limits {
+        check.insert(rule.key().into(), q(lim));
+    }
+    let mut regs = toml::Table::new();
+    for (m, lim) in &r.regressions {
+        let v = match lim {
+            RegressionLimit::Relative(p) => toml::Value::String(format!("{}%", p * 100.0)),
+            RegressionLimit::Absolute(a) => q(a),
+        };
+        regs.insert(m.key().into(), v);
+    }
+    if !regs.is_empty() {
+        check.insert("max_regression".into(), toml::Value::Table(regs));
+    }
+    if let Some(b) = &r.baseline {
+        check.insert(
+            "baseline".into(),
+            toml::Value::String(b.to_string_lossy().into_owned()),
+        );
+    }
+    let mut doc = toml::Table::new();
+    doc.insert("check".into(), toml::Value::Table(check));
+    toml::to_string(&doc).expect("a table serialises")
 }
 
 /// The whole loader as `fragscope` runs it: decompression bounded by the
@@ -127,7 +278,8 @@ pub fn check_load_bytes(data: &[u8]) {
                 check_stats(snap);
                 check_round_trips(snap);
             }
-            Content::Profiler(_) | Content::MemoryTimeline(_) => {}
+            Content::Profiler(tr) => check_profiler_trace(tr),
+            Content::MemoryTimeline(tl) => check_memory_timeline(tl),
         },
         Err(e) => check_error(&e),
     }
