@@ -483,7 +483,10 @@ fn json_output_round_trips() {
 }
 
 /// Test cases and failures as a CI server reads them.
-fn parse_junit(xml: &str) -> (Vec<(String, Option<String>, bool)>, u64, u64) {
+/// (test case name, failure message, skipped) per case; then tests and failures counts.
+type Junit = (Vec<(String, Option<String>, bool)>, u64, u64);
+
+fn parse_junit(xml: &str) -> Junit {
     use quick_xml::events::Event;
     let mut rd = quick_xml::Reader::from_str(xml);
     let mut cases: Vec<(String, Option<String>, bool)> = Vec::new();

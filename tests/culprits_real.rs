@@ -260,30 +260,13 @@ fn scoring_invariants_on_every_snapshot() {
     assert!(checked >= 15, "only {checked} devices checked");
 }
 
-/// `--at oom` on the real OOM snapshot. It needs the replay stage; until that
-/// lands `replay::state_at` panics with its placeholder message, and this
-/// test says so and returns.
+/// `--at oom` on the real OOM snapshot, through the replay.
 #[test]
 fn works_at_the_oom_moment() {
     let Some(snap) = real("constructor-sun_code-location_oom_expandable_3dev.pickle") else {
         return;
     };
-    let r = std::panic::catch_unwind(|| states(&snap, "oom", Moment::Oom(0), Some(1)));
-    let st = match r {
-        Ok(s) => s.unwrap(),
-        Err(e) => {
-            let msg = e
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| e.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            if msg.contains("the replay lands in its own change") {
-                eprintln!("note: the replay stage is not implemented yet; --at oom not checked");
-                return;
-            }
-            std::panic::resume_unwind(e);
-        }
-    };
+    let st = states(&snap, "oom", Moment::Oom(0), Some(1)).unwrap();
     assert_eq!(st.len(), 1);
     assert_eq!(st[0].failed_request, Some(5_308_694_528));
     let a = analyze(&snap, &st[0], &Options::default());
