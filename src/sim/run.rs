@@ -92,18 +92,32 @@ pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInp
         (None, None) => (None, CapacitySource::Unlimited),
     };
     let start = trace::start_state(snap, device);
-    if !start.exact {
+    if start.frees_of_older_blocks > 0 {
         notes.push(format!(
-            "the trace starts mid-run: {} free(s) of blocks allocated before its first event (first at event {}); the start state lacks those blocks until the replay stage supplies them",
+            "the trace starts mid-run: {} free(s) of blocks allocated before its first event (first at event {}); the replay put those blocks back in the start state with sizes inferred from their requests{}",
             start.frees_of_older_blocks,
-            start.first_older_free.map_or("?".into(), |i| i.to_string())
+            start.first_older_free.map_or("?".into(), |i| i.to_string()),
+            if start.widened_blocks > 0 {
+                format!(
+                    " ({} taking an unsplittable remainder of their segment)",
+                    start.widened_blocks
+                )
+            } else {
+                String::new()
+            }
         ));
     }
-    if start.segment_anomalies > 0 {
+    if start.replay_anomalies > 0 {
         notes.push(format!(
-            "{} segment event(s) did not fit the recorded layout and were skipped when rebuilding the start state",
-            start.segment_anomalies
+            "the replay that rebuilt the start state met {} event(s) it could not apply as recorded ({})",
+            start.replay_anomalies,
+            start.first_replay_anomaly.as_deref().unwrap_or("no example")
         ));
+    }
+    if !start.final_state_reproduced {
+        notes.push(
+            "replaying the trace does not reproduce the recorded final state exactly, so the start state may be off (see `fragscope timeline`)".into(),
+        );
     }
     let requests = trace::requests(events, capacity, &recorded_reserved);
     let seg: Vec<(usize, (Action, u64))> = events
