@@ -675,7 +675,7 @@ fn diff_of_a_hand_made_pair() {
     assert_eq!(get(MetricId::LargestGap).direction, Direction::Same);
     assert_eq!(get(MetricId::InternalWaste).change, Some(MIB as f64));
     assert_eq!(rep.call_sites.len(), 1);
-    assert_eq!(rep.call_sites[0].site, "forward (w/train.py)");
+    assert_eq!(rep.call_sites[0].site, "train.py (forward)");
     assert_eq!(rep.call_sites[0].live_change(), (9 * MIB) as i128);
     // Asking for a device the file does not have is an input error.
     let r = fragscope(
