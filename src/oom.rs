@@ -270,6 +270,21 @@ fn reword_for_snapshots(d: &mut Diagnosis, capacity: Option<u64>) {
     }
 }
 
+/// The finding of the `oom` event at trace index `event` of `state`'s
+/// device, measured on `state` (the replayed state after that event): what
+/// `fragscope oom` prints for it, and what the report says of that moment.
+/// `None` when that event is not an `oom`.
+pub fn finding_at(
+    snap: &Snapshot,
+    state: &MomentState,
+    event: usize,
+    report: &replay::ReplayReport,
+    capacity: Option<u64>,
+) -> Option<OomFinding> {
+    let e = snap.trace_of(state.device).get(event)?;
+    (e.action == Action::Oom).then(|| finding(snap, e, event, state, report, capacity))
+}
+
 fn finding(
     snap: &Snapshot,
     e: &TraceEvent,
