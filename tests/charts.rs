@@ -719,10 +719,8 @@ fn real_final_states_render() {
     }
 }
 
-/// The whole pipeline on real files, through the replay. Needs
-/// `crate::replay` implemented.
+/// The whole pipeline on real files, through the replay.
 #[test]
-#[ignore = "needs the replay implementation (replay_device, state_at, key_moments)"]
 fn real_reports_through_the_replay() {
     for name in [
         "constructor-sun_code-location_oom_expandable_3dev.pickle",
