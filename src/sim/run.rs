@@ -53,10 +53,9 @@ pub struct DeviceInput {
     pub notes: Vec<String>,
 }
 
-/// Reads one device of a snapshot for simulation. `capacity` overrides the
-/// capacity implied by recorded OOMs.
-pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInput {
-    let events = snap.trace_of(device);
+/// The settings the file recorded as a configuration (PyTorch's defaults
+/// when it has none), whether it recorded any, and notes on reading them.
+pub fn recorded_config(snap: &Snapshot) -> (SimConfig, bool, Vec<String>) {
     let mut notes = Vec::new();
     let (recorded_config, settings_recorded) = match &snap.allocator_settings {
         Some(s) => match SimConfig::from_settings(s) {
@@ -84,6 +83,14 @@ pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInp
                 .into(),
         );
     }
+    (recorded_config, settings_recorded, notes)
+}
+
+/// Reads one device of a snapshot for simulation. `capacity` overrides the
+/// capacity implied by recorded OOMs.
+pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInput {
+    let events = snap.trace_of(device);
+    let (recorded_config, settings_recorded, mut notes) = recorded_config(snap);
     let recorded_reserved = trace::recorded_reserved(snap, device);
     let from_oom = trace::capacity_from_ooms(snap, device);
     let (capacity, capacity_source) = match (capacity, from_oom) {
