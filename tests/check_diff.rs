@@ -482,11 +482,15 @@ fn json_output_round_trips() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), r.stdout);
 }
 
+/// One `<testcase>`: its name, the failure message (if any), and whether it
+/// was skipped.
+type JunitCase = (String, Option<String>, bool);
+
 /// Test cases and failures as a CI server reads them.
-fn parse_junit(xml: &str) -> (Vec<(String, Option<String>, bool)>, u64, u64) {
+fn parse_junit(xml: &str) -> (Vec<JunitCase>, u64, u64) {
     use quick_xml::events::Event;
     let mut rd = quick_xml::Reader::from_str(xml);
-    let mut cases: Vec<(String, Option<String>, bool)> = Vec::new();
+    let mut cases: Vec<JunitCase> = Vec::new();
     let (mut tests_attr, mut failures_attr) = (0, 0);
     let attr = |e: &quick_xml::events::BytesStart, k: &str| -> Option<String> {
         e.attributes()
