@@ -4,9 +4,9 @@
 //! [`crate::render::markdown`]) lay out.
 //!
 //! Owns: which moment each device is shown at (the first out-of-memory
-//! event, else the moment most reserved memory sat free), the OOM figures
-//! handed to [`crate::advice::diagnose`], the verdict sentences, and the data
-//! quality notes. It does not replay (that is [`crate::replay`]), does not
+//! event, else the moment most reserved memory sat free), the verdict
+//! sentences (each OOM diagnosed by [`crate::oom`], as `fragscope oom` does),
+//! and the data quality notes. It does not replay (that is [`crate::replay`]), does not
 //! rank culprits (the caller passes [`CulpritRow`]s; [`sites_at`] is the
 //! simple per-call-site grouping used until a richer ranking is wired in),
 //! and does no formatting beyond the sentences of the verdict.
@@ -15,7 +15,7 @@
 //! are downsampled to a fixed number of points, every list has a stable
 //! order with explicit tie-breakers.
 
-use crate::advice::{Diagnosis, OomFigures, diagnose};
+use crate::advice::Diagnosis;
 use crate::model::*;
 use crate::render::svg::timeline::OomMark;
 use crate::replay::downsample::downsample;
@@ -281,22 +281,6 @@ fn first_max(samples: &[Sample], key: impl Fn(&Sample) -> u64) -> Sample {
     best.copied().unwrap_or_default()
 }
 
-/// The figures of one OOM event for [`diagnose`].
-pub fn oom_figures(snap: &Snapshot, ev: &TraceEvent, at_oom: &Sample) -> OomFigures {
-    let settings = snap.allocator_settings.as_ref();
-    OomFigures {
-        requested: Some(ev.size),
-        device_free: ev.device_free,
-        reserved: Some(at_oom.reserved),
-        allocated: Some(at_oom.allocated),
-        largest_free_gap: Some(at_oom.largest_free_gap),
-        expandable_segments: settings.and_then(|s| s.expandable_segments()),
-        max_split_size: settings.and_then(|s| s.max_split_size()),
-        gc_threshold: settings.and_then(|s| s.garbage_collection_threshold()),
-        ..Default::default()
-    }
-}
-
 fn setting_text(s: &Setting) -> String {
     match s {
         Setting::None => "None".into(),
@@ -334,24 +318,7 @@ pub fn build(
         let d = inp.replay.device;
         let trace = snap.trace_of(d);
         let samples = &inp.replay.samples;
-        let mut ooms = Vec::new();
-        for (i, ev) in trace.iter().enumerate() {
-            if ev.action != Action::Oom {
-                continue;
-            }
-            let s = *inp.replay.sample_at(Some(i));
-            let diagnosis = diagnose(&oom_figures(snap, ev, &s));
-            ooms.push(OomFinding {
-                mark: OomMark {
-                    event: i,
-                    time_us: ev.time_us,
-                    request: ev.size,
-                    largest_gap: Some(s.largest_free_gap),
-                    device_free: ev.device_free,
-                },
-                diagnosis,
-            });
-        }
+        let ooms = oom_findings(snap, &inp);
         let rr = &inp.replay.report;
         if rr.events > 0 && rr.clean_events < rr.events {
             quality.push(format!(
@@ -426,6 +393,40 @@ pub fn build(
     };
     report.verdict = verdict(&report);
     report
+}
+
+/// Every OOM of a device as `fragscope oom` diagnoses it ([`crate::oom`]),
+/// so the report and the command phrase the same moment identically. The
+/// shown moment's state serves when it is that OOM; other OOMs are replayed.
+fn oom_findings(snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
+    let d = inp.replay.device;
+    let mut out = Vec::new();
+    for (i, ev) in snap.trace_of(d).iter().enumerate() {
+        if ev.action != Action::Oom {
+            continue;
+        }
+        let replayed;
+        let state = if inp.moment.at == Some(i) {
+            &inp.moment
+        } else {
+            replayed = crate::replay::state_at(snap, d, Some(i));
+            &replayed
+        };
+        let Some(f) = crate::oom::finding_at(snap, state, i, &inp.replay.report, None) else {
+            continue;
+        };
+        out.push(OomFinding {
+            mark: OomMark {
+                event: i,
+                time_us: ev.time_us,
+                request: ev.size,
+                largest_gap: Some(f.largest_usable_gap.as_ref().map_or(0, |g| g.gap_size)),
+                device_free: ev.device_free,
+            },
+            diagnosis: f.diagnosis,
+        });
+    }
+    out
 }
 
 /// The summary in words: every OOM's diagnosis, else where the memory sat

@@ -719,8 +719,7 @@ fn real_final_states_render() {
     }
 }
 
-/// The whole pipeline on real files, through the replay. Needs
-/// `crate::replay` implemented.
+/// The whole pipeline on real files, through the replay.
 #[test]
 fn real_reports_through_the_replay() {
     for name in [

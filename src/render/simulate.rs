@@ -32,11 +32,14 @@ pub fn render(file: &str, r: &SimReport) -> String {
     let f = &r.fidelity;
     let start = if r.start_exact {
         "exact (the trace accounts for every block and segment it releases)".to_string()
-    } else {
+    } else if r.frees_of_older_blocks > 0 {
         format!(
-            "approximate: {} free(s) of blocks older than the trace are missing from it",
+            "rebuilt by the replay: {} block(s) older than the trace put back with sizes inferred from their requests",
             r.frees_of_older_blocks
         )
+    } else {
+        "rebuilt by the replay, which met events it could not apply as recorded (see the notes)"
+            .to_string()
     };
     let capacity = match (r.capacity, r.capacity_source) {
         (Some(c), CapacitySource::Given) => format!("{} (--capacity)", fmt_bytes(c)),
@@ -169,7 +172,7 @@ pub fn render(file: &str, r: &SimReport) -> String {
     for n in &r.notes {
         let _ = writeln!(out, "note: {n}");
     }
-    if !r.start_exact || f.segment_events_matched.is_some_and(|m| m < 0.95) {
+    if f.segment_events_matched.is_some_and(|m| m < 0.95) || f.max_reserved_error_share > 0.02 {
         let _ = writeln!(
             out,
             "note: the model reproduces this recording only in part (see fidelity); treat the comparison between configurations as indicative"

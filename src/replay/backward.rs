@@ -165,7 +165,9 @@ fn unfree(l: &mut Layout, ctx: &Ctx, e: &TraceEvent) -> Result<(), Problem> {
             size,
             requested: e.size,
             pending: true,
-            frames: e.frames,
+            // The free's stack says where the block was freed, not where it
+            // was allocated; culprits would name the wrong call site.
+            frames: StackId::EMPTY,
             origin: Origin::OlderThanTrace,
             inferred: true,
         },
