@@ -482,11 +482,14 @@ fn json_output_round_trips() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), r.stdout);
 }
 
+/// (name, failure message, skipped) of each test case.
+type JunitCases = Vec<(String, Option<String>, bool)>;
+
 /// Test cases and failures as a CI server reads them.
-fn parse_junit(xml: &str) -> (Vec<(String, Option<String>, bool)>, u64, u64) {
+fn parse_junit(xml: &str) -> (JunitCases, u64, u64) {
     use quick_xml::events::Event;
     let mut rd = quick_xml::Reader::from_str(xml);
-    let mut cases: Vec<(String, Option<String>, bool)> = Vec::new();
+    let mut cases: JunitCases = Vec::new();
     let (mut tests_attr, mut failures_attr) = (0, 0);
     let attr = |e: &quick_xml::events::BytesStart, k: &str| -> Option<String> {
         e.attributes()
