@@ -5,8 +5,9 @@
 #   scripts/fuzz.sh [-t SECONDS] [-m SEED_MAX_BYTES] [TARGET...]
 #
 # Defaults: every target of `cargo fuzz list`, 600 s each, seeds up to
-# 64 KiB (larger ones slow every execution down). Needs a nightly toolchain and cargo-fuzz
-# (`rustup toolchain install nightly && cargo install cargo-fuzz`).
+# 64 KiB (larger ones slow every execution down). Needs a nightly toolchain
+# and cargo-fuzz (`rustup toolchain install nightly && cargo install
+# cargo-fuzz`).
 #
 # Corpora live in fuzz/corpus/TARGET (ignored by git). Each run seeds them
 # afresh from fuzz/seeds/ (synthetic, committed), fixtures/ (when present),
@@ -17,9 +18,10 @@
 #
 # Prints one summary line per target (executions, coverage, corpus size) and
 # exits 1 when any target found an input that breaks an invariant, crashes,
-# hangs (120 s) or exceeds 2 GB; replay
-# one with `cargo +nightly fuzz run TARGET fuzz/artifacts/TARGET/crash-...`,
-# then copy it to fuzz/regressions/TARGET so tests/fuzz_seeds.rs keeps it.
+# hangs (120 s) or exceeds 2 GB. Replay one with
+# `cargo +nightly fuzz run TARGET fuzz/artifacts/TARGET/crash-...`; after
+# the fix, add a reduced copy (never a real file) to fuzz/regressions/TARGET
+# so that tests/fuzz_seeds.rs keeps it fixed.
 set -euo pipefail
 
 secs=600
@@ -28,7 +30,7 @@ while getopts "t:m:h" o; do
     case $o in
         t) secs=$OPTARG ;;
         m) seed_max=$OPTARG ;;
-        *) sed -n '2,22p' "$0"; exit 2 ;;
+        *) sed -n '2,24p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -64,8 +66,8 @@ if [ -d "$real" ]; then
 fi
 
 # Small excerpts of the real profiler traces (the whole files are 1-54 MB of
-# JSON, too slow to mutate): the first 400 events of each, and the first 2000
-# rows of the memory timeline.
+# JSON, too slow to mutate): 60 operator and 60 memory events of each, and
+# the first 1500 rows of the memory timeline, each under the seed size limit.
 if [ -d "$real" ] && command -v python3 >/dev/null; then
     python3 - "$real" "$conv" <<'PY'
 import gzip, json, os, sys
@@ -76,11 +78,11 @@ for n in sorted(os.listdir(real)):
     v = json.load(gzip.open(os.path.join(real, n)))
     if isinstance(v, dict) and isinstance(v.get("traceEvents"), list):
         ev = v["traceEvents"]
-        mem = [e for e in ev if isinstance(e, dict) and e.get("name") == "[memory]"][:200]
-        ops = [e for e in ev if isinstance(e, dict) and e.get("ph") == "X"][:200]
+        mem = [e for e in ev if isinstance(e, dict) and e.get("name") == "[memory]"][:60]
+        ops = [e for e in ev if isinstance(e, dict) and e.get("ph") == "X"][:60]
         v["traceEvents"] = ops + mem
     elif isinstance(v, list):
-        v = v[:2000]
+        v = v[:1500]
     with open(os.path.join(out, "excerpt-" + n[:-3]), "w") as f:
         json.dump(v, f)
 PY

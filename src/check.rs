@@ -169,16 +169,18 @@ impl Rules {
 
     /// Parses config text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Rules, ConfigError> {
+        // Keys and the parser's excerpt of the line come from the file:
+        // escaped, so that an error stays one line.
         let key_err = |key: &str, msg: String| ConfigError::Key {
             path: origin.to_string(),
-            key: key.to_string(),
+            key: crate::input::one_line(key),
             msg,
         };
         let doc: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| ConfigError::Syntax {
                 path: origin.to_string(),
-                msg: e.to_string().trim_end().replace('\n', " "),
+                msg: crate::input::one_line(&e.to_string().trim_end().replace('\n', " ")),
             })?;
         let mut r = Rules::default();
         for (k, v) in &doc {
