@@ -482,8 +482,11 @@ fn json_output_round_trips() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), r.stdout);
 }
 
+/// A test case: name, failure message, skipped.
+type JunitCase = (String, Option<String>, bool);
+
 /// Test cases and failures as a CI server reads them.
-fn parse_junit(xml: &str) -> (Vec<(String, Option<String>, bool)>, u64, u64) {
+fn parse_junit(xml: &str) -> (Vec<JunitCase>, u64, u64) {
     use quick_xml::events::Event;
     let mut rd = quick_xml::Reader::from_str(xml);
     let mut cases: Vec<(String, Option<String>, bool)> = Vec::new();
