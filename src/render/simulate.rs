@@ -321,8 +321,17 @@ const COLORS: &[&str] = &[
 /// recording and each configuration, with the capacity and the
 /// perfect-packing floor as horizontal lines.
 pub fn chart_svg(title: &str, r: &SimReport) -> String {
-    let (w, h) = (960.0f64, 460.0f64);
-    let (ml, mr, mt, mb) = (80.0, 260.0, 40.0, 40.0);
+    // The legend column grows with its longest label (6.5 px a
+    // character at 12 px, generously), so a long configuration is not cut.
+    let longest = r
+        .series
+        .iter()
+        .map(|s| s.label.chars().count() + "model, recorded settings ()".len())
+        .chain(std::iter::once("floor (peak requested)".len()))
+        .max()
+        .unwrap_or(0) as f64;
+    let (ml, mr, mt, mb) = (80.0, (46.0 + 6.5 * longest).max(260.0), 40.0, 40.0);
+    let (w, h) = (700.0 + mr, 460.0f64);
     let pw = w - ml - mr;
     let ph = h - mt - mb;
     let xmax = r.events.max(1) as f64;
