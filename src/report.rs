@@ -4,40 +4,59 @@
 //! [`crate::render::markdown`]) lay out.
 //!
 //! Owns: which moment each device is shown at (the first out-of-memory
-//! event, else the moment most reserved memory sat free), the verdict
-//! sentences (each OOM diagnosed by [`crate::oom`], as `fragscope oom` does),
-//! and the data quality notes. It does not replay (that is [`crate::replay`]), does not
-//! rank culprits (the caller passes [`CulpritRow`]s; [`sites_at`] is the
-//! simple per-call-site grouping used until a richer ranking is wired in),
-//! and does no formatting beyond the sentences of the verdict.
+//! event, else the moment most reserved memory sat free), each OOM diagnosed by
+//! [`crate::oom`] as `fragscope oom` does, the verdict sentences, and the data
+//! quality notes, and turning a culprit [`Analysis`] into the per-site rows
+//! the charts and tables show ([`culprit_rows`]). It does not replay (that is
+//! [`crate::replay`]), does not rank culprits (that is [`crate::culprits`];
+//! the caller passes its summary sentence and rows as [`DeviceCulprits`]),
+//! does not run the what-if model (the caller attaches [`crate::sim`]
+//! reports), and does no formatting beyond the sentences of the verdict.
 //!
 //! Output is deterministic: the file is named by its base name only, series
 //! are downsampled to a fixed number of points, every list has a stable
 //! order with explicit tie-breakers.
 
-use crate::advice::Diagnosis;
+use crate::advice::{Diagnosis, OomFigures, diagnose};
+use crate::culprits::Analysis;
+use crate::frames::{CallSite, filtered, frame_label};
 use crate::model::*;
 use crate::render::svg::timeline::OomMark;
 use crate::replay::downsample::downsample;
 use crate::replay::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample};
 use crate::stats::{StateStats, TraceCoverage, consistency_warnings, trace_coverage};
 use crate::units::{fmt_bytes, fmt_pct};
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 /// One call site and the memory it holds at the shown moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CulpritRow {
     pub device: i64,
-    /// Short label, e.g. `model.py:88 in forward`.
+    /// The call site's label, as `fragscope culprits` prints it
+    /// (`model.py:88 (forward)`).
     pub site: String,
-    /// Requested bytes of the site's live blocks.
+    /// Requested bytes of the site's live blocks (block bytes when no
+    /// request size is recorded).
     pub live_bytes: u64,
-    /// Free bytes the site keeps from being released or reused.
+    /// Free bytes the site's blocks strand, by the scoring rule of
+    /// [`crate::culprits`] (`docs/culprits.md`).
     pub stranded_bytes: u64,
     /// Addresses of the site's live blocks (outlined on the segment map).
     pub blocks: Vec<u64>,
-    /// The call stack, innermost first, one `file:line in function` a line.
+    /// The allocation stack of the site's first-ranked block, innermost
+    /// first, the frames PyTorch's viewer shows, one `file:line:function` a
+    /// line.
     pub stack: Vec<String>,
+}
+
+/// The culprit analysis of one device at the report's moment: the summary
+/// sentence `fragscope culprits` prints for the same moment, and its rows by
+/// call site ([`culprit_rows`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceCulprits {
+    pub device: i64,
+    pub summary: String,
+    pub rows: Vec<CulpritRow>,
 }
 
 /// What the replay says about one device, ready to report.
@@ -78,6 +97,8 @@ pub struct DeviceReport {
     pub moment_stats: StateStats,
     pub failed_request: Option<u64>,
     pub replay_report: ReplayReport,
+    /// The culprits summary sentence at the shown moment.
+    pub culprit_summary: Option<String>,
 }
 
 impl DeviceReport {
@@ -124,6 +145,9 @@ pub struct Report {
     pub coverage: Vec<TraceCoverage>,
     /// Data-quality notes (replay anomalies, inconsistencies), each once.
     pub quality: Vec<String>,
+    /// What-if model runs (one per device with allocations in its trace),
+    /// attached by the caller; empty when not run.
+    pub what_if: Vec<crate::sim::SimReport>,
 }
 
 impl Report {
@@ -145,6 +169,10 @@ impl Report {
 
     pub fn culprits_of(&self, device: i64) -> impl Iterator<Item = &CulpritRow> {
         self.culprits.iter().filter(move |c| c.device == device)
+    }
+
+    pub fn what_if_of(&self, device: i64) -> Option<&crate::sim::SimReport> {
+        self.what_if.iter().find(|w| w.device == device)
     }
 }
 
@@ -301,14 +329,20 @@ fn setting_text(s: &Setting) -> String {
     }
 }
 
-/// Assembles the report from replayed devices and ranked call sites.
+/// Assembles the report from replayed devices and their culprit analyses.
 pub fn build(
     snap: &Snapshot,
     file: &str,
     format: &str,
     inputs: Vec<DeviceInput>,
-    culprits: Vec<CulpritRow>,
+    culprits: Vec<DeviceCulprits>,
 ) -> Report {
+    let mut summaries: HashMap<i64, String> = HashMap::new();
+    let mut rows = Vec::new();
+    for c in culprits {
+        summaries.insert(c.device, c.summary);
+        rows.extend(c.rows);
+    }
     let mut devices = Vec::new();
     let mut quality = Vec::new();
     for w in consistency_warnings(snap) {
@@ -368,6 +402,7 @@ pub fn build(
             segments: inp.moment.segments,
             moment_stats,
             replay_report: inp.replay.report,
+            culprit_summary: summaries.remove(&d),
         });
     }
     let (settings, settings_recorded) = match &snap.allocator_settings {
@@ -385,11 +420,12 @@ pub fn build(
         format: format.to_string(),
         verdict: Vec::new(),
         devices,
-        culprits,
+        culprits: rows,
         settings,
         settings_recorded,
         coverage: trace_coverage(snap),
         quality,
+        what_if: Vec::new(),
     };
     report.verdict = verdict(&report);
     report
@@ -476,26 +512,12 @@ pub fn verdict(r: &Report) -> Vec<String> {
             fmt_bytes(d.peak_reserved.reserved),
             fmt_bytes(d.peak_allocated.allocated)
         ));
-        let mut sites = r.culprits_of(d.device);
-        if let Some(c) = sites.next() {
-            if c.stack.is_empty() {
-                v.push(format!(
-                    "Blocks without a recorded stack (allocated before recording started, or recorded without context) hold the most: {} live, stranding {} of free memory.",
-                    fmt_bytes(c.live_bytes),
-                    fmt_bytes(c.stranded_bytes)
-                ));
-            }
-            if let Some(c) = std::iter::once(c)
-                .chain(sites)
-                .find(|c| !c.stack.is_empty())
-            {
-                v.push(format!(
-                    "Top call site: {} holds {} live and strands {} of free memory.",
-                    c.site,
-                    fmt_bytes(c.live_bytes),
-                    fmt_bytes(c.stranded_bytes)
-                ));
-            }
+        if let Some(sentence) = &d.culprit_summary {
+            v.push(format!(
+                "Culprits on device {} at {}: {sentence}",
+                d.device,
+                d.moment_text()
+            ));
         }
     }
     v
@@ -509,148 +531,79 @@ fn upper_first(s: &str) -> String {
     }
 }
 
-/// Frames that belong to PyTorch or the interpreter rather than user code.
-fn is_internal(file: &str) -> bool {
-    file.contains("/torch/")
-        || file.contains("\\torch\\")
-        || file.ends_with(".cpp")
-        || file.ends_with(".h")
-        || file.ends_with(".c")
-        || file.starts_with('<')
-        || file == "??"
-        || file.is_empty()
-}
-
-fn short_path(p: &str) -> String {
-    let parts: Vec<&str> = p.split(['/', '\\']).filter(|s| !s.is_empty()).collect();
-    match parts.len() {
-        0 => p.to_string(),
-        1 => parts[0].to_string(),
-        n => format!("{}/{}", parts[n - 2], parts[n - 1]),
-    }
-}
-
-fn frame_line(snap: &Snapshot, f: FrameId) -> String {
-    let f = snap.frame(f);
-    format!(
-        "{}:{} in {}",
-        snap.str(f.filename),
-        f.line,
-        snap.str(f.name)
-    )
-}
-
-/// The call site a stack is charged to: its innermost frame outside PyTorch
-/// and C++ (the innermost frame when all are internal).
-pub fn site_label(snap: &Snapshot, stack: StackId) -> String {
-    let frames = snap.stack(stack);
-    let pick = frames
-        .iter()
-        .find(|f| !is_internal(snap.str(snap.frame(**f).filename)))
-        .or(frames.first());
-    match pick {
-        Some(f) => {
-            let fr = snap.frame(*f);
-            format!(
-                "{}:{} in {}",
-                short_path(snap.str(fr.filename)),
-                fr.line,
-                snap.str(fr.name)
-            )
-        }
-        None => "<no stack recorded>".into(),
-    }
-}
-
-/// Live bytes and stranded bytes per call site at one moment.
+/// The culprit analysis as rows by call site, for the report's tables and
+/// charts. Only live (`active_allocated`) blocks count: a block waiting on a
+/// cross-stream free holds no live tensor.
 ///
-/// Stranded: the free bytes (inactive and pending-free) of every segment
-/// that holds at least one live block, since `empty_cache` can only release
-/// whole free segments; each segment's free bytes are split among the sites
-/// holding live blocks in it, in proportion to their live bytes (the
-/// remainder of the integer split goes to the largest holder). Sorted by
-/// live + stranded bytes, then by site.
-pub fn sites_at(snap: &Snapshot, device: i64, segments: &[Segment]) -> Vec<CulpritRow> {
+/// Order: the sites that strand bytes first, in the order of the analysis'
+/// groups by site (stranded bytes, then the rank of their best block), so the
+/// first row is the group the summary sentence names; then the sites that
+/// strand nothing, by live bytes, then label.
+pub fn culprit_rows(snap: &Snapshot, a: &Analysis) -> Vec<CulpritRow> {
     struct Acc {
+        site: CallSite,
+        first: usize,
         live: u64,
         stranded: u64,
         blocks: Vec<(u64, u64)>,
         stack: StackId,
-        biggest: u64,
     }
-    let mut by: BTreeMap<String, Acc> = BTreeMap::new();
-    for seg in segments {
-        let mut holders: BTreeMap<String, u64> = BTreeMap::new();
-        let mut free = 0u64;
-        for b in &seg.blocks {
-            match b.state {
-                BlockState::ActiveAllocated => {
-                    let label = site_label(snap, b.frames);
-                    let live = b.requested_or_size().min(b.size);
-                    *holders.entry(label.clone()).or_default() += live;
-                    let a = by.entry(label).or_insert(Acc {
-                        live: 0,
-                        stranded: 0,
-                        blocks: Vec::new(),
-                        stack: b.frames,
-                        biggest: 0,
-                    });
-                    a.live += live;
-                    a.blocks.push((b.size, b.address));
-                    if b.size > a.biggest {
-                        a.biggest = b.size;
-                        a.stack = b.frames;
-                    }
-                }
-                BlockState::Inactive | BlockState::ActivePendingFree => free += b.size,
-            }
-        }
-        let held: u64 = holders.values().sum();
-        if free == 0 || holders.is_empty() {
+    let mut index: HashMap<&CallSite, usize> = HashMap::new();
+    let mut acc: Vec<Acc> = Vec::new();
+    for (i, b) in a.blocks.iter().enumerate() {
+        if b.state != BlockState::ActiveAllocated {
             continue;
         }
-        let mut given = 0u64;
-        let mut largest: Option<(&String, u64)> = None;
-        for (site, live) in &holders {
-            let share = if held == 0 {
-                free / holders.len() as u64
-            } else {
-                (free as u128 * *live as u128 / held as u128) as u64
-            };
-            given += share;
-            by.get_mut(site).expect("holder is a site").stranded += share;
-            if largest.is_none_or(|(_, l)| *live > l) {
-                largest = Some((site, *live));
-            }
-        }
-        if let Some((site, _)) = largest {
-            by.get_mut(site).expect("holder is a site").stranded += free - given;
-        }
+        let k = *index.entry(&b.call_site).or_insert_with(|| {
+            acc.push(Acc {
+                site: b.call_site.clone(),
+                first: i,
+                live: 0,
+                stranded: 0,
+                blocks: Vec::new(),
+                stack: b.stack,
+            });
+            acc.len() - 1
+        });
+        let x = &mut acc[k];
+        x.live += b.requested.unwrap_or(b.size).min(b.size);
+        x.stranded += b.stranded;
+        x.blocks.push((b.size, b.address));
     }
-    let mut rows: Vec<CulpritRow> = by
+    let mut rows: Vec<(Acc, String)> = acc
         .into_iter()
-        .map(|(site, mut a)| {
-            a.blocks.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        .map(|x| {
+            let label = x.site.label();
+            (x, label)
+        })
+        .collect();
+    rows.sort_by(|(x, lx), (y, ly)| {
+        (y.stranded > 0)
+            .cmp(&(x.stranded > 0))
+            .then(y.stranded.cmp(&x.stranded))
+            .then(if x.stranded > 0 {
+                x.first.cmp(&y.first)
+            } else {
+                y.live.cmp(&x.live).then(lx.cmp(ly))
+            })
+            .then(x.first.cmp(&y.first))
+    });
+    rows.into_iter()
+        .map(|(mut x, label)| {
+            x.blocks.sort_by(|p, q| q.0.cmp(&p.0).then(p.1.cmp(&q.1)));
             CulpritRow {
-                device,
-                site,
-                live_bytes: a.live,
-                stranded_bytes: a.stranded,
-                blocks: a.blocks.iter().map(|b| b.1).collect(),
-                stack: snap
-                    .stack(a.stack)
-                    .iter()
-                    .map(|f| frame_line(snap, *f))
+                device: a.device,
+                site: label,
+                live_bytes: x.live,
+                stranded_bytes: x.stranded,
+                blocks: x.blocks.iter().map(|b| b.1).collect(),
+                stack: filtered(snap, x.stack)
+                    .into_iter()
+                    .map(|f| frame_label(snap, f, true))
                     .collect(),
             }
         })
-        .collect();
-    rows.sort_by(|a, b| {
-        (b.live_bytes + b.stranded_bytes)
-            .cmp(&(a.live_bytes + a.stranded_bytes))
-            .then(a.site.cmp(&b.site))
-    });
-    rows
+        .collect()
 }
 
 #[cfg(test)]
@@ -714,11 +667,8 @@ mod tests {
     }
 
     #[test]
-    fn sites_skip_framework_frames_and_split_stranded_bytes() {
+    fn culprit_rows_follow_the_analysis_by_call_site() {
         let (snap, a, b) = snap_with_frames();
-        assert_eq!(site_label(&snap, a), "project/model.py:88 in forward");
-        assert_eq!(site_label(&snap, b), "train.py:12 in step");
-        assert_eq!(site_label(&snap, StackId::EMPTY), "<no stack recorded>");
         let segs = vec![
             segment(
                 0,
@@ -747,21 +697,38 @@ mod tests {
                 ],
             ),
         ];
-        let rows = sites_at(&snap, 0, &segs);
+        let state = crate::replay::MomentState {
+            device: 0,
+            at: None,
+            time_us: None,
+            segments: segs,
+            origins: Default::default(),
+            failed_request: None,
+        };
+        let an = crate::culprits::analyze(&snap, &state, &Default::default());
+        let rows = culprit_rows(&snap, &an);
         assert_eq!(rows.len(), 2);
-        let total_stranded: u64 = rows.iter().map(|r| r.stranded_bytes).sum();
-        assert_eq!(total_stranded, 1001 + 488);
-        let m = rows.iter().find(|r| r.site.contains("model.py")).unwrap();
-        assert_eq!(m.live_bytes, 300);
-        // 1001 × 300/400 = 750.75 → 750, plus the remainder of 1.
-        assert_eq!(m.stranded_bytes, 751);
-        assert_eq!(m.blocks, vec![0]);
-        assert_eq!(m.stack.len(), 2);
-        let t = rows.iter().find(|r| r.site.contains("train.py")).unwrap();
-        assert_eq!(t.live_bytes, 500);
-        assert_eq!(t.stranded_bytes, 250 + 488);
-        assert_eq!(t.blocks, vec![20_000, 300]);
-        assert!(rows[0].site.contains("train.py"));
+        // The gap at the end of the first segment is bounded by train.py's
+        // block only, so it is all charged there; the pending-free block
+        // holds no live tensor and is not a row.
+        assert_eq!(rows[0].site, "train.py:12 (step)");
+        assert_eq!(rows[0].site, an.groups[0].label);
+        assert_eq!(rows[0].stranded_bytes, 1001);
+        assert_eq!(rows[0].live_bytes, 100 + 400);
+        assert_eq!(rows[0].blocks, vec![20_000, 300]);
+        assert_eq!(rows[1].site, "model.py:88 (forward)");
+        assert_eq!(rows[1].stranded_bytes, 0);
+        assert_eq!(rows[1].live_bytes, 300);
+        assert_eq!(rows[1].blocks, vec![0]);
+        assert_eq!(
+            rows[1].stack,
+            vec![
+                "/usr/lib/python3/site-packages/torch/nn/modules/linear.py:125:forward",
+                "/home/me/project/model.py:88:forward"
+            ]
+        );
+        let total: u64 = rows.iter().map(|r| r.stranded_bytes).sum();
+        assert_eq!(total, an.total_stranded);
     }
 
     #[test]

@@ -6,13 +6,14 @@
 //! `FRAGSCOPE_PNG_DIR=dir` additionally writes every rasterized chart there
 //! as PNG, for looking at them.
 
+use fragscope::cli::report::{attach_what_if, device_culprits};
 use fragscope::model::*;
 use fragscope::render::charts::{self, Kind};
 use fragscope::render::svg::Svg;
 use fragscope::render::svg::segmap::{SegmentMapChart, layout, segmap_svg};
 use fragscope::render::{html, markdown};
 use fragscope::replay::{DeviceReplay, KeyMoment, MomentState, ReplayReport, Sample};
-use fragscope::report::{self, CulpritRow, DeviceInput, Report};
+use fragscope::report::{self, DeviceCulprits, DeviceInput, Report};
 use fragscope::stats::StateStats;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -155,7 +156,7 @@ fn rasterize(name: &str, svg: &str) {
 struct Fixture {
     snap: Snapshot,
     inputs: Vec<DeviceInput>,
-    culprits: Vec<CulpritRow>,
+    culprits: Vec<DeviceCulprits>,
 }
 
 fn segment(device: i64, address: u64, ty: SegmentType, blocks: Vec<Block>) -> Segment {
@@ -446,11 +447,11 @@ fn fixture() -> Fixture {
         },
         moment_label: "final state".into(),
     };
-    let mut culprits = report::sites_at(&snap, 0, &dev0);
-    culprits.extend(report::sites_at(&snap, 1, &dev1));
+    let inputs = vec![dev0_input, dev1_input];
+    let culprits = device_culprits(&snap, &inputs);
     Fixture {
         snap,
-        inputs: vec![dev0_input, dev1_input],
+        inputs,
         culprits,
     }
 }
@@ -534,7 +535,7 @@ fn charts_carry_titles_units_legends_and_marks() {
     assert!(m.contains(">\n#1\n</text>"), "the top culprit is labelled");
     assert!(m.contains("the failed request, 96.00 MiB at the same scale"));
     let s = charts::sites(&r, d0).unwrap().body;
-    assert!(s.contains("proj/model.py:88 in forward"));
+    assert!(s.contains("model.py:88 (forward)"));
 }
 
 #[test]
@@ -675,7 +676,7 @@ fn thousands_of_segments_stay_legible() {
     rasterize("real-kkaitlyn-segments", &svg.body);
 
     let inputs = vec![final_state_input(&snap, 0)];
-    let culprits = report::sites_at(&snap, 0, &inputs[0].moment.segments);
+    let culprits = device_culprits(&snap, &inputs);
     let r = report::build(&snap, "kkaitlyn.pickle", "pickle", inputs, culprits);
     let h = html::html(&r).unwrap();
     eprintln!("kkaitlyn: final-state HTML report {} bytes", h.len());
@@ -703,10 +704,7 @@ fn real_final_states_render() {
             .filter(|d| *d == device)
             .map(|d| final_state_input(&snap, d))
             .collect();
-        let mut culprits = Vec::new();
-        for i in &inputs {
-            culprits.extend(report::sites_at(&snap, i.replay.device, &i.moment.segments));
-        }
+        let culprits = device_culprits(&snap, &inputs);
         let r = report::build(&snap, name, "pickle", inputs, culprits);
         for kind in [Kind::Segments, Kind::Gaps, Kind::Sites] {
             let svg = charts::plot(kind, &r, 36).unwrap();
@@ -719,7 +717,27 @@ fn real_final_states_render() {
     }
 }
 
-/// The whole pipeline on real files, through the replay.
+/// `fragscope culprits --at MOMENT --device D FILE`: its summary line.
+fn culprits_summary_line(file: &Path, device: i64, at: Option<usize>) -> String {
+    let at = at.map_or("start".to_string(), |a| a.to_string());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fragscope"))
+        .args(["culprits", "--at", &at, "--device", &device.to_string()])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines().nth(1).unwrap_or_default().to_string()
+}
+
+/// The whole pipeline on real files, through the replay: the report's
+/// culprit sentences are `fragscope culprits`'s at the same moment, its top
+/// call site is the first bar of the call-site chart, and the what-if model
+/// answers for the OOM device.
 #[test]
 fn real_reports_through_the_replay() {
     for name in [
@@ -733,11 +751,9 @@ fn real_reports_through_the_replay() {
             return;
         };
         let inputs = report::gather(&snap, None, None).unwrap();
-        let mut culprits = Vec::new();
-        for i in &inputs {
-            culprits.extend(report::sites_at(&snap, i.replay.device, &i.moment.segments));
-        }
-        let r = report::build(&snap, name, "pickle", inputs, culprits);
+        let culprits = device_culprits(&snap, &inputs);
+        let mut r = report::build(&snap, name, "pickle", inputs, culprits);
+        attach_what_if(&mut r, &snap);
         let h = html::html(&r).unwrap();
         check_no_paths_or_network(name, &h);
         eprintln!("{name}: HTML {} bytes", h.len());
@@ -746,11 +762,65 @@ fn real_reports_through_the_replay() {
             &format!("replayed-{name}-summary"),
             &charts::summary(&r).unwrap().body,
         );
+        let path = Path::new(REAL).join(name);
+        for d in &r.devices {
+            let sentence = d.culprit_summary.clone().unwrap();
+            assert_eq!(
+                culprits_summary_line(&path, d.device, d.moment_at),
+                sentence,
+                "{name} device {}",
+                d.device
+            );
+            if r.main_device().map(|m| m.device) == Some(d.device) {
+                assert!(
+                    r.verdict.iter().any(|v| v.ends_with(&sentence)),
+                    "{name}: the verdict carries the main device's culprit sentence"
+                );
+            }
+            // The top row (the first bar of the call-site chart) is the
+            // group the sentence names.
+            if let Some(top) = r.culprits_of(d.device).next()
+                && top.stranded_bytes > 0
+            {
+                let named = if top.site == "(no stack recorded)" {
+                    "with no recorded stack"
+                } else {
+                    top.site.as_str()
+                };
+                assert!(
+                    sentence.contains(named),
+                    "{name}: {sentence} / {}",
+                    top.site
+                );
+            }
+        }
         if name.starts_with("constructor-sun") {
             let d1 = r.devices.iter().find(|d| d.device == 1).unwrap();
             assert_eq!(d1.ooms.len(), 1);
             assert_eq!(d1.ooms[0].mark.request, 5_308_694_528);
             assert_eq!(d1.failed_request, Some(5_308_694_528));
+            // The recording ran with expandable segments: the model says so,
+            // with its fidelity, and the chart is in the page.
+            let w = r.what_if_of(1).unwrap();
+            assert_eq!(w.recorded_ooms.len(), 1);
+            assert!(
+                r.verdict.iter().any(|v| v
+                    .starts_with("What-if model, device 1: expandable_segments was already on")),
+                "{:?}",
+                r.verdict
+            );
+            assert!(h.contains("Model fidelity under the recorded settings"));
+            assert!(h.contains("Reserved over the trace per setting"));
+            assert!(
+                d1.culprit_summary
+                    .as_ref()
+                    .unwrap()
+                    .contains("models.py:194 (update_nodes)")
+            );
+        }
+        if name.starts_with("kkaitlyn") {
+            // No trace events: nothing to replay, so no what-if run.
+            assert!(r.what_if.is_empty());
         }
     }
 }

@@ -10,7 +10,8 @@ pub struct Args {
     /// Which chart.
     #[arg(value_enum, value_name = "KIND")]
     pub kind: PlotKind,
-    /// Snapshot to read (any supported form, `-` for stdin).
+    /// Snapshot to read (any supported form, `-` for stdin); for a profiler
+    /// trace or a memory-timeline export, only `timeline`.
     #[arg(value_name = "FILE")]
     pub file: String,
     /// Where to write the SVG (`-` for stdout).
@@ -57,14 +58,59 @@ impl From<PlotKind> for Kind {
     }
 }
 
+/// The one chart a trace or a memory-timeline export has: its timeline.
+fn plot_other(a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<String> {
+    use crate::render::trace_report as rt;
+    let what = match a.kind {
+        PlotKind::Timeline => None,
+        PlotKind::Fragmentation => Some("fragmentation needs the largest free gap"),
+        PlotKind::Segments => Some("the segment map needs the segment layout"),
+        PlotKind::Gaps => Some("the free-gap histogram needs the segment layout"),
+        PlotKind::Sites => Some("stranded bytes by call site need the segment layout"),
+    };
+    match content {
+        input::Content::Snapshot(_) => unreachable!("snapshots are plotted by run"),
+        input::Content::Profiler(t) => {
+            if let Some(w) = what {
+                anyhow::bail!(
+                    "{}: not measurable for a profiler trace: {w}, which a trace does not record; `plot timeline` draws its allocated and reserved bytes",
+                    a.file
+                );
+            }
+            let r = crate::trace_report::build(t, &a.file, fmt, a.device, a.at)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
+            let panels = r
+                .devices
+                .iter()
+                .map(|d| rt::timeline(&r, d))
+                .collect::<Result<Vec<_>, _>>()?;
+            if panels.is_empty() {
+                anyhow::bail!("{}: no device has memory events", a.file);
+            }
+            Ok(crate::render::svg::compose::stack(&panels, 16).body)
+        }
+        input::Content::MemoryTimeline(t) => {
+            if what.is_some() || a.device.is_some() || a.at.is_some() {
+                anyhow::bail!(
+                    "{}: not measurable for a memory-timeline export: it records tensor bytes by category, with no allocator layout; `plot timeline` draws them",
+                    a.file
+                );
+            }
+            let r = crate::trace_report::build_categories(t, &a.file, fmt);
+            Ok(rt::categories(&r)?.body)
+        }
+    }
+}
+
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
-    let (snap, loaded) = input::load_snapshot(&a.file, &g.load)?;
-    let report = super::report::build_report(&snap, &loaded, a.device, a.at)?;
-    let svg = charts::plot(a.kind.into(), &report, a.rows)?;
-    crate::output::write_atomic(
-        &a.output,
-        svg.body.as_bytes(),
-        std::slice::from_ref(&a.file),
-    )?;
+    let loaded = input::load(&a.file, &g.load)?;
+    let svg = match &loaded.content {
+        input::Content::Snapshot(snap) => {
+            let report = super::report::build_report(snap, &loaded, a.device, a.at)?;
+            charts::plot(a.kind.into(), &report, a.rows)?.body
+        }
+        other => plot_other(&a, &super::stats::describe_format(&loaded), other)?,
+    };
+    crate::output::write_atomic(&a.output, svg.as_bytes(), std::slice::from_ref(&a.file))?;
     Ok(Exit::Ok)
 }

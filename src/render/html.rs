@@ -16,7 +16,7 @@ pub const TABLE_SITES: usize = 20;
 /// Segment-map rows in the report.
 pub const MAP_ROWS: usize = 36;
 
-const CSS: &str = "\
+pub(crate) const CSS: &str = "\
 :root{color-scheme:light}
 body{font-family:-apple-system,'Segoe UI',Roboto,'DejaVu Sans',Helvetica,Arial,sans-serif;color:#1e1e1e;background:#fff;margin:0 auto;max-width:1040px;padding:20px 16px 48px;line-height:1.45}
 h1{font-size:1.6em;margin:.2em 0}
@@ -41,7 +41,7 @@ footer{margin-top:3em;color:#777;font-size:.85em}
 code{font-size:.92em}
 ";
 
-fn figure(svg: &Svg, label: &str) -> String {
+pub(crate) fn figure(svg: &Svg, label: &str) -> String {
     let body = svg.body.trim_start();
     let rest = body.strip_prefix("<svg").unwrap_or(body);
     format!(
@@ -51,15 +51,15 @@ fn figure(svg: &Svg, label: &str) -> String {
     )
 }
 
-fn cell(s: &str) -> String {
+pub(crate) fn cell(s: &str) -> String {
     format!("<td>{}</td>", escape(s))
 }
 
-fn nowrap(s: &str) -> String {
+pub(crate) fn nowrap(s: &str) -> String {
     format!("<td class=\"w\">{}</td>", escape(s))
 }
 
-fn num(s: &str) -> String {
+pub(crate) fn num(s: &str) -> String {
     format!("<td class=\"n\">{}</td>", escape(s))
 }
 
@@ -222,8 +222,43 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
         }
         out.push_str("</table>\n");
     }
+    if let Some(w) = r.what_if_of(d.device) {
+        what_if_section(out, r, w);
+    }
     out.push_str("</section>\n");
     Ok(())
+}
+
+/// The what-if model's chart and answer, labelled as a model with its
+/// fidelity so nobody takes it for a measurement.
+fn what_if_section(out: &mut String, r: &Report, w: &crate::sim::SimReport) {
+    use super::simulate::{answer, chart_svg, expandable_answer, fidelity_line};
+    out.push_str("<h3>What if: other allocator settings (a model)</h3>\n");
+    if let Some(a) = expandable_answer(w) {
+        let _ = writeln!(out, "<p class=\"lead\"><b>{}</b></p>", escape(&a));
+    }
+    let _ = writeln!(out, "<p>{}</p>", escape(&fidelity_line(w)));
+    let title = format!(
+        "Reserved over the trace per setting · {} · device {} (model)",
+        r.file, w.device
+    );
+    let svg = Svg {
+        width: 960,
+        height: 460,
+        body: chart_svg(&title, w),
+    };
+    out.push_str(&figure(
+        &svg,
+        &format!("what-if model of reserved memory, device {}", w.device),
+    ));
+    if let Some(a) = answer(w) {
+        let _ = writeln!(out, "<p>{}</p>", escape(&a));
+    }
+    let _ = writeln!(
+        out,
+        "<p class=\"meta\">This is {}. <code>fragscope simulate</code> tries more settings.</p>",
+        escape(w.model)
+    );
 }
 
 /// The whole report as one HTML document.

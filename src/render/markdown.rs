@@ -11,7 +11,7 @@ use std::fmt::Write;
 pub const MD_SITES: usize = 10;
 
 /// A table cell: pipes and newlines would break the row.
-fn md(s: &str) -> String {
+pub(crate) fn md(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('|', "\\|")
         .replace(['\n', '\r'], " ")
@@ -139,6 +139,13 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
             );
         }
         o.push('\n');
+    }
+    for w in &r.what_if {
+        let _ = writeln!(o, "### What if (a model), device {}\n", w.device);
+        if let Some(a) = super::simulate::expandable_answer(w) {
+            let _ = writeln!(o, "**{}**\n", md(&a));
+        }
+        let _ = writeln!(o, "{}\n", md(&super::simulate::fidelity_line(w)));
     }
     if !r.quality.is_empty() {
         o.push_str("<details><summary>Data quality</summary>\n\n");

@@ -12,9 +12,11 @@
 //! the plot so it never hides data. Long series are downsampled with the
 //! min/max downsampler first, so peaks and dips survive.
 
+pub mod categories;
 pub mod compose;
 pub mod fragmentation;
 pub mod gaps;
+pub mod ranks;
 pub mod segmap;
 pub mod sites;
 pub mod timeline;
@@ -138,12 +140,13 @@ pub fn short_bytes(n: u64) -> String {
     format!("{s} {}", u.name)
 }
 
-/// Tick label of a value on a unit-scaled axis (`2`, `0.5`, `12.5`).
+/// Tick label of a value on a unit-scaled axis (`2`, `0.5`, `12.5`,
+/// `0.0005`: enough decimals for the millisecond ticks of short traces).
 pub(crate) fn tick(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 {
         format!("{}", v.round() as i64)
     } else {
-        let t = format!("{v:.3}");
+        let t = format!("{v:.6}");
         t.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }

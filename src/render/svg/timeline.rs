@@ -38,6 +38,12 @@ pub struct TimelineChart<'a> {
     pub ooms: &'a [OomMark],
     pub width: u32,
     pub height: u32,
+    /// Draw reserved and free-in-reserved (off where the input does not
+    /// record reserved memory: CPU memory, 2021 profiler traces).
+    pub reserved: bool,
+    /// Draw the largest free gap (off for inputs without a segment layout,
+    /// such as profiler traces; the legend then says it is not measurable).
+    pub largest_gap: bool,
 }
 
 impl<'a> TimelineChart<'a> {
@@ -48,6 +54,8 @@ impl<'a> TimelineChart<'a> {
             ooms,
             width: WIDTH,
             height: 440,
+            reserved: true,
+            largest_gap: true,
         }
     }
 }
@@ -72,7 +80,13 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
     let top = c
         .samples
         .iter()
-        .map(|s| s.reserved.max(s.allocated))
+        .map(|s| {
+            if c.reserved {
+                s.reserved.max(s.allocated)
+            } else {
+                s.allocated
+            }
+        })
         .max()
         .unwrap_or(0)
         .max(1);
@@ -80,12 +94,39 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
     let ymax = top as f64 / unit.div * 1.12;
     let y = |b: u64| b as f64 / unit.div;
 
-    let mut legend = vec![
-        LegendEntry::new("reserved", RESERVED_FILL, Swatch::Fill),
-        LegendEntry::new("allocated", ALLOCATED, Swatch::Fill),
-        LegendEntry::new("free in reserved", FREE_IN_RESERVED, Swatch::Line),
-        LegendEntry::new("largest free gap", LARGEST_GAP, Swatch::Line),
-    ];
+    let mut legend = Vec::new();
+    if c.reserved {
+        legend.push(LegendEntry::new("reserved", RESERVED_FILL, Swatch::Fill));
+    }
+    legend.push(LegendEntry::new("allocated", ALLOCATED, Swatch::Fill));
+    if c.reserved {
+        legend.push(LegendEntry::new(
+            "free in reserved",
+            FREE_IN_RESERVED,
+            Swatch::Line,
+        ));
+    }
+    if c.largest_gap {
+        legend.push(LegendEntry::new(
+            "largest free gap",
+            LARGEST_GAP,
+            Swatch::Line,
+        ));
+    } else {
+        legend.push(LegendEntry::new(
+            "largest free gap: not measurable (no segment layout)",
+            MUTED,
+            Swatch::Line,
+        ));
+    }
+    if !c.reserved {
+        legend.push(LegendEntry::new(
+            "reserved: not recorded",
+            MUTED,
+            Swatch::Line,
+        ));
+    }
+    let peak_res = peak_res.filter(|_| c.reserved);
     if let Some(p) = &peak_res {
         legend.push(LegendEntry::new(
             format!(
@@ -153,30 +194,36 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
         let series = |f: fn(&Sample) -> u64| -> Vec<(f64, f64)> {
             pts.iter().map(|s| (axis.x(s), y(f(s)))).collect()
         };
-        chart
-            .draw_series(
-                AreaSeries::new(series(|s| s.reserved), 0.0, RESERVED_FILL.mix(0.8))
-                    .border_style(RESERVED_LINE.stroke_width(2)),
-            )
-            .map_err(|x| e(&x))?;
+        if c.reserved {
+            chart
+                .draw_series(
+                    AreaSeries::new(series(|s| s.reserved), 0.0, RESERVED_FILL.mix(0.8))
+                        .border_style(RESERVED_LINE.stroke_width(2)),
+                )
+                .map_err(|x| e(&x))?;
+        }
         chart
             .draw_series(
                 AreaSeries::new(series(|s| s.allocated), 0.0, ALLOCATED.mix(0.35))
                     .border_style(ALLOCATED.stroke_width(2)),
             )
             .map_err(|x| e(&x))?;
-        chart
-            .draw_series(LineSeries::new(
-                series(|s| s.reserved.saturating_sub(s.allocated)),
-                FREE_IN_RESERVED.stroke_width(2),
-            ))
-            .map_err(|x| e(&x))?;
-        chart
-            .draw_series(LineSeries::new(
-                series(|s| s.largest_free_gap),
-                LARGEST_GAP.stroke_width(2),
-            ))
-            .map_err(|x| e(&x))?;
+        if c.reserved {
+            chart
+                .draw_series(LineSeries::new(
+                    series(|s| s.reserved.saturating_sub(s.allocated)),
+                    FREE_IN_RESERVED.stroke_width(2),
+                ))
+                .map_err(|x| e(&x))?;
+        }
+        if c.largest_gap {
+            chart
+                .draw_series(LineSeries::new(
+                    series(|s| s.largest_free_gap),
+                    LARGEST_GAP.stroke_width(2),
+                ))
+                .map_err(|x| e(&x))?;
+        }
 
         for (p, v, color) in [
             (peak_res, peak_res.map(|p| p.reserved), RESERVED_LINE),
