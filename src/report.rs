@@ -17,7 +17,7 @@
 //! are downsampled to a fixed number of points, every list has a stable
 //! order with explicit tie-breakers.
 
-use crate::advice::{Diagnosis, OomFigures, diagnose};
+use crate::advice::Diagnosis;
 use crate::culprits::Analysis;
 use crate::frames::{CallSite, filtered, frame_label};
 use crate::model::*;

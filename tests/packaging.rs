@@ -1,10 +1,14 @@
-//! Packaging: the wheel `maturin build --release` makes installs a working
-//! `fragscope` command (and the recording module) into a fresh virtual
-//! environment, and the recording module behaves without torch.
+//! Packaging: the wheel maturin builds installs a working `fragscope`
+//! command (and the recording module) into a fresh virtual environment, and
+//! the recording module behaves without torch.
 //!
 //! The wheel test needs maturin (`python3 -m pip install maturin`; .ci/run
-//! installs it) and does a release build into target/packaging, so it is
-//! slow the first time; without maturin it prints a note and returns.
+//! installs it); without it, it prints a note and returns. It builds the
+//! wheel with the `dev` profile in the target directory `cargo test` has just
+//! filled, so only the binary is linked again (a release build of every
+//! dependency would add minutes to each CI run, and the wheel's layout does
+//! not depend on the profile). `FRAGSCOPE_WHEEL_PROFILE=release` builds the
+//! wheel exactly as `maturin build --release` does, into target/packaging.
 
 mod util;
 use std::path::{Path, PathBuf};
@@ -74,14 +78,18 @@ fn wheel_installs_the_command_into_a_fresh_venv() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let wheels = tmp.path().join("wheels");
-    // A target directory of its own: the release build then never waits on
-    // the lock of the debug build running these tests.
-    ok(Command::new("maturin")
-        .args(["build", "--release", "--quiet", "--out"])
+    let profile = std::env::var("FRAGSCOPE_WHEEL_PROFILE").unwrap_or_else(|_| "dev".into());
+    let mut build = Command::new("maturin");
+    build
+        .args(["build", "--profile", &profile, "--quiet", "--out"])
         .arg(&wheels)
         .current_dir(root())
-        .env("CARGO_TARGET_DIR", root().join("target").join("packaging"))
-        .env("CARGO_TERM_COLOR", "never"));
+        .env("CARGO_TERM_COLOR", "never");
+    if profile != "dev" {
+        // A target directory of its own, so the debug artifacts stay.
+        build.env("CARGO_TARGET_DIR", root().join("target").join("packaging"));
+    }
+    ok(&mut build);
     let wheel: Vec<PathBuf> = std::fs::read_dir(&wheels)
         .unwrap()
         .map(|e| e.unwrap().path())
