@@ -15,6 +15,7 @@
 use crate::frames::call_site;
 use crate::metrics::{MetricId, Metrics, Quantity, Source};
 use crate::model::{BlockState, Snapshot, StackId, TraceEvent};
+use crate::profiler::ProfilerTrace;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -100,6 +101,29 @@ pub fn call_sites(snap: &Snapshot, device: Option<i64>) -> (Vec<SiteFigures>, u6
         }
     }
     (acc.into_values().collect(), contradictions)
+}
+
+/// Per-operator figures of a profiler trace (one device, or every device
+/// but the CPU), in the shape of [`call_sites`]: the call site of an
+/// allocation is the operator that made it. `pinned_free_bytes` stays 0 (a
+/// trace has no segment layout). `None` when a device lacks `Addr`.
+pub fn trace_sites(tr: &ProfilerTrace, device: Option<i64>) -> Option<Vec<SiteFigures>> {
+    let mut acc: BTreeMap<String, SiteFigures> = BTreeMap::new();
+    for d in &tr.devices {
+        if d.key.is_cpu() || device.is_some_and(|x| x != d.key.device_id) {
+            continue;
+        }
+        for (op, live, peak, n) in d.op_figures(&tr.names)? {
+            let e = acc.entry(op.clone()).or_insert_with(|| SiteFigures {
+                site: op,
+                ..Default::default()
+            });
+            e.live_bytes += live;
+            e.live_blocks += n;
+            e.peak_bytes += peak;
+        }
+    }
+    Some(acc.into_values().collect())
 }
 
 /// Peak live bytes per site over one device's trace. The trace gives each
@@ -252,8 +276,8 @@ pub struct DiffReport {
     pub notes: Vec<String>,
 }
 
-/// One side of a comparison. `sites` is `None` for inputs without stacks
-/// (profiler traces).
+/// One side of a comparison. `sites` is `None` for inputs that do not
+/// record who allocated (a profiler trace without `Addr`).
 pub struct DiffInput<'a> {
     pub file: &'a str,
     pub device: Option<i64>,
@@ -286,8 +310,9 @@ allocated, profiler totals count block bytes, so allocated figures differ by the
     let limit = |n: usize| if top == 0 { n } else { top.min(n) };
     let (mut movers, mut new_c, mut gone_c) = (Vec::new(), Vec::new(), Vec::new());
     let mut changed = 0;
+    let same_kind = before.metrics.source == after.metrics.source;
     match (before.sites, after.sites) {
-        (Some(b), Some(a)) => {
+        (Some(b), Some(a)) if same_kind => {
             let bm: BTreeMap<&str, &SiteFigures> = b.iter().map(|s| (s.site.as_str(), s)).collect();
             let am: BTreeMap<&str, &SiteFigures> = a.iter().map(|s| (s.site.as_str(), s)).collect();
             let keys: BTreeSet<&str> = bm.keys().chain(am.keys()).copied().collect();
@@ -321,9 +346,18 @@ allocated, profiler totals count block bytes, so allocated figures differ by the
             }
         }
         _ => notes.push(
-            "call sites are compared only between two snapshots (profiler traces carry no stacks here)"
+            "call sites are compared only between two inputs of one kind that record who allocated: two snapshots (stacks), or two profiler traces with `Addr` (operators)"
                 .into(),
         ),
+    }
+    if before.sites.is_some()
+        && after.sites.is_some()
+        && before.metrics.source == Source::ProfilerTrace
+    {
+        notes.push(
+            "profiler traces: a call site is the operator that allocated; without a segment layout no site can be shown pinning free memory"
+                .into(),
+        );
     }
     DiffReport {
         schema: DIFF_SCHEMA.into(),

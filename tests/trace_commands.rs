@@ -365,6 +365,41 @@ fn commands_on_a_trace() {
         "{row}"
     );
     assert!(out.contains("not measurable for a profiler trace: fragmentation"));
+    // Call sites are operators: over every site, the live bytes at the end
+    // add up to the allocated bytes at the end, on each side, and each
+    // site's peak is at least what it holds at the end.
+    let j: serde_json::Value = serde_json::from_str(
+        &run(["diff", "--json", "--top", "0", bert.as_str(), qwen.as_str()])
+            .expect_code(0)
+            .stdout(),
+    )
+    .unwrap();
+    let end_alloc = j["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "end_allocated")
+        .unwrap();
+    let sites = j["call_sites"].as_array().unwrap();
+    assert!(
+        sites.iter().any(|s| s["site"] == "aten::addmm"),
+        "operators named: {sites:?}"
+    );
+    for side in ["before", "after"] {
+        let live: u64 = sites
+            .iter()
+            .map(|s| s[format!("live_{side}")].as_u64().unwrap())
+            .sum();
+        assert_eq!(live, end_alloc[side]["bytes"].as_u64().unwrap(), "{side}");
+        for s in sites {
+            assert!(s[format!("peak_{side}")].as_u64() >= s[format!("live_{side}")].as_u64());
+        }
+    }
+    // The 2021 schema has no `Addr`: no operator can be charged with a free.
+    let out = run(["diff", old.as_str(), bert.as_str()])
+        .expect_code(0)
+        .stdout();
+    assert!(out.contains("call sites are compared only between two inputs of one kind"));
     refused(
         &run(["diff", tl.as_str(), bert.as_str()]),
         "allocated and reserved bytes",

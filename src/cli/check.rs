@@ -89,15 +89,29 @@ pub fn load_metrics(
     g: &Global,
     device: Option<i64>,
 ) -> anyhow::Result<(Metrics, Option<crate::model::Snapshot>)> {
+    let (m, content) = load_measured(path, g, device)?;
+    match content {
+        Content::Snapshot(s) => Ok((m, Some(s))),
+        _ => Ok((m, None)),
+    }
+}
+
+/// The metrics of a snapshot or profiler trace and the decoded input itself
+/// (`Content::Snapshot` or `Content::Profiler`).
+pub fn load_measured(
+    path: &str,
+    g: &Global,
+    device: Option<i64>,
+) -> anyhow::Result<(Metrics, Content)> {
     let l = input::load(path, &g.load)?;
     match l.content {
         Content::Snapshot(s) => {
             let m = Metrics::of_snapshot(&s, device).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-            Ok((m, Some(s)))
+            Ok((m, Content::Snapshot(s)))
         }
         Content::Profiler(t) => {
             let m = Metrics::of_trace(&t, device).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-            Ok((m, None))
+            Ok((m, Content::Profiler(t)))
         }
         Content::MemoryTimeline(_) => anyhow::bail!(
             "{path}: a memory-timeline export has no allocator figures (allocated and reserved bytes): check and diff need a snapshot or a profiler trace"

@@ -1,8 +1,9 @@
 //! `fragscope diff BEFORE AFTER`: two runs side by side.
 
-use super::check::load_metrics;
+use super::check::load_measured;
 use super::common::{Exit, Global, print, warn};
-use crate::diff::{DiffInput, call_sites, diff};
+use crate::diff::{DiffInput, call_sites, diff, trace_sites};
+use crate::input::Content;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -45,18 +46,20 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         Some((x, y)) => (Some(x), Some(y)),
         None => (None, None),
     };
-    let (mb, sb) = load_metrics(&a.before, g, db)?;
-    let (ma, sa) = load_metrics(&a.after, g, da)?;
-    let sites = |s: &Option<crate::model::Snapshot>, d, file: &str| {
-        s.as_ref().map(|s| {
+    let (mb, sb) = load_measured(&a.before, g, db)?;
+    let (ma, sa) = load_measured(&a.after, g, da)?;
+    let sites = |c: &Content, d, file: &str| match c {
+        Content::Snapshot(s) => {
             let (v, bad) = call_sites(s, d);
             if bad > 0 {
                 warn(&format!(
                     "{file}: {bad} call site(s) free more in the trace than the final state explains; their peaks are lower bounds"
                 ));
             }
-            v
-        })
+            Some(v)
+        }
+        Content::Profiler(t) => trace_sites(t, d),
+        Content::MemoryTimeline(_) => None,
     };
     let (xb, xa) = (sites(&sb, db, &a.before), sites(&sa, da, &a.after));
     let r = diff(

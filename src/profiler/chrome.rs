@@ -22,7 +22,7 @@ use crate::input::LoadError;
 use crate::replay::Moment;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Figures of [`crate::replay::Sample`] that a trace cannot give, with why.
 /// Charts and checks name these as "not available for profiler traces".
@@ -294,6 +294,43 @@ impl TraceDevice {
             self.summary.allocated_before_trace,
             at,
         ))
+    }
+
+    /// Per operator: (live bytes at the end, most live bytes at one moment,
+    /// live allocations at the end), sorted by operator. Memory older than
+    /// the trace is [`BEFORE_TRACE`], starting at the bytes allocated before
+    /// the first event. `None` without `Addr` (the 2021 schema), where a free
+    /// cannot be charged to the operator that allocated.
+    pub fn op_figures(&self, names: &[String]) -> Option<Vec<(String, u64, u64, u64)>> {
+        if !self.summary.has_addr {
+            return None;
+        }
+        // operator -> (live bytes, peak, live allocations)
+        let mut acc: BTreeMap<String, (i128, i128, i64)> = BTreeMap::new();
+        let older = self.summary.allocated_before_trace as i128;
+        if older > 0 {
+            acc.insert(BEFORE_TRACE.to_string(), (older, older, 0));
+        }
+        for e in &self.events {
+            let (op, delta, count) = if e.bytes >= 0 {
+                (op_label(names, e), e.bytes as i128, 1)
+            } else {
+                match e.pair.and_then(|p| self.events.get(p as usize)) {
+                    Some(a) => (op_label(names, a), e.bytes as i128, -1),
+                    None => (BEFORE_TRACE.to_string(), e.bytes as i128, 0),
+                }
+            };
+            let x = acc.entry(op).or_default();
+            x.0 += delta;
+            x.1 = x.1.max(x.0);
+            x.2 += count;
+        }
+        let clamp = |v: i128| v.clamp(0, u64::MAX as i128) as u64;
+        Some(
+            acc.into_iter()
+                .map(|(op, (live, peak, n))| (op, clamp(live), clamp(peak), n.max(0) as u64))
+                .collect(),
+        )
     }
 
     /// The event a moment names (`None` = before the first event), or why
