@@ -224,6 +224,10 @@ pub struct Simulator {
     blocks: Vec<Option<Blk>>,
     spare: Vec<BlockId>,
     by_addr: BTreeMap<u64, BlockId>,
+    /// Addresses of pending-free blocks: a cache flush completes them, and
+    /// finding them by a walk over every block made each OOM cost the whole
+    /// layout.
+    pending: BTreeSet<u64>,
     pools: Vec<Pool>,
     pool_ix: BTreeMap<((i64, i64), bool), usize>,
     /// Non-expandable segments by start address.
@@ -258,6 +262,7 @@ impl Simulator {
             blocks: Vec::new(),
             spare: Vec::new(),
             by_addr: BTreeMap::new(),
+            pending: BTreeSet::new(),
             pools: Vec::new(),
             pool_ix: BTreeMap::new(),
             segs: BTreeMap::new(),
@@ -475,7 +480,10 @@ impl Simulator {
                     self.fig.allocated += b.size;
                     self.fig.requested += self.blk(id).requested;
                 }
-                St::Pending => self.fig.pending += b.size,
+                St::Pending => {
+                    self.fig.pending += b.size;
+                    self.pending.insert(b.address);
+                }
             }
             first.get_or_insert(id);
             last = Some(id);
@@ -583,6 +591,7 @@ impl Simulator {
         }
         let (size, req, stream) = (b.size, b.requested, b.stream);
         self.blk_mut(id).state = St::Pending;
+        self.pending.insert(addr);
         self.fig.allocated -= size;
         self.fig.requested -= req;
         self.fig.pending += size;
@@ -1092,9 +1101,9 @@ impl Simulator {
     /// pages of expandable segments.
     fn release_cached_blocks(&mut self) {
         let pending: Vec<BlockId> = self
-            .by_addr
-            .values()
-            .copied()
+            .pending
+            .iter()
+            .filter_map(|a| self.by_addr.get(a).copied())
             .filter(|&i| self.blk(i).state == St::Pending)
             .collect();
         for id in pending {
@@ -1221,6 +1230,7 @@ impl Simulator {
             });
         }
         self.fig.pending -= size;
+        self.pending.remove(&addr);
         self.blk_mut(id).state = St::Free;
         self.merge_neighbours(id);
         self.insert_free(id);
