@@ -312,3 +312,134 @@ fn every_command_stays_bounded_on_traces_full_of_ooms() {
         assert_eq!(v["undiagnosed_ooms"], json!(total - 100));
     }
 }
+
+/// Every command that writes a file, with `{O}` for the output.
+fn writers(input: &str) -> Vec<Vec<String>> {
+    let cmds: Vec<Vec<&str>> = vec![
+        vec!["convert", input, "-o", "{O}.json"],
+        vec!["report", input, "-o", "{O}.html"],
+        vec!["report", input, "-o", "{O}.md"],
+        vec!["plot", "timeline", input, "-o", "{O}.svg"],
+        vec!["flamegraph", input, "-o", "{O}.svg"],
+        vec!["simulate", input, "--svg", "{O}.svg"],
+        vec!["check", input, "--format", "junit", "-o", "{O}.xml"],
+    ];
+    cmds.into_iter()
+        .map(|c| c.into_iter().map(String::from).collect())
+        .collect()
+}
+
+fn with_output(cmd: &[String], out: &str) -> (Vec<String>, String) {
+    let mut path = String::new();
+    let c = cmd
+        .iter()
+        .map(|a| match a.strip_prefix("{O}") {
+            Some(ext) => {
+                path = format!("{out}{ext}");
+                path.clone()
+            }
+            None => a.clone(),
+        })
+        .collect();
+    (c, path)
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".fragscope-"))
+        .collect()
+}
+
+/// Nothing lost, for every command that writes: an output that is the
+/// input is refused and the input stays as it was; a write that fails half
+/// way (RLIMIT_FSIZE) leaves the previous output whole and no temporary
+/// file; a run that works replaces the output completely.
+#[test]
+fn every_written_output_is_whole_or_untouched() {
+    let d = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(seed()).unwrap();
+    std::fs::create_dir_all(d.path().join("sub")).unwrap();
+    for cmd in writers("{IN}") {
+        let out = path_str(&d.path().join("out"));
+        let (c, path) = with_output(&cmd, &out);
+        let ext = path.rsplit('.').next().unwrap().to_string();
+        // The input is named like the output, so that only its being the
+        // input stands in the way (its content is sniffed, not its name).
+        let input = path_str(&d.path().join(format!("in.{ext}")));
+        std::fs::write(&input, &bytes).unwrap();
+        let c: Vec<String> = c
+            .into_iter()
+            .map(|a| if a == "{IN}" { input.clone() } else { a })
+            .collect();
+        // Over its input, reached by another spelling.
+        let same = path_str(&d.path().join(format!("sub/../in.{ext}")));
+        let over: Vec<String> = c
+            .iter()
+            .map(|a| if *a == path { same.clone() } else { a.clone() })
+            .collect();
+        run(&over)
+            .assert_clean_error(&same)
+            .assert_stderr_has("refusing to write over an input file");
+        assert_eq!(
+            std::fs::read(&input).unwrap(),
+            bytes,
+            "input changed: {c:?}"
+        );
+        // A write that fails half way.
+        std::fs::write(&path, b"previous output").unwrap();
+        let r = run_limited(
+            &c,
+            Limits {
+                file_size: Some(200),
+                ..Default::default()
+            },
+        );
+        r.assert_clean_error(&path)
+            .assert_stderr_has("cannot write");
+        assert_eq!(std::fs::read(&path).unwrap(), b"previous output", "{r}");
+        assert!(
+            leftovers(d.path()).is_empty(),
+            "{:?}{r}",
+            leftovers(d.path())
+        );
+        // And when it works, the output is replaced whole.
+        let r = run(&c);
+        assert!(
+            r.code == Some(0) || (c[0] == "check" && r.code == Some(1)),
+            "{r}"
+        );
+        let written = std::fs::read(&path).unwrap();
+        assert!(written.len() > 200 && written != b"previous output", "{r}");
+        assert!(leftovers(d.path()).is_empty());
+        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_file(&input).unwrap();
+    }
+}
+
+/// A gzip bomb (4 MB that decompress to 1 GiB) against every command, in
+/// 384 MB of address space: each stops at `--max-input-size` and says so.
+#[test]
+fn every_command_stops_a_decompression_bomb_at_the_limit() {
+    use std::io::Write;
+    let d = tempfile::tempdir().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&vec![0u8; 16 << 20]).unwrap();
+    let bomb = gz.finish().unwrap().repeat(64);
+    let f = path_str(&d.path().join("bomb.pickle.gz"));
+    std::fs::write(&f, &bomb).unwrap();
+    for c in commands(d.path(), &seed()) {
+        let mut c = with_file(&c, &f);
+        c.splice(0..0, ["--max-input-size".to_string(), "64MiB".to_string()]);
+        run_limited(
+            &c,
+            Limits {
+                address_space: Some(384 << 20),
+                ..Default::default()
+            },
+        )
+        .assert_clean_error(&f)
+        .assert_stderr_has("--max-input-size");
+    }
+}
