@@ -443,3 +443,77 @@ fn every_command_stops_a_decompression_bomb_at_the_limit() {
         .assert_stderr_has("--max-input-size");
     }
 }
+
+/// Errors are one line naming the file and where in it, for every command;
+/// `--verbose` adds the chain of causes, one `  caused by:` line each.
+#[test]
+fn every_command_errors_in_one_line_naming_file_and_place() {
+    let d = tempfile::tempdir().unwrap();
+    let wrong = path_str(&d.path().join("wrong.json"));
+    std::fs::write(
+        &wrong,
+        r#"{"segments": [{"device": 0, "address": "0x10", "total_size": 2097152, "blocks": []}]}"#,
+    )
+    .unwrap();
+    let missing = path_str(&d.path().join("missing.pickle"));
+    for c in commands(d.path(), &seed()) {
+        if c[0] == "explain" {
+            // Reads text, not a snapshot: a JSON file is not a message.
+            continue;
+        }
+        let r = run(&with_file(&c, &wrong));
+        r.assert_clean_error(&wrong)
+            .assert_stderr_has("segments[0].address");
+        let r = run(&with_file(&c, &missing));
+        r.assert_clean_error(&missing);
+        assert!(!r.stderr.contains("caused by"), "{r}");
+        let mut v = vec!["--verbose".to_string()];
+        v.extend(with_file(&c, &missing));
+        let r = run(&v);
+        assert_eq!(r.code, Some(2), "{r}");
+        let lines = r.stderr_lines();
+        assert!(
+            lines[0].starts_with("fragscope: error: ") && lines[0].contains(&missing),
+            "{r}"
+        );
+        assert!(
+            lines[1..].iter().any(|l| l.starts_with("  caused by: ")),
+            "--verbose shows no cause{r}"
+        );
+    }
+}
+
+/// A report over many files covers every readable one, names each
+/// unreadable one (on stderr and in the report) and exits 2.
+#[test]
+fn a_report_over_many_files_keeps_the_readable_ones() {
+    let d = tempfile::tempdir().unwrap();
+    let good = std::fs::read(seed()).unwrap();
+    let a = path_str(&d.path().join("rank0.pickle"));
+    let b = path_str(&d.path().join("rank1.pickle"));
+    let c = path_str(&d.path().join("rank2.pickle"));
+    let missing = path_str(&d.path().join("rank3.pickle"));
+    std::fs::write(&a, &good).unwrap();
+    std::fs::write(&b, &good[..good.len() / 2]).unwrap();
+    std::fs::write(&c, &good).unwrap();
+    let out = path_str(&d.path().join("ranks.html"));
+    let r = run(&["report", &a, &b, &c, &missing, "-o", &out]);
+    assert_eq!(r.code, Some(2), "{r}");
+    let lines = r.stderr_lines();
+    assert_eq!(lines.len(), 2, "{r}");
+    for (line, bad) in lines.iter().zip([&b, &missing]) {
+        assert!(
+            line.starts_with("fragscope: error: ") && line.contains(bad.as_str()),
+            "{r}"
+        );
+    }
+    let html = std::fs::read_to_string(&out).unwrap();
+    for name in [
+        "rank0.pickle",
+        "rank1.pickle",
+        "rank2.pickle",
+        "rank3.pickle",
+    ] {
+        assert!(html.contains(name), "{name} missing from the report");
+    }
+}
