@@ -127,6 +127,15 @@ for t in "${targets[@]}"; do
             seed "$t" fuzz/seeds/*.pickle "$real"/*.pickle "$real"/*.pkl \
                 $(printf '%s\n' "${fixtures[@]}" | grep -E '\.(pickle|pkl)$')
             ;;
+        replay)
+            # Snapshots only, in every form the loader reads (the JSON ones
+            # mutate into new layouts and traces most easily).
+            dict=fuzz/dicts/json.dict
+            seed "$t" fuzz/seeds/*.pickle fuzz/seeds/snapshot.json* \
+                fuzz/seeds/legacy_segment_list.json fuzz/seeds/memory_viz.html \
+                "$real"/*.pickle "$real"/*.pkl "$conv"/*.pickle.* "$conv"/*.pkl.* \
+                $(printf '%s\n' "${fixtures[@]}" | grep -E '\.(pickle|pkl|json)$')
+            ;;
         *)
             dict=fuzz/dicts/pickle.dict
             seed "$t" fuzz/seeds/* "$real"/* "$conv"/* "${fixtures[@]}"

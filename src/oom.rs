@@ -112,7 +112,16 @@ pub struct OomReport {
     pub ooms: Vec<OomFinding>,
     /// Only when the file has no `oom` event.
     pub final_state: Vec<FinalStateFinding>,
+    /// `oom` events past the first [`MAX_DIAGNOSED_OOMS`] of a device:
+    /// counted, not diagnosed.
+    pub undiagnosed_ooms: usize,
 }
+
+/// `oom` events diagnosed one by one, per device. A real run records a
+/// handful (a failed allocation usually ends it); a file naming an OOM at
+/// every event would otherwise cost the trace length times the layout,
+/// quadratic in the input.
+pub const MAX_DIAGNOSED_OOMS: usize = 100;
 
 /// `capacity`: total device memory when the user knows it (snapshots do
 /// not record it).
@@ -127,11 +136,13 @@ pub fn analyse(snap: &Snapshot, capacity: Option<u64>) -> OomReport {
             continue;
         }
         let rep = replay::replay_device(snap, d);
-        for i in ooms {
-            let st = replay::state_at(snap, d, Some(i));
+        let shown = &ooms[..ooms.len().min(MAX_DIAGNOSED_OOMS)];
+        out.undiagnosed_ooms += ooms.len() - shown.len();
+        replay::for_each_state_at(snap, d, shown, |st| {
+            let i = st.at.expect("an event");
             out.ooms
                 .push(finding(snap, &trace[i], i, &st, &rep.report, capacity));
-        }
+        });
     }
     if out.ooms.is_empty() {
         for d in snap.devices() {
@@ -285,7 +296,7 @@ fn finding(
         let before: Vec<String> = report
             .anomalies
             .iter()
-            .filter(|a| a.first_event.is_some_and(|x| x <= i))
+            .filter(|a| a.first_event.is_none_or(|x| x <= i))
             .map(|a| {
                 format!(
                     "{} {:?} anomaly(ies), first: {}",

@@ -353,6 +353,13 @@ pub fn build(
         let trace = snap.trace_of(d);
         let samples = &inp.replay.samples;
         let ooms = oom_findings(snap, &inp);
+        let recorded_ooms = trace.iter().filter(|e| e.action == Action::Oom).count();
+        if recorded_ooms > crate::oom::MAX_DIAGNOSED_OOMS {
+            quality.push(format!(
+                "device {d}: {recorded_ooms} oom events; the first {} are diagnosed",
+                crate::oom::MAX_DIAGNOSED_OOMS
+            ));
+        }
         let rr = &inp.replay.report;
         if rr.events > 0 && rr.clean_events < rr.events {
             quality.push(format!(
@@ -436,20 +443,16 @@ pub fn build(
 /// shown moment's state serves when it is that OOM; other OOMs are replayed.
 fn oom_findings(snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
     let d = inp.replay.device;
+    let trace = snap.trace_of(d);
+    let ooms: Vec<usize> = (0..trace.len())
+        .filter(|&i| trace[i].action == Action::Oom)
+        .take(crate::oom::MAX_DIAGNOSED_OOMS)
+        .collect();
     let mut out = Vec::new();
-    for (i, ev) in snap.trace_of(d).iter().enumerate() {
-        if ev.action != Action::Oom {
-            continue;
-        }
-        let replayed;
-        let state = if inp.moment.at == Some(i) {
-            &inp.moment
-        } else {
-            replayed = crate::replay::state_at(snap, d, Some(i));
-            &replayed
-        };
+    let mut add = |state: &crate::replay::MomentState, i: usize| {
+        let ev = &trace[i];
         let Some(f) = crate::oom::finding_at(snap, state, i, &inp.replay.report, None) else {
-            continue;
+            return;
         };
         out.push(OomFinding {
             mark: OomMark {
@@ -461,7 +464,16 @@ fn oom_findings(snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
             },
             diagnosis: f.diagnosis,
         });
-    }
+    };
+    // One replay for all of them (a file may hold an OOM per event).
+    crate::replay::for_each_state_at(snap, d, &ooms, |st| {
+        let i = st.at.expect("an event");
+        if inp.moment.at == Some(i) {
+            add(&inp.moment, i);
+        } else {
+            add(&st, i);
+        }
+    });
     out
 }
 

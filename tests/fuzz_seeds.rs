@@ -62,6 +62,7 @@ fn check_all(path: &Path) {
     }
     if bytes.len() as u64 <= invariants::FUZZ_MAX_INPUT {
         replay("load_bytes", path, &bytes, invariants::check_load_bytes);
+        replay("replay", path, &bytes, invariants::check_replay);
     }
 }
 
@@ -85,11 +86,19 @@ fn fixtures_keep_every_invariant() {
 
 #[test]
 fn inputs_the_fuzzers_found_stay_fixed() {
-    for target in ["pickle", "json", "profiler", "load_bytes", "check_config"] {
+    for target in [
+        "pickle",
+        "json",
+        "profiler",
+        "load_bytes",
+        "check_config",
+        "replay",
+    ] {
         let check: fn(&[u8]) = match target {
             "pickle" => invariants::check_pickle,
             "json" | "profiler" => invariants::check_json,
             "check_config" => invariants::check_config,
+            "replay" => invariants::check_replay,
             _ => invariants::check_load_bytes,
         };
         for p in files_in(&root().join("fuzz/regressions").join(target)) {

@@ -440,3 +440,282 @@ pub fn first_difference(a: &Snapshot, b: &Snapshot) -> String {
     field!(stacks);
     "no difference in Debug form (a NaN?)".into()
 }
+
+/// Events a replay fuzz input may carry per device before the moment checks
+/// are thinned out (each `state_at` replays the whole trace again).
+const REPLAY_MOMENTS: usize = 4;
+
+/// Replay stage (`fragscope::replay`), from whatever the loader decodes: the
+/// promises of its contract (`src/replay/mod.rs`) on any model.
+///
+/// * One sample per event plus the start, each naming its event and time.
+/// * Bytes are conserved at every sample: live + pending + inactive bytes
+///   are the reserved bytes (`active + external_free == reserved`), the
+///   rounding waste is `active − allocated`, and the largest free block is
+///   at most the inactive bytes.
+/// * At the start, the end and moments between, `state_at` gives segments
+///   sorted by address that do not overlap, each tiled by its blocks (so no
+///   two live blocks overlap and every block lies inside its segment), an
+///   origin for exactly the live blocks, and the same figures as the sample
+///   of that moment.
+/// * The report counts one anomaly at most per event, and says the final
+///   state matches exactly when it has no difference to show; when it
+///   matches, the last state is the snapshot's segments (address, size,
+///   state of every block) and the last sample has their figures.
+/// * Every moment resolves inside the trace, and the key moments carry the
+///   samples they name.
+pub fn check_replay(data: &[u8]) {
+    let opts = LoadOptions {
+        max_input_size: FUZZ_MAX_INPUT,
+    };
+    let Ok((bytes, _)) = input::decompress(data.to_vec(), NAME, &opts) else {
+        return;
+    };
+    let Ok(l) = input::load_bytes(&bytes, NAME) else {
+        return;
+    };
+    let Content::Snapshot(snap) = &l.content else {
+        return;
+    };
+    check_replay_model(snap);
+}
+
+/// [`check_replay`] on a decoded model.
+pub fn check_replay_model(snap: &Snapshot) {
+    use fragscope::replay::{self, Moment};
+    let all = replay::replay(snap);
+    assert_eq!(
+        all.iter().map(|r| r.device).collect::<Vec<_>>(),
+        snap.devices(),
+        "replay covers every device, in order"
+    );
+    for dr in &all {
+        let d = dr.device;
+        let trace = snap.trace_of(d);
+        let n = trace.len();
+        assert_eq!(
+            dr.samples.len(),
+            n + 1,
+            "device {d}: one sample per event plus the start"
+        );
+        for (i, s) in dr.samples.iter().enumerate() {
+            let want = i.checked_sub(1);
+            assert_eq!(
+                s.event.map(|e| e as usize),
+                want,
+                "device {d}: sample {i} event"
+            );
+            assert_eq!(
+                s.time_us,
+                want.and_then(|e| trace[e].time_us),
+                "device {d}: sample {i} time"
+            );
+            check_sample_conserves(d, i, s);
+        }
+        let r = &dr.report;
+        assert_eq!(r.events, n, "device {d}: events in the report");
+        assert!(r.clean_events <= n);
+        // Events with an anomaly count once each; records of the recorded
+        // state left out count per record, with no event.
+        assert_eq!(
+            r.anomalies
+                .iter()
+                .filter(|a| a.first_event.is_some())
+                .map(|a| a.count)
+                .sum::<u64>(),
+            (n - r.clean_events) as u64,
+            "device {d}: anomalies counted once per event"
+        );
+        for a in &r.anomalies {
+            assert!(a.count > 0 && a.first_event.is_none_or(|e| e < n), "{a:?}");
+            assert_eq!(
+                a.first_event.is_none(),
+                a.kind == replay::AnomalyKind::InconsistentRecord,
+                "{a:?}"
+            );
+            one_line("anomaly", &a.example);
+        }
+        assert_eq!(r.final_state_matches, r.final_state_diff.is_none());
+        assert!(r.inferred_blocks <= r.older_blocks && r.widened_blocks <= r.inferred_blocks);
+
+        let mut moments = vec![None, Some(n.saturating_sub(1))];
+        if n > 2 {
+            moments.push(Some(n / 2));
+        }
+        // Past the end: the last state, as the contract's `at` clamps.
+        moments.push(Some(n + 3));
+        moments.truncate(REPLAY_MOMENTS);
+        for at in moments {
+            let st = replay::state_at(snap, d, at);
+            check_moment(snap, dr, &st, at);
+        }
+        if r.final_state_matches {
+            let end = replay::state_at(snap, d, n.checked_sub(1));
+            let mut rec: Vec<&fragscope::model::Segment> = snap.segments_of(d).collect();
+            rec.sort_by_key(|s| s.address);
+            assert_eq!(
+                rec.len(),
+                end.segments.len(),
+                "device {d}: segments at the end"
+            );
+            for (a, b) in rec.iter().zip(&end.segments) {
+                assert_eq!((a.address, a.total_size), (b.address, b.total_size));
+                let key = |s: &fragscope::model::Segment| {
+                    s.blocks
+                        .iter()
+                        .map(|b| (b.address, b.size, b.state))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(key(a), key(b), "device {d}: blocks of {:#x}", a.address);
+            }
+            // The match is of addresses, sizes and states: requested sizes
+            // come from the trace's allocations, so `allocated` may differ.
+            let mut want = figures(rec.iter().copied());
+            let mut got = figures_of_sample(dr.end());
+            (want.1, got.1) = (0, 0);
+            assert_eq!(got, want, "device {d}: end sample");
+        }
+
+        for m in [
+            Moment::Start,
+            Moment::End,
+            Moment::Event(0),
+            Moment::Event(n),
+            Moment::TimeUs(0),
+            Moment::TimeUs(i64::MAX),
+            Moment::PeakAllocated,
+            Moment::PeakReserved,
+            Moment::MaxFragmentation,
+            Moment::MinLargestGap,
+            Moment::Oom(0),
+        ] {
+            if let Ok(Some(i)) = dr.resolve(snap, m) {
+                assert!(i < n, "device {d}: {m:?} resolved to {i} of {n}");
+            }
+        }
+        for k in dr.key_moments(snap) {
+            assert_eq!(&k.sample, dr.sample_at(k.at), "key moment {}", k.label);
+        }
+    }
+}
+
+fn check_sample_conserves(d: i64, i: usize, s: &fragscope::replay::Sample) {
+    let ctx = || format!("device {d}, sample {i}: {s:?}");
+    assert!(s.allocated <= s.active, "allocated above active: {}", ctx());
+    assert_eq!(s.internal_free, s.active - s.allocated, "{}", ctx());
+    assert!(s.pending_free <= s.external_free, "{}", ctx());
+    assert_eq!(
+        s.active.checked_add(s.external_free),
+        Some(s.reserved),
+        "bytes not conserved: {}",
+        ctx()
+    );
+    let inactive = s.external_free - s.pending_free;
+    assert!(s.largest_free_gap <= inactive, "{}", ctx());
+    assert_eq!(s.free_gaps == 0, s.largest_free_gap == 0, "{}", ctx());
+    assert!(s.free_gaps <= inactive, "{}", ctx());
+    assert!((0.0..=1.0).contains(&s.fragmentation), "{}", ctx());
+}
+
+/// (reserved, allocated, active, pending, inactive, free blocks, largest
+/// free block) of a set of segments.
+type Figures = (u64, u64, u64, u64, u64, u64, u64);
+
+fn figures<'a>(segs: impl IntoIterator<Item = &'a fragscope::model::Segment>) -> Figures {
+    use fragscope::model::BlockState;
+    let mut f = (0, 0, 0, 0, 0, 0, 0);
+    for s in segs {
+        f.0 += s.total_size;
+        for b in &s.blocks {
+            match b.state {
+                BlockState::ActiveAllocated => {
+                    f.1 += b.requested_or_size().min(b.size);
+                    f.2 += b.size;
+                }
+                BlockState::ActivePendingFree => f.3 += b.size,
+                BlockState::Inactive => {
+                    f.4 += b.size;
+                    f.5 += 1;
+                    f.6 = f.6.max(b.size);
+                }
+            }
+        }
+    }
+    f
+}
+
+fn figures_of_sample(s: &fragscope::replay::Sample) -> Figures {
+    (
+        s.reserved,
+        s.allocated,
+        s.active,
+        s.pending_free,
+        s.external_free - s.pending_free,
+        s.free_gaps,
+        s.largest_free_gap,
+    )
+}
+
+fn check_moment(
+    snap: &Snapshot,
+    dr: &fragscope::replay::DeviceReplay,
+    st: &fragscope::replay::MomentState,
+    at: Option<usize>,
+) {
+    use fragscope::model::BlockState;
+    let d = dr.device;
+    let n = snap.trace_of(d).len();
+    assert_eq!(st.device, d);
+    let want_at = at.and_then(|a| n.checked_sub(1).map(|last| a.min(last)));
+    assert_eq!(st.at, want_at, "device {d}: state_at({at:?}).at");
+    let mut prev_end: Option<u64> = None;
+    let mut live = 0usize;
+    for s in &st.segments {
+        assert_eq!(s.device, d);
+        let end = s
+            .address
+            .checked_add(s.total_size)
+            .unwrap_or_else(|| panic!("device {d}: segment {:#x} wraps", s.address));
+        if let Some(p) = prev_end {
+            assert!(
+                s.address >= p,
+                "device {d}, {at:?}: segment {:#x} overlaps or precedes the one ending at {p:#x}",
+                s.address
+            );
+        }
+        prev_end = Some(end);
+        let mut cur = s.address;
+        for b in &s.blocks {
+            assert_eq!(
+                b.address, cur,
+                "device {d}, {at:?}: blocks do not tile the segment at {:#x}",
+                s.address
+            );
+            assert!(b.size > 0, "device {d}, {at:?}: empty block at {cur:#x}");
+            cur = b.address.checked_add(b.size).expect("block wraps");
+            if b.state != BlockState::Inactive {
+                live += 1;
+                assert!(
+                    st.origins.contains_key(&b.address),
+                    "device {d}, {at:?}: live block {:#x} has no origin",
+                    b.address
+                );
+            }
+        }
+        assert_eq!(
+            cur, end,
+            "device {d}, {at:?}: blocks do not fill the segment at {:#x}",
+            s.address
+        );
+    }
+    assert_eq!(
+        st.origins.len(),
+        live,
+        "device {d}, {at:?}: origins of non-live blocks"
+    );
+    assert_eq!(
+        figures(&st.segments),
+        figures_of_sample(dr.sample_at(st.at)),
+        "device {d}, {at:?}: the state's figures differ from its sample"
+    );
+}

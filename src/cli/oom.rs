@@ -29,6 +29,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             "file": a.file,
             "ooms": r.ooms,
             "final_state": r.final_state,
+            "undiagnosed_ooms": r.undiagnosed_ooms,
         });
         print(&(serde_json::to_string_pretty(&v)? + "\n"))?;
     } else {

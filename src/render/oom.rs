@@ -149,6 +149,13 @@ pub fn render(file: &str, r: &OomReport) -> String {
         out.push('\n');
         oom_text(o, i + 1, r.ooms.len(), &mut out);
     }
+    if r.undiagnosed_ooms > 0 {
+        out.push_str(&format!(
+            "\n{} more oom event(s), not diagnosed one by one (the first {} of each device are)\n",
+            r.undiagnosed_ooms,
+            crate::oom::MAX_DIAGNOSED_OOMS
+        ));
+    }
     if r.ooms.is_empty() {
         out.push_str("no oom event in any device trace\n");
         for f in &r.final_state {

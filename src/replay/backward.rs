@@ -74,6 +74,10 @@ pub(crate) fn start_state(
 ) -> Layout {
     for (i, e) in trace.iter().enumerate().rev() {
         let x = e.addr;
+        if let Err(p) = super::forward::wraps(e) {
+            record(problems, i, Err(p));
+            continue;
+        }
         let r = match e.action {
             Action::Alloc => match l.seg_containing(x) {
                 Some(sa) if l.remove_live(sa, x).is_some() => {

@@ -105,7 +105,33 @@ fn anomaly(kind: AnomalyKind, msg: String) -> Result<(), Problem> {
     Err(Problem::new(kind, msg))
 }
 
+/// An event naming memory that runs past the end of the address space: no
+/// allocator wrote it, and no step can place it, so both directions skip it.
+pub(crate) fn wraps(e: &TraceEvent) -> Result<(), Problem> {
+    let names_memory = matches!(
+        e.action,
+        Action::Alloc
+            | Action::FreeRequested
+            | Action::FreeCompleted
+            | Action::SegmentAlloc
+            | Action::SegmentFree
+            | Action::SegmentMap
+            | Action::SegmentUnmap
+    );
+    if names_memory && e.addr.checked_add(e.size).is_none() {
+        return anomaly(
+            AnomalyKind::Other,
+            format!(
+                "an event of {} bytes at {:#x} runs past the end of the address space (skipped)",
+                e.size, e.addr
+            ),
+        );
+    }
+    Ok(())
+}
+
 pub(crate) fn step(l: &mut Layout, ctx: &Ctx, i: usize, e: &TraceEvent) -> Result<(), Problem> {
+    wraps(e)?;
     let x = e.addr;
     match &e.action {
         Action::Alloc => alloc(l, ctx, i, e),

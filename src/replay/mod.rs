@@ -137,6 +137,10 @@ pub enum AnomalyKind {
     SegmentMismatch,
     /// An action this version does not know (skipped).
     UnknownAction,
+    /// The recorded segments contradict themselves (overlapping segments or
+    /// blocks, a block outside its segment): the record is left out.
+    /// Counted per record, with no event (`first_event` is `None`).
+    InconsistentRecord,
     /// Anything else the replay had to work around.
     Other,
 }
@@ -145,7 +149,7 @@ pub enum AnomalyKind {
 pub struct Anomaly {
     pub kind: AnomalyKind,
     pub count: u64,
-    /// First event where it happened.
+    /// First event where it happened (`None`: in the recorded segments).
     pub first_event: Option<usize>,
     pub example: String,
 }
@@ -218,13 +222,15 @@ struct Run<'a> {
     start: Layout,
     /// First anomaly per event index (backward pass first).
     problems: BTreeMap<usize, Problem>,
+    /// Records of the final state left out as impossible.
+    recorded: Vec<Problem>,
 }
 
 impl<'a> Run<'a> {
     fn new(snap: &'a Snapshot, device: i64) -> Run<'a> {
         let trace = snap.trace_of(device);
         let ctx = forward::Ctx::new(snap, device, trace);
-        let end = Layout::from_segments(snap.segments_of(device));
+        let (end, recorded) = Layout::from_segments(snap.segments_of(device));
         let mut problems = BTreeMap::new();
         let mut start = backward::start_state(&ctx, end, trace, &mut problems);
         start.set_indexed(true);
@@ -233,6 +239,7 @@ impl<'a> Run<'a> {
             trace,
             start,
             problems,
+            recorded,
         }
     }
 
@@ -260,7 +267,7 @@ pub fn replay_device(snap: &Snapshot, device: i64) -> DeviceReplay {
     let report = ReplayReport {
         events: n,
         clean_events: n - run.problems.len(),
-        anomalies: summarize(&run.problems),
+        anomalies: summarize(&run.problems, &run.recorded),
         final_state_matches: final_state_diff.is_none(),
         final_state_diff,
         inferences: inferences(&run, snap),
@@ -282,6 +289,38 @@ pub fn state_at(snap: &Snapshot, device: i64, at: Option<usize>) -> MomentState 
     for i in 0..upto {
         run.step(&mut l, i);
     }
+    moment_state(&run, &l, device, at)
+}
+
+/// The states after each event of `events` (ascending), as [`state_at`]
+/// gives them, from one replay: `f` gets each in turn. A file can hold an
+/// OOM per event; one replay per state would be quadratic in the trace.
+pub fn for_each_state_at(
+    snap: &Snapshot,
+    device: i64,
+    events: &[usize],
+    mut f: impl FnMut(MomentState),
+) {
+    let mut run = Run::new(snap, device);
+    let mut l = run.start.clone();
+    let mut done = 0;
+    for &at in events {
+        let upto = (at + 1).min(run.trace.len());
+        // Earlier moments come out of a replay already past them.
+        let state = if upto < done {
+            state_at(snap, device, Some(at))
+        } else {
+            for i in done..upto {
+                run.step(&mut l, i);
+            }
+            done = upto;
+            moment_state(&run, &l, device, Some(at))
+        };
+        f(state);
+    }
+}
+
+fn moment_state(run: &Run, l: &Layout, device: i64, at: Option<usize>) -> MomentState {
     let ev = at.and_then(|a| run.trace.get(a));
     let mut origins = HashMap::new();
     for s in l.segs.values() {
@@ -364,8 +403,18 @@ fn diff_layout(recorded: &[&Segment], replayed: &[Segment]) -> Option<String> {
     None
 }
 
-fn summarize(problems: &BTreeMap<usize, Problem>) -> Vec<Anomaly> {
+fn summarize(problems: &BTreeMap<usize, Problem>, recorded: &[Problem]) -> Vec<Anomaly> {
     let mut by: BTreeMap<AnomalyKind, Anomaly> = BTreeMap::new();
+    for p in recorded {
+        by.entry(p.kind)
+            .and_modify(|a| a.count += 1)
+            .or_insert_with(|| Anomaly {
+                kind: p.kind,
+                count: 1,
+                first_event: None,
+                example: p.msg.clone(),
+            });
+    }
     for (i, p) in problems {
         by.entry(p.kind)
             .and_modify(|a| a.count += 1)
@@ -538,7 +587,7 @@ impl DeviceReplay {
             }];
         }
         let mut out = Vec::new();
-        let mut push = |label: String, m: Moment| {
+        let push = |out: &mut Vec<KeyMoment>, label: String, m: Moment| {
             if let Ok(at) = self.resolve(snap, m) {
                 out.push(KeyMoment {
                     label,
@@ -547,20 +596,31 @@ impl DeviceReplay {
                 });
             }
         };
-        push("start".into(), Moment::Start);
-        push("peak allocated".into(), Moment::PeakAllocated);
-        push("peak reserved".into(), Moment::PeakReserved);
-        push("max fragmentation".into(), Moment::MaxFragmentation);
-        push("min largest gap".into(), Moment::MinLargestGap);
+        push(&mut out, "start".into(), Moment::Start);
+        push(&mut out, "peak allocated".into(), Moment::PeakAllocated);
+        push(&mut out, "peak reserved".into(), Moment::PeakReserved);
+        push(
+            &mut out,
+            "max fragmentation".into(),
+            Moment::MaxFragmentation,
+        );
+        push(&mut out, "min largest gap".into(), Moment::MinLargestGap);
+        // Listed once: resolving `Moment::Oom(k)` scans the trace, and a
+        // file may hold an OOM per event.
         let ooms = snap
             .trace_of(self.device)
             .iter()
-            .filter(|e| e.action == Action::Oom)
-            .count();
-        for k in 0..ooms {
-            push(format!("oom #{}", k + 1), Moment::Oom(k));
+            .enumerate()
+            .filter(|(_, e)| e.action == Action::Oom)
+            .map(|(i, _)| i);
+        for (k, i) in ooms.enumerate() {
+            out.push(KeyMoment {
+                label: format!("oom #{}", k + 1),
+                at: Some(i),
+                sample: *self.sample_at(Some(i)),
+            });
         }
-        push("end".into(), Moment::End);
+        push(&mut out, "end".into(), Moment::End);
         out
     }
 }

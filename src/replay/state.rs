@@ -173,14 +173,75 @@ impl Layout {
     /// Builds the layout of the recorded segments of one device, without
     /// the index (see [`Layout::set_indexed`]). Inactive blocks are not
     /// read: they are the runs between live blocks.
-    pub fn from_segments<'a>(segs: impl IntoIterator<Item = &'a Segment>) -> Layout {
+    ///
+    /// A file can contradict itself where no allocator could: segments that
+    /// overlap or run past the end of the address space, live blocks that
+    /// overlap, are empty or leave their segment. Every later step (and the
+    /// promise that blocks tile their segments) assumes a layout an allocator
+    /// could have, so such records are left out, each one returned as a
+    /// problem; the final-state comparison then shows the difference too.
+    pub fn from_segments<'a>(
+        segs: impl IntoIterator<Item = &'a Segment>,
+    ) -> (Layout, Vec<Problem>) {
         let mut l = Layout::default();
-        for s in segs {
+        let mut problems = Vec::new();
+        let mut bad = |msg: String| {
+            problems.push(Problem::new(
+                AnomalyKind::InconsistentRecord,
+                format!("recorded state: {msg}"),
+            ))
+        };
+        let mut segs: Vec<&Segment> = segs.into_iter().collect();
+        // Stable: of two records at one address the first one is kept.
+        segs.sort_by_key(|s| s.address);
+        let mut seg_end = 0u64;
+        for (i, s) in segs.iter().enumerate() {
+            let Some(end) = s.address.checked_add(s.total_size) else {
+                bad(format!(
+                    "the segment at {:#x} ({} bytes) runs past the end of the address space; left out",
+                    s.address, s.total_size
+                ));
+                continue;
+            };
+            if i > 0 && s.address < seg_end {
+                bad(format!(
+                    "the segment at {:#x} ({} bytes) overlaps the one before it (ending at {seg_end:#x}); left out",
+                    s.address, s.total_size
+                ));
+                continue;
+            }
+            seg_end = end;
+            let mut live: Vec<&Block> = s
+                .blocks
+                .iter()
+                .filter(|b| b.state != BlockState::Inactive)
+                .collect();
+            live.sort_by_key(|b| b.address);
             let mut blocks = BTreeMap::new();
-            for b in &s.blocks {
-                if b.state == BlockState::Inactive {
+            let mut cur = s.address;
+            for b in live {
+                let inside = b.address >= cur
+                    && b.size > 0
+                    && b.address.checked_add(b.size).is_some_and(|e| e <= end);
+                if !inside {
+                    bad(format!(
+                        "the {} block at {:#x} ({} bytes) {} in the segment at {:#x} ({} bytes); left out",
+                        b.state.as_str(),
+                        b.address,
+                        b.size,
+                        if b.size == 0 {
+                            "is empty"
+                        } else if b.address < cur && b.address >= s.address {
+                            "overlaps the live block before it"
+                        } else {
+                            "lies outside its segment"
+                        },
+                        s.address,
+                        s.total_size
+                    ));
                     continue;
                 }
+                cur = b.address + b.size;
                 blocks.insert(
                     b.address,
                     Live {
@@ -203,14 +264,9 @@ impl Layout {
                 blocks,
                 kind_inferred: false,
             };
-            if l.segs.contains_key(&s.address) {
-                // Two records at one address: keep the first, the final-state
-                // comparison reports the difference.
-                continue;
-            }
             l.insert_seg(s.address, seg);
         }
-        l
+        (l, problems)
     }
 
     /// Start address of the segment holding `x`.

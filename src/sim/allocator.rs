@@ -224,6 +224,10 @@ pub struct Simulator {
     blocks: Vec<Option<Blk>>,
     spare: Vec<BlockId>,
     by_addr: BTreeMap<u64, BlockId>,
+    /// Addresses of pending-free blocks: a cache flush completes them, and
+    /// finding them by a walk over every block made each OOM cost the whole
+    /// layout.
+    pending: BTreeSet<u64>,
     pools: Vec<Pool>,
     pool_ix: BTreeMap<((i64, i64), bool), usize>,
     /// Non-expandable segments by start address.
@@ -258,6 +262,7 @@ impl Simulator {
             blocks: Vec::new(),
             spare: Vec::new(),
             by_addr: BTreeMap::new(),
+            pending: BTreeSet::new(),
             pools: Vec::new(),
             pool_ix: BTreeMap::new(),
             segs: BTreeMap::new(),
@@ -475,7 +480,10 @@ impl Simulator {
                     self.fig.allocated += b.size;
                     self.fig.requested += self.blk(id).requested;
                 }
-                St::Pending => self.fig.pending += b.size,
+                St::Pending => {
+                    self.fig.pending += b.size;
+                    self.pending.insert(b.address);
+                }
             }
             first.get_or_insert(id);
             last = Some(id);
@@ -583,6 +591,7 @@ impl Simulator {
         }
         let (size, req, stream) = (b.size, b.requested, b.stream);
         self.blk_mut(id).state = St::Pending;
+        self.pending.insert(addr);
         self.fig.allocated -= size;
         self.fig.requested -= req;
         self.fig.pending += size;
@@ -711,7 +720,7 @@ impl Simulator {
         if !self.fits(alloc_size) {
             return None;
         }
-        let addr = self.fresh_address(alloc_size);
+        let addr = self.fresh_address(alloc_size)?;
         let id = self.alloc_slot(Blk {
             addr,
             size: alloc_size,
@@ -750,9 +759,11 @@ impl Simulator {
     }
 
     /// A virtual range for a new segment or reservation, first fit in the
-    /// configured order.
-    fn fresh_address(&mut self, size: u64) -> u64 {
-        let len = size.div_ceil(ROUND_LARGE) * ROUND_LARGE;
+    /// configured order; `None` when the model's address space (2^47 bytes,
+    /// more than any device) has no room, which the caller answers as an
+    /// OOM: only a damaged or hostile file asks for that much.
+    fn fresh_address(&mut self, size: u64) -> Option<u64> {
+        let len = size.checked_next_multiple_of(ROUND_LARGE)?;
         let hit = match self.order {
             AddressOrder::Up => self
                 .va_free
@@ -766,7 +777,7 @@ impl Simulator {
                 .find(|(a, b)| *b - *a >= len)
                 .map(|(&a, &b)| (a, b, b - len)),
         };
-        let (a, b, at) = hit.expect("the model's virtual address space is exhausted");
+        let (a, b, at) = hit?;
         self.va_free.remove(&a);
         if at > a {
             self.va_free.insert(a, at);
@@ -774,7 +785,7 @@ impl Simulator {
         if at + len < b {
             self.va_free.insert(at + len, b);
         }
-        at
+        Some(at)
     }
 
     /// Returns a released segment's range to the free address space.
@@ -816,7 +827,7 @@ impl Simulator {
         id.is_some_and(|i| self.blk(i).state == St::Free)
     }
 
-    fn find_expandable_block(&mut self, pool: usize, stream: i64, size: u64) -> BlockId {
+    fn find_expandable_block(&mut self, pool: usize, stream: i64, size: u64) -> Option<BlockId> {
         let s = sk(stream);
         let cands: Vec<BlockId> = self.pools[pool]
             .unmapped
@@ -838,7 +849,7 @@ impl Simulator {
                 b = self.blk(id).next;
             }
             if bytes >= size {
-                return c;
+                return Some(c);
             }
         }
         let page = if self.pools[pool].small {
@@ -846,15 +857,17 @@ impl Simulator {
         } else {
             self.cfg.large_segment_size
         };
-        let rsize = self.reservation_size(page).max(size.div_ceil(page) * page);
-        let base = self.fresh_address(rsize);
+        let rsize = self
+            .reservation_size(page)
+            .max(size.checked_next_multiple_of(page)?);
+        let base = self.fresh_address(rsize)?;
         let r = self.reservations.len();
         self.reservations.push(Some(Reservation {
             base,
             size: rsize,
             page,
         }));
-        self.new_unmapped(base, rsize, stream, pool, r)
+        Some(self.new_unmapped(base, rsize, stream, pool, r))
     }
 
     fn try_allocate_expandable_block(
@@ -863,7 +876,7 @@ impl Simulator {
         stream: i64,
         size: u64,
     ) -> Option<BlockId> {
-        let mut cand = self.find_expandable_block(pool, stream, size);
+        let mut cand = self.find_expandable_block(pool, stream, size)?;
         if !self.blk(cand).mapped {
             let want = self.blk(cand).size.min(size);
             if !self.map_block(cand, want) {
@@ -1092,9 +1105,9 @@ impl Simulator {
     /// pages of expandable segments.
     fn release_cached_blocks(&mut self) {
         let pending: Vec<BlockId> = self
-            .by_addr
-            .values()
-            .copied()
+            .pending
+            .iter()
+            .filter_map(|a| self.by_addr.get(a).copied())
             .filter(|&i| self.blk(i).state == St::Pending)
             .collect();
         for id in pending {
@@ -1221,6 +1234,7 @@ impl Simulator {
             });
         }
         self.fig.pending -= size;
+        self.pending.remove(&addr);
         self.blk_mut(id).state = St::Free;
         self.merge_neighbours(id);
         self.insert_free(id);

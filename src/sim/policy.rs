@@ -46,7 +46,12 @@ pub fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
         return floor << 1;
     }
     let down = size & !(step - 1);
-    if down == size { size } else { down + step }
+    // Saturates: a size within a step of 2^64 only comes from a damaged file.
+    if down == size {
+        size
+    } else {
+        down.saturating_add(step)
+    }
 }
 
 /// `round_size`: the size a request is carved to.
@@ -55,10 +60,10 @@ pub fn round_size(size: u64, divisions: &[u64; ROUNDUP_BUCKETS]) -> u64 {
         return MIN_BLOCK_SIZE;
     }
     let d = divisions[roundup_bucket(size)];
-    if d > 1 && size > MIN_BLOCK_SIZE * d {
+    if d > 1 && size > MIN_BLOCK_SIZE.saturating_mul(d) {
         roundup_power2_next_division(size, d)
     } else {
-        size.div_ceil(MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE
+        size.div_ceil(MIN_BLOCK_SIZE).saturating_mul(MIN_BLOCK_SIZE)
     }
 }
 
@@ -80,7 +85,7 @@ pub fn allocation_size_with(size: u64, large_segment_size: u64) -> u64 {
     } else if size < MIN_LARGE_ALLOC {
         large_segment_size
     } else {
-        size.div_ceil(ROUND_LARGE) * ROUND_LARGE
+        size.div_ceil(ROUND_LARGE).saturating_mul(ROUND_LARGE)
     }
 }
 

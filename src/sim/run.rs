@@ -350,7 +350,7 @@ pub fn summarize(run: &SimRun) -> Summary {
     let peak_allocated = all.clone().map(|s| s.allocated).max().unwrap_or(0);
     let mut worst = 0.0f64;
     let mut gap = u64::MAX;
-    for s in all.filter(|s| s.reserved > 0 && s.reserved * 2 >= peak_reserved) {
+    for s in all.filter(|s| s.reserved > 0 && s.reserved.saturating_mul(2) >= peak_reserved) {
         worst = worst.max(crate::stats::fragmentation(s.largest_free, s.inactive));
         gap = gap.min(s.largest_free);
     }
@@ -390,7 +390,7 @@ fn program_demand(input: &DeviceInput) -> (u64, Vec<OomDemand>) {
             if b.state == BlockState::ActiveAllocated {
                 let r = b.requested_or_size().min(b.size);
                 live.insert(b.address, r);
-                cur += r;
+                cur = cur.saturating_add(r);
             }
         }
     }
@@ -401,10 +401,11 @@ fn program_demand(input: &DeviceInput) -> (u64, Vec<OomDemand>) {
             Request::Alloc {
                 key: Some(k), size, ..
             } => {
+                // Saturating: sizes near 2^64 only come from damaged files.
                 if let Some(old) = live.insert(k, size) {
-                    cur -= old;
+                    cur = cur.saturating_sub(old);
                 }
-                cur += size;
+                cur = cur.saturating_add(size);
                 peak = peak.max(cur);
             }
             Request::Alloc {
@@ -416,7 +417,7 @@ fn program_demand(input: &DeviceInput) -> (u64, Vec<OomDemand>) {
             }),
             Request::FreeRequested { key } | Request::FreeCompleted { key } => {
                 if let Some(s) = live.remove(&key) {
-                    cur -= s;
+                    cur = cur.saturating_sub(s);
                 }
             }
             _ => {}

@@ -49,6 +49,9 @@ pub struct Limits {
     pub address_space: Option<u64>,
     /// RLIMIT_FSIZE, with SIGXFSZ ignored so that a write fails with EFBIG.
     pub file_size: Option<u64>,
+    /// A watchdog tighter than [`HANG`], for inputs whose linear cost is
+    /// known to be seconds and whose quadratic cost would be minutes.
+    pub hang: Option<Duration>,
 }
 
 pub struct Run {
@@ -129,14 +132,15 @@ pub fn run_limited<S: AsRef<std::ffi::OsStr>>(args: &[S], limits: Limits) -> Run
         s
     });
     let start = Instant::now();
+    let hang = limits.hang.unwrap_or(HANG);
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {
             break st;
         }
-        if start.elapsed() > HANG {
+        if start.elapsed() > hang {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("hang: `{text}` ran past {HANG:?}");
+            panic!("hang: `{text}` ran past {hang:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
