@@ -72,7 +72,11 @@ fn guide_figures_are_what_the_commands_print() {
         let out = r.expect_code(0).stdout();
         for f in *figures {
             assert!(guide.contains(f), "the guide no longer quotes {f:?}");
-            assert!(out.contains(f), "{}: {f:?} not in its output:\n{out}", r.cmd);
+            assert!(
+                out.contains(f),
+                "{}: {f:?} not in its output:\n{out}",
+                r.cmd
+            );
         }
     }
 }

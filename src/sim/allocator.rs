@@ -236,6 +236,9 @@ pub struct Simulator {
     order: AddressOrder,
     /// Free virtual address ranges, start → end.
     va_free: BTreeMap<u64, u64>,
+    /// Start of the free space above every initial segment. With
+    /// [`AddressOrder::Down`] it is used only once nothing below it fits.
+    va_top: u64,
     /// Address ranges of the initial segments and reservations.
     initial_extents: Vec<(u64, u64)>,
     free_sizes: BTreeMap<u64, u64>,
@@ -269,6 +272,7 @@ impl Simulator {
             reservations: Vec::new(),
             order: AddressOrder::Up,
             va_free: BTreeMap::from([(VA_MIN, VA_MAX)]),
+            va_top: VA_MAX,
             initial_extents: Vec::new(),
             free_sizes: BTreeMap::new(),
             fig: Figures::default(),
@@ -417,7 +421,7 @@ impl Simulator {
                 s.link(last, tail);
             }
         }
-        s.va_free = initial_free_ranges(&extents, s.order);
+        (s.va_free, s.va_top) = initial_free_ranges(&extents, s.order);
         s.initial_extents = extents;
         Ok(s)
     }
@@ -770,12 +774,25 @@ impl Simulator {
                 .iter()
                 .find(|(a, b)| *b - *a >= len)
                 .map(|(&a, &b)| (a, b, a)),
-            AddressOrder::Down => self
-                .va_free
-                .iter()
-                .rev()
-                .find(|(a, b)| *b - *a >= len)
-                .map(|(&a, &b)| (a, b, b - len)),
+            // Highest first among the ranges below and between the initial
+            // segments (where cudaMalloc's descending addresses would put
+            // it); then, rather than fail with address space left, the
+            // lowest fit above them.
+            AddressOrder::Down => {
+                let top = self.va_top;
+                self.va_free
+                    .range(..top)
+                    .rev()
+                    .map(|(&a, &b)| (a, b, b.min(top)))
+                    .find(|&(a, _, hi)| hi - a >= len)
+                    .map(|(a, b, hi)| (a, b, hi - len))
+                    .or_else(|| {
+                        self.va_free
+                            .iter()
+                            .map(|(&a, &b)| (a, b, a.max(top)))
+                            .find(|&(_, b, lo)| b > lo && b - lo >= len)
+                    })
+            }
         };
         let (a, b, at) = hit?;
         self.va_free.remove(&a);
@@ -811,7 +828,7 @@ impl Simulator {
     pub fn set_address_order(&mut self, order: AddressOrder) {
         debug_assert!(self.counters.device_allocs == 0 && self.events.is_empty());
         self.order = order;
-        self.va_free = initial_free_ranges(&self.initial_extents, order);
+        (self.va_free, self.va_top) = initial_free_ranges(&self.initial_extents, order);
     }
 
     fn reservation_size(&self, page: u64) -> u64 {
@@ -1669,10 +1686,12 @@ impl Simulator {
     }
 }
 
-/// Free virtual ranges around the initial segments: the holes between them
-/// (2 MiB-aligned) and the space on the side new segments grow into (below
-/// them for [`AddressOrder::Down`], above them for `Up`).
-fn initial_free_ranges(extents: &[(u64, u64)], order: AddressOrder) -> BTreeMap<u64, u64> {
+/// Free virtual ranges around the initial segments (2 MiB-aligned): the
+/// holes between them, the space below the first (for
+/// [`AddressOrder::Down`] only, which grows downwards) and the space above
+/// the last; and where that last range starts (`VA_MAX` without initial
+/// segments, so that the whole space counts as "below" for `Down`).
+fn initial_free_ranges(extents: &[(u64, u64)], order: AddressOrder) -> (BTreeMap<u64, u64>, u64) {
     let mut ext = extents.to_vec();
     ext.sort_unstable();
     let mut out = BTreeMap::new();
@@ -1686,8 +1705,12 @@ fn initial_free_ranges(extents: &[(u64, u64)], order: AddressOrder) -> BTreeMap<
         cursor = cursor.max(b);
     }
     let lo = cursor.div_ceil(ROUND_LARGE) * ROUND_LARGE;
-    if lo < VA_MAX && (ext.is_empty() || order == AddressOrder::Up) {
+    if ext.is_empty() {
+        out.insert(VA_MIN, VA_MAX);
+        return (out, VA_MAX);
+    }
+    if lo < VA_MAX {
         out.insert(lo, VA_MAX);
     }
-    out
+    (out, lo)
 }
