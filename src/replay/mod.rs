@@ -9,7 +9,12 @@
 //!   start state, `samples[i + 1]` the state after event `i`. With no events,
 //!   `samples` holds exactly one sample (the final state).
 //! * `state_at` returns the block-level layout after an event (`None` = start).
-//! * Anomalies never abort; they are counted in [`ReplayReport`].
+//! * Anomalies never abort; they are counted in [`ReplayReport`]. Records
+//!   of the final state no allocator could have written (overlapping
+//!   segments or live blocks, blocks outside their segment, ranges past
+//!   2^64) are left out and counted as `InconsistentRecord`, so every state
+//!   has disjoint segments tiled by their blocks and every sample conserves
+//!   bytes (active + pending + inactive = reserved).
 //!
 //! Inside: `backward` rebuilds the start, `forward` applies one event,
 //! `state` holds the layout with its O(log n) free-block index, `policy` the

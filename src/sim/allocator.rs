@@ -198,6 +198,10 @@ struct Pool {
     free: BTreeSet<(u64, u64, u64, BlockId)>,
     /// Unmapped expandable ranges by (stream, address).
     unmapped: BTreeSet<(u64, u64, BlockId)>,
+    /// The keys in `free` a cache flush acts on: whole segments and blocks
+    /// of expandable segments. A flush at each OOM that walked every free
+    /// block cost the trace length times the free blocks.
+    flushable: BTreeSet<(u64, u64, u64, BlockId)>,
     /// `get_free_blocks_call_count` (only counted while GC is active).
     searches: u64,
 }
@@ -1132,7 +1136,7 @@ impl Simulator {
         }
         for small in [false, true] {
             let pool = self.pool_ix[&((0, 0), small)];
-            let cached: Vec<BlockId> = self.pools[pool].free.iter().map(|b| b.3).collect();
+            let cached: Vec<BlockId> = self.pools[pool].flushable.iter().map(|b| b.3).collect();
             let mut to_unmap = Vec::new();
             for id in cached {
                 if self.blk(id).res.is_some() {
@@ -1310,6 +1314,7 @@ impl Simulator {
             small,
             free: BTreeSet::new(),
             unmapped: BTreeSet::new(),
+            flushable: BTreeSet::new(),
             searches: 0,
         });
         self.pool_ix.insert((pool_id, small), i);
@@ -1356,8 +1361,28 @@ impl Simulator {
     fn link(&mut self, a: Option<BlockId>, b: BlockId) {
         if let Some(a) = a {
             self.blk_mut(a).next = Some(b);
+            self.refresh_flushable(a);
         }
         self.blk_mut(b).prev = a;
+        self.refresh_flushable(b);
+    }
+
+    /// A cached block that gains a neighbour (a layout being loaded links
+    /// each block after caching the one before) is no longer a whole segment.
+    fn refresh_flushable(&mut self, id: BlockId) {
+        let b = self.blk(id);
+        let key = (sk(b.stream), b.size, b.addr, id);
+        let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
+        let pool = b.pool;
+        let p = &mut self.pools[pool];
+        if !p.free.contains(&key) {
+            return;
+        }
+        if flushable {
+            p.flushable.insert(key);
+        } else {
+            p.flushable.remove(&key);
+        }
     }
 
     fn new_unmapped(
@@ -1390,8 +1415,14 @@ impl Simulator {
         let (pool, key, size) = (b.pool, (sk(b.stream), b.size, b.addr, id), b.size);
         debug_assert!(b.mapped && b.state == St::Free);
         let searches = self.pools[pool].searches;
+        // Splits and merges take a block out of the set first; `link`
+        // refreshes one that gains a neighbour while cached.
+        let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
         self.blk_mut(id).gc_base = searches;
         self.pools[pool].free.insert(key);
+        if flushable {
+            self.pools[pool].flushable.insert(key);
+        }
         *self.free_sizes.entry(size).or_default() += 1;
         self.fig.inactive += size;
         self.fig.free_blocks += 1;
@@ -1402,6 +1433,7 @@ impl Simulator {
         let (pool, key, size) = (b.pool, (sk(b.stream), b.size, b.addr, id), b.size);
         let was = self.pools[pool].free.remove(&key);
         debug_assert!(was, "block {id} was not cached");
+        self.pools[pool].flushable.remove(&key);
         if let Some(c) = self.free_sizes.get_mut(&size) {
             *c -= 1;
             if *c == 0 {
@@ -1681,6 +1713,20 @@ impl Simulator {
         let sizes: u64 = self.free_sizes.iter().map(|(s, n)| s * n).sum();
         if sizes != fig.inactive {
             return Err("free-size index out of step".into());
+        }
+        for (i, p) in self.pools.iter().enumerate() {
+            let want: BTreeSet<_> = p
+                .free
+                .iter()
+                .filter(|k| {
+                    let b = self.blk(k.3);
+                    b.res.is_some() || (b.prev.is_none() && b.next.is_none())
+                })
+                .copied()
+                .collect();
+            if want != p.flushable {
+                return Err(format!("pool {i}: the flushable index is out of step"));
+            }
         }
         Ok(())
     }
