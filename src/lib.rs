@@ -15,6 +15,7 @@ pub mod frames;
 pub mod input;
 pub mod metrics;
 pub mod model;
+pub mod oom;
 pub mod output;
 pub mod profiler;
 pub mod render;

@@ -13,8 +13,10 @@ pub mod culprits;
 pub mod diff;
 pub mod explain;
 pub mod flamegraph;
+pub mod oom;
 pub mod simulate;
 pub mod stats;
+pub mod timeline;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -119,6 +121,20 @@ pub enum Command {
         after_help = "Examples:\n  fragscope simulate snapshot.pickle\n  fragscope simulate snapshot.pickle --conf expandable_segments:True --conf max_split_size_mb:256\n  fragscope simulate snapshot.pickle --capacity 80GiB --svg reserved.svg\n  fragscope simulate snapshot.pickle --json"
     )]
     Simulate(simulate::Args),
+    /// Replay the allocator trace: key moments (peaks, worst fragmentation,
+    /// OOMs) with reserved, allocated, free and largest free gap at each; the
+    /// full series as CSV/JSON; or the state at one moment.
+    #[command(
+        after_help = "Examples:\n  fragscope timeline snapshot.pickle\n  fragscope timeline --csv --max-points 2000 snapshot.pickle > series.csv\n  fragscope timeline --at peak snapshot.pickle\n  fragscope timeline --at oom:1 --device 1 snapshot.pickle"
+    )]
+    Timeline(timeline::Args),
+    /// Explain each out-of-memory event of a snapshot: the request, the
+    /// allocator's state at that moment, a verdict (fragmentation, capacity,
+    /// other processes) and what to try.
+    #[command(
+        after_help = "Examples:\n  fragscope oom snapshot.pickle\n  fragscope oom --capacity 80GiB snapshot.pickle\n  fragscope oom --json snapshot.pickle"
+    )]
+    Oom(oom::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -141,6 +157,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Diff(a) => diff::run(a, &g),
         Command::Explain(a) => explain::run(a, &g),
         Command::Simulate(a) => simulate::run(a, &g),
+        Command::Timeline(a) => timeline::run(a, &g),
+        Command::Oom(a) => oom::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),

@@ -5,7 +5,7 @@ use crate::stats::{FileStats, StateStats};
 use crate::units::{fmt_bytes, fmt_pct};
 use comfy_table::Cell;
 
-fn stat_cells(s: &StateStats) -> Vec<String> {
+pub fn stat_cells(s: &StateStats) -> Vec<String> {
     vec![
         s.segments.to_string(),
         s.blocks.to_string(),
@@ -20,7 +20,7 @@ fn stat_cells(s: &StateStats) -> Vec<String> {
     ]
 }
 
-const STAT_HEADER: [&str; 10] = [
+pub const STAT_HEADER: [&str; 10] = [
     "segments",
     "blocks",
     "reserved",

@@ -11,11 +11,18 @@
 //! * `state_at` returns the block-level layout after an event (`None` = start).
 //! * Anomalies never abort; they are counted in [`ReplayReport`].
 
+mod backward;
 pub mod downsample;
+mod forward;
+pub(crate) mod policy;
+mod state;
+#[cfg(test)]
+mod tests;
 
 use crate::model::*;
 use serde::Serialize;
-use std::collections::HashMap;
+use state::{Layout, Problem};
+use std::collections::{BTreeMap, HashMap};
 
 /// Figures of the allocator state at one moment (one device).
 #[derive(Serialize, Debug, Clone, Copy, Default, PartialEq)]
@@ -69,6 +76,51 @@ pub struct MomentState {
     pub failed_request: Option<u64>,
 }
 
+/// The largest free (inactive) block of a moment and the segment holding
+/// it; ties go to the lowest address.
+pub fn largest_free_gap_segment(state: &MomentState) -> Option<(&Segment, &Block)> {
+    largest_free_gap_where(state, |_| true)
+}
+
+/// Like [`largest_free_gap_segment`], among the segments `keep` accepts
+/// (e.g. the pool and stream a request could use).
+pub fn largest_free_gap_where(
+    state: &MomentState,
+    keep: impl Fn(&Segment) -> bool,
+) -> Option<(&Segment, &Block)> {
+    let mut best: Option<(&Segment, &Block)> = None;
+    for s in state.segments.iter().filter(|s| keep(s)) {
+        for b in s.blocks.iter().filter(|b| b.state == BlockState::Inactive) {
+            if best.is_none_or(|(_, x)| b.size > x.size) {
+                best = Some((s, b));
+            }
+        }
+    }
+    best
+}
+
+/// Free blocks of at least `size` bytes at a moment.
+pub fn free_blocks_at_least(state: &MomentState, size: u64) -> usize {
+    state
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == BlockState::Inactive && b.size >= size)
+        .count()
+}
+
+/// The allocator's rounding of a request (512-byte multiples, or
+/// `roundup_power2_divisions` when the settings ask for them).
+pub fn round_size(settings: Option<&AllocatorSettings>, size: u64) -> u64 {
+    policy::Policy::from_settings(settings).round_size(size)
+}
+
+/// The segment a new cudaMalloc would create for a rounded request (2 MiB
+/// for the small pool, 20 MiB up to 10 MiB, else 2 MiB-rounded).
+pub fn allocation_size(rounded: u64) -> u64 {
+    policy::Policy::allocation_size(rounded)
+}
+
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum AnomalyKind {
@@ -106,6 +158,12 @@ pub struct ReplayReport {
     pub final_state_diff: Option<String>,
     /// Statements of what was inferred rather than read (e.g. rounded sizes).
     pub inferences: Vec<String>,
+    /// Live blocks in the reconstructed start (allocated before the trace).
+    pub older_blocks: usize,
+    /// Of those, blocks freed in the trace whose size had to be inferred.
+    pub inferred_blocks: usize,
+    /// Of those, blocks given more than their rounded size (unsplit).
+    pub widened_blocks: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -148,18 +206,309 @@ pub fn replay(snap: &Snapshot) -> Vec<DeviceReplay> {
         .collect()
 }
 
-pub fn replay_device(_snap: &Snapshot, _device: i64) -> DeviceReplay {
-    unimplemented!("the replay lands in its own change")
+/// The reconstructed start of one device, ready to be replayed forward.
+struct Run<'a> {
+    ctx: forward::Ctx<'a>,
+    trace: &'a [TraceEvent],
+    start: Layout,
+    /// First anomaly per event index (backward pass first).
+    problems: BTreeMap<usize, Problem>,
 }
 
-pub fn state_at(_snap: &Snapshot, _device: i64, _at: Option<usize>) -> MomentState {
-    unimplemented!("the replay lands in its own change")
+impl<'a> Run<'a> {
+    fn new(snap: &'a Snapshot, device: i64) -> Run<'a> {
+        let trace = snap.trace_of(device);
+        let ctx = forward::Ctx::new(snap, device, trace);
+        let end = Layout::from_segments(snap.segments_of(device));
+        let mut problems = BTreeMap::new();
+        let start = backward::start_state(&ctx, end, trace, &mut problems);
+        Run {
+            ctx,
+            trace,
+            start,
+            problems,
+        }
+    }
+
+    /// Forward anomalies take precedence: they describe the replay as shown.
+    fn step(&mut self, l: &mut Layout, i: usize) {
+        if let Err(p) = forward::step(l, &self.ctx, i, &self.trace[i]) {
+            self.problems.insert(i, p);
+        }
+    }
+}
+
+pub fn replay_device(snap: &Snapshot, device: i64) -> DeviceReplay {
+    let mut run = Run::new(snap, device);
+    let n = run.trace.len();
+    let mut l = run.start.clone();
+    let mut samples = Vec::with_capacity(n + 1);
+    samples.push(l.sample(None, None));
+    for i in 0..n {
+        run.step(&mut l, i);
+        samples.push(l.sample(Some(i as u32), run.trace[i].time_us));
+    }
+    let recorded: Vec<&Segment> = snap.segments_of(device).collect();
+    let final_state_diff = diff_layout(&recorded, &l.to_segments(device));
+    let (older_blocks, inferred_blocks, widened_blocks) = older_counts(&run);
+    let report = ReplayReport {
+        events: n,
+        clean_events: n - run.problems.len(),
+        anomalies: summarize(&run.problems),
+        final_state_matches: final_state_diff.is_none(),
+        final_state_diff,
+        inferences: inferences(&run, snap),
+        older_blocks,
+        inferred_blocks,
+        widened_blocks,
+    };
+    DeviceReplay {
+        device,
+        samples,
+        report,
+    }
+}
+
+pub fn state_at(snap: &Snapshot, device: i64, at: Option<usize>) -> MomentState {
+    let mut run = Run::new(snap, device);
+    let mut l = run.start.clone();
+    let upto = at.map_or(0, |a| (a + 1).min(run.trace.len()));
+    for i in 0..upto {
+        run.step(&mut l, i);
+    }
+    let ev = at.and_then(|a| run.trace.get(a));
+    let mut origins = HashMap::new();
+    for s in l.segs.values() {
+        for (a, b) in &s.blocks {
+            origins.insert(*a, b.origin);
+        }
+    }
+    MomentState {
+        device,
+        at: at.map(|a| a.min(run.trace.len().saturating_sub(1))),
+        time_us: ev.and_then(|e| e.time_us),
+        segments: l.to_segments(device),
+        origins,
+        failed_request: ev.filter(|e| e.action == Action::Oom).map(|e| e.size),
+    }
+}
+
+/// The first difference between the recorded and the replayed final state,
+/// by address, size and state of every segment and block.
+fn diff_layout(recorded: &[&Segment], replayed: &[Segment]) -> Option<String> {
+    let mut rec: Vec<&Segment> = recorded.to_vec();
+    rec.sort_by_key(|s| s.address);
+    for (i, r) in rec.iter().enumerate() {
+        let Some(p) = replayed.get(i) else {
+            return Some(format!(
+                "the recorded segment at {:#x} ({} bytes) is missing from the replay ({} segments recorded, {} replayed)",
+                r.address,
+                r.total_size,
+                rec.len(),
+                replayed.len()
+            ));
+        };
+        if (r.address, r.total_size) != (p.address, p.total_size) {
+            return Some(format!(
+                "segment #{i}: recorded at {:#x} with {} bytes, replayed at {:#x} with {} bytes",
+                r.address, r.total_size, p.address, p.total_size
+            ));
+        }
+        for (j, rb) in r.blocks.iter().enumerate() {
+            let Some(pb) = p.blocks.get(j) else {
+                return Some(format!(
+                    "segment at {:#x}: recorded block {} at {:#x} is missing from the replay ({} blocks recorded, {} replayed)",
+                    r.address,
+                    rb.state.as_str(),
+                    rb.address,
+                    r.blocks.len(),
+                    p.blocks.len()
+                ));
+            };
+            if (rb.address, rb.size, rb.state) != (pb.address, pb.size, pb.state) {
+                return Some(format!(
+                    "segment at {:#x}, block #{j}: recorded {} of {} bytes at {:#x}, replayed {} of {} bytes at {:#x}",
+                    r.address,
+                    rb.state.as_str(),
+                    rb.size,
+                    rb.address,
+                    pb.state.as_str(),
+                    pb.size,
+                    pb.address
+                ));
+            }
+        }
+        if p.blocks.len() > r.blocks.len() {
+            let pb = &p.blocks[r.blocks.len()];
+            return Some(format!(
+                "segment at {:#x}: the replay has an extra {} block of {} bytes at {:#x}",
+                r.address,
+                pb.state.as_str(),
+                pb.size,
+                pb.address
+            ));
+        }
+    }
+    if let Some(p) = replayed.get(rec.len()) {
+        return Some(format!(
+            "the replay has a segment at {:#x} ({} bytes) that is not recorded",
+            p.address, p.total_size
+        ));
+    }
+    None
+}
+
+fn summarize(problems: &BTreeMap<usize, Problem>) -> Vec<Anomaly> {
+    let mut by: BTreeMap<AnomalyKind, Anomaly> = BTreeMap::new();
+    for (i, p) in problems {
+        by.entry(p.kind)
+            .and_modify(|a| a.count += 1)
+            .or_insert_with(|| Anomaly {
+                kind: p.kind,
+                count: 1,
+                first_event: Some(*i),
+                example: format!("event {i}: {}", p.msg),
+            });
+    }
+    by.into_values().collect()
+}
+
+/// (older than the trace, inferred, widened) blocks of the start.
+fn older_counts(run: &Run) -> (usize, usize, usize) {
+    let p = &run.ctx.policy;
+    let (mut older, mut inferred, mut widened) = (0, 0, 0);
+    for s in run.start.segs.values() {
+        for b in s.blocks.values() {
+            older += 1;
+            if b.inferred {
+                inferred += 1;
+                if b.size > p.round_size(b.requested) {
+                    widened += 1;
+                }
+            }
+        }
+    }
+    (older, inferred, widened)
+}
+
+fn inferences(run: &Run, snap: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    let p = &run.ctx.policy;
+    let (older, inferred, widened) = older_counts(run);
+    if !run.trace.is_empty() {
+        let rounding = if p.uses_power2_rounding() {
+            "512-byte multiples with roundup_power2_divisions from allocator_settings"
+        } else {
+            "512-byte multiples"
+        };
+        out.push(format!(
+            "block sizes of allocations in the trace come from their requested sizes, rounded to {rounding} and split by the allocator's rules ({})",
+            if p.expandable {
+                "expandable segments: any remainder of 512 bytes or more is split off"
+            } else {
+                "small pool: remainders of 512 bytes or more are split off; large pool: only remainders over 1 MiB"
+            }
+        ));
+    }
+    if older > 0 && !run.trace.is_empty() {
+        out.push(format!(
+            "{older} block(s) were live before the first event (older than the trace)"
+        ));
+    }
+    if inferred > 0 {
+        out.push(format!(
+            "{inferred} of them were freed in the trace without their allocation: their sizes are inferred from the request{}",
+            if widened > 0 {
+                format!(
+                    "; {widened} took more than the rounded size because the large pool never leaves a free block of 1 MiB or less"
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let guessed = run.start.segs.values().filter(|s| s.kind_inferred).count()
+        + run
+            .trace
+            .iter()
+            .filter(|e| e.action == Action::SegmentAlloc)
+            .filter(|e| !run.ctx.finals.contains_key(&e.addr))
+            .count();
+    if guessed > 0 {
+        out.push(format!(
+            "{guessed} segment(s) absent from the final state: pool type inferred from the size (2 MiB = small pool), pool id from the trace or the default pool"
+        ));
+    }
+    if p.expandable
+        && snap
+            .allocator_settings
+            .as_ref()
+            .and_then(|s| s.expandable_segments())
+            .is_none()
+    {
+        out.push(
+            "expandable segments assumed on: the file has expandable segments or segment_map/unmap events but no allocator_settings".into(),
+        );
+    }
+    out
 }
 
 impl DeviceReplay {
     /// The event index a moment refers to (`Ok(None)` = start).
-    pub fn resolve(&self, _snap: &Snapshot, _m: Moment) -> Result<Option<usize>, String> {
-        unimplemented!("the replay lands in its own change")
+    pub fn resolve(&self, snap: &Snapshot, m: Moment) -> Result<Option<usize>, String> {
+        let trace = snap.trace_of(self.device);
+        let n = trace.len();
+        let d = self.device;
+        let at_sample = |i: usize| self.samples[i].event.map(|e| e as usize);
+        Ok(match m {
+            Moment::Start => None,
+            Moment::End => n.checked_sub(1),
+            Moment::Event(k) => {
+                if k >= n {
+                    return Err(format!(
+                        "event {k} is past the end of device {d}'s trace ({n} events, numbered from 0)"
+                    ));
+                }
+                Some(k)
+            }
+            Moment::TimeUs(t) => {
+                if trace.iter().all(|e| e.time_us.is_none()) {
+                    return Err(format!(
+                        "device {d}'s trace records no time_us; name an event index instead"
+                    ));
+                }
+                let mut found = None;
+                for (i, e) in trace.iter().enumerate() {
+                    match e.time_us {
+                        Some(et) if et > t => break,
+                        _ => found = Some(i),
+                    }
+                }
+                found
+            }
+            Moment::PeakAllocated => at_sample(first_max_by(&self.samples, |s| s.allocated as f64)),
+            Moment::PeakReserved => at_sample(first_max_by(&self.samples, |s| s.reserved as f64)),
+            Moment::MaxFragmentation => at_sample(first_max_by(&self.samples, |s| s.fragmentation)),
+            Moment::MinLargestGap => at_sample(min_gap_under_pressure(&self.samples)),
+            Moment::Oom(k) => {
+                let ooms: Vec<usize> = trace
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.action == Action::Oom)
+                    .map(|(i, _)| i)
+                    .collect();
+                match ooms.get(k) {
+                    Some(i) => Some(*i),
+                    None => {
+                        return Err(format!(
+                            "device {d} has {} oom event(s); oom:{} does not exist",
+                            ooms.len(),
+                            k + 1
+                        ));
+                    }
+                }
+            }
+        })
     }
     pub fn sample_at(&self, at: Option<usize>) -> &Sample {
         match at {
@@ -170,9 +519,62 @@ impl DeviceReplay {
     pub fn end(&self) -> &Sample {
         self.samples.last().expect("at least one sample")
     }
-    pub fn key_moments(&self, _snap: &Snapshot) -> Vec<KeyMoment> {
-        unimplemented!("the replay lands in its own change")
+    /// Start, peaks, worst fragmentation, smallest largest gap under
+    /// pressure, every OOM and the end, in that order.
+    pub fn key_moments(&self, snap: &Snapshot) -> Vec<KeyMoment> {
+        let mut out = Vec::new();
+        let mut push = |label: String, m: Moment| {
+            if let Ok(at) = self.resolve(snap, m) {
+                out.push(KeyMoment {
+                    label,
+                    at,
+                    sample: *self.sample_at(at),
+                });
+            }
+        };
+        push("start".into(), Moment::Start);
+        push("peak allocated".into(), Moment::PeakAllocated);
+        push("peak reserved".into(), Moment::PeakReserved);
+        push("max fragmentation".into(), Moment::MaxFragmentation);
+        push("min largest gap".into(), Moment::MinLargestGap);
+        let ooms = snap
+            .trace_of(self.device)
+            .iter()
+            .filter(|e| e.action == Action::Oom)
+            .count();
+        for k in 0..ooms {
+            push(format!("oom #{}", k + 1), Moment::Oom(k));
+        }
+        push("end".into(), Moment::End);
+        out
     }
+}
+
+/// Index of the first sample with the largest figure.
+fn first_max_by(samples: &[Sample], f: impl Fn(&Sample) -> f64) -> usize {
+    let mut best = 0;
+    for (i, s) in samples.iter().enumerate() {
+        if f(s) > f(&samples[best]) {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Index of the first sample with the smallest largest free gap among those
+/// whose reserved bytes are at least half the peak.
+fn min_gap_under_pressure(samples: &[Sample]) -> usize {
+    let peak = samples.iter().map(|s| s.reserved).max().unwrap_or(0);
+    let mut best: Option<usize> = None;
+    for (i, s) in samples.iter().enumerate() {
+        if s.reserved.saturating_mul(2) < peak {
+            continue;
+        }
+        if best.is_none_or(|b| s.largest_free_gap < samples[b].largest_free_gap) {
+            best = Some(i);
+        }
+    }
+    best.unwrap_or(0)
 }
 
 impl std::str::FromStr for Moment {

@@ -1,0 +1,168 @@
+//! `fragscope timeline FILE`
+
+use super::common::{Exit, Global, print};
+use crate::input;
+use crate::model::Snapshot;
+use crate::render::timeline as rt;
+use crate::replay::{self, DeviceReplay, Moment, downsample::downsample};
+use serde::Serialize;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Snapshot file (pickle, JSON, gzip/zstd, memory_viz HTML, `-` for stdin).
+    #[arg(value_name = "FILE")]
+    pub file: String,
+    /// Only this device (default: every device with segments or a trace;
+    /// with --at, the device with the longest trace).
+    #[arg(long, value_name = "N")]
+    pub device: Option<i64>,
+    /// Print the full series as CSV, one row per event.
+    #[arg(long, conflicts_with_all = ["json", "at"])]
+    pub csv: bool,
+    /// Print a versioned JSON object (schema fragscope.timeline/1): replay
+    /// report, key moments and the full series.
+    #[arg(long, conflicts_with = "at")]
+    pub json: bool,
+    /// With --csv/--json: at most N points per device; each bucket keeps its
+    /// minimum and maximum, so peaks and dips survive.
+    #[arg(long, value_name = "N")]
+    pub max_points: Option<usize>,
+    /// Print the stats and segment map at one moment: start, end, peak,
+    /// peak-reserved, max-frag, min-gap, oom, oom:N, an event index, or
+    /// t=MICROSECONDS (epoch µs, as time_us).
+    #[arg(long, value_name = "MOMENT")]
+    pub at: Option<Moment>,
+    /// Most segments drawn in the segment map (--at).
+    #[arg(long, default_value_t = 40, value_name = "N")]
+    pub map_rows: usize,
+}
+
+pub const TIMELINE_SCHEMA: &str = "fragscope.timeline/1";
+
+#[derive(Serialize)]
+struct JsonDevice<'a> {
+    device: i64,
+    report: &'a replay::ReplayReport,
+    key_moments: Vec<replay::KeyMoment>,
+    /// True when `samples` was reduced with --max-points.
+    downsampled: bool,
+    samples: Vec<replay::Sample>,
+}
+
+fn devices(snap: &Snapshot, want: Option<i64>) -> anyhow::Result<Vec<i64>> {
+    let all = snap.devices();
+    match want {
+        None => Ok(all),
+        Some(d) if all.contains(&d) => Ok(vec![d]),
+        Some(d) => anyhow::bail!(
+            "device {d} has no segments and no trace events (devices here: {})",
+            if all.is_empty() {
+                "none".to_string()
+            } else {
+                all.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ),
+    }
+}
+
+/// The device `--at` looks at when none is named: for `oom` the first device
+/// with enough oom events, else the one with the longest trace.
+fn device_for(snap: &Snapshot, m: Moment) -> Option<i64> {
+    let devs = snap.devices();
+    if let Moment::Oom(k) = m {
+        let hit = devs.iter().copied().find(|d| {
+            snap.trace_of(*d)
+                .iter()
+                .filter(|e| e.action == crate::model::Action::Oom)
+                .count()
+                > k
+        });
+        if hit.is_some() {
+            return hit;
+        }
+    }
+    // Longest trace; ties to the lowest device.
+    devs.iter()
+        .copied()
+        .max_by_key(|d| (snap.trace_of(*d).len(), std::cmp::Reverse(*d)))
+}
+
+fn moment_label(m: Moment) -> String {
+    match m {
+        Moment::Start => "start".into(),
+        Moment::End => "end".into(),
+        Moment::Event(i) => format!("event {i}"),
+        Moment::TimeUs(t) => format!("t={t}"),
+        Moment::PeakAllocated => "peak allocated".into(),
+        Moment::PeakReserved => "peak reserved".into(),
+        Moment::MaxFragmentation => "max fragmentation".into(),
+        Moment::MinLargestGap => "smallest largest free gap under pressure".into(),
+        Moment::Oom(k) => format!("oom #{}", k + 1),
+    }
+}
+
+pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
+    let (snap, loaded) = input::load_snapshot(&a.file, &g.load)?;
+    if let Some(m) = a.at {
+        let Some(d) = a.device.or_else(|| device_for(&snap, m)) else {
+            anyhow::bail!("{}: no segments and no trace events", a.file);
+        };
+        devices(&snap, Some(d)).map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
+        let r = replay::replay_device(&snap, d);
+        let at = r
+            .resolve(&snap, m)
+            .map_err(|e| anyhow::anyhow!("{}: --at: {e}", a.file))?;
+        let st = replay::state_at(&snap, d, at);
+        let map = crate::render::segmap::segment_map(&st.segments, a.map_rows);
+        print(&rt::moment_text(
+            &a.file,
+            &moment_label(m),
+            &st,
+            rt::first_time(&r.samples),
+            &map,
+            &r.report,
+        ))?;
+        return Ok(Exit::Ok);
+    }
+    let devs = devices(&snap, a.device).map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
+    let replays: Vec<DeviceReplay> = devs
+        .iter()
+        .map(|d| replay::replay_device(&snap, *d))
+        .collect();
+    let series = |r: &DeviceReplay| match a.max_points {
+        Some(n) => downsample(&r.samples, n),
+        None => r.samples.clone(),
+    };
+    if a.csv {
+        let s: Vec<(i64, Vec<replay::Sample>)> =
+            replays.iter().map(|r| (r.device, series(r))).collect();
+        print(&rt::csv(s.iter().map(|(d, v)| (*d, v.as_slice()))))?;
+    } else if a.json {
+        let v = serde_json::json!({
+            "schema": TIMELINE_SCHEMA,
+            "file": a.file,
+            "devices": replays.iter().map(|r| JsonDevice {
+                device: r.device,
+                report: &r.report,
+                key_moments: r.key_moments(&snap),
+                downsampled: a.max_points.is_some_and(|n| r.samples.len() > n.max(2)),
+                samples: series(r),
+            }).collect::<Vec<_>>(),
+        });
+        print(&(serde_json::to_string_pretty(&v)? + "\n"))?;
+    } else {
+        let mut out = format!("{} ({})\n", a.file, super::stats::describe_format(&loaded));
+        if replays.is_empty() {
+            out.push_str("no segments and no trace events\n");
+        }
+        for r in &replays {
+            out.push('\n');
+            out.push_str(&rt::device_text(r, &r.key_moments(&snap)));
+        }
+        print(&out)?;
+    }
+    Ok(Exit::Ok)
+}

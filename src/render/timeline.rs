@@ -1,0 +1,174 @@
+//! Text and CSV of `fragscope timeline`: the key-moment table with the
+//! replay report, the full series as CSV, and the state at one moment.
+
+use super::stats::{STAT_HEADER, stat_cells};
+use super::table::{align_numbers, new_table};
+use crate::replay::{DeviceReplay, KeyMoment, MomentState, Origin, ReplayReport, Sample};
+use crate::stats::StateStats;
+use crate::units::{fmt_bytes, fmt_pct};
+
+/// Seconds since `t0`, or `-` without a time.
+pub fn fmt_time(t: Option<i64>, t0: Option<i64>) -> String {
+    match (t, t0) {
+        (Some(t), Some(t0)) => format!("+{:.3} s", (t - t0) as f64 / 1e6),
+        _ => "-".into(),
+    }
+}
+
+pub fn first_time(samples: &[Sample]) -> Option<i64> {
+    samples.iter().find_map(|s| s.time_us)
+}
+
+fn report_lines(r: &ReplayReport) -> String {
+    let mut out = String::new();
+    if r.anomalies.is_empty() {
+        out.push_str("anomalies: none\n");
+    } else {
+        out.push_str("anomalies (each counted once per event; the replay went on):\n");
+        for a in &r.anomalies {
+            out.push_str(&format!(
+                "  {:?}: {} event(s), e.g. {}\n",
+                a.kind, a.count, a.example
+            ));
+        }
+    }
+    if let Some(d) = &r.final_state_diff {
+        out.push_str(&format!("final state differs from the recording: {d}\n"));
+    }
+    if !r.inferences.is_empty() {
+        out.push_str("inferred rather than read:\n");
+        for i in &r.inferences {
+            out.push_str(&format!("  - {i}\n"));
+        }
+    }
+    out
+}
+
+/// One device: headline, key-moment table, anomalies and inferences.
+pub fn device_text(r: &DeviceReplay, moments: &[KeyMoment]) -> String {
+    let rep = &r.report;
+    let mut out = format!(
+        "device {}: {} events, {} replayed cleanly; {}\n",
+        r.device,
+        rep.events,
+        rep.clean_events,
+        if rep.final_state_matches {
+            "the replay reproduces the recorded final state exactly"
+        } else {
+            "the replay does NOT reproduce the recorded final state"
+        }
+    );
+    let t0 = first_time(&r.samples);
+    let mut t = new_table(&[
+        "moment",
+        "event",
+        "time",
+        "allocated",
+        "reserved",
+        "free internal",
+        "free external",
+        "pending free",
+        "largest gap",
+        "gaps",
+        "fragmentation",
+        "max small req",
+        "max large req",
+    ]);
+    for k in moments {
+        let s = &k.sample;
+        t.add_row(vec![
+            k.label.clone(),
+            k.at.map_or("-".into(), |a| a.to_string()),
+            fmt_time(s.time_us, t0),
+            fmt_bytes(s.allocated),
+            fmt_bytes(s.reserved),
+            fmt_bytes(s.internal_free),
+            fmt_bytes(s.external_free),
+            fmt_bytes(s.pending_free),
+            fmt_bytes(s.largest_free_gap),
+            s.free_gaps.to_string(),
+            fmt_pct(s.fragmentation),
+            fmt_bytes(s.largest_small_request),
+            fmt_bytes(s.largest_large_request),
+        ]);
+    }
+    align_numbers(&mut t, 1);
+    out.push_str(&t.to_string());
+    out.push('\n');
+    out.push_str(&report_lines(rep));
+    out
+}
+
+pub const CSV_HEADER: &str = "device,event,time_us,allocated,active,reserved,internal_free,external_free,pending_free,largest_free_gap,free_gaps,fragmentation,largest_small_request,largest_large_request\n";
+
+/// The series of several devices as CSV (`event` empty for the start).
+pub fn csv<'a>(series: impl IntoIterator<Item = (i64, &'a [Sample])>) -> String {
+    let mut out = String::from(CSV_HEADER);
+    for (d, samples) in series {
+        for s in samples {
+            out.push_str(&format!(
+                "{d},{},{},{},{},{},{},{},{},{},{},{:.6},{},{}\n",
+                s.event.map_or(String::new(), |e| e.to_string()),
+                s.time_us.map_or(String::new(), |t| t.to_string()),
+                s.allocated,
+                s.active,
+                s.reserved,
+                s.internal_free,
+                s.external_free,
+                s.pending_free,
+                s.largest_free_gap,
+                s.free_gaps,
+                s.fragmentation,
+                s.largest_small_request,
+                s.largest_large_request
+            ));
+        }
+    }
+    out
+}
+
+/// `--at`: the stats and segment map of one moment.
+pub fn moment_text(
+    file: &str,
+    label: &str,
+    st: &MomentState,
+    t0: Option<i64>,
+    map: &str,
+    report: &ReplayReport,
+) -> String {
+    let mut out = format!(
+        "{file}, device {}, {label}: {}\n",
+        st.device,
+        match st.at {
+            None => "before the first trace event".to_string(),
+            Some(i) => format!("after event {i} ({})", fmt_time(st.time_us, t0)),
+        }
+    );
+    let stats = StateStats::of(&st.segments);
+    let mut t = new_table(&STAT_HEADER);
+    t.add_row(stat_cells(&stats));
+    align_numbers(&mut t, 0);
+    out.push_str(&t.to_string());
+    out.push('\n');
+    let older = st
+        .origins
+        .values()
+        .filter(|o| **o == Origin::OlderThanTrace)
+        .count();
+    out.push_str(&format!(
+        "{} live block(s), {older} of them allocated before the trace began\n",
+        st.origins.len()
+    ));
+    if let Some(r) = st.failed_request {
+        out.push_str(&format!(
+            "this event is an out-of-memory: {} (rounded) could not be placed\n",
+            fmt_bytes(r)
+        ));
+    }
+    if !report.final_state_matches || !report.anomalies.is_empty() {
+        out.push_str(&report_lines(report));
+    }
+    out.push('\n');
+    out.push_str(map);
+    out
+}

@@ -1,0 +1,192 @@
+//! The state before the first trace event, rebuilt by undoing the trace from
+//! the recorded final segments (the ring buffer dropped whatever came
+//! earlier). Blocks freed in the trace but allocated before it come back
+//! with a size inferred from their request:
+//!
+//! * the request is rounded as the allocator rounds it;
+//! * in the large pool (without expandable segments) a free block of 1 MiB
+//!   or less is never split off, so when the rounded block would leave such
+//!   a sliver before the next live block, the block took it whole;
+//! * for the same reason, a sliver that appears between such an inferred
+//!   block and a block or allocation found later (earlier in time) belongs to
+//!   the inferred block, which is widened.
+//!
+//! Owns only the undo direction; the forward replay re-derives every block it
+//! sees allocated, so inferred sizes matter only for blocks older than the
+//! trace.
+
+use super::forward::{Ctx, add_segment, drop_segment};
+use super::policy::{LARGE_BUFFER, SMALL_SIZE};
+use super::state::{Layout, Live, Problem};
+use super::{AnomalyKind, Origin};
+use crate::model::*;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Unsplit large blocks keep at most this much beyond their rounded size
+/// (oversize blocks: `max_non_split_rounding`, 20 MiB by default).
+fn max_unsplit_slack(ctx: &Ctx, rounded: u64) -> u64 {
+    match ctx.policy.max_split_size {
+        Some(m) if rounded >= m => LARGE_BUFFER,
+        _ => SMALL_SIZE,
+    }
+}
+
+fn widenable(l: &Layout, ctx: &Ctx, sa: u64) -> bool {
+    l.segs[&sa].kind == SegmentType::Large && !ctx.policy.expandable
+}
+
+/// Widens the inferred block that ends where the free block holding `x`
+/// begins, up to `x`, when the rules allow a block to hold that much.
+fn widen_up_to(l: &mut Layout, ctx: &Ctx, sa: u64, x: u64) {
+    if !widenable(l, ctx, sa) {
+        return;
+    }
+    let Ok((g0, _)) = l.gap_at(sa, x) else {
+        return;
+    };
+    if g0 >= x {
+        return;
+    }
+    let Some(p) = l.inferred_block_ending_at(sa, g0) else {
+        return;
+    };
+    let rounded = ctx.policy.round_size(l.segs[&sa].blocks[&p].requested);
+    let new_size = x - p;
+    if new_size.saturating_sub(rounded) <= max_unsplit_slack(ctx, rounded) {
+        l.widen_live(sa, p, new_size);
+    }
+}
+
+fn record(problems: &mut BTreeMap<usize, Problem>, i: usize, r: Result<(), Problem>) {
+    if let Err(mut p) = r {
+        p.msg = format!("rebuilding the start: {}", p.msg);
+        problems.entry(i).or_insert(p);
+    }
+}
+
+/// Undoes `trace` from `end` (the recorded final layout), recording the
+/// anomalies it meets by event index.
+pub(crate) fn start_state(
+    ctx: &Ctx,
+    mut l: Layout,
+    trace: &[TraceEvent],
+    problems: &mut BTreeMap<usize, Problem>,
+) -> Layout {
+    // A free_completed whose block was last seen in an alloc (no
+    // free_requested between them) comes back allocated, not pending.
+    let mut last: HashMap<u64, bool> = HashMap::new();
+    let mut freed_from_allocated: HashSet<usize> = HashSet::new();
+    for (i, e) in trace.iter().enumerate() {
+        match e.action {
+            Action::Alloc => {
+                last.insert(e.addr, true);
+            }
+            Action::FreeRequested => {
+                last.insert(e.addr, false);
+            }
+            Action::FreeCompleted if last.remove(&e.addr) == Some(true) => {
+                freed_from_allocated.insert(i);
+            }
+            _ => {}
+        }
+    }
+
+    for (i, e) in trace.iter().enumerate().rev() {
+        let x = e.addr;
+        let r = match e.action {
+            Action::Alloc => match l.seg_containing(x) {
+                Some(sa) if l.remove_live(sa, x).is_some() => {
+                    widen_up_to(&mut l, ctx, sa, x);
+                    Ok(())
+                }
+                _ => Err(Problem::new(
+                    AnomalyKind::Other,
+                    format!(
+                        "alloc at {x:#x}: the block is neither live at the end nor freed later in the trace"
+                    ),
+                )),
+            },
+            Action::FreeRequested => {
+                match l
+                    .seg_containing(x)
+                    .filter(|sa| l.segs[sa].blocks.contains_key(&x))
+                {
+                    Some(sa) => {
+                        l.set_pending(sa, x, false);
+                        Ok(())
+                    }
+                    None => Err(Problem::new(
+                        AnomalyKind::FreeOfUnknownAddress,
+                        format!(
+                            "free_requested at {x:#x}: no block there is pending or freed later in the trace"
+                        ),
+                    )),
+                }
+            }
+            Action::FreeCompleted => unfree(&mut l, ctx, e, !freed_from_allocated.contains(&i)),
+            Action::SegmentAlloc => drop_segment(&mut l, e, "segment_alloc (undone)"),
+            Action::SegmentFree => add_segment(&mut l, ctx, e),
+            Action::SegmentMap => l.unmap_range(x, e.size),
+            Action::SegmentUnmap => {
+                let fresh = ctx.new_seg(x, e.size, e, true);
+                l.map_range(x, e.size, e.stream, fresh)
+            }
+            _ => Ok(()),
+        };
+        record(problems, i, r);
+    }
+    l
+}
+
+/// Brings back the block a `free_completed` released.
+fn unfree(l: &mut Layout, ctx: &Ctx, e: &TraceEvent, pending: bool) -> Result<(), Problem> {
+    let x = e.addr;
+    let Some(sa) = l.seg_containing(x) else {
+        return Err(Problem::new(
+            AnomalyKind::FreeOfUnknownAddress,
+            format!("free_completed at {x:#x}, outside every segment"),
+        ));
+    };
+    if let Err(a) = l.gap_at(sa, x) {
+        return Err(Problem::new(
+            AnomalyKind::FreeOfUnknownAddress,
+            format!(
+                "free_completed at {x:#x}: the address lies in the block at {a:#x}, live at that point"
+            ),
+        ));
+    }
+    widen_up_to(l, ctx, sa, x);
+    let (g0, g1) = l.gap_at(sa, x).expect("still free");
+    let rounded = ctx.policy.round_size(e.size);
+    let avail = g1 - x;
+    let mut problem = Ok(());
+    let size = if rounded > avail {
+        problem = Err(Problem::new(
+            AnomalyKind::FreeOfUnknownAddress,
+            format!(
+                "free_completed at {x:#x} of {} bytes (rounded {rounded}): only {avail} bytes are free there",
+                e.size
+            ),
+        ));
+        avail
+    } else if widenable(l, ctx, sa) && avail - rounded <= max_unsplit_slack(ctx, rounded) {
+        avail
+    } else {
+        rounded
+    };
+    l.insert_live(
+        sa,
+        x,
+        Live {
+            size,
+            requested: e.size,
+            pending,
+            frames: e.frames,
+            origin: Origin::OlderThanTrace,
+            inferred: true,
+        },
+        g0,
+        g1,
+    );
+    problem
+}

@@ -1,0 +1,572 @@
+//! The allocator layout of one device at one moment, built so that every
+//! trace action costs O(log n): segments in an ordered map by address, each
+//! with its live blocks (allocated or pending-free) in an ordered map by
+//! address, and the free blocks kept only as an index of `(size, address)`
+//! per pool class. Free blocks are not stored: the allocator merges a freed
+//! block with free neighbours at once, so a free block is always the whole
+//! run between two live blocks (or a segment edge) — which the real
+//! snapshots confirm (no two neighbouring inactive blocks in any of them).
+//!
+//! Owns the mechanics of one step (insert, remove, resize a block; add,
+//! remove, grow, cut a segment) and the running totals. Which step a trace
+//! event means, and in which direction, is decided in `forward`/`backward`.
+
+use super::policy::SMALL_SIZE;
+use super::{AnomalyKind, Origin, Sample};
+use crate::model::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// An anomaly found while applying one event.
+#[derive(Debug, Clone)]
+pub(crate) struct Problem {
+    pub kind: AnomalyKind,
+    pub msg: String,
+}
+
+impl Problem {
+    pub fn new(kind: AnomalyKind, msg: String) -> Problem {
+        Problem { kind, msg }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Live {
+    pub size: u64,
+    pub requested: u64,
+    pub pending: bool,
+    pub frames: StackId,
+    pub origin: Origin,
+    /// The size was inferred from a request (the block was allocated before
+    /// the trace began), so it may still be widened.
+    pub inferred: bool,
+}
+
+impl Live {
+    fn allocated_bytes(&self) -> u64 {
+        self.requested.min(self.size)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Seg {
+    pub size: u64,
+    pub stream: i64,
+    pub kind: SegmentType,
+    pub pool_id: Option<(i64, i64)>,
+    pub is_expandable: Option<bool>,
+    pub frames: StackId,
+    pub blocks: BTreeMap<u64, Live>,
+    /// Pool type guessed from the size (segment not in the final state).
+    pub kind_inferred: bool,
+}
+
+impl Seg {
+    pub fn expandable(&self) -> bool {
+        self.is_expandable.unwrap_or(false)
+    }
+    fn class(&self) -> usize {
+        if self.pool_id.is_some_and(|p| p != (0, 0)) {
+            CLASS_PRIVATE
+        } else if self.kind == SegmentType::Small {
+            CLASS_SMALL
+        } else {
+            CLASS_LARGE
+        }
+    }
+}
+
+const CLASS_SMALL: usize = 0;
+const CLASS_LARGE: usize = 1;
+/// Private pools (CUDA graphs, MemPool) serve only their own allocations.
+const CLASS_PRIVATE: usize = 2;
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Layout {
+    pub segs: BTreeMap<u64, Seg>,
+    /// Free blocks as (size, address), per class.
+    gaps: [BTreeSet<(u64, u64)>; 3],
+    pub reserved: u64,
+    /// Requested bytes of allocated blocks.
+    pub allocated: u64,
+    /// Block bytes of allocated blocks.
+    pub active: u64,
+    pub pending: u64,
+    pub inactive: u64,
+}
+
+impl Layout {
+    /// Builds the layout of the recorded segments of one device. Inactive
+    /// blocks are not read: they are the runs between live blocks.
+    pub fn from_segments<'a>(segs: impl IntoIterator<Item = &'a Segment>) -> Layout {
+        let mut l = Layout::default();
+        for s in segs {
+            let mut blocks = BTreeMap::new();
+            for b in &s.blocks {
+                if b.state == BlockState::Inactive {
+                    continue;
+                }
+                blocks.insert(
+                    b.address,
+                    Live {
+                        size: b.size,
+                        requested: b.requested_or_size(),
+                        pending: b.state == BlockState::ActivePendingFree,
+                        frames: b.frames,
+                        origin: Origin::OlderThanTrace,
+                        inferred: false,
+                    },
+                );
+            }
+            let seg = Seg {
+                size: s.total_size,
+                stream: s.stream,
+                kind: s.segment_type,
+                pool_id: s.pool_id,
+                is_expandable: s.is_expandable,
+                frames: s.frames,
+                blocks,
+                kind_inferred: false,
+            };
+            if l.segs.contains_key(&s.address) {
+                // Two records at one address: keep the first, the final-state
+                // comparison reports the difference.
+                continue;
+            }
+            l.insert_seg(s.address, seg);
+        }
+        l
+    }
+
+    /// Start address of the segment holding `x`.
+    pub fn seg_containing(&self, x: u64) -> Option<u64> {
+        let (a, s) = self.segs.range(..=x).next_back()?;
+        (x < a + s.size).then_some(*a)
+    }
+
+    /// Whether any segment intersects `[x, x + size)`.
+    pub fn overlaps_any(&self, x: u64, size: u64) -> bool {
+        self.seg_containing(x).is_some()
+            || self.segs.range(x..x.saturating_add(size)).next().is_some()
+    }
+
+    /// The free block holding `x`, as `[start, end)`; `Err(start of the live
+    /// block)` when `x` lies inside a live block.
+    pub fn gap_at(&self, sa: u64, x: u64) -> Result<(u64, u64), u64> {
+        let seg = &self.segs[&sa];
+        let mut g0 = sa;
+        if let Some((a, b)) = seg.blocks.range(..=x).next_back() {
+            if a + b.size > x {
+                return Err(*a);
+            }
+            g0 = a + b.size;
+        }
+        let g1 = seg
+            .blocks
+            .range(x.saturating_add(1)..)
+            .next()
+            .map(|(a, _)| *a)
+            .unwrap_or(sa + seg.size);
+        Ok((g0, g1))
+    }
+
+    fn add_gap(&mut self, class: usize, start: u64, end: u64) {
+        if end > start {
+            self.gaps[class].insert((end - start, start));
+            self.inactive += end - start;
+        }
+    }
+
+    fn remove_gap(&mut self, class: usize, start: u64, end: u64) {
+        if end > start {
+            let was = self.gaps[class].remove(&(end - start, start));
+            debug_assert!(was, "gap index out of step at {start:#x}");
+            self.inactive -= end - start;
+        }
+    }
+
+    fn count_live(&mut self, b: &Live, sign: bool) {
+        let (al, ac, pe) = if b.pending {
+            (0, 0, b.size)
+        } else {
+            (b.allocated_bytes(), b.size, 0)
+        };
+        if sign {
+            self.allocated += al;
+            self.active += ac;
+            self.pending += pe;
+        } else {
+            self.allocated -= al;
+            self.active -= ac;
+            self.pending -= pe;
+        }
+    }
+
+    /// Puts a live block into the free block `[g0, g1)` that holds it.
+    pub fn insert_live(&mut self, sa: u64, x: u64, b: Live, g0: u64, g1: u64) {
+        let class = self.segs[&sa].class();
+        debug_assert!(g0 <= x && x + b.size <= g1);
+        self.remove_gap(class, g0, g1);
+        self.add_gap(class, g0, x);
+        self.add_gap(class, x + b.size, g1);
+        self.count_live(&b, true);
+        self.segs.get_mut(&sa).expect("segment").blocks.insert(x, b);
+    }
+
+    /// Removes the live block at `x`; its bytes merge with free neighbours.
+    pub fn remove_live(&mut self, sa: u64, x: u64) -> Option<Live> {
+        let seg = self.segs.get_mut(&sa)?;
+        let b = seg.blocks.remove(&x)?;
+        let class = seg.class();
+        let g0 = seg
+            .blocks
+            .range(..x)
+            .next_back()
+            .map(|(a, p)| a + p.size)
+            .unwrap_or(sa);
+        let g1 = seg
+            .blocks
+            .range(x..)
+            .next()
+            .map(|(a, _)| *a)
+            .unwrap_or(sa + seg.size);
+        self.remove_gap(class, g0, x);
+        self.remove_gap(class, x + b.size, g1);
+        self.add_gap(class, g0, g1);
+        self.count_live(&b, false);
+        Some(b)
+    }
+
+    pub fn set_pending(&mut self, sa: u64, x: u64, pending: bool) {
+        let b = self.segs[&sa].blocks[&x].clone();
+        self.count_live(&b, false);
+        let nb = Live { pending, ..b };
+        self.count_live(&nb, true);
+        self.segs
+            .get_mut(&sa)
+            .expect("segment")
+            .blocks
+            .insert(x, nb);
+    }
+
+    /// Grows the live block at `x` to `new_size` into the free block after it.
+    pub fn widen_live(&mut self, sa: u64, x: u64, new_size: u64) {
+        let seg = &self.segs[&sa];
+        let class = seg.class();
+        let b = seg.blocks[&x].clone();
+        let end = x + b.size;
+        let g1 = seg
+            .blocks
+            .range(end..)
+            .next()
+            .map(|(a, _)| *a)
+            .unwrap_or(sa + seg.size);
+        debug_assert!(x + new_size <= g1 && new_size >= b.size);
+        self.remove_gap(class, end, g1);
+        self.add_gap(class, x + new_size, g1);
+        self.count_live(&b, false);
+        let nb = Live {
+            size: new_size,
+            ..b
+        };
+        self.count_live(&nb, true);
+        self.segs
+            .get_mut(&sa)
+            .expect("segment")
+            .blocks
+            .insert(x, nb);
+    }
+
+    /// The live block that ends exactly at `g0`, when it may be widened.
+    pub fn inferred_block_ending_at(&self, sa: u64, g0: u64) -> Option<u64> {
+        let seg = &self.segs[&sa];
+        let (a, b) = seg.blocks.range(..g0).next_back()?;
+        (a + b.size == g0 && b.inferred).then_some(*a)
+    }
+
+    fn index_seg(&mut self, sa: u64) {
+        let seg = self.segs.remove(&sa).expect("segment");
+        let class = seg.class();
+        self.reserved += seg.size;
+        let mut cur = sa;
+        for (a, b) in &seg.blocks {
+            self.add_gap(class, cur, *a);
+            self.count_live(b, true);
+            cur = a + b.size;
+        }
+        self.add_gap(class, cur, sa + seg.size);
+        self.segs.insert(sa, seg);
+    }
+
+    fn unindex_seg(&mut self, sa: u64) {
+        let seg = self.segs.remove(&sa).expect("segment");
+        let class = seg.class();
+        self.reserved -= seg.size;
+        let mut cur = sa;
+        for (a, b) in &seg.blocks {
+            self.remove_gap(class, cur, *a);
+            self.count_live(b, false);
+            cur = a + b.size;
+        }
+        self.remove_gap(class, cur, sa + seg.size);
+        self.segs.insert(sa, seg);
+    }
+
+    pub fn insert_seg(&mut self, sa: u64, seg: Seg) {
+        self.segs.insert(sa, seg);
+        self.index_seg(sa);
+    }
+
+    pub fn remove_seg(&mut self, sa: u64) -> Option<Seg> {
+        if !self.segs.contains_key(&sa) {
+            return None;
+        }
+        self.unindex_seg(sa);
+        self.segs.remove(&sa)
+    }
+
+    /// Changes a segment's pool type (a guess corrected by an allocation).
+    pub fn set_kind(&mut self, sa: u64, kind: SegmentType) {
+        self.unindex_seg(sa);
+        let s = self.segs.get_mut(&sa).expect("segment");
+        s.kind = kind;
+        s.kind_inferred = false;
+        self.index_seg(sa);
+    }
+
+    /// Maps `[x, x + size)` into an expandable segment: the range joins the
+    /// mapped run of the same stream that ends at `x` and the one that
+    /// starts at its end, or becomes a run of its own (`fresh`).
+    pub fn map_range(&mut self, x: u64, size: u64, stream: i64, fresh: Seg) -> Result<(), Problem> {
+        if size == 0 {
+            return Ok(());
+        }
+        if self.overlaps_any(x, size) {
+            return Err(Problem::new(
+                AnomalyKind::SegmentMismatch,
+                format!("mapping {size} bytes at {x:#x} overlaps a mapped segment"),
+            ));
+        }
+        let joins = |s: &Seg| s.expandable() && s.stream == stream;
+        let left = self
+            .segs
+            .range(..x)
+            .next_back()
+            .filter(|(a, s)| *a + s.size == x && joins(s))
+            .map(|(a, _)| *a);
+        let right = self
+            .segs
+            .get(&(x + size))
+            .filter(|s| joins(s))
+            .map(|_| x + size);
+        let start = match left {
+            Some(l) => {
+                self.unindex_seg(l);
+                self.segs.get_mut(&l).expect("segment").size += size;
+                l
+            }
+            None => {
+                self.segs.insert(x, fresh);
+                x
+            }
+        };
+        if let Some(r) = right {
+            let same_kind = self.segs[&r].kind == self.segs[&start].kind
+                || self.segs[&start].kind_inferred
+                || self.segs[&r].kind_inferred;
+            if same_kind {
+                self.unindex_seg(r);
+                let rs = self.segs.remove(&r).expect("segment");
+                let s = self.segs.get_mut(&start).expect("segment");
+                if s.kind_inferred && !rs.kind_inferred {
+                    s.kind = rs.kind;
+                    s.kind_inferred = false;
+                }
+                s.size += rs.size;
+                s.blocks.extend(rs.blocks);
+            }
+        }
+        // Both the grown run and `fresh` were left out of the index above.
+        self.index_seg(start);
+        Ok(())
+    }
+
+    /// Unmaps `[x, x + size)` from the expandable segment holding it,
+    /// trimming, splitting or removing the mapped run.
+    pub fn unmap_range(&mut self, x: u64, size: u64) -> Result<(), Problem> {
+        if size == 0 {
+            return Ok(());
+        }
+        let Some(sa) = self.seg_containing(x) else {
+            return Err(Problem::new(
+                AnomalyKind::SegmentMismatch,
+                format!("unmapping {size} bytes at {x:#x}, outside every segment"),
+            ));
+        };
+        let seg = &self.segs[&sa];
+        let end = x + size;
+        if end > sa + seg.size {
+            return Err(Problem::new(
+                AnomalyKind::SegmentMismatch,
+                format!(
+                    "unmapping {size} bytes at {x:#x} runs past the end of the segment at {sa:#x} ({} bytes)",
+                    seg.size
+                ),
+            ));
+        }
+        if let Some((a, b)) = seg.blocks.range(..end).next_back()
+            && a + b.size > x
+        {
+            return Err(Problem::new(
+                AnomalyKind::SegmentMismatch,
+                format!("unmapping {size} bytes at {x:#x} would drop the live block at {a:#x}"),
+            ));
+        }
+        self.unindex_seg(sa);
+        let mut seg = self.segs.remove(&sa).expect("segment");
+        let total = seg.size;
+        let right_blocks = seg.blocks.split_off(&end);
+        if end < sa + total {
+            let right = Seg {
+                size: sa + total - end,
+                blocks: right_blocks,
+                ..seg.clone()
+            };
+            self.segs.insert(end, right);
+            self.index_seg(end);
+        }
+        if x > sa {
+            seg.size = x - sa;
+            self.segs.insert(sa, seg);
+            self.index_seg(sa);
+        }
+        Ok(())
+    }
+
+    fn class_max(&self, c: usize) -> u64 {
+        self.gaps[c].last().map(|g| g.0).unwrap_or(0)
+    }
+
+    pub fn sample(&self, event: Option<u32>, time_us: Option<i64>) -> Sample {
+        let largest = (0..3).map(|c| self.class_max(c)).max().unwrap_or(0);
+        Sample {
+            event,
+            time_us,
+            allocated: self.allocated,
+            active: self.active,
+            reserved: self.reserved,
+            internal_free: self.active - self.allocated,
+            external_free: self.inactive + self.pending,
+            pending_free: self.pending,
+            largest_free_gap: largest,
+            free_gaps: self.gaps.iter().map(|g| g.len() as u64).sum(),
+            fragmentation: crate::stats::fragmentation(largest, self.inactive),
+            largest_small_request: self.class_max(CLASS_SMALL).min(SMALL_SIZE),
+            largest_large_request: self.class_max(CLASS_LARGE),
+        }
+    }
+
+    /// The layout as snapshot records (blocks tiling each segment).
+    pub fn to_segments(&self, device: i64) -> Vec<Segment> {
+        self.segs
+            .iter()
+            .map(|(sa, s)| {
+                let mut blocks = Vec::with_capacity(s.blocks.len() * 2 + 1);
+                let mut cur = *sa;
+                let (mut alloc, mut active, mut req) = (0, 0, 0);
+                let free = |a: u64, size: u64| Block {
+                    address: a,
+                    size,
+                    requested_size: None,
+                    state: BlockState::Inactive,
+                    frames: StackId::EMPTY,
+                };
+                for (a, b) in &s.blocks {
+                    if *a > cur {
+                        blocks.push(free(cur, a - cur));
+                    }
+                    blocks.push(Block {
+                        address: *a,
+                        size: b.size,
+                        requested_size: Some(b.requested),
+                        state: if b.pending {
+                            BlockState::ActivePendingFree
+                        } else {
+                            BlockState::ActiveAllocated
+                        },
+                        frames: b.frames,
+                    });
+                    active += b.size;
+                    req += b.requested;
+                    if !b.pending {
+                        alloc += b.size;
+                    }
+                    cur = a + b.size;
+                }
+                if sa + s.size > cur {
+                    blocks.push(free(cur, sa + s.size - cur));
+                }
+                Segment {
+                    device,
+                    address: *sa,
+                    total_size: s.size,
+                    allocated_size: Some(alloc),
+                    active_size: Some(active),
+                    requested_size: Some(req),
+                    stream: s.stream,
+                    segment_type: s.kind,
+                    pool_id: s.pool_id,
+                    is_expandable: s.is_expandable,
+                    frames: s.frames,
+                    blocks,
+                }
+            })
+            .collect()
+    }
+
+    /// The free block a best-fit search would pick (lowest address among
+    /// equals), ignoring streams.
+    #[cfg(test)]
+    pub fn best_fit(&self, small: bool, size: u64) -> Option<u64> {
+        let c = if small { CLASS_SMALL } else { CLASS_LARGE };
+        self.gaps[c].range((size, 0)..).next().map(|g| g.1)
+    }
+
+    /// Checks the index against a rescan.
+    #[cfg(test)]
+    pub fn check(&self) -> Result<(), String> {
+        let mut fresh = Layout::default();
+        for (a, s) in &self.segs {
+            let mut cur = *a;
+            for (x, b) in &s.blocks {
+                if *x < cur {
+                    return Err(format!("block at {x:#x} overlaps the one before it"));
+                }
+                cur = x + b.size;
+            }
+            if cur > a + s.size {
+                return Err(format!("a block runs past the end of segment {a:#x}"));
+            }
+            fresh.insert_seg(*a, s.clone());
+        }
+        let mut prev_end = 0;
+        for (a, s) in &self.segs {
+            if *a < prev_end {
+                return Err(format!("segment {a:#x} overlaps the one before it"));
+            }
+            prev_end = a + s.size;
+        }
+        if fresh.gaps != self.gaps
+            || fresh.reserved != self.reserved
+            || fresh.allocated != self.allocated
+            || fresh.active != self.active
+            || fresh.pending != self.pending
+            || fresh.inactive != self.inactive
+        {
+            return Err("running totals or the free-block index differ from a rescan".into());
+        }
+        if self.active + self.pending + self.inactive != self.reserved {
+            return Err("live + pending + free bytes differ from reserved".into());
+        }
+        Ok(())
+    }
+}
