@@ -22,4 +22,5 @@ pub mod render;
 pub mod replay;
 pub mod sim;
 pub mod stats;
+pub mod synth;
 pub mod units;

@@ -16,6 +16,7 @@ pub mod flamegraph;
 pub mod oom;
 pub mod simulate;
 pub mod stats;
+pub mod synth;
 pub mod timeline;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -135,6 +136,13 @@ pub enum Command {
         after_help = "Examples:\n  fragscope oom snapshot.pickle\n  fragscope oom --capacity 80GiB snapshot.pickle\n  fragscope oom --json snapshot.pickle"
     )]
     Oom(oom::Args),
+    /// Write a synthetic snapshot of a training run (allocations driven
+    /// through the allocator model, pickled as PyTorch writes one): fixtures
+    /// and benchmarks of any size.
+    #[command(
+        after_help = "Examples:\n  fragscope synth --events 100000 --seed 1 -o small.pickle\n  fragscope synth --events 5000000 --seed 7 -o /tmp/1gb.pickle\n  fragscope synth --events 200000 --capacity 24GiB -o tight.pickle"
+    )]
+    Synth(synth::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -159,6 +167,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Simulate(a) => simulate::run(a, &g),
         Command::Timeline(a) => timeline::run(a, &g),
         Command::Oom(a) => oom::run(a, &g),
+        Command::Synth(a) => synth::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),
