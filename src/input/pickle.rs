@@ -60,6 +60,18 @@ pub enum Val {
 pub trait Sink {
     /// The list `list` was just pushed on top of `stack`.
     fn list_created(&mut self, _arena: &Arena, _stack: &[Val], _marks: &[usize], _list: Vid) {}
+    /// The list on top of `stack` was read whole, with `items`, in one go
+    /// (see [`Vm::list_of_references`]). Returning a node stores it in the
+    /// list's place; the items then live wherever the sink keeps them.
+    fn list_filled(
+        &mut self,
+        _arena: &Arena,
+        _stack: &[Val],
+        _marks: &[usize],
+        _items: &[Vid],
+    ) -> Option<Node> {
+        None
+    }
     /// The first items (keys and values alternating) are about to go into
     /// the empty dict at `stack[dict_pos]`. Returning a node stores it in
     /// the dict's place instead; the items are then dropped.
@@ -186,6 +198,12 @@ impl<R: Read> Input<R> {
         self.end - self.pos >= n
     }
 
+    /// The next byte if it is in the window.
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.buf[..self.end].get(self.pos).copied()
+    }
+
     #[inline]
     fn byte(&mut self) -> Option<u8> {
         if self.pos == self.end && !self.fill(1) {
@@ -240,6 +258,9 @@ struct Vm<'s, R, S> {
     memo_sparse: HashMap<u64, Vid>,
     op_start: u64,
     strings: HashMap<Box<str>, Vid, FxBuild>,
+    /// The last short string read and its node.
+    last_str: (Vec<u8>, Vid),
+    scratch: Vec<Vid>,
     tuples: HashMap<[i64; 4], Vid, FxBuild>,
     sink: &'s mut S,
 }
@@ -292,6 +313,8 @@ pub fn decode_reader<R: Read, S: Sink>(r: R, sink: &mut S) -> Result<Decoded, De
         memo_sparse: Default::default(),
         op_start: 0,
         strings: HashMap::default(),
+        last_str: (Vec::new(), NO_MEMO),
+        scratch: Vec::new(),
         tuples: HashMap::default(),
         sink,
     };
@@ -311,12 +334,6 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             let Some(op) = self.inp.byte() else {
                 return Err(self.err_at(self.op_start, "unexpected end of data (no STOP opcode)"));
             };
-            if let Some(name) = forbidden(op) {
-                return Err(self.err(format!(
-                    "refused opcode {name} (0x{op:02x}): snapshots contain only builtin values, and this \
-                     file asks to import or call code"
-                )));
-            }
             match op {
                 0x80 => {
                     protocol = self.byte()?;
@@ -456,6 +473,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                     self.stack.push(Val::Node(id));
                     self.sink
                         .list_created(&self.arena, &self.stack, &self.marks, id);
+                    self.list_of_references(id);
                 }
                 b')' => self.push_node(Node::Tuple(Box::new([]))),
                 b'}' => self.push_node(Node::Dict(Vec::new())),
@@ -498,7 +516,15 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                     }
                     let target = self.stack[m - 1];
                     let items = self.vids_from(m);
-                    self.list_extend(target, &items)?
+                    // The first batch into an empty list is the list.
+                    if let Val::Node(t) = target
+                        && let Node::List(v) = &mut self.arena.nodes[t as usize]
+                        && v.is_empty()
+                    {
+                        *v = items;
+                    } else {
+                        self.list_extend(target, &items)?
+                    }
                 }
                 b's' => {
                     if self.stack.len() < 3 + self.marks.last().copied().unwrap_or(0) {
@@ -541,17 +567,86 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                         parse_u64_text(&line).ok_or_else(|| self.err("malformed GET index"))?;
                     self.get(idx)?
                 }
-                b'h' => {
-                    let idx = self.byte()? as u64;
-                    self.get(idx)?
+                b'h' | b'j' => {
+                    // Runs of memo references (a stack's frames, a record's
+                    // keys) are most of a snapshot: read them without going
+                    // back through the dispatch.
+                    let mut op = op;
+                    loop {
+                        let idx = if op == b'h' {
+                            self.byte()? as u64
+                        } else {
+                            self.len4()? as u64
+                        };
+                        self.get(idx)?;
+                        match self.inp.peek() {
+                            Some(next @ (b'h' | b'j')) => {
+                                op = next;
+                                self.op_start = self.inp.offset();
+                                self.inp.pos += 1;
+                            }
+                            _ => break,
+                        }
+                    }
                 }
-                b'j' => {
-                    let idx = self.len4()? as u64;
-                    self.get(idx)?
+                _ => {
+                    if let Some(name) = forbidden(op) {
+                        return Err(self.err(format!(
+                            "refused opcode {name} (0x{op:02x}): snapshots contain only builtin values, \
+                             and this file asks to import or call code"
+                        )));
+                    }
+                    return Err(self.err(format!("unknown pickle opcode 0x{op:02x}")));
                 }
-                _ => return Err(self.err(format!("unknown pickle opcode 0x{op:02x}"))),
             }
         }
+    }
+
+    /// CPython writes a list of shared objects (a stack's frames) as
+    /// `MEMOIZE MARK` (`BINGET n` | `LONG_BINGET n`)… `APPENDS`. When the
+    /// window holds all of that after the new list `id`, it is read here in
+    /// one pass, with the effect the opcodes would have; anything else (and a
+    /// reference the memo does not hold) is left to the dispatch loop.
+    #[inline]
+    fn list_of_references(&mut self, id: Vid) {
+        let buf = &self.inp.buf[self.inp.pos..self.inp.end];
+        if buf.len() < 3 || buf[0] != 0x94 || buf[1] != b'(' {
+            return;
+        }
+        let mut i = 2;
+        let items = &mut self.scratch;
+        items.clear();
+        loop {
+            let idx = match buf.get(i) {
+                Some(b'h') => match buf.get(i + 1) {
+                    Some(&n) => {
+                        i += 2;
+                        n as usize
+                    }
+                    None => return,
+                },
+                Some(b'j') => match buf.get(i + 1..i + 5) {
+                    Some(n) => {
+                        i += 5;
+                        u32::from_le_bytes(n.try_into().expect("4 bytes")) as usize
+                    }
+                    None => return,
+                },
+                Some(b'e') => break,
+                _ => return,
+            };
+            match self.memo.get(idx) {
+                Some(&v) if v != NO_MEMO => items.push(v),
+                _ => return,
+            }
+        }
+        self.memo.push(id);
+        self.inp.pos += i + 1;
+        let node = self
+            .sink
+            .list_filled(&self.arena, &self.stack, &self.marks, &self.scratch)
+            .unwrap_or_else(|| Node::List(self.scratch.clone()));
+        self.arena.nodes[id as usize] = node;
     }
 
     fn err_at(&self, offset: u64, msg: impl Into<String>) -> PickleError {
@@ -587,6 +682,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         }
         Ok(self.inp.take(n).expect("filled"))
     }
+    #[inline]
     fn len4(&mut self) -> Result<usize, PickleError> {
         Ok(u32::from_le_bytes(self.array::<4>()?) as usize)
     }
@@ -617,6 +713,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             Val::Float(f) => self.arena.push(Node::Float(f)),
         }
     }
+    #[inline]
     fn vids_from(&mut self, m: usize) -> Vec<Vid> {
         let mut out = Vec::with_capacity(self.stack.len() - m);
         for i in m..self.stack.len() {
@@ -638,9 +735,16 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         };
         self.stack.push(Val::Node(id));
     }
+    #[inline]
     fn push_str(&mut self, n: usize) -> Result<(), PickleError> {
         self.take(n)?;
         let b = &self.inp.buf[self.inp.pos - n..self.inp.pos];
+        // The same short string over and over (every entry's
+        // `compile_context`) skips the hash table.
+        if self.last_str.1 != NO_MEMO && b == &self.last_str.0[..] {
+            self.stack.push(Val::Node(self.last_str.1));
+            return Ok(());
+        }
         let id = match std::str::from_utf8(b) {
             Ok(s) => match self.strings.get(s) {
                 Some(&id) => id,
@@ -653,9 +757,16 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             // CPython writes lone surrogates with 'surrogatepass'; keep what we can.
             Err(_) => {
                 let s = String::from_utf8_lossy(b).into_owned();
-                self.arena.push(Node::Str(s.into_boxed_str()))
+                let id = self.arena.push(Node::Str(s.into_boxed_str()));
+                self.stack.push(Val::Node(id));
+                return Ok(());
             }
         };
+        if n <= 32 {
+            self.last_str.0.clear();
+            self.last_str.0.extend_from_slice(b);
+            self.last_str.1 = id;
+        }
         self.stack.push(Val::Node(id));
         Ok(())
     }
@@ -703,6 +814,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         }
         Ok(self.stack.pop().expect("checked"))
     }
+    #[inline]
     fn top(&self) -> Result<Val, PickleError> {
         let floor = self.marks.last().copied().unwrap_or(0);
         if self.stack.len() <= floor {
@@ -710,6 +822,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         }
         Ok(*self.stack.last().expect("checked"))
     }
+    #[inline]
     fn pop_mark(&mut self) -> Result<usize, PickleError> {
         self.marks
             .pop()
@@ -763,6 +876,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         }
         Ok(())
     }
+    #[inline(always)]
     fn put(&mut self, idx: u64) -> Result<(), PickleError> {
         let top = self.top()?;
         let top = match top {
@@ -785,12 +899,19 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         }
         Ok(())
     }
+    #[inline(always)]
     fn get(&mut self, idx: u64) -> Result<(), PickleError> {
-        let v = match self.memo.get(idx as usize) {
-            Some(&v) if v != NO_MEMO => Some(v),
-            _ => self.memo_sparse.get(&idx).copied(),
-        };
-        match v {
+        match self.memo.get(idx as usize) {
+            Some(&v) if v != NO_MEMO => {
+                self.stack.push(Val::Node(v));
+                Ok(())
+            }
+            _ => self.get_sparse(idx),
+        }
+    }
+    #[cold]
+    fn get_sparse(&mut self, idx: u64) -> Result<(), PickleError> {
+        match self.memo_sparse.get(&idx).copied() {
             Some(v) => {
                 self.stack.push(Val::Node(v));
                 Ok(())

@@ -90,6 +90,7 @@ struct Cx<'a> {
     stack_cache: HashMap<Vid, StackId, FxBuild>,
     frame_cache: HashMap<Vid, FrameId, FxBuild>,
     str_cache: HashMap<Vid, StrId, FxBuild>,
+    str_front: [(Vid, StrId); STR_FRONT],
     /// The sink's frames lists ([`Node::Stack`]) and their final ids.
     pstacks: &'a [Box<[Vid]>],
     pstack_ids: Vec<Option<StackId>>,
@@ -100,6 +101,8 @@ struct Cx<'a> {
 }
 
 type R<T> = Result<T, SchemaError>;
+
+const STR_FRONT: usize = 16;
 
 fn err<T>(p: &P, msg: impl Into<String>) -> R<T> {
     Err(SchemaError {
@@ -150,12 +153,22 @@ impl<'a> Cx<'a> {
         }
     }
     fn str_id(&mut self, v: Vid, p: &P) -> R<StrId> {
-        if let Some(id) = self.str_cache.get(&v) {
-            return Ok(*id);
+        // Every trace entry names the same few strings (`compile_context`,
+        // `user_metadata`): a direct-mapped cache in front of the table.
+        let slot = v as usize % STR_FRONT;
+        if self.str_front[slot].0 == v {
+            return Ok(self.str_front[slot].1);
         }
-        let s = self.string(v, p)?;
-        let id = self.intern.string(s);
-        self.str_cache.insert(v, id);
+        let id = match self.str_cache.get(&v) {
+            Some(id) => *id,
+            None => {
+                let s = self.string(v, p)?;
+                let id = self.intern.string(s);
+                self.str_cache.insert(v, id);
+                id
+            }
+        };
+        self.str_front[slot] = (v, id);
         Ok(id)
     }
     fn bool(&self, v: Vid, p: &P) -> R<bool> {
@@ -642,12 +655,14 @@ pub fn from_arena(a: &Arena, root: Vid) -> Result<Snapshot, SchemaError> {
 /// Converts a value decoded with `sink` taking trace entries.
 pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot, SchemaError> {
     let TraceSink { pstacks, lists, .. } = sink;
+    let lists: Vec<Vec<TraceEvent>> = lists.into_iter().map(Chunked::into_vec).collect();
     let mut cx = Cx {
         a,
         intern: Interner::new(),
         stack_cache: HashMap::default(),
         frame_cache: HashMap::default(),
         str_cache: HashMap::default(),
+        str_front: [(Vid::MAX, StrId(0)); STR_FRONT],
         pstacks: &pstacks,
         pstack_ids: vec![None; pstacks.len()],
         mapped: vec![false; lists.len()],
@@ -840,7 +855,7 @@ pub struct TraceSink {
     dt: Vec<Vid>,
     /// Per-device trace lists and their number in `lists`.
     trace_lists: Vec<(Vid, u32)>,
-    lists: Vec<Vec<TraceEvent>>,
+    lists: Vec<Chunked>,
     pstacks: Vec<Box<[Vid]>>,
     pstack_ix: HashMap<Box<[Vid]>, u32, FxBuild>,
     /// Key strings by node, direct-mapped (PyTorch shares one string per key).
@@ -848,6 +863,39 @@ pub struct TraceSink {
     /// The batch being read: its MARK, its list, how far it is known to
     /// hold only this sink's entries, and whether something else sits in it.
     batch: (usize, u32, usize, bool),
+}
+
+/// Entries in fixed-size chunks: growing never copies, and the model's
+/// vector is built at its exact size from them, one chunk at a time (a
+/// doubling vector would hold up to twice the entries at its last growth).
+#[derive(Default)]
+struct Chunked {
+    chunks: Vec<Vec<TraceEvent>>,
+    len: usize,
+}
+
+const CHUNK: usize = 1 << 16;
+
+impl Chunked {
+    fn push(&mut self, e: TraceEvent) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(e),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(e);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    fn into_vec(self) -> Vec<TraceEvent> {
+        let mut v = Vec::with_capacity(self.len);
+        for c in self.chunks {
+            v.extend(c);
+        }
+        v
+    }
 }
 
 impl Default for TraceSink {
@@ -871,7 +919,7 @@ impl TraceSink {
 
     /// Trace entries taken so far.
     pub fn entries(&self) -> usize {
-        self.lists.iter().map(|l| l.len()).sum()
+        self.lists.iter().map(|l| l.len).sum()
     }
 
     fn trace_list(&self, v: Val) -> Option<u32> {
@@ -934,6 +982,20 @@ impl TraceSink {
         Some(l)
     }
 
+    /// The stack number of these frames.
+    fn intern_stack(&mut self, items: &[Vid]) -> u32 {
+        match self.pstack_ix.get(items) {
+            Some(&s) => s,
+            None => {
+                let s = self.pstacks.len() as u32;
+                let items: Box<[Vid]> = items.into();
+                self.pstacks.push(items.clone());
+                self.pstack_ix.insert(items, s);
+                s
+            }
+        }
+    }
+
     /// A frames list as a stack number (+1), or `None` when the arena path
     /// must look at it.
     fn frames(&mut self, a: &mut Arena, v: Val) -> Option<u32> {
@@ -945,16 +1007,10 @@ impl TraceSink {
         let s = match a.get(id) {
             Node::None => return Some(0),
             Node::Stack(s) => return Some(s + 1),
-            Node::List(items) => match self.pstack_ix.get(&items[..]) {
-                Some(&s) => s,
-                None => {
-                    let s = self.pstacks.len() as u32;
-                    let items: Box<[Vid]> = items.as_slice().into();
-                    self.pstacks.push(items.clone());
-                    self.pstack_ix.insert(items, s);
-                    s
-                }
-            },
+            Node::List(items) => {
+                let items = items.clone();
+                self.intern_stack(&items)
+            }
             _ => return None,
         };
         // The list's items now live in the stack table.
@@ -1076,8 +1132,35 @@ impl Sink for TraceSink {
             });
         if in_dt {
             self.trace_lists.push((list, self.lists.len() as u32));
-            self.lists.push(Vec::new());
+            self.lists.push(Chunked::default());
         }
+    }
+
+    /// The `frames` list of an entry this sink will take goes straight into
+    /// the stack table, its items never copied into the arena.
+    fn list_filled(
+        &mut self,
+        a: &Arena,
+        stack: &[Val],
+        marks: &[usize],
+        items: &[Vid],
+    ) -> Option<Node> {
+        if self.trace_lists.is_empty() {
+            return None;
+        }
+        let p = stack.len().checked_sub(1)?;
+        let &m = marks.last()?;
+        // [..., entry, MARK, key, value, ..., "frames", list]
+        if p < 2 || m < 1 || m > p - 1 || (p - m) % 2 != 1 || self.key(a, stack[p - 1]) != Key::Frames
+        {
+            return None;
+        }
+        let e = m - 1;
+        if !matches!(stack[e], Val::Node(d) if matches!(a.get(d), Node::Dict(v) if v.is_empty())) {
+            return None;
+        }
+        self.owner(a, &stack[..=e], &marks[..marks.len() - 1], e)?;
+        Some(Node::Stack(self.intern_stack(items)))
     }
 
     fn dict_filled(
@@ -1095,6 +1178,6 @@ impl Sink for TraceSink {
         let e = self.event(a, items)?;
         let list = &mut self.lists[l as usize];
         list.push(e);
-        Some(Node::Record(l, (list.len() - 1) as u32))
+        Some(Node::Record(l, (list.len - 1) as u32))
     }
 }
