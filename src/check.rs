@@ -169,16 +169,18 @@ impl Rules {
 
     /// Parses config text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Rules, ConfigError> {
+        // Keys and the parser's excerpt of the line come from the file:
+        // escaped, so that an error stays one line.
         let key_err = |key: &str, msg: String| ConfigError::Key {
             path: origin.to_string(),
-            key: key.to_string(),
+            key: crate::input::one_line(key),
             msg,
         };
         let doc: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| ConfigError::Syntax {
                 path: origin.to_string(),
-                msg: e.to_string().trim_end().replace('\n', " "),
+                msg: crate::input::one_line(&e.to_string().trim_end().replace('\n', " ")),
             })?;
         let mut r = Rules::default();
         for (k, v) in &doc {
@@ -534,7 +536,7 @@ fn absolute(rule: RuleKind, limit: Quantity, m: &Metrics) -> Finding {
         hint: String::new(),
     };
     let Some(got) = m.get(metric) else {
-        f.message = format!("{} is not measurable from this input", metric.label());
+        f.message = format!("{} is not measurable {}", metric.label(), from_what(m));
         f.hint = unmeasurable_hint(metric, m);
         return f;
     };
@@ -603,12 +605,14 @@ fn regression(
     f.current_value = c.map(|x| x.value);
     let (Some(b), Some(c)) = (b, c) else {
         f.message = format!(
-            "{} is not measurable from {}",
+            "{} is not measurable {}",
             metric.label(),
-            if b.is_none() {
-                "the baseline"
-            } else {
-                "this input"
+            match (b.is_none(), base.source) {
+                (true, crate::metrics::Source::ProfilerTrace) => {
+                    "for the baseline, a profiler trace".to_string()
+                }
+                (true, _) => "from the baseline".to_string(),
+                (false, _) => from_what(cur).to_string(),
             }
         );
         f.hint = unmeasurable_hint(metric, if b.is_none() { base } else { cur });
@@ -665,10 +669,40 @@ fn regression(
     f
 }
 
+/// How a skipped rule names the input it could not measure.
+fn from_what(m: &Metrics) -> &'static str {
+    match m.source {
+        crate::metrics::Source::ProfilerTrace => "for a profiler trace",
+        crate::metrics::Source::Snapshot => "from this input",
+    }
+}
+
+/// What a profiler trace lacks for a metric.
+fn trace_lacks(metric: MetricId) -> &'static str {
+    match metric {
+        MetricId::Fragmentation | MetricId::LargestGap | MetricId::FreeGaps => {
+            "a profiler trace has no segment layout, so no free gaps to measure"
+        }
+        MetricId::InternalWaste => {
+            "a profiler trace records rounded block sizes only, not the requested sizes rounding waste needs"
+        }
+        MetricId::PeakReserved | MetricId::EndReserved => {
+            "this profiler trace does not record Total Reserved (2021 schema)"
+        }
+        MetricId::OomEvents => {
+            "this profiler trace's schema (2021) records no out-of-memory events"
+        }
+        MetricId::PeakAllocated | MetricId::EndAllocated => {
+            "the profiler trace holds no memory events for this device"
+        }
+    }
+}
+
 fn unmeasurable_hint(metric: MetricId, m: &Metrics) -> String {
     match m.source {
         crate::metrics::Source::ProfilerTrace => format!(
-            "a profiler trace carries only allocated/reserved totals; record a memory snapshot to measure {}",
+            "{}; record a memory snapshot to measure {}",
+            trace_lacks(metric),
             metric.key()
         ),
         crate::metrics::Source::Snapshot if m.devices.is_empty() => {

@@ -10,7 +10,8 @@
 //! `render::culprits`), and it never changes the state it is given.
 //!
 //! [`final_state`] builds the state at the end of a snapshot straight from its
-//! final segments; every other moment comes from the replay stage.
+//! final segments (with the replay's origins); every other moment comes from
+//! the replay stage.
 
 use crate::frames::{CallSite, SiteKind, call_site};
 use crate::model::*;
@@ -27,15 +28,43 @@ pub const SMALL_BLOCK_FACTOR: u64 = 20;
 
 /// The state at the end of the recording (the snapshot's final segments).
 ///
-/// Origins: a live block whose address has an `alloc` in the device's trace
-/// was allocated by the last such event; any other live block is older than
-/// the trace.
+/// Origins are the replay's (`replay::state_at` after the last event), so
+/// that a block has the same age at `end` as at any other moment. A live
+/// block the replay does not hold (its final state differs from the
+/// recording there) falls back to [`recorded_origins`].
 pub fn final_state(snap: &Snapshot, device: i64) -> MomentState {
     let mut segments: Vec<Segment> = snap.segments_of(device).cloned().collect();
     segments.sort_by_key(|s| s.address);
     let trace = snap.trace_of(device);
+    let mut origins = recorded_origins(snap, device, &segments);
+    if let Some(last) = trace.len().checked_sub(1) {
+        let replayed = crate::replay::state_at(snap, device, Some(last));
+        for (a, o) in origins.iter_mut() {
+            if let Some(r) = replayed.origins.get(a) {
+                *o = *r;
+            }
+        }
+    }
+    MomentState {
+        device,
+        at: trace.len().checked_sub(1),
+        time_us: trace.iter().rev().find_map(|e| e.time_us),
+        segments,
+        origins,
+        failed_request: None,
+    }
+}
+
+/// Origins of the live blocks of `segments` from the trace alone: a block
+/// whose address has an `alloc` in the device's trace was allocated by the
+/// last such event; any other is older than the trace.
+pub fn recorded_origins(
+    snap: &Snapshot,
+    device: i64,
+    segments: &[Segment],
+) -> HashMap<u64, Origin> {
     let mut last_alloc: HashMap<u64, u32> = HashMap::new();
-    for (i, e) in trace.iter().enumerate() {
+    for (i, e) in snap.trace_of(device).iter().enumerate() {
         if e.action == Action::Alloc {
             last_alloc.insert(e.addr, i as u32);
         }
@@ -49,14 +78,7 @@ pub fn final_state(snap: &Snapshot, device: i64) -> MomentState {
             origins.insert(b.address, o);
         }
     }
-    MomentState {
-        device,
-        at: trace.len().checked_sub(1),
-        time_us: trace.iter().rev().find_map(|e| e.time_us),
-        segments,
-        origins,
-        failed_request: None,
-    }
+    origins
 }
 
 /// How culprits are grouped for the summary (and the table under `--group-by`).

@@ -7,10 +7,12 @@
 //! Must not compute the run-level metrics (that is [`crate::metrics`]) or
 //! format output (that is `render::diff`).
 //!
-//! A call site is the function (and file) of the first frame outside PyTorch
-//! itself, C/C++ sources and the Python standard library; the line is left
-//! out so that an edit above a function does not make every site "new".
+//! A call site is [`crate::frames::call_site`], the frame every command
+//! names (the innermost user frame among those PyTorch's viewer shows), in
+//! its [`crate::frames::CallSite::label_without_line`] form: the line is left out so that an
+//! edit above a function does not make every site below it "new".
 
+use crate::frames::call_site;
 use crate::metrics::{MetricId, Metrics, Quantity, Source};
 use crate::model::{BlockState, Snapshot, StackId, TraceEvent};
 use serde::{Deserialize, Serialize};
@@ -19,11 +21,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 /// Version of the JSON that `diff --json` prints.
 pub const DIFF_SCHEMA: &str = "fragscope.diff/1";
 
-/// Site of blocks whose stack was not recorded.
-pub const NO_STACK: &str = "<no stack recorded>";
 /// Site of blocks freed during the trace but allocated before it began (the
 /// free's own stack does not say who allocated them).
-pub const BEFORE_TRACE: &str = "<allocated before the trace>";
+pub const BEFORE_TRACE: &str = "(allocated before the trace)";
 
 /// One call site of one run.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
@@ -168,61 +168,7 @@ fn trace_peaks(
 
 /// The call site of a stack (see the module doc).
 fn site_of(snap: &Snapshot, id: StackId) -> String {
-    let frames: Vec<_> = snap
-        .stack(id)
-        .iter()
-        .map(|f| {
-            let f = snap.frame(*f);
-            (snap.str(f.filename), snap.str(f.name))
-        })
-        .collect();
-    if frames.is_empty() {
-        return NO_STACK.into();
-    }
-    let pick = frames
-        .iter()
-        .find(|(file, _)| is_user_file(file))
-        .or_else(|| frames.iter().find(|(file, _)| file.ends_with(".py")));
-    if let Some((file, name)) = pick {
-        return format!("{name} ({})", short_path(file));
-    }
-    // C++ frames only (backward runs on the autograd thread, which has no
-    // Python stack): the first ATen operator names the allocation best.
-    let op = frames.iter().find_map(|(_, name)| {
-        let rest = &name[name.find("at::_ops::")? + "at::_ops::".len()..];
-        Some(rest.split("::").next().unwrap_or(rest))
-    });
-    let backward = frames
-        .iter()
-        .any(|(_, name)| name.contains("torch::autograd::Engine::"));
-    let ctx = if backward { "backward" } else { "C++" };
-    match op {
-        Some(op) => format!("aten::{op} ({ctx})"),
-        None => format!("<{ctx} stack without an ATen operator>"),
-    }
-}
-
-fn is_user_file(file: &str) -> bool {
-    let f = file.replace('\\', "/").to_ascii_lowercase();
-    let native = [
-        ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".so",
-    ]
-    .iter()
-    .any(|ext| f.ends_with(ext));
-    let torch = f.contains("/torch/") || f.starts_with("torch/");
-    let stdlib = f.contains("/lib/python") && !f.contains("-packages/");
-    !(f.is_empty() || f == "??" || f.starts_with('<') || native || torch || stdlib)
-}
-
-/// Paths differ between machines: keep what follows `site-packages/`, else
-/// the last two components.
-fn short_path(file: &str) -> String {
-    let f = file.replace('\\', "/");
-    if let Some(i) = f.rfind("-packages/") {
-        return f[i + "-packages/".len()..].to_string();
-    }
-    let parts: Vec<&str> = f.split('/').filter(|p| !p.is_empty()).collect();
-    parts[parts.len().saturating_sub(2)..].join("/")
+    call_site(snap, id).label_without_line()
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -440,6 +386,7 @@ fn metric_delta(m: MetricId, before: &Metrics, after: &Metrics) -> MetricDelta {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frames::CallSite;
     use crate::model::*;
 
     /// A one-device snapshot: one segment per entry of `segs`, each a list of
@@ -543,14 +490,14 @@ mod tests {
         let (sites, bad) = call_sites(&s, None);
         assert_eq!(bad, 0);
         let by: BTreeMap<_, _> = sites.iter().map(|x| (x.site.as_str(), x)).collect();
-        let t = by["forward (proj/train.py)"];
+        let t = by["train.py (forward)"];
         assert_eq!(
             (t.live_bytes, t.peak_bytes, t.pinned_free_bytes),
             (100, 100, 50)
         );
-        let m = by["forward (proj/model.py)"];
+        let m = by["model.py (forward)"];
         assert_eq!((m.live_bytes, m.pinned_free_bytes), (30, 0));
-        assert_eq!(by[NO_STACK].live_bytes, 20);
+        assert_eq!(by[CallSite::unknown().label().as_str()].live_bytes, 20);
     }
 
     #[test]
@@ -573,13 +520,13 @@ mod tests {
         let (sites, bad) = call_sites(&s, Some(0));
         assert_eq!(bad, 0);
         let by: BTreeMap<_, _> = sites.iter().map(|x| (x.site.as_str(), x)).collect();
-        assert_eq!(by["forward (p/model.py)"].peak_bytes, 400);
-        assert_eq!(by["forward (p/model.py)"].live_bytes, 0);
-        assert_eq!(by["forward (p/train.py)"].peak_bytes, 100);
+        assert_eq!(by["model.py (forward)"].peak_bytes, 400);
+        assert_eq!(by["model.py (forward)"].live_bytes, 0);
+        assert_eq!(by["train.py (forward)"].peak_bytes, 100);
         assert_eq!(by[BEFORE_TRACE].peak_bytes, 60);
         assert_eq!(by[BEFORE_TRACE].live_bytes, 0);
         // The free's own stack names no allocation site.
-        assert!(!by.contains_key("forward (p/other.py)"));
+        assert!(!by.contains_key("other.py (forward)"));
     }
 
     #[test]
@@ -620,50 +567,57 @@ mod tests {
         assert_eq!(get(MetricId::LargestGap).direction, Direction::Better);
         assert_eq!(get(MetricId::OomEvents).direction, Direction::Same);
         assert_eq!(r.call_sites.len(), 1);
-        assert_eq!(r.call_sites[0].site, "forward (p/b.py)");
+        assert_eq!(r.call_sites[0].site, "b.py (forward)");
         assert_eq!(r.call_sites[0].live_change(), 50);
         assert_eq!(r.new_culprits.len(), 1);
-        assert_eq!(r.new_culprits[0].site, "forward (p/b.py)");
+        assert_eq!(r.new_culprits[0].site, "b.py (forward)");
         assert_eq!(r.new_culprits[0].pinned_free_bytes, 40);
         assert!(r.gone_culprits.is_empty());
         assert_eq!(r.call_sites_changed, 1);
     }
 
     #[test]
-    fn path_shortening() {
-        assert_eq!(
-            short_path("/opt/venv/lib/python3.11/site-packages/transformers/models/llama.py"),
-            "transformers/models/llama.py"
-        );
-        assert_eq!(short_path(r"C:\Users\me\proj\train.py"), "proj/train.py");
-        assert_eq!(short_path("train.py"), "train.py");
-        assert!(!is_user_file("/usr/lib/python3.10/contextlib.py"));
-        assert!(!is_user_file("torch/csrc/autograd/engine.cpp"));
-        assert!(!is_user_file("<frozen runpy>"));
-        assert!(is_user_file(
-            "/opt/venv/lib/python3.11/site-packages/transformers/x.py"
-        ));
+    fn sites_are_named_like_every_other_command() {
         let mut i = Interner::new();
-        let mut fr = |name: &str, file: &str| {
+        let mut fr = |name: &str, file: &str, line| {
             let (name, filename) = (i.string(name), i.string(file));
             i.frame(Frame {
                 filename,
-                line: 0,
+                line,
                 name,
             })
         };
         let cpp = vec![
-            fr("torch::unwind::unwind()", "??"),
-            fr("at::_ops::sum_dim_IntList::call(at::Tensor const&)", "??"),
+            fr("torch::unwind::unwind()", "??", 0),
+            fr(
+                "at::_ops::sum_dim_IntList::call(at::Tensor const&)",
+                "??",
+                0,
+            ),
             fr(
                 "torch::autograd::Engine::thread_main(std::shared_ptr<x>)",
                 "??",
+                0,
             ),
         ];
-        let st = i.stack(cpp);
+        let py = vec![
+            fr(
+                "forward",
+                "/x/site-packages/torch/nn/modules/linear.py",
+                125,
+            ),
+            fr("forward", "/home/u/proj/model.py", 524),
+        ];
+        let (cpp, py) = (i.stack(cpp), i.stack(py));
         let mut s = Snapshot::default();
         i.finish(&mut s);
-        assert_eq!(site_of(&s, st), "aten::sum_dim_IntList (backward)");
-        assert_eq!(site_of(&s, StackId::EMPTY), NO_STACK);
+        assert_eq!(site_of(&s, cpp), "aten::sum_dim_IntList (no Python frame)");
+        assert_eq!(site_of(&s, py), "model.py (forward)");
+        // The same frame `culprits` names, without its line.
+        assert_eq!(
+            crate::frames::call_site(&s, py).label(),
+            "model.py:524 (forward)"
+        );
+        assert_eq!(site_of(&s, StackId::EMPTY), CallSite::unknown().label());
     }
 }

@@ -255,6 +255,18 @@ impl CallSite {
             SiteKind::Unknown => "(no stack recorded)".to_string(),
         }
     }
+
+    /// The label without the line (`model.py (forward)`), for comparing two
+    /// runs: an edit above a function moves every line below it, and the
+    /// allocations it makes should not all look new.
+    pub fn label_without_line(&self) -> String {
+        match self.kind {
+            SiteKind::User | SiteKind::Torch => {
+                format!("{} ({})", basename(&self.file), self.function)
+            }
+            _ => self.label(),
+        }
+    }
 }
 
 /// A C++ name without its argument list, so a table cell stays readable.
@@ -416,6 +428,7 @@ mod tests {
         let c = call_site(&s, st);
         assert_eq!(c.kind, SiteKind::User);
         assert_eq!(c.label(), "model.py:10 (forward)");
+        assert_eq!(c.label_without_line(), "model.py (forward)");
         assert_eq!(c.file, "/home/u/proj/model.py");
         assert_eq!(filtered(&s, st).len(), 4);
     }
@@ -427,6 +440,10 @@ mod tests {
             ("??", 0, "at::_ops::mm::call(at::Tensor const&)"),
         ]);
         assert_eq!(call_site(&s, st).label(), "aten::mm (no Python frame)");
+        assert_eq!(
+            call_site(&s, st).label_without_line(),
+            "aten::mm (no Python frame)"
+        );
         let (s, st) = snap_with(&[
             ("/x/site-packages/torch/_tensor.py", 99, "backward"),
             ("/usr/lib/python3.10/threading.py", 1016, "run"),

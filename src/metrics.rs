@@ -385,6 +385,86 @@ impl Metrics {
         }
     }
 
+    /// The metrics of a profiler trace: peaks and ends from its `Total
+    /// Allocated`/`Total Reserved` series, OOMs from its `[OutOfMemory]`
+    /// events, per accelerator (CPU memory is not cached by a device
+    /// allocator and is left out). `device` picks one device index. The notes
+    /// name every figure a trace cannot give.
+    pub fn of_trace(
+        tr: &crate::profiler::ProfilerTrace,
+        device: Option<i64>,
+    ) -> Result<Metrics, MetricsError> {
+        let accel: Vec<&crate::profiler::TraceDevice> =
+            tr.devices.iter().filter(|d| !d.key.is_cpu()).collect();
+        let picked: Vec<&crate::profiler::TraceDevice> = match device {
+            None => accel.clone(),
+            Some(want) => accel
+                .iter()
+                .copied()
+                .filter(|d| d.key.device_id == want)
+                .collect(),
+        };
+        if let Some(want) = device
+            && picked.is_empty()
+        {
+            return Err(MetricsError::NoSuchDevice {
+                device: want,
+                available: if accel.is_empty() {
+                    "none".into()
+                } else {
+                    accel
+                        .iter()
+                        .map(|d| d.key.device_id.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+            });
+        }
+        let mut devices = Vec::new();
+        let mut notes = vec![format!(
+            "not measurable for a profiler trace: {}, {}, {} and {} (a trace has no segment layout and no requested sizes)",
+            MetricId::Fragmentation.key(),
+            MetricId::LargestGap.key(),
+            MetricId::FreeGaps.key(),
+            MetricId::InternalWaste.key()
+        )];
+        for d in picked {
+            // The series after each event; the start sample repeats the
+            // first event's figures for reserved, which it lacks.
+            let events = &d.samples[1..];
+            let oom = (d.summary.has_totals).then_some(d.ooms.len() as u64);
+            let mut m = DeviceMetrics::from_totals(
+                d.key.device_id,
+                events
+                    .iter()
+                    .map(|x| (x.allocated, x.reserved.unwrap_or(0))),
+                oom,
+            );
+            if !d.summary.has_totals || events.iter().any(|x| x.reserved.is_none()) {
+                m.peak_reserved = None;
+                m.end_reserved = None;
+                notes.push(format!(
+                    "{}: reserved memory is not recorded (2021 schema with only Bytes): peak_reserved, end_reserved and oom_events are not measurable, and allocated bytes are rebuilt by summing",
+                    d.label
+                ));
+            }
+            if events.is_empty() {
+                m.peak_allocated = None;
+                m.end_allocated = None;
+            }
+            devices.push(m);
+        }
+        if tr.devices.iter().any(|d| d.key.is_cpu()) {
+            notes.push("CPU memory events are left out: no device allocator caches them".into());
+        }
+        devices.sort_by_key(|d| d.device);
+        Ok(Metrics {
+            source: Source::ProfilerTrace,
+            devices,
+            notes,
+        })
+    }
+
     /// The file-level figure: the worst device's (OOM events add up).
     pub fn get(&self, m: MetricId) -> Option<Measured> {
         if self.devices.is_empty() {

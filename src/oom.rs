@@ -8,6 +8,7 @@
 //! laying out text belong to `cli` and `render`.
 
 use crate::advice::{Cause, Diagnosis, OomFigures, diagnose};
+use crate::frames;
 use crate::model::*;
 use crate::replay::{self, MomentState};
 use crate::units::{fmt_bytes, fmt_pct};
@@ -20,31 +21,6 @@ pub const DUMPED_AT_OOM_LIVE_SHARE: f64 = 0.98;
 pub const DUMPED_AT_OOM_MIN_RESERVED: u64 = 1 << 30;
 /// or when reserved memory fills this share of a given capacity.
 pub const DUMPED_AT_OOM_CAPACITY_SHARE: f64 = 0.90;
-
-/// Frames whose name or file marks interpreter or dispatcher plumbing, which
-/// both PyTorch viewers hide (format notes §1.8).
-const NOISE_NAMES: &[&str] = &[
-    "unwind::unwind",
-    "CapturedTraceback::gather",
-    "gather_with_cpp",
-    "_start",
-    "__libc_start_main",
-    "PyEval_",
-    "PyObject_",
-    "PyFunction_",
-];
-const NOISE_FILES: &[&str] = &[
-    "core/boxing",
-    "/Register",
-    "/Redispatch",
-    "pythonrun.c",
-    "Modules/main.c",
-    "Objects/call.c",
-    "Objects/methodobject.c",
-    "pycore_ceval.h",
-    "ceval.c",
-    "cpython/abstract.h",
-];
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct GapSite {
@@ -108,7 +84,8 @@ pub struct OomFinding {
     /// The failed request's stack, innermost first (Python frames when
     /// recorded).
     pub call_site: Vec<String>,
-    /// The innermost frame of the user's own code, when recognisable.
+    /// The call site as every command names it (`model.py:524 (forward)`),
+    /// when it is the program's own code.
     pub user_frame: Option<String>,
     /// Why the replayed state may be off at this event, if it may.
     pub replay_caveat: Option<String>,
@@ -215,7 +192,7 @@ fn fmt_frame(snap: &Snapshot, f: &Frame) -> String {
 
 /// The innermost frames of a stack as `name (file:line)`: its Python frames
 /// when it has any (C++ frames of the allocator and dispatcher say little
-/// about where a tensor came from), else every frame but the plumbing.
+/// about where a tensor came from), else every frame PyTorch's viewer shows.
 pub fn call_site(snap: &Snapshot, stack: StackId, max: usize) -> Vec<String> {
     let frames: Vec<&Frame> = snap.stack(stack).iter().map(|f| snap.frame(*f)).collect();
     let python = |f: &&Frame| snap.str(f.filename).ends_with(".py");
@@ -227,34 +204,18 @@ pub fn call_site(snap: &Snapshot, stack: StackId, max: usize) -> Vec<String> {
             .map(|f| fmt_frame(snap, f))
             .collect();
     }
-    frames
+    frames::filtered(snap, stack)
         .into_iter()
-        .filter(|f| {
-            let name = snap.str(f.name);
-            let file = snap.str(f.filename);
-            !NOISE_NAMES.iter().any(|n| name.contains(n))
-                && !NOISE_FILES.iter().any(|n| file.contains(n))
-        })
         .take(max)
-        .map(|f| fmt_frame(snap, f))
+        .map(|f| fmt_frame(snap, snap.frame(f)))
         .collect()
 }
 
-/// The innermost Python frame outside installed packages and PyTorch: the
-/// line of the user's code that asked for the memory.
+/// The call site every command names ([`frames::call_site`]) when it is the
+/// program's own code: `model.py:524 (forward)`.
 pub fn user_frame(snap: &Snapshot, stack: StackId) -> Option<String> {
-    snap.stack(stack)
-        .iter()
-        .map(|f| snap.frame(*f))
-        .find(|f| {
-            let file = snap.str(f.filename).replace('\\', "/");
-            file.ends_with(".py")
-                && !file.contains("site-packages/")
-                && !file.contains("dist-packages/")
-                && !file.contains("/torch/")
-                && !file.contains("/lib/python")
-        })
-        .map(|f| fmt_frame(snap, f))
+    let site = frames::call_site(snap, stack);
+    (site.kind == frames::SiteKind::User).then(|| site.label())
 }
 
 /// The advice's wording for the other-processes check assumes an OOM
@@ -268,6 +229,21 @@ fn reword_for_snapshots(d: &mut Diagnosis, capacity: Option<u64>) {
             s.why = "snapshots do not record the device's capacity; with --capacity the memory held outside PyTorch (capacity − reserved − free) is computed".into();
         }
     }
+}
+
+/// The finding of the `oom` event at trace index `event` of `state`'s
+/// device, measured on `state` (the replayed state after that event): what
+/// `fragscope oom` prints for it, and what the report says of that moment.
+/// `None` when that event is not an `oom`.
+pub fn finding_at(
+    snap: &Snapshot,
+    state: &MomentState,
+    event: usize,
+    report: &replay::ReplayReport,
+    capacity: Option<u64>,
+) -> Option<OomFinding> {
+    let e = snap.trace_of(state.device).get(event)?;
+    (e.action == Action::Oom).then(|| finding(snap, e, event, state, report, capacity))
 }
 
 fn finding(
@@ -411,11 +387,6 @@ fn final_state(snap: &Snapshot, st: &MomentState, capacity: Option<u64>) -> Fina
         d.cause = Cause::Unknown;
         d.headline = "no oom event, and the final state does not look like an out-of-memory moment"
             .to_string();
-        details.push(format!(
-            "{} is free inside reserved memory (largest free block {})",
-            fmt_bytes(f.inactive),
-            fmt_bytes(gap)
-        ));
     } else {
         let not_frag = format!(
             "not fragmentation: only {} is free inside reserved memory and the largest free block is {}, so any request above {} needed new device memory",

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 pub enum OutputError {
     #[error("{path}: refusing to write over an input file")]
     WouldOverwriteInput { path: String },
-    #[error("{path}: cannot write: {source}")]
+    // The cause is the next link of the chain, not repeated here.
+    #[error("{path}: cannot write")]
     Io {
         path: String,
         #[source]
@@ -68,6 +69,18 @@ pub fn write_atomic_with(
         write(&mut w).map_err(io)?;
         w.flush().map_err(io)?;
     }
+    // Temporary files are created private (0600); a report is meant to be
+    // shared, so keep the mode of the file being replaced, else 0644.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&target)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o644);
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(io)?;
+    }
     tmp.as_file().sync_all().map_err(io)?;
     tmp.persist(&target).map_err(|e| io(e.error))?;
     Ok(())
@@ -91,6 +104,12 @@ mod tests {
         write_atomic(&out, b"first", std::slice::from_ref(&p)).unwrap();
         write_atomic(&out, b"second", std::slice::from_ref(&p)).unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), b"second");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o644, "outputs are readable by others");
+        }
         let leftovers = std::fs::read_dir(d.path()).unwrap().count();
         assert_eq!(leftovers, 2, "no temporary files left behind");
     }

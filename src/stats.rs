@@ -31,9 +31,11 @@ pub struct StateStats {
 }
 
 impl StateStats {
+    // Sums saturate: figures come from untrusted files, and a hostile one
+    // must not wrap them (release) or panic (debug).
     pub fn add_segment(&mut self, seg: &Segment) {
         self.segments += 1;
-        self.reserved_bytes += seg.total_size;
+        self.reserved_bytes = self.reserved_bytes.saturating_add(seg.total_size);
         for b in &seg.blocks {
             self.add_block(b);
         }
@@ -45,17 +47,17 @@ impl StateStats {
         match b.state {
             BlockState::ActiveAllocated => {
                 let req = b.requested_or_size().min(b.size);
-                self.allocated_bytes += req;
-                self.active_bytes += b.size;
-                self.internal_free_bytes += b.size - req;
+                self.allocated_bytes = self.allocated_bytes.saturating_add(req);
+                self.active_bytes = self.active_bytes.saturating_add(b.size);
+                self.internal_free_bytes = self.internal_free_bytes.saturating_add(b.size - req);
             }
             BlockState::ActivePendingFree => {
-                self.pending_free_bytes += b.size;
-                self.external_free_bytes += b.size;
+                self.pending_free_bytes = self.pending_free_bytes.saturating_add(b.size);
+                self.external_free_bytes = self.external_free_bytes.saturating_add(b.size);
             }
             BlockState::Inactive => {
-                self.inactive_bytes += b.size;
-                self.external_free_bytes += b.size;
+                self.inactive_bytes = self.inactive_bytes.saturating_add(b.size);
+                self.external_free_bytes = self.external_free_bytes.saturating_add(b.size);
                 self.free_blocks += 1;
                 self.largest_free_block_bytes = self.largest_free_block_bytes.max(b.size);
             }
@@ -63,16 +65,20 @@ impl StateStats {
     }
 
     pub fn merge(&mut self, o: &StateStats) {
-        self.segments += o.segments;
-        self.blocks += o.blocks;
-        self.reserved_bytes += o.reserved_bytes;
-        self.allocated_bytes += o.allocated_bytes;
-        self.active_bytes += o.active_bytes;
-        self.internal_free_bytes += o.internal_free_bytes;
-        self.external_free_bytes += o.external_free_bytes;
-        self.inactive_bytes += o.inactive_bytes;
-        self.pending_free_bytes += o.pending_free_bytes;
-        self.free_blocks += o.free_blocks;
+        self.segments = self.segments.saturating_add(o.segments);
+        self.blocks = self.blocks.saturating_add(o.blocks);
+        self.reserved_bytes = self.reserved_bytes.saturating_add(o.reserved_bytes);
+        self.allocated_bytes = self.allocated_bytes.saturating_add(o.allocated_bytes);
+        self.active_bytes = self.active_bytes.saturating_add(o.active_bytes);
+        self.internal_free_bytes = self
+            .internal_free_bytes
+            .saturating_add(o.internal_free_bytes);
+        self.external_free_bytes = self
+            .external_free_bytes
+            .saturating_add(o.external_free_bytes);
+        self.inactive_bytes = self.inactive_bytes.saturating_add(o.inactive_bytes);
+        self.pending_free_bytes = self.pending_free_bytes.saturating_add(o.pending_free_bytes);
+        self.free_blocks = self.free_blocks.saturating_add(o.free_blocks);
         self.largest_free_block_bytes = self
             .largest_free_block_bytes
             .max(o.largest_free_block_bytes);
@@ -94,7 +100,8 @@ impl StateStats {
 
     /// Free bytes inside reserved memory (internal + external).
     pub fn free_bytes(&self) -> u64 {
-        self.internal_free_bytes + self.external_free_bytes
+        self.internal_free_bytes
+            .saturating_add(self.external_free_bytes)
     }
 }
 
@@ -257,7 +264,7 @@ pub fn consistency_warnings(snap: &Snapshot) -> Vec<String> {
         if s.blocks.is_empty() {
             continue;
         }
-        let sum: u64 = s.blocks.iter().map(|b| b.size).sum();
+        let sum: u64 = s.blocks.iter().fold(0u64, |a, b| a.saturating_add(b.size));
         if sum != s.total_size {
             bad_sum.push((i, sum, s.total_size));
         }

@@ -6,7 +6,7 @@
 
 use fragscope::check::{CheckReport, Verdict};
 use fragscope::diff::{DiffReport, Direction};
-use fragscope::metrics::{DeviceMetrics, MetricId, Metrics, Quantity, Source};
+use fragscope::metrics::{MetricId, Metrics, Quantity};
 use fragscope::model::*;
 use fragscope::stats::StateStats;
 use std::path::{Path, PathBuf};
@@ -482,11 +482,15 @@ fn json_output_round_trips() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), r.stdout);
 }
 
+/// One `<testcase>`: its name, the failure message (if any), and whether it
+/// was skipped.
+type JunitCase = (String, Option<String>, bool);
+
 /// Test cases and failures as a CI server reads them.
-fn parse_junit(xml: &str) -> (Vec<(String, Option<String>, bool)>, u64, u64) {
+fn parse_junit(xml: &str) -> (Vec<JunitCase>, u64, u64) {
     use quick_xml::events::Event;
     let mut rd = quick_xml::Reader::from_str(xml);
-    let mut cases: Vec<(String, Option<String>, bool)> = Vec::new();
+    let mut cases: Vec<JunitCase> = Vec::new();
     let (mut tests_attr, mut failures_attr) = (0, 0);
     let attr = |e: &quick_xml::events::BytesStart, k: &str| -> Option<String> {
         e.attributes()
@@ -675,7 +679,7 @@ fn diff_of_a_hand_made_pair() {
     assert_eq!(get(MetricId::LargestGap).direction, Direction::Same);
     assert_eq!(get(MetricId::InternalWaste).change, Some(MIB as f64));
     assert_eq!(rep.call_sites.len(), 1);
-    assert_eq!(rep.call_sites[0].site, "forward (w/train.py)");
+    assert_eq!(rep.call_sites[0].site, "train.py (forward)");
     assert_eq!(rep.call_sites[0].live_change(), (9 * MIB) as i128);
     // Asking for a device the file does not have is an input error.
     let r = fragscope(
@@ -710,53 +714,9 @@ fn load(p: &Path) -> Snapshot {
         .0
 }
 
-/// Whether the replay stage is in this build (it lands separately; until
-/// then only end-state figures can be asserted).
-fn replay_available() -> bool {
-    static A: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *A.get_or_init(|| {
-        let mut s = before();
-        s.device_traces = Some(vec![vec![TraceEvent {
-            action: Action::Alloc,
-            addr: 1 << 40,
-            size: 60 * MIB,
-            stream: 0,
-            time_us: None,
-            frames: StackId::EMPTY,
-            device_free: None,
-            compile_context: None,
-            user_metadata: None,
-            pool_id: None,
-            category: None,
-        }]]);
-        let ok = std::panic::catch_unwind(|| fragscope::replay::replay_device(&s, 0)).is_ok();
-        if !ok {
-            eprintln!("note: the replay is not in this build; asserting end-state figures only");
-        }
-        ok
-    })
-}
-
-/// Metrics with the replay when it exists, else from the final state alone.
+/// Metrics through the replay, as the commands compute them.
 fn metrics(s: &Snapshot, device: Option<i64>) -> Metrics {
-    if replay_available() {
-        return Metrics::of_snapshot(s, device).unwrap();
-    }
-    let ooms = fragscope::stats::oom_events(s);
-    Metrics {
-        source: Source::Snapshot,
-        devices: s
-            .devices()
-            .into_iter()
-            .filter(|d| device.is_none_or(|x| x == *d))
-            .map(|d| {
-                let end = StateStats::of(s.segments_of(d));
-                let n = ooms.iter().filter(|o| o.device == d).count() as u64;
-                DeviceMetrics::from_parts(d, &end, &[], n)
-            })
-            .collect(),
-        notes: vec![],
-    }
+    Metrics::of_snapshot(s, device).unwrap()
 }
 
 fn gib(q: Option<fragscope::metrics::Measured>) -> f64 {
@@ -812,12 +772,7 @@ fn check_real(
         let frag = d.fragmentation.unwrap();
         assert!((0.0..=1.0).contains(&frag), "{name}");
         let end = StateStats::of(s.segments_of(d.device));
-        if replay_available() {
-            assert!(frag >= end.fragmentation || end.reserved_bytes * 2 < d.peak_reserved.unwrap());
-        } else {
-            assert_eq!(frag, end.fragmentation);
-            assert_eq!(d.largest_gap, Some(end.largest_free_block_bytes));
-        }
+        assert!(frag >= end.fragmentation || end.reserved_bytes * 2 < d.peak_reserved.unwrap());
     }
     let (sites, _) = fragscope::diff::call_sites(&s, device);
     let live: u64 = sites.iter().map(|x| x.live_bytes).sum();
@@ -993,7 +948,7 @@ fn real_empty_snapshot_passes_the_default_gate() {
     );
 }
 
-/// The command line over real pairs, once the replay is in the build.
+/// The command line over real pairs.
 #[test]
 fn real_files_through_the_command_line() {
     let (Some(a), Some(b)) = (
@@ -1002,9 +957,6 @@ fn real_files_through_the_command_line() {
     ) else {
         return;
     };
-    if !replay_available() {
-        return;
-    }
     let (a, b) = (a.to_string_lossy(), b.to_string_lossy());
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -5,7 +5,7 @@
 //! on every snapshot.
 
 use fragscope::cli::culprits::states;
-use fragscope::culprits::{Analysis, Options, analyze, final_state};
+use fragscope::culprits::{Analysis, Options, analyze, final_state, recorded_origins};
 use fragscope::frames::SiteKind;
 use fragscope::input::{LoadOptions, load_snapshot};
 use fragscope::model::{BlockState, Snapshot};
@@ -260,35 +260,114 @@ fn scoring_invariants_on_every_snapshot() {
     assert!(checked >= 15, "only {checked} devices checked");
 }
 
-/// `--at oom` on the real OOM snapshot. It needs the replay stage; until that
-/// lands `replay::state_at` panics with its placeholder message, and this
-/// test says so and returns.
+/// `--at oom` on the real OOM snapshot: the replayed state at the failed
+/// request, measured against it.
 #[test]
 fn works_at_the_oom_moment() {
     let Some(snap) = real("constructor-sun_code-location_oom_expandable_3dev.pickle") else {
         return;
     };
-    let r = std::panic::catch_unwind(|| states(&snap, "oom", Moment::Oom(0), Some(1)));
-    let st = match r {
-        Ok(s) => s.unwrap(),
-        Err(e) => {
-            let msg = e
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| e.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            if msg.contains("the replay lands in its own change") {
-                eprintln!("note: the replay stage is not implemented yet; --at oom not checked");
-                return;
-            }
-            std::panic::resume_unwind(e);
-        }
-    };
+    let st = states(&snap, "oom", Moment::Oom(0), Some(1)).unwrap();
     assert_eq!(st.len(), 1);
+    assert_eq!(st[0].at, Some(421));
     assert_eq!(st[0].failed_request, Some(5_308_694_528));
     let a = analyze(&snap, &st[0], &Options::default());
+    assert_eq!(a.target, Some(5_308_694_528));
     assert_eq!(a.target_source, Some("failed_request"));
     let top = a.ranked().next().expect("a culprit at the OOM");
     assert_eq!(top.call_site.kind, SiteKind::User);
     assert!(top.call_site.file.ends_with(".py"));
+    // Every gap smaller than the request counts, so the stranded bytes are
+    // exactly the free bytes in segments with a live block and gaps under
+    // 4.94 GiB; and none of those gaps could take the request.
+    assert!(a.total_stranded > 0);
+    assert!(a.largest_gap < 5_308_694_528);
+    assert_eq!(
+        a.blocks.iter().map(|b| b.stranded).sum::<u64>(),
+        a.total_stranded
+    );
+    // Without `--device`, the devices without an OOM say so instead of
+    // failing the command.
+    let all = states(&snap, "oom", Moment::Oom(0), None).unwrap();
+    assert_eq!(all.iter().map(|s| s.device).collect::<Vec<_>>(), vec![1]);
+}
+
+/// The other moments on real files: each resolves to the event the replay
+/// names, and the analysis holds its invariants there.
+#[test]
+fn works_at_peak_max_frag_and_an_event() {
+    let files = [
+        "constructor-sun_code-location_oom_expandable_3dev.pickle",
+        "ftcourse_peft-lora_no-time_us.pickle",
+        "wedsonlin_cs336_medium_ctx512_train_torch2.11.pickle",
+    ];
+    for name in files {
+        let Some(snap) = real(name) else { return };
+        for (m, label) in [
+            (Moment::PeakAllocated, "peak"),
+            (Moment::MaxFragmentation, "max-frag"),
+            (Moment::Event(100), "100"),
+        ] {
+            let st = states(&snap, name, m, None).unwrap();
+            assert!(!st.is_empty(), "{name} --at {label}");
+            for s in &st {
+                let ctx = format!("{name} --at {label} device {}", s.device);
+                let r = fragscope::replay::replay_device(&snap, s.device);
+                assert_eq!(s.at, r.resolve(&snap, m).unwrap(), "{ctx}");
+                let a = analyze(&snap, s, &Options::default());
+                let pinned_free: u64 = s
+                    .segments
+                    .iter()
+                    .filter(|g| g.blocks.iter().any(|b| b.state != BlockState::Inactive))
+                    .flat_map(|g| &g.blocks)
+                    .filter(|b| b.state == BlockState::Inactive)
+                    .map(|b| b.size)
+                    .sum();
+                assert_eq!(a.total_stranded, pinned_free, "{ctx}");
+                // Ages are measured back from the moment.
+                for b in a.ranked() {
+                    if let fragscope::replay::Origin::Event(e) = b.origin {
+                        assert!(Some(e as usize) <= s.at, "{ctx}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `end` reads the recorded segments; its origins must be the replay's, and
+/// the trace alone (last `alloc` at each address) must say the same.
+#[test]
+fn end_origins_agree_with_the_replay() {
+    let dir = PathBuf::from(REAL);
+    if !dir.exists() {
+        eprintln!("note: {REAL} is absent; skipping");
+        return;
+    }
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pickle" || e == "pkl"))
+        .collect();
+    names.sort();
+    let mut compared = 0;
+    for p in names {
+        let Ok((snap, _)) = load_snapshot(p.to_str().unwrap(), &LoadOptions::default()) else {
+            continue;
+        };
+        for d in snap.devices() {
+            let ctx = format!("{} device {d}", p.display());
+            let end = final_state(&snap, d);
+            let last = snap.trace_of(d).len().checked_sub(1);
+            let replayed = fragscope::replay::state_at(&snap, d, last);
+            let from_trace = recorded_origins(&snap, d, &end.segments);
+            assert_eq!(end.origins.len(), from_trace.len(), "{ctx}");
+            for (a, o) in &end.origins {
+                assert_eq!(replayed.origins.get(a), Some(o), "{ctx}: block {a:#x}");
+                assert_eq!(from_trace.get(a), Some(o), "{ctx}: block {a:#x}");
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 10_000, "only {compared} blocks compared");
 }

@@ -3,7 +3,7 @@
 //! allocator did does it reproduce? The table in docs/fidelity.md is this
 //! test's output (`FRAGSCOPE_BLESS=1` rewrites it); the test fails when the
 //! figures drift from it, and asserts the targets of the issue on every
-//! trace whose start state is exact.
+//! real trace.
 
 use fragscope::input::{LoadOptions, load_snapshot};
 use fragscope::sim::{self, Fidelity};
@@ -84,7 +84,7 @@ fn table(rows: &[Row]) -> String {
         let start = if f.start_exact {
             "exact".to_string()
         } else {
-            format!("needs replay ({} older frees)", f.frees_of_older_blocks)
+            format!("rebuilt ({} older frees)", f.frees_of_older_blocks)
         };
         let ooms = if f.recorded_ooms == 0 {
             "-".to_string()
@@ -151,9 +151,14 @@ fn fidelity_table_matches_docs() {
     );
 }
 
+/// The issue's targets on every real trace the model accepts: at least 95 %
+/// of segment events matched in order (where the recording has any),
+/// reserved error at most 2 % of the recorded peak, every recorded OOM
+/// reproduced. The start state is the replay's reconstruction, exact or not.
 #[test]
-fn targets_hold_where_the_start_state_is_exact() {
+fn targets_hold_on_every_real_trace() {
     let Some(rows) = rows() else { return };
+    let mut with_segment_events = 0;
     for r in &rows {
         let Ok(f) = &r.f else {
             assert!(
@@ -163,10 +168,9 @@ fn targets_hold_where_the_start_state_is_exact() {
             );
             continue;
         };
-        if !f.start_exact {
-            continue;
-        }
-        if let Some(m) = f.segment_events_matched {
+        if f.recorded_segment_events > 0 {
+            with_segment_events += 1;
+            let m = f.segment_events_matched.unwrap_or(0.0);
             assert!(
                 m >= 0.95,
                 "{} dev {}: {:.1}% of segment events matched",
@@ -188,4 +192,10 @@ fn targets_hold_where_the_start_state_is_exact() {
             r.file, r.device
         );
     }
+    // Guards against the table silently shrinking (a loader change, a
+    // renamed folder): ten device traces here have segment events.
+    assert!(
+        with_segment_events >= 10,
+        "only {with_segment_events} traces with segment events"
+    );
 }

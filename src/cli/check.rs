@@ -36,7 +36,8 @@ fn count_arg(s: &str) -> Result<Quantity, String> {
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The snapshot to check (any supported form, `-` for stdin).
+    /// The snapshot or profiler trace to check (any supported form, `-` for
+    /// stdin). On a trace, rules on figures it lacks are skipped and say so.
     #[arg(value_name = "FILE")]
     pub file: String,
     /// An earlier run to compare with for the max_regression rules
@@ -94,13 +95,12 @@ pub fn load_metrics(
             let m = Metrics::of_snapshot(&s, device).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
             Ok((m, Some(s)))
         }
-        // `Metrics::from_totals` takes a trace's Total Allocated/Reserved
-        // series once the profiler reader provides it.
-        Content::Profiler(_) => anyhow::bail!(
-            "{path}: comparing profiler traces is not available in this build; record a memory snapshot"
-        ),
+        Content::Profiler(t) => {
+            let m = Metrics::of_trace(&t, device).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+            Ok((m, None))
+        }
         Content::MemoryTimeline(_) => anyhow::bail!(
-            "{path}: a memory-timeline export has no allocator figures; record a memory snapshot"
+            "{path}: a memory-timeline export has no allocator figures (allocated and reserved bytes): check and diff need a snapshot or a profiler trace"
         ),
     }
 }

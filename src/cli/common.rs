@@ -3,6 +3,7 @@
 
 use super::{ColorChoice, GlobalArgs};
 use crate::input::{self, LoadError, LoadOptions, Loaded};
+use std::ffi::OsStr;
 use std::io::{IsTerminal, Write};
 
 #[derive(Debug, Clone)]
@@ -17,14 +18,12 @@ pub struct Global {
 impl Global {
     pub fn from_args(a: &GlobalArgs) -> Global {
         crate::units::set_exact_bytes(a.bytes);
-        let color = match a.color {
-            ColorChoice::Always => true,
-            ColorChoice::Never => false,
-            ColorChoice::Auto => {
-                std::io::stdout().is_terminal()
-                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-            }
-        };
+        let color = use_color(
+            a.color,
+            std::io::stdout().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        );
+        crate::render::table::set_color(color);
         Global {
             color,
             verbose: a.verbose,
@@ -33,6 +32,17 @@ impl Global {
             },
             progress: std::io::stderr().is_terminal(),
         }
+    }
+}
+
+/// `--color`: `auto` colors only a terminal, and not when NO_COLOR is set to
+/// a non-empty value (no-color.org); an explicit `always`/`never` wins over
+/// NO_COLOR, as a per-invocation choice should.
+pub fn use_color(choice: ColorChoice, stdout_is_terminal: bool, no_color: Option<&OsStr>) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => stdout_is_terminal && no_color.is_none_or(|v| v.is_empty()),
     }
 }
 
@@ -63,21 +73,28 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// One line by default; the chain of causes under `--verbose`.
+/// One line by default; the chain of causes under `--verbose`. File names
+/// and file contents reach messages, so control characters are escaped: no
+/// input can split or forge a line.
 pub fn print_error(e: &anyhow::Error, verbose: bool) {
+    use crate::input::one_line;
     let mut err = std::io::stderr().lock();
     if verbose {
-        let _ = writeln!(err, "fragscope: error: {e}");
+        let _ = writeln!(err, "fragscope: error: {}", one_line(&e.to_string()));
         for c in e.chain().skip(1) {
-            let _ = writeln!(err, "  caused by: {c}");
+            let _ = writeln!(err, "  caused by: {}", one_line(&c.to_string()));
         }
     } else {
-        let _ = writeln!(err, "fragscope: error: {e:#}");
+        let _ = writeln!(err, "fragscope: error: {}", one_line(&format!("{e:#}")));
     }
 }
 
 pub fn warn(msg: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "fragscope: warning: {msg}");
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "fragscope: warning: {}",
+        crate::input::one_line(msg)
+    );
 }
 
 /// Writes to stdout; a closed pipe surfaces as an error that exits 0.
@@ -144,4 +161,22 @@ pub fn load_input(
     let r = input::load_observed(path, &g.load, &|n| bar.set_position(n));
     bar.finish_and_clear();
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    #[test]
+    fn color_choice() {
+        let set = OsString::from("1");
+        let empty = OsString::new();
+        assert!(use_color(ColorChoice::Auto, true, None));
+        assert!(use_color(ColorChoice::Auto, true, Some(&empty)));
+        assert!(!use_color(ColorChoice::Auto, true, Some(&set)));
+        assert!(!use_color(ColorChoice::Auto, false, None));
+        assert!(use_color(ColorChoice::Always, false, Some(&set)));
+        assert!(!use_color(ColorChoice::Never, true, None));
+    }
 }

@@ -9,13 +9,16 @@ use crate::replay::{self, Moment, MomentState};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Snapshot file (pickle, JSON, gzip/zstd, memory_viz HTML, `-` for stdin).
+    /// Snapshot file (pickle, JSON, gzip/zstd, memory_viz HTML, `-` for
+    /// stdin), or a profiler trace (live bytes by operator; stranded bytes
+    /// need a snapshot).
     #[arg(value_name = "FILE")]
     pub file: String,
     /// Moment to analyse: end, start, peak, peak-reserved, max-frag, min-gap,
-    /// oom, oom:N, an event index, or t=MICROSECONDS.
-    #[arg(long, default_value = "end", value_name = "MOMENT")]
-    pub at: String,
+    /// oom, oom:N, an event index, or t=MICROSECONDS (default: end; for a
+    /// profiler trace, peak).
+    #[arg(long, value_name = "MOMENT")]
+    pub at: Option<String>,
     /// Only this device (default: every device with segments).
     #[arg(long, value_name = "N")]
     pub device: Option<i64>,
@@ -114,11 +117,73 @@ pub fn analyses(snap: &Snapshot, states: &[MomentState], opts: &Options) -> Vec<
         .collect()
 }
 
+/// A profiler trace: live bytes by operator at the moment (default: the
+/// peak of allocated bytes). Stranded bytes need a segment layout.
+fn run_trace(a: &Args, tr: &crate::profiler::ProfilerTrace) -> anyhow::Result<Exit> {
+    use crate::render::profiler as rp;
+    let name =
+        a.at.as_deref()
+            .unwrap_or("peak")
+            .trim()
+            .to_ascii_lowercase();
+    let moment: Moment = name
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--at: {e}"))?;
+    if a.group_by.is_some() || a.request.is_some() || a.stack {
+        anyhow::bail!(
+            "{}: --group-by, --request and --stack: not measurable for a profiler trace: they need allocation stacks and the segment layout; a trace groups live bytes by operator",
+            a.file
+        );
+    }
+    let devs = crate::trace_report::select(tr, a.device)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
+    let mut found = Vec::new();
+    let mut first_err = None;
+    for d in devs {
+        match d.resolve(moment) {
+            Ok(at) => found.push((
+                rp::trace_culprits(d, &tr.names, &name, at),
+                d.summary.first_time_us,
+            )),
+            Err(e) => {
+                first_err.get_or_insert(format!("{}: {e}", d.label));
+            }
+        }
+    }
+    if let (true, Some(e)) = (found.is_empty(), first_err) {
+        anyhow::bail!("{}: --at {name}: {e}", a.file);
+    }
+    if a.json {
+        let all: Vec<_> = found.into_iter().map(|x| x.0).collect();
+        print(&rp::trace_culprits_json(&a.file, &all))?;
+    } else {
+        let text: Vec<String> = found
+            .iter()
+            .map(|(c, t0)| rp::trace_culprits_text(c, *t0, a.top))
+            .collect();
+        print(&text.join("\n"))?;
+    }
+    Ok(Exit::Ok)
+}
+
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
-    let moment: Moment =
-        a.at.parse()
-            .map_err(|e: String| anyhow::anyhow!("--at: {e}"))?;
-    let (snap, _) = input::load_snapshot(&a.file, &g.load)?;
+    let mut loaded = input::load(&a.file, &g.load)?;
+    let snap = match std::mem::replace(
+        &mut loaded.content,
+        input::Content::Snapshot(Snapshot::default()),
+    ) {
+        input::Content::Snapshot(s) => s,
+        input::Content::Profiler(t) => return run_trace(&a, &t),
+        input::Content::MemoryTimeline(_) => anyhow::bail!(
+            "{}: not measurable for a memory-timeline export: it records tensor bytes by category, with no call sites and no segment layout; `fragscope stats {}` shows the live bytes by category at the peak",
+            a.file,
+            a.file
+        ),
+    };
+    let at = a.at.clone().unwrap_or_else(|| "end".into());
+    let moment: Moment = at
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--at: {e}"))?;
     let states = states(&snap, &a.file, moment, a.device)?;
     let opts = Options {
         request: a.request,
@@ -131,7 +196,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     let view = View {
-        moment: a.at.trim().to_ascii_lowercase(),
+        moment: at.trim().to_ascii_lowercase(),
         top: a.top,
         grouped: a.group_by.is_some(),
         stacks: a.stack,

@@ -6,7 +6,7 @@ use crate::diff::{DiffInput, call_sites, diff};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The earlier run (snapshot; `-` for stdin).
+    /// The earlier run (snapshot or profiler trace; `-` for stdin).
     #[arg(value_name = "BEFORE")]
     pub before: String,
     /// The later run; may be the same file as BEFORE with --device A,B.

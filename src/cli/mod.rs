@@ -8,12 +8,16 @@
 
 pub mod check;
 pub mod common;
+pub mod completions;
 pub mod convert;
 pub mod culprits;
 pub mod diff;
 pub mod explain;
 pub mod flamegraph;
+pub mod man;
 pub mod oom;
+pub mod plot;
+pub mod report;
 pub mod simulate;
 pub mod stats;
 pub mod synth;
@@ -122,6 +126,19 @@ pub enum Command {
         after_help = "Examples:\n  fragscope simulate snapshot.pickle\n  fragscope simulate snapshot.pickle --conf expandable_segments:True --conf max_split_size_mb:256\n  fragscope simulate snapshot.pickle --capacity 80GiB --svg reserved.svg\n  fragscope simulate snapshot.pickle --json"
     )]
     Simulate(simulate::Args),
+    /// Draw one chart as SVG: memory timeline, fragmentation over time,
+    /// segment map, free-gap histogram or top call sites.
+    #[command(
+        after_help = "Examples:\n  fragscope plot timeline snapshot.pickle -o timeline.svg\n  fragscope plot segments snapshot.pickle --at oom -o segments.svg\n  fragscope plot gaps snapshot.pickle --device 1 --at peak -o gaps.svg"
+    )]
+    Plot(plot::Args),
+    /// A self-contained report for a bug ticket: verdict, key moments, every
+    /// chart, culprits, allocator settings and data quality, as HTML (no
+    /// script, no network), a one-page SVG, or Markdown.
+    #[command(
+        after_help = "Examples:\n  fragscope report snapshot.pickle -o report.html\n  fragscope report snapshot.pickle -o summary.svg -o summary.md\n  fragscope report snapshot.pickle --markdown >> \"$GITHUB_STEP_SUMMARY\""
+    )]
+    Report(report::Args),
     /// Replay the allocator trace: key moments (peaks, worst fragmentation,
     /// OOMs) with reserved, allocated, free and largest free gap at each; the
     /// full series as CSV/JSON; or the state at one moment.
@@ -143,6 +160,17 @@ pub enum Command {
         after_help = "Examples:\n  fragscope synth --events 100000 --seed 1 -o small.pickle\n  fragscope synth --events 5000000 --seed 7 -o /tmp/1gb.pickle\n  fragscope synth --events 200000 --capacity 24GiB -o tight.pickle"
     )]
     Synth(synth::Args),
+    /// Shell completion script for bash, zsh, fish, elvish or PowerShell,
+    /// on stdout.
+    #[command(
+        after_help = "Examples:\n  fragscope completions bash > ~/.local/share/bash-completion/completions/fragscope\n  fragscope completions zsh > \"${fpath[1]}/_fragscope\"\n  fragscope completions fish > ~/.config/fish/completions/fragscope.fish"
+    )]
+    Completions(completions::Args),
+    /// The manual page (roff), every command included, on stdout or to a file.
+    #[command(
+        after_help = "Examples:\n  fragscope man | man -l -\n  fragscope man -o ~/.local/share/man/man1/fragscope.1"
+    )]
+    Man(man::Args),
 }
 
 /// Parses arguments, runs, returns the process exit code.
@@ -165,8 +193,12 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Diff(a) => diff::run(a, &g),
         Command::Explain(a) => explain::run(a, &g),
         Command::Simulate(a) => simulate::run(a, &g),
+        Command::Plot(a) => plot::run(a, &g),
+        Command::Report(a) => report::run(a, &g),
         Command::Timeline(a) => timeline::run(a, &g),
         Command::Oom(a) => oom::run(a, &g),
+        Command::Completions(a) => completions::run(a, &g),
+        Command::Man(a) => man::run(a, &g),
         Command::Synth(a) => synth::run(a, &g),
     };
     match result {

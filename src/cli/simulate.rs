@@ -69,7 +69,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             )
         })?,
     };
-    let recorded = sim::run::prepare(&snap, device, a.capacity).recorded_config;
+    let (recorded, _, _) = sim::run::recorded_config(&snap);
     let configs = if configs.is_empty() {
         sim::default_sweep(&recorded)
     } else {

@@ -2,9 +2,10 @@
 
 use super::common::{Exit, Global, expand_inputs, print, warn};
 use crate::input::{self, Content};
-use crate::render::table::{align_numbers, new_table};
+use crate::render::table::{Tone, align_numbers, fragmentation_tone, new_table, toned};
 use crate::stats::{FileStats, file_stats};
 use crate::units::{fmt_bytes, fmt_pct};
+use comfy_table::Cell;
 use rayon::prelude::*;
 
 #[derive(clap::Args, Debug)]
@@ -189,19 +190,27 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             "outlier",
         ]);
         for (f, o) in ok.iter().zip(&flags) {
+            let ooms = f.oom_events.len();
             t.add_row(vec![
-                f.file.clone(),
-                f.devices.len().to_string(),
-                f.totals.segments.to_string(),
-                fmt_bytes(f.totals.reserved_bytes),
-                fmt_bytes(f.totals.allocated_bytes),
-                fmt_bytes(f.totals.internal_free_bytes),
-                fmt_bytes(f.totals.external_free_bytes),
-                fmt_bytes(f.totals.largest_free_block_bytes),
-                fmt_pct(f.totals.fragmentation),
-                f.trace_events.iter().sum::<u64>().to_string(),
-                f.oom_events.len().to_string(),
-                o.clone().unwrap_or_default(),
+                Cell::new(&f.file),
+                Cell::new(f.devices.len()),
+                Cell::new(f.totals.segments),
+                Cell::new(fmt_bytes(f.totals.reserved_bytes)),
+                Cell::new(fmt_bytes(f.totals.allocated_bytes)),
+                Cell::new(fmt_bytes(f.totals.internal_free_bytes)),
+                Cell::new(fmt_bytes(f.totals.external_free_bytes)),
+                Cell::new(fmt_bytes(f.totals.largest_free_block_bytes)),
+                toned(
+                    fmt_pct(f.totals.fragmentation),
+                    fragmentation_tone(f.totals.fragmentation),
+                ),
+                Cell::new(f.trace_events.iter().sum::<u64>()),
+                if ooms > 0 {
+                    toned(ooms, Tone::Bad)
+                } else {
+                    Cell::new(ooms)
+                },
+                toned(o.clone().unwrap_or_default(), Tone::Warn),
             ]);
         }
         align_numbers(&mut t, 1);

@@ -9,7 +9,8 @@ use serde::Serialize;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Snapshot file (pickle, JSON, gzip/zstd, memory_viz HTML, `-` for stdin).
+    /// Snapshot file (pickle, JSON, gzip/zstd, memory_viz HTML, `-` for
+    /// stdin), profiler trace or memory-timeline export.
     #[arg(value_name = "FILE")]
     pub file: String,
     /// Only this device (default: every device with segments or a trace;
@@ -104,8 +105,89 @@ fn moment_label(m: Moment) -> String {
     }
 }
 
+/// A profiler trace: its key moments and series, the snapshot columns it
+/// has; `--at` has no segment layout to show.
+fn run_trace(a: &Args, fmt: &str, tr: &crate::profiler::ProfilerTrace) -> anyhow::Result<Exit> {
+    if a.at.is_some() {
+        anyhow::bail!(
+            "{}: --at: not measurable for a profiler trace: the state at a moment is a segment layout, which a trace does not record; `fragscope culprits --at MOMENT {}` shows the live bytes by operator there",
+            a.file,
+            a.file
+        );
+    }
+    let devs = crate::trace_report::select(tr, a.device)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
+    let series = |d: &crate::profiler::TraceDevice| match a.max_points {
+        Some(n) => d.downsampled(n),
+        None => d.samples.clone(),
+    };
+    if a.csv {
+        let s: Vec<_> = devs.iter().map(|d| (*d, series(d))).collect();
+        print(&crate::render::profiler::trace_timeline_csv(&s))?;
+    } else if a.json {
+        let s: Vec<_> = devs
+            .iter()
+            .map(|d| {
+                (
+                    *d,
+                    series(d),
+                    a.max_points.is_some_and(|n| d.samples.len() > n.max(2)),
+                )
+            })
+            .collect();
+        print(&crate::render::profiler::trace_timeline_json(
+            &a.file, tr, &s,
+        ))?;
+    } else {
+        print(&crate::render::profiler::trace_timeline_text(
+            &a.file, fmt, tr, &devs,
+        ))?;
+    }
+    Ok(Exit::Ok)
+}
+
+/// A memory-timeline export: live bytes by category over time.
+fn run_categories(
+    a: &Args,
+    fmt: &str,
+    tl: &crate::profiler::MemoryTimeline,
+) -> anyhow::Result<Exit> {
+    if a.at.is_some() || a.device.is_some() {
+        anyhow::bail!(
+            "{}: --at and --device: a memory-timeline export holds one device's tensor bytes by category, with no allocator state to show at a moment",
+            a.file
+        );
+    }
+    let samples = match a.max_points {
+        Some(n) => tl.downsampled(n),
+        None => tl.samples.clone(),
+    };
+    if a.csv {
+        print(&crate::render::profiler::categories_timeline_csv(&samples))?;
+    } else if a.json {
+        let down = samples.len() < tl.samples.len();
+        print(&crate::render::profiler::categories_timeline_json(
+            &a.file, tl, &samples, down,
+        ))?;
+    } else {
+        print(&crate::render::profiler::categories_timeline_text(
+            &a.file, fmt, tl,
+        ))?;
+    }
+    Ok(Exit::Ok)
+}
+
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
-    let (snap, loaded) = input::load_snapshot(&a.file, &g.load)?;
+    let mut loaded = input::load(&a.file, &g.load)?;
+    let fmt = super::stats::describe_format(&loaded);
+    let snap = match std::mem::replace(
+        &mut loaded.content,
+        input::Content::Snapshot(Snapshot::default()),
+    ) {
+        input::Content::Snapshot(s) => s,
+        input::Content::Profiler(t) => return run_trace(&a, &fmt, &t),
+        input::Content::MemoryTimeline(t) => return run_categories(&a, &fmt, &t),
+    };
     if let Some(m) = a.at {
         let Some(d) = a.device.or_else(|| device_for(&snap, m)) else {
             anyhow::bail!("{}: no segments and no trace events", a.file);

@@ -25,7 +25,9 @@ pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x01";
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("{file}: cannot read: {source}")]
+    // The cause is not repeated here: it is the next link of the chain
+    // (printed after `: ` on one line, or under `--verbose` on its own).
+    #[error("{file}: cannot read")]
     Io {
         file: String,
         #[source]
@@ -142,7 +144,11 @@ fn read_bounded(
             },
             _ => LoadError::Format {
                 file: name.to_string(),
-                msg: format!("corrupt {}: {e}", what.trim_start_matches(" after ")),
+                msg: format!(
+                    "corrupt {} data: {e}",
+                    what.trim_start_matches(" after ")
+                        .trim_end_matches(" decompression")
+                ),
             },
         })?;
     if buf.len() as u64 > limit {
@@ -425,12 +431,11 @@ pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Loaded, LoadError> {
         });
     }
     if bytes.starts_with(MSGPACK_MAGIC) {
-        let snap: Snapshot = rmp_serde::from_slice(&bytes[MSGPACK_MAGIC.len()..]).map_err(|e| {
-            LoadError::Format {
+        let snap =
+            decode_msgpack(&bytes[MSGPACK_MAGIC.len()..]).map_err(|msg| LoadError::Format {
                 file: name.into(),
-                msg: format!("corrupt fragscope MessagePack: {e}"),
-            }
-        })?;
+                msg: format!("corrupt fragscope MessagePack: {}", one_line(&msg)),
+            })?;
         return Ok(mk(Format::MsgPack, Content::Snapshot(snap)));
     }
     // Pickle: PROTO (2+), or protocol 0/1 which start with a container or MARK.
@@ -464,6 +469,89 @@ pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Loaded, LoadError> {
             ),
         }),
     }
+}
+
+/// Deepest MessagePack nesting accepted: the model needs about 100 levels
+/// (settings values nest at most 32 deep, three levels each); deeper input
+/// would only cost stack.
+pub const MSGPACK_MAX_DEPTH: usize = 256;
+
+/// fragscope's MessagePack form is the model itself, so unlike the other
+/// decoders nothing has built it through the interner: every id is checked
+/// before a later stage indexes a table with it.
+fn decode_msgpack(bytes: &[u8]) -> Result<Snapshot, String> {
+    use serde::Deserialize;
+    let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
+    de.set_max_depth(MSGPACK_MAX_DEPTH);
+    let snap = Snapshot::deserialize(&mut de).map_err(|e| e.to_string())?;
+    check_ids(&snap)?;
+    Ok(snap)
+}
+
+fn check_ids(snap: &Snapshot) -> Result<(), String> {
+    let (ns, nf, nk) = (snap.strings.len(), snap.frames.len(), snap.stacks.len());
+    if snap.stacks.first().is_none_or(|s| !s.is_empty()) {
+        return Err("stack 0 must be the empty stack".into());
+    }
+    let bad = |what: &str, id: u32, n: usize| format!("{what} id {id} is not below {n}");
+    for (i, f) in snap.frames.iter().enumerate() {
+        for s in [f.filename, f.name] {
+            if s.0 as usize >= ns {
+                return Err(format!("frames[{i}]: {}", bad("string", s.0, ns)));
+            }
+        }
+    }
+    for (i, st) in snap.stacks.iter().enumerate() {
+        if let Some(f) = st.iter().find(|f| f.0 as usize >= nf) {
+            return Err(format!("stacks[{i}]: {}", bad("frame", f.0, nf)));
+        }
+    }
+    for (i, seg) in snap.segments.iter().enumerate() {
+        let stacks = std::iter::once(seg.frames).chain(seg.blocks.iter().map(|b| b.frames));
+        if let Some(s) = stacks.into_iter().find(|s| s.0 as usize >= nk) {
+            return Err(format!("segments[{i}]: {}", bad("stack", s.0, nk)));
+        }
+    }
+    for (d, tr) in snap.traces().iter().enumerate() {
+        for (j, e) in tr.iter().enumerate() {
+            let other = match e.action {
+                crate::model::Action::Other(s) => Some(s),
+                _ => None,
+            };
+            let strs = [other, e.compile_context, e.user_metadata, e.category];
+            if e.frames.0 as usize >= nk {
+                return Err(format!(
+                    "device_traces[{d}][{j}]: {}",
+                    bad("stack", e.frames.0, nk)
+                ));
+            }
+            if let Some(s) = strs.into_iter().flatten().find(|s| s.0 as usize >= ns) {
+                return Err(format!(
+                    "device_traces[{d}][{j}]: {}",
+                    bad("string", s.0, ns)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Text from a file or a third-party library may hold newlines; an error is
+/// one line.
+pub fn one_line(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .flat_map(|c| {
+            let esc: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            esc
+        })
+        .collect()
 }
 
 fn decode_pickle_snapshot(bytes: &[u8], name: &str, context: &str) -> Result<Snapshot, LoadError> {

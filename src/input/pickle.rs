@@ -267,6 +267,11 @@ struct Vm<'s, R, S> {
 
 const NO_MEMO: Vid = Vid::MAX;
 
+/// Node ids are u32 (half the memory of usize on the large files); one
+/// opcode makes at most one node, so only an input of more than 4 Gi
+/// opcodes can run out of them, and it is refused rather than wrapped.
+const MAX_NODES: usize = NO_MEMO as usize - 1;
+
 /// Decodes one pickle held in memory. Trailing bytes after STOP are ignored
 /// (as `pickle.load` does).
 pub fn decode(data: &[u8]) -> Result<Decoded, PickleError> {
@@ -331,6 +336,9 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         let mut protocol = 0u8;
         loop {
             self.op_start = self.inp.offset();
+            if self.arena.nodes.len() >= MAX_NODES {
+                return Err(self.err("more than 4 billion values; fragscope cannot index them"));
+            }
             let Some(op) = self.inp.byte() else {
                 return Err(self.err_at(self.op_start, "unexpected end of data (no STOP opcode)"));
             };

@@ -68,10 +68,10 @@ impl<'a> P<'a> {
         let mut s = String::new();
         for seg in segs {
             match seg {
-                Seg::Key(k) if s.is_empty() => s.push_str(k),
+                Seg::Key(k) if s.is_empty() => push_escaped(&mut s, k),
                 Seg::Key(k) => {
                     s.push('.');
-                    s.push_str(k)
+                    push_escaped(&mut s, k)
                 }
                 Seg::Index(i) => s.push_str(&format!("[{i}]")),
             }
@@ -80,6 +80,17 @@ impl<'a> P<'a> {
             "(top level)".into()
         } else {
             s
+        }
+    }
+}
+
+/// Keys come from the file: a newline in one must not split an error line.
+fn push_escaped(out: &mut String, k: &str) {
+    for c in k.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
         }
     }
 }
@@ -98,6 +109,58 @@ struct Cx<'a> {
     /// are final.
     lists: Vec<Vec<TraceEvent>>,
     mapped: Vec<bool>,
+    /// Python frames + C++ frames of 2.0 files, by the pair of lists.
+    stack2_cache: HashMap<(Option<Vid>, Vid), StackId>,
+    /// Records, frames and settings values built so far, against
+    /// [`expansion_budget`].
+    work: u64,
+    budget: u64,
+}
+
+/// How much the schema layer may build from an arena.
+///
+/// A memo reference (pickle `BINGET`) names an already-decoded value for two
+/// bytes, so a few hundred kilobytes can name one block list from 100 000
+/// segments, or nest ten references thirty deep, and a naive conversion
+/// builds 10^8 blocks or 10^30 settings values. Frames and stacks are cached
+/// by node, so sharing them (which PyTorch does heavily) costs nothing here;
+/// records and settings values are built per reference. A file without
+/// shared records needs at most one unit per node and per reference, so the
+/// budget is twice that plus a constant: memory and time stay linear in the
+/// input, and only a file built to expand is refused.
+pub fn expansion_budget(a: &Arena) -> u64 {
+    let refs: u64 = a
+        .nodes
+        .iter()
+        .map(|n| match n {
+            Node::List(v) => v.len() as u64,
+            Node::Tuple(v) => v.len() as u64,
+            Node::Dict(v) => 2 * v.len() as u64,
+            _ => 0,
+        })
+        .sum();
+    2 * (a.nodes.len() as u64 + refs) + 4096
+}
+
+/// Python dict semantics for a key the file repeats: the last value wins, in
+/// the first occurrence's place (what `pickle.load` and JSON readers do, and
+/// all that the JSON form can carry).
+fn dedup_keys(v: &mut Vec<(String, Setting)>) {
+    if v.len() < 2 {
+        return;
+    }
+    let mut first: HashMap<String, usize> = HashMap::with_capacity(v.len());
+    let mut out: Vec<(String, Setting)> = Vec::with_capacity(v.len());
+    for (k, val) in v.drain(..) {
+        match first.get(&k) {
+            Some(&i) => out[i].1 = val,
+            None => {
+                first.insert(k.clone(), out.len());
+                out.push((k, val));
+            }
+        }
+    }
+    *v = out;
 }
 
 type R<T> = Result<T, SchemaError>;
@@ -114,6 +177,25 @@ fn err<T>(p: &P, msg: impl Into<String>) -> R<T> {
 impl<'a> Cx<'a> {
     fn node(&self, v: Vid) -> &'a Node {
         self.a.get(v)
+    }
+    fn over_budget(&self) -> bool {
+        self.work > self.budget
+    }
+    fn spend(&mut self, n: u64, p: &P) -> R<()> {
+        self.work = self.work.saturating_add(n);
+        if self.over_budget() {
+            return err(
+                p,
+                format!(
+                    "shared references (pickle memo) expand to more than {} records, frames and \
+                     settings values, out of proportion to the {} values the file holds; refusing \
+                     to expand them",
+                    self.budget,
+                    self.a.nodes.len()
+                ),
+            );
+        }
+        Ok(())
     }
     fn dict(&self, v: Vid, p: &P) -> R<&'a [(Vid, Vid)]> {
         match self.node(v) {
@@ -190,6 +272,7 @@ impl<'a> Cx<'a> {
         if let Some(id) = self.frame_cache.get(&v) {
             return Ok(*id);
         }
+        self.spend(1, p)?;
         let f = match self.node(v) {
             Node::Dict(d) => {
                 let mut filename = None;
@@ -247,6 +330,7 @@ impl<'a> Cx<'a> {
             return Ok(StackId::EMPTY);
         }
         let l = self.list(v, p)?;
+        self.spend(l.len() as u64, p)?;
         let mut frames = Vec::with_capacity(l.len());
         for (i, &f) in l.iter().enumerate() {
             frames.push(self.frame(f, &p.idx(i))?);
@@ -262,6 +346,7 @@ impl<'a> Cx<'a> {
             return Ok(id);
         }
         let l = &self.pstacks[s as usize];
+        self.spend(l.len() as u64, p)?;
         let mut frames = Vec::with_capacity(l.len());
         for (i, &f) in l.iter().enumerate() {
             frames.push(self.frame(f, &p.idx(i))?);
@@ -271,35 +356,49 @@ impl<'a> Cx<'a> {
         Ok(id)
     }
 
-    /// Python frames followed by 2.0-style `cpp_frames`.
+    /// Python frames followed by 2.0-style `cpp_frames`. Only the combined
+    /// stack is interned, so that the model holds exactly the stacks its
+    /// records use (and re-reading the JSON form yields the same tables).
     fn stack2(&mut self, py: Option<Vid>, cpp: Option<Vid>, p: &P) -> R<StackId> {
-        match (py, cpp) {
-            (None, None) => Ok(StackId::EMPTY),
-            (Some(v), None) => self.stack(v, &p.key("frames")),
-            (py, Some(c)) => {
-                let mut frames = match py {
-                    Some(v) => {
-                        let id = self.stack(v, &p.key("frames"))?;
-                        self.intern.stack_frames(id)
-                    }
-                    None => Vec::new(),
-                };
-                let pc = p.key("cpp_frames");
-                if !matches!(self.node(c), Node::None) {
-                    let l = self.list(c, &pc)?;
-                    for (i, &f) in l.iter().enumerate() {
-                        frames.push(self.frame(f, &pc.idx(i))?);
-                    }
-                }
-                Ok(self.intern.stack(frames))
+        let cpp = cpp.filter(|&c| match self.node(c) {
+            Node::None => false,
+            Node::List(l) => !l.is_empty(),
+            Node::Tuple(l) => !l.is_empty(),
+            _ => true,
+        });
+        let Some(c) = cpp else {
+            return match py {
+                Some(v) => self.stack(v, &p.key("frames")),
+                None => Ok(StackId::EMPTY),
+            };
+        };
+        if let Some(id) = self.stack2_cache.get(&(py, c)) {
+            return Ok(*id);
+        }
+        let mut frames = Vec::new();
+        for (key, list) in [("frames", py), ("cpp_frames", Some(c))] {
+            let Some(v) = list else { continue };
+            if matches!(self.node(v), Node::None) {
+                continue;
+            }
+            let pk = p.key(key);
+            let l = self.list(v, &pk)?;
+            self.spend(l.len() as u64, &pk)?;
+            frames.reserve(l.len());
+            for (i, &f) in l.iter().enumerate() {
+                frames.push(self.frame(f, &pk.idx(i))?);
             }
         }
+        let id = self.intern.stack(frames);
+        self.stack2_cache.insert((py, c), id);
+        Ok(id)
     }
 
-    fn setting(&self, v: Vid, p: &P, depth: usize) -> R<Setting> {
+    fn setting(&mut self, v: Vid, p: &P, depth: usize) -> R<Setting> {
         if depth > 32 {
             return err(p, "nesting deeper than 32 levels in a settings value");
         }
+        self.spend(1, p)?;
         Ok(match self.node(v) {
             Node::None => Setting::None,
             Node::Bool(b) => Setting::Bool(*b),
@@ -339,6 +438,7 @@ impl<'a> Cx<'a> {
                     let sub = self.setting(val, &p.key(&key), depth + 1)?;
                     out.push((key, sub));
                 }
+                dedup_keys(&mut out);
                 Setting::Map(out)
             }
         })
@@ -346,6 +446,7 @@ impl<'a> Cx<'a> {
 
     fn block(&mut self, v: Vid, p: &P, next_addr: u64) -> R<Block> {
         let d = self.dict(v, p)?;
+        self.spend(1, p)?;
         let mut address = None;
         let mut size = None;
         let mut requested = None;
@@ -419,6 +520,7 @@ impl<'a> Cx<'a> {
 
     fn segment(&mut self, v: Vid, p: &P) -> R<Segment> {
         let d = self.dict(v, p)?;
+        self.spend(1, p)?;
         let mut device = 0;
         let mut address = None;
         let mut total_size = None;
@@ -506,6 +608,7 @@ impl<'a> Cx<'a> {
 
     fn event(&mut self, v: Vid, p: &P) -> R<TraceEvent> {
         if let Node::Record(l, i) = *self.node(v) {
+            self.spend(1, p)?;
             let mut e = self.lists[l as usize][i as usize].clone();
             if !self.mapped[l as usize] {
                 self.map_event(&mut e, p)?;
@@ -513,6 +616,7 @@ impl<'a> Cx<'a> {
             return Ok(e);
         }
         let d = self.dict(v, p)?;
+        self.spend(1, p)?;
         let mut action = None;
         let mut addr = 0;
         let mut size = 0;
@@ -611,9 +715,7 @@ impl<'a> Cx<'a> {
 
     /// The sink list whose entries, all of them and in order, are `items`.
     fn whole_list(&self, items: &[Vid]) -> Option<u32> {
-        let Some(&first) = items.first() else {
-            return None;
-        };
+        let &first = items.first()?;
         let Node::Record(l, 0) = *self.node(first) else {
             return None;
         };
@@ -629,6 +731,7 @@ impl<'a> Cx<'a> {
 
     fn annotation(&mut self, v: Vid, p: &P) -> R<Annotation> {
         let d = self.dict(v, p)?;
+        self.spend(1, p)?;
         let mut a = Annotation::default();
         for &(k, val) in d {
             let key = match self.node(k) {
@@ -643,6 +746,7 @@ impl<'a> Cx<'a> {
                     .push((key.to_string(), self.setting(val, &p.key(key), 0)?)),
             }
         }
+        dedup_keys(&mut a.fields);
         Ok(a)
     }
 }
@@ -667,6 +771,9 @@ pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot
         pstack_ids: vec![None; pstacks.len()],
         mapped: vec![false; lists.len()],
         lists,
+        stack2_cache: HashMap::default(),
+        work: 0,
+        budget: expansion_budget(a),
     };
     let mut snap = Snapshot::default();
     let top = P::root("");
@@ -698,10 +805,14 @@ pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot
                     "allocator_settings" => keyed[2] = Some(val),
                     "external_annotations" => keyed[3] = Some(val),
                     other => {
-                        // Kept, never fatal: a value we cannot represent is named only.
-                        let v = cx
-                            .setting(val, &P::root(other), 0)
-                            .unwrap_or_else(|_| Setting::Str("<not representable>".into()));
+                        // Kept, never fatal: a value we cannot represent is named
+                        // only. A file that expands without bound is refused all
+                        // the same.
+                        let v = match cx.setting(val, &P::root(other), 0) {
+                            Ok(v) => v,
+                            Err(e) if cx.over_budget() => return Err(e),
+                            Err(_) => Setting::Str("<not representable>".into()),
+                        };
                         snap.unknown_keys.push((other.to_string(), v));
                     }
                 }
@@ -734,6 +845,7 @@ pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot
                     // The common case: the list is exactly one sink list,
                     // whose entries get their final ids in place.
                     if let Some(s) = cx.whole_list(el) {
+                        cx.spend(el.len() as u64, &pt)?;
                         if !cx.mapped[s as usize] {
                             let mut evs = std::mem::take(&mut cx.lists[s as usize]);
                             for (j, e) in evs.iter_mut().enumerate() {
@@ -779,6 +891,7 @@ pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot
                     let Some(k2s) = a.as_str(k2) else { continue };
                     entries.push((k2s.to_string(), cx.setting(v2, &p.key(k2s), 0)?));
                 }
+                dedup_keys(&mut entries);
                 snap.allocator_settings = Some(AllocatorSettings { entries });
             }
             if let Some(val) = keyed[3] {
@@ -801,6 +914,7 @@ pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot
             );
         }
     }
+    dedup_keys(&mut snap.unknown_keys);
     cx.intern.finish(&mut snap);
     Ok(snap)
 }
@@ -1111,7 +1225,7 @@ impl Sink for TraceSink {
         // of the top-level dict, right above its key.
         let root_value = match marks {
             [] => p == 2,
-            [1] => p >= 2 && p % 2 == 0,
+            [1] => p >= 2 && p.is_multiple_of(2),
             _ => false,
         };
         if root_value
@@ -1151,7 +1265,11 @@ impl Sink for TraceSink {
         let p = stack.len().checked_sub(1)?;
         let &m = marks.last()?;
         // [..., entry, MARK, key, value, ..., "frames", list]
-        if p < 2 || m < 1 || m > p - 1 || (p - m) % 2 != 1 || self.key(a, stack[p - 1]) != Key::Frames
+        if p < 2
+            || m < 1
+            || m > p - 1
+            || (p - m) % 2 != 1
+            || self.key(a, stack[p - 1]) != Key::Frames
         {
             return None;
         }

@@ -19,6 +19,7 @@ use super::Anomalies;
 use super::Anomaly;
 use crate::advice::OomFigures;
 use crate::input::LoadError;
+use crate::replay::Moment;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -278,6 +279,77 @@ impl TraceDevice {
             .filter(|(_, e)| e.bytes > 0 && e.pair.is_none_or(|p| p as usize > at))
             .map(|(i, _)| i)
             .collect()
+    }
+
+    /// Live bytes by operator after event `at` (`None` = before the first
+    /// event), largest first; `None` without `Addr` (the 2021 schema), where
+    /// allocations cannot be paired with their frees.
+    pub fn live_by_op(&self, names: &[String], at: Option<usize>) -> Option<Vec<OpShare>> {
+        if !self.summary.has_addr {
+            return None;
+        }
+        Some(live_by_op(
+            &self.events,
+            names,
+            self.summary.allocated_before_trace,
+            at,
+        ))
+    }
+
+    /// The event a moment names (`None` = before the first event), or why
+    /// this trace cannot name it.
+    pub fn resolve(&self, m: Moment) -> Result<Option<usize>, String> {
+        let n = self.events.len();
+        Ok(match m {
+            Moment::Start => None,
+            Moment::End => n.checked_sub(1),
+            Moment::Event(k) => {
+                if k >= n {
+                    return Err(format!(
+                        "event {k} is past the end of the memory events ({n}, numbered from 0)"
+                    ));
+                }
+                Some(k)
+            }
+            Moment::TimeUs(t) => {
+                let mut found = None;
+                for (i, e) in self.events.iter().enumerate() {
+                    if time_of(e.ts_us) > t {
+                        break;
+                    }
+                    found = Some(i);
+                }
+                found
+            }
+            Moment::PeakAllocated => self
+                .summary
+                .peak_allocated
+                .as_ref()
+                .and_then(|p| p.event.map(|e| e as usize)),
+            Moment::PeakReserved => match &self.summary.peak_reserved {
+                Some(p) => p.event.map(|e| e as usize),
+                None => {
+                    return Err("reserved memory is not recorded (CPU memory, or the 2021 schema with only Bytes)".to_string());
+                }
+            },
+            Moment::MaxFragmentation | Moment::MinLargestGap => {
+                return Err(
+                    "not measurable for a profiler trace: fragmentation and the largest free gap need the segment layout, which a trace does not record".into(),
+                );
+            }
+            Moment::Oom(k) => match self.ooms.get(k) {
+                // The state the failure met: after the last memory event
+                // recorded before it.
+                Some(o) => self.events.iter().rposition(|e| e.ts_us <= o.ts_us),
+                None => {
+                    return Err(format!(
+                        "{} out-of-memory event(s) recorded; oom:{} does not exist",
+                        self.ooms.len(),
+                        k + 1
+                    ));
+                }
+            },
+        })
     }
 
     pub fn sample_at(&self, at: Option<usize>) -> &TraceSample {
@@ -915,45 +987,16 @@ fn build_device(
         }
     }
 
-    // Outside every operator (graph capture, Python-side allocations), the
-    // Python function is the best call site left.
-    let op_label = |e: &MemEvent| match (e.op, e.python) {
-        (Some(i), _) => names[i as usize].clone(),
-        (None, Some(p)) => format!("python: {}", names[p as usize]),
-        (None, None) => "(outside any operator)".to_string(),
-    };
     let mut by_op: HashMap<String, (u64, u64)> = HashMap::new();
     for e in events.iter().filter(|e| e.bytes > 0) {
-        let x = by_op.entry(op_label(e)).or_default();
+        let x = by_op.entry(op_label(names, e)).or_default();
         x.0 += e.bytes as u64;
         x.1 += 1;
     }
     s.allocations_by_op = sorted_shares(by_op);
 
     if has_addr && let Some(at) = s.peak_allocated.as_ref().and_then(|p| p.event) {
-        let at = at as usize;
-        let mut by_op: HashMap<String, (u64, u64)> = HashMap::new();
-        for e in events.iter().take(at + 1) {
-            if e.bytes > 0 && e.pair.is_none_or(|p| p as usize > at) {
-                let x = by_op.entry(op_label(e)).or_default();
-                x.0 += e.bytes as u64;
-                x.1 += 1;
-            }
-        }
-        // Memory older than the trace, still live at the peak.
-        let mut older = baseline as i128;
-        for e in events.iter().take(at + 1) {
-            if e.bytes < 0 && e.pair.is_none() {
-                older += e.bytes as i128;
-            }
-        }
-        if older > 0 {
-            by_op.insert(
-                "(allocated before the trace)".to_string(),
-                (older as u64, 0),
-            );
-        }
-        s.live_at_peak_by_op = sorted_shares(by_op);
+        s.live_at_peak_by_op = live_by_op(&events, names, baseline, Some(at as usize));
     }
 
     s.out_of_memory_events = ooms.len() as u64;
@@ -980,6 +1023,50 @@ fn build_device(
         ooms,
         summary: s,
     }
+}
+
+/// The call site of a memory event. Outside every operator (graph capture,
+/// Python-side allocations), the Python function is the best one left.
+fn op_label(names: &[String], e: &MemEvent) -> String {
+    match (e.op, e.python) {
+        (Some(i), _) => names[i as usize].clone(),
+        (None, Some(p)) => format!("python: {}", names[p as usize]),
+        (None, None) => "(outside any operator)".to_string(),
+    }
+}
+
+/// Name of the share of memory older than the trace.
+pub const BEFORE_TRACE: &str = "(allocated before the trace)";
+
+/// Live bytes after event `at` (`None` = before the first event) by
+/// operator: the allocations of the trace not yet freed, plus the memory
+/// older than the trace that is still live ([`BEFORE_TRACE`]). Needs paired
+/// events (`Addr`).
+fn live_by_op(
+    events: &[MemEvent],
+    names: &[String],
+    baseline: u64,
+    at: Option<usize>,
+) -> Vec<OpShare> {
+    let n = at.map_or(0, |a| a + 1);
+    let mut by_op: HashMap<String, (u64, u64)> = HashMap::new();
+    for e in events.iter().take(n) {
+        if e.bytes > 0 && e.pair.is_none_or(|p| Some(p as usize) > at) {
+            let x = by_op.entry(op_label(names, e)).or_default();
+            x.0 += e.bytes as u64;
+            x.1 += 1;
+        }
+    }
+    let mut older = baseline as i128;
+    for e in events.iter().take(n) {
+        if e.bytes < 0 && e.pair.is_none() {
+            older += e.bytes as i128;
+        }
+    }
+    if older > 0 {
+        by_op.insert(BEFORE_TRACE.to_string(), (older as u64, 0));
+    }
+    sorted_shares(by_op)
 }
 
 fn sorted_shares(m: HashMap<String, (u64, u64)>) -> Vec<OpShare> {

@@ -3,8 +3,9 @@
 //! a Markdown job summary, and JUnit XML. Each returns a `String`; the
 //! command decides where it goes.
 
-use super::table::new_table;
+use super::table::{Tone, new_table, paint, toned};
 use crate::check::{CheckReport, Finding, RuleKind, Verdict};
+use comfy_table::Cell;
 
 fn measured(f: &Finding) -> String {
     match (f.measured, f.verdict) {
@@ -39,6 +40,14 @@ fn headline(r: &CheckReport) -> String {
     }
 }
 
+fn verdict_tone(v: Verdict) -> Tone {
+    match v {
+        Verdict::Pass => Tone::Good,
+        Verdict::Fail => Tone::Bad,
+        Verdict::Skipped => Tone::Muted,
+    }
+}
+
 /// The default output: a table, then the failed and skipped rules with hints.
 pub fn text(r: &CheckReport) -> String {
     let mut out = format!("fragscope check {}", r.file);
@@ -49,11 +58,11 @@ pub fn text(r: &CheckReport) -> String {
     let mut t = new_table(&["rule", "device", "measured", "threshold", "verdict"]);
     for f in &r.findings {
         t.add_row(vec![
-            f.rule.clone(),
-            device(f),
-            measured(f),
-            threshold(f),
-            f.verdict.as_str().to_string(),
+            Cell::new(&f.rule),
+            Cell::new(device(f)),
+            Cell::new(measured(f)),
+            Cell::new(threshold(f)),
+            toned(f.verdict.as_str(), verdict_tone(f.verdict)),
         ]);
     }
     for i in 1..4 {
@@ -66,7 +75,7 @@ pub fn text(r: &CheckReport) -> String {
     for f in r.findings.iter().filter(|f| f.verdict != Verdict::Pass) {
         out.push_str(&format!(
             "{} {}: {}\n",
-            f.verdict.as_str(),
+            paint(f.verdict.as_str(), verdict_tone(f.verdict)),
             f.rule,
             f.message
         ));

@@ -1,10 +1,11 @@
 //! The outputs of `fragscope diff`: a side-by-side text report and JSON
 //! (schema `fragscope.diff/1`), both from one [`DiffReport`].
 
-use super::table::{align_numbers, new_table};
+use super::table::{Tone, align_numbers, new_table, toned};
 use crate::diff::{Culprit, DiffReport, Direction, MetricDelta, Side};
 use crate::metrics::Unit;
 use crate::units::{fmt_bytes, fmt_delta, fmt_pct};
+use comfy_table::Cell;
 
 fn side(s: &Side) -> String {
     match s.device {
@@ -64,17 +65,17 @@ pub fn text(r: &DiffReport) -> String {
     let show_dev = r.before.devices.len() > 1 || r.after.devices.len() > 1;
     let mut t = new_table(&["metric", "before", "after", "change", ""]);
     for m in &r.metrics {
+        let (word, tone) = match m.direction {
+            Direction::Worse => ("worse", Tone::Bad),
+            Direction::Better => ("better", Tone::Good),
+            Direction::Same | Direction::Unknown => ("", Tone::Muted),
+        };
         t.add_row(vec![
-            m.metric.label().to_string(),
-            cell(m.before, m.before_device, show_dev),
-            cell(m.after, m.after_device, show_dev),
-            change(m),
-            match m.direction {
-                Direction::Worse => "worse",
-                Direction::Better => "better",
-                Direction::Same | Direction::Unknown => "",
-            }
-            .to_string(),
+            Cell::new(m.metric.label()),
+            Cell::new(cell(m.before, m.before_device, show_dev)),
+            Cell::new(cell(m.after, m.after_device, show_dev)),
+            Cell::new(change(m)),
+            toned(word, tone),
         ]);
     }
     align_numbers(&mut t, 1);

@@ -423,3 +423,336 @@ pub fn timeline_json(file: &str, format: &str, tl: &MemoryTimeline) -> String {
     });
     serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
 }
+
+// ---------------------------------------------------------------------------
+// `fragscope timeline` and `fragscope culprits` on a trace or a memory
+// timeline: the snapshot outputs' columns and wording for the figures these
+// inputs have, `n/a` and one line of why for the others.
+
+/// `fragscope timeline` on a profiler trace: the key-moment table of each
+/// device, with the snapshot timeline's columns.
+pub fn trace_timeline_text(
+    file: &str,
+    format: &str,
+    tr: &ProfilerTrace,
+    devices: &[&TraceDevice],
+) -> String {
+    use crate::trace_report::{NO_LAYOUT, key_moments};
+    let mut out = format!("{file} ({format})\n");
+    out.push_str(&format!(
+        "profiler trace: {} trace events, {} [memory] events, {} operators\n",
+        tr.trace_events, tr.memory_events, tr.op_events
+    ));
+    for d in devices {
+        let s = &d.summary;
+        out.push_str(&format!(
+            "\n{}: {} memory events, {} allocations, {} frees\n",
+            device_name(d),
+            s.events,
+            s.allocations,
+            s.frees
+        ));
+        let t0 = s.first_time_us;
+        let mut t = new_table(&[
+            "moment",
+            "event",
+            "time",
+            "allocated",
+            "reserved",
+            "free internal",
+            "free external",
+            "pending free",
+            "largest gap",
+            "gaps",
+            "fragmentation",
+            "operator",
+        ]);
+        for k in key_moments(d, &tr.names) {
+            let x = &k.sample;
+            t.add_row(vec![
+                k.label.clone(),
+                k.at.map_or("-".into(), |a| a.to_string()),
+                super::timeline::fmt_time(x.time_us, t0),
+                fmt_bytes(x.allocated),
+                opt_bytes(x.reserved),
+                NA.into(),
+                opt_bytes(x.external_free),
+                NA.into(),
+                NA.into(),
+                NA.into(),
+                NA.into(),
+                k.op.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        align_numbers(&mut t, 1);
+        out.push_str(&format!("{t}\n"));
+        if s.has_totals && !d.key.is_cpu() {
+            if s.reserved_growth.is_empty() {
+                out.push_str("reserved memory did not grow during the trace\n");
+            } else {
+                out.push_str(&format!(
+                    "reserved memory grew {} times; {} of them ({}) while the cache already held at least the allocation's bytes free\n",
+                    s.reserved_growth.len(),
+                    s.growth_with_free_cache,
+                    fmt_bytes(s.growth_with_free_cache_bytes)
+                ));
+            }
+        }
+    }
+    out.push_str(&format!(
+        "\nfree external = reserved − allocated. n/a: {NO_LAYOUT}.\n"
+    ));
+    for a in &tr.anomalies {
+        out.push_str(&format!(
+            "warning: {} × {} (e.g. {})\n",
+            a.count, a.kind, a.example
+        ));
+    }
+    out
+}
+
+fn csv_opt(x: Option<u64>) -> String {
+    x.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// The series of a trace as CSV, with the snapshot CSV's header; figures a
+/// trace lacks are empty, the device is its label (`cuda:0`).
+pub fn trace_timeline_csv(devices: &[(&TraceDevice, Vec<crate::profiler::TraceSample>)]) -> String {
+    let mut out = String::from(super::timeline::CSV_HEADER);
+    for (d, samples) in devices {
+        for s in samples {
+            out.push_str(&format!(
+                "{},{},{},{},{},{},,{},,,,,,\n",
+                d.label,
+                s.event.map_or(String::new(), |e| e.to_string()),
+                s.time_us.map_or(String::new(), |t| t.to_string()),
+                s.allocated,
+                s.active,
+                csv_opt(s.reserved),
+                csv_opt(s.external_free),
+            ));
+        }
+    }
+    out
+}
+
+/// `fragscope timeline --json` on a trace (schema `fragscope.timeline/1`,
+/// `kind: profiler_trace`).
+pub fn trace_timeline_json(
+    file: &str,
+    tr: &ProfilerTrace,
+    devices: &[(&TraceDevice, Vec<crate::profiler::TraceSample>, bool)],
+) -> String {
+    let v = json!({
+        "schema": "fragscope.timeline/1",
+        "file": file,
+        "kind": "profiler_trace",
+        "devices": devices.iter().map(|(d, samples, down)| json!({
+            "device": d.label,
+            "summary": d.summary,
+            "key_moments": crate::trace_report::key_moments(d, &tr.names).iter().map(|k| json!({
+                "label": k.label,
+                "at": k.at,
+                "sample": k.sample,
+                "op": k.op,
+            })).collect::<Vec<_>>(),
+            "downsampled": down,
+            "samples": samples,
+        })).collect::<Vec<_>>(),
+        "not_measurable": MISSING_FIGURES
+            .iter()
+            .map(|(f, why)| json!({"figure": f, "why": why}))
+            .collect::<Vec<_>>(),
+    });
+    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+}
+
+/// `fragscope timeline` on a memory-timeline export: live bytes by
+/// category at the start, the peak and the end.
+pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
+    use crate::trace_report::NO_ALLOCATOR;
+    let mut out = format!("{file} ({format})\n");
+    out.push_str(&format!(
+        "memory timeline: {} rows, {} time steps\n",
+        tl.rows,
+        tl.samples.len()
+    ));
+    let start = tl.first_time_us();
+    let mut h = vec!["moment", "time", "total"];
+    h.extend(Category::ALL.iter().map(|c| c.as_str()));
+    let mut t = new_table(&h);
+    let mut row = |label: &str, s: &crate::profiler::memtimeline::CategorySample| {
+        let mut r = vec![
+            label.to_string(),
+            match s.time_us {
+                None => "before profiling".into(),
+                t => super::timeline::fmt_time(t, start),
+            },
+            fmt_bytes(s.total()),
+        ];
+        r.extend(Category::ALL.iter().map(|&c| fmt_bytes(s.get(c))));
+        t.add_row(r);
+    };
+    if let Some(first) = tl.samples.first() {
+        row("start", first);
+    }
+    if let Some(p) = tl.peak {
+        row("peak", &tl.samples[p.sample]);
+    }
+    if let Some(end) = tl.end() {
+        row("end", end);
+    }
+    align_numbers(&mut t, 1);
+    out.push_str(&format!("{t}\n"));
+    out.push_str(&format!("note: {NO_ALLOCATOR}.\n"));
+    out
+}
+
+pub fn categories_timeline_csv(samples: &[crate::profiler::memtimeline::CategorySample]) -> String {
+    let mut out = String::from("time_us,total");
+    for c in Category::ALL {
+        out.push(',');
+        out.push_str(&c.as_str().replace(' ', "_"));
+    }
+    out.push('\n');
+    for s in samples {
+        out.push_str(&s.time_us.map_or(String::new(), |t| t.to_string()));
+        out.push_str(&format!(",{}", s.total()));
+        for c in Category::ALL {
+            out.push_str(&format!(",{}", s.get(c)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+pub fn categories_timeline_json(
+    file: &str,
+    tl: &MemoryTimeline,
+    samples: &[crate::profiler::memtimeline::CategorySample],
+    downsampled: bool,
+) -> String {
+    let v = json!({
+        "schema": "fragscope.timeline/1",
+        "file": file,
+        "kind": "memory_timeline",
+        "categories": Category::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+        "peak": tl.peak,
+        "downsampled": downsampled,
+        "samples": samples,
+        "not_measurable": crate::trace_report::NO_ALLOCATOR,
+    });
+    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+}
+
+/// What `culprits` found on one trace device.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TraceCulprits {
+    pub device: String,
+    /// How the moment was named (`peak`, `oom`, `1234`).
+    pub moment: String,
+    pub at: Option<usize>,
+    pub time_us: Option<i64>,
+    pub allocated: u64,
+    pub reserved: Option<u64>,
+    pub external_free: Option<u64>,
+    /// `None` without `Addr` (allocations cannot be paired with frees).
+    pub live_by_op: Option<Vec<OpShare>>,
+    /// Why stranded bytes are not given.
+    pub stranded: &'static str,
+}
+
+/// The sentence every trace `culprits` output carries instead of stranded
+/// bytes.
+pub const NO_STRANDED: &str = "stranded bytes: not measurable for a profiler trace: they need the segment layout (which free blocks share a segment with a live one), which a trace does not record; record a memory snapshot to rank blocks by the free memory they strand";
+
+pub fn trace_culprits(
+    d: &TraceDevice,
+    names: &[String],
+    moment: &str,
+    at: Option<usize>,
+) -> TraceCulprits {
+    let s = d.sample_at(at);
+    TraceCulprits {
+        device: d.label.clone(),
+        moment: moment.to_string(),
+        at,
+        time_us: s.time_us,
+        allocated: s.allocated,
+        reserved: s.reserved,
+        external_free: s.external_free,
+        live_by_op: d.live_by_op(names, at),
+        stranded: NO_STRANDED,
+    }
+}
+
+/// `fragscope culprits` on a trace: live bytes by operator at the moment,
+/// in the snapshot output's units, and why stranded bytes are missing.
+pub fn trace_culprits_text(c: &TraceCulprits, first_time_us: Option<i64>, top: usize) -> String {
+    let at = match c.at {
+        Some(i) => format!(
+            "after event {i}, {}",
+            super::timeline::fmt_time(c.time_us, first_time_us)
+        ),
+        None => "before the first event".into(),
+    };
+    let mut out = format!("{} at {} ({at})\n", c.device, c.moment);
+    out.push_str(&format!(
+        "Live: {} allocated, {} reserved, {} free external (reserved − allocated).\n",
+        fmt_bytes(c.allocated),
+        opt_bytes(c.reserved),
+        opt_bytes(c.external_free)
+    ));
+    out.push_str(&format!("{}.\n", upper(NO_STRANDED)));
+    match &c.live_by_op {
+        None => out.push_str(
+            "Live bytes by operator: not measurable for this trace: its memory events carry no address (2021 schema), so allocations cannot be paired with their frees.\n",
+        ),
+        Some(v) if v.is_empty() => out.push_str("No live allocation at this moment.\n"),
+        Some(v) => {
+            out.push_str("Live bytes by operator (the call site of a trace):\n");
+            let mut t = new_table(&["rank", "operator", "live", "share", "allocations"]);
+            for (i, s) in v.iter().take(top).enumerate() {
+                t.add_row(vec![
+                    (i + 1).to_string(),
+                    s.op.clone(),
+                    fmt_bytes(s.bytes),
+                    if c.allocated > 0 {
+                        fmt_pct(s.bytes as f64 / c.allocated as f64)
+                    } else {
+                        String::new()
+                    },
+                    if s.events == 0 {
+                        "-".into()
+                    } else {
+                        s.events.to_string()
+                    },
+                ]);
+            }
+            align_numbers(&mut t, 2);
+            out.push_str(&format!("{t}\n"));
+            if v.len() > top {
+                out.push_str(&format!("  … and {} more (raise --top)\n", v.len() - top));
+            }
+        }
+    }
+    out
+}
+
+fn upper(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}
+
+pub fn trace_culprits_json(file: &str, all: &[TraceCulprits]) -> String {
+    let v = json!({
+        "schema": "fragscope.trace-culprits/1",
+        "file": file,
+        "kind": "profiler_trace",
+        "devices": all,
+    });
+    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+}

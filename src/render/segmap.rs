@@ -18,8 +18,9 @@ pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: us
         s.blocks
             .iter()
             .filter(|b| b.state == BlockState::ActiveAllocated)
-            .map(|b| b.requested_or_size().min(b.size))
-            .sum()
+            .fold(0u64, |a, b| {
+                a.saturating_add(b.requested_or_size().min(b.size))
+            })
     };
     v.sort_by_key(|s| (s.total_size, live(s), s.address));
     let big: Vec<&Segment> = v.into_iter().filter(|s| s.total_size >= PAGE).collect();
@@ -35,7 +36,7 @@ pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: us
     }
     for s in big.iter().skip(skip) {
         let per_cell = s.total_size.div_ceil(PAGE).div_ceil(MAX_CELLS).max(1);
-        let cell = PAGE * per_cell;
+        let cell = PAGE.saturating_mul(per_cell);
         let pages = s.total_size.div_ceil(cell) as usize;
         let mut cells = vec![' '; pages];
         let mut frac = vec![0f64; pages];
@@ -45,14 +46,14 @@ pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: us
         let mut i = 0usize;
         for b in &s.blocks {
             if b.state != BlockState::ActiveAllocated {
-                external += b.size;
+                external = external.saturating_add(b.size);
                 continue;
             }
             let req = b.requested_or_size().min(b.size);
-            allocated += req;
-            internal += b.size - req;
+            allocated = allocated.saturating_add(req);
+            internal = internal.saturating_add(b.size - req);
             let start = b.address.saturating_sub(s.address);
-            let end = start + req;
+            let end = start.saturating_add(req);
             if req == 0 {
                 continue;
             }
@@ -61,8 +62,8 @@ pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: us
             let letter = (b'a' + (i % 26) as u8) as char;
             i += 1;
             for j in first..=last.min(pages - 1) {
-                let lo = start.max(j as u64 * cell);
-                let hi = end.min((j as u64 + 1) * cell);
+                let lo = start.max((j as u64).saturating_mul(cell));
+                let hi = end.min((j as u64 + 1).saturating_mul(cell));
                 frac[j] += (hi - lo) as f64 / cell as f64;
                 cells[j] = if cells[j] == ' ' {
                     letter
@@ -81,7 +82,7 @@ pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: us
         if per_cell > 1 {
             stream.push_str(&format!(" (1 cell = {})", fmt_bytes(cell)));
         }
-        let free = external + internal;
+        let free = external.saturating_add(internal);
         let internal_pct = if free > 0 {
             internal as f64 * 100.0 / free as f64
         } else {

@@ -32,11 +32,14 @@ pub fn render(file: &str, r: &SimReport) -> String {
     let f = &r.fidelity;
     let start = if r.start_exact {
         "exact (the trace accounts for every block and segment it releases)".to_string()
-    } else {
+    } else if r.frees_of_older_blocks > 0 {
         format!(
-            "approximate: {} free(s) of blocks older than the trace are missing from it",
+            "rebuilt by the replay: {} block(s) older than the trace put back with sizes inferred from their requests",
             r.frees_of_older_blocks
         )
+    } else {
+        "rebuilt by the replay, which met events it could not apply as recorded (see the notes)"
+            .to_string()
     };
     let capacity = match (r.capacity, r.capacity_source) {
         (Some(c), CapacitySource::Given) => format!("{} (--capacity)", fmt_bytes(c)),
@@ -169,7 +172,7 @@ pub fn render(file: &str, r: &SimReport) -> String {
     for n in &r.notes {
         let _ = writeln!(out, "note: {n}");
     }
-    if !r.start_exact || f.segment_events_matched.is_some_and(|m| m < 0.95) {
+    if f.segment_events_matched.is_some_and(|m| m < 0.95) || f.max_reserved_error_share > 0.02 {
         let _ = writeln!(
             out,
             "note: the model reproduces this recording only in part (see fidelity); treat the comparison between configurations as indicative"
@@ -251,6 +254,67 @@ pub fn answer(r: &SimReport) -> Option<String> {
     Some(a)
 }
 
+/// The configuration the one-line answer is about.
+pub const EXPANDABLE: &str = "expandable_segments:True";
+
+/// One sentence: would `expandable_segments:True` have avoided the
+/// recorded OOM, in the model (or what it does to the peak without one).
+/// `None` when the run did not try it.
+pub fn expandable_answer(r: &SimReport) -> Option<String> {
+    let recorded = r.results.first()?;
+    if r.recorded_config.contains(EXPANDABLE) {
+        return Some(if r.recorded_ooms.is_empty() {
+            "The recording already ran with expandable_segments:True.".to_string()
+        } else {
+            "expandable_segments was already on when the OOM was recorded: turning it on cannot have avoided it.".to_string()
+        });
+    }
+    let es = r.results[1..].iter().find(|s| s.config == EXPANDABLE)?;
+    Some(if r.recorded_ooms.is_empty() {
+        format!(
+            "No OOM was recorded; in the model, expandable_segments:True peaks at {} reserved, against {} under the recorded settings.",
+            fmt_bytes(es.peak_reserved),
+            fmt_bytes(recorded.peak_reserved)
+        )
+    } else if es.recorded_ooms_avoided < es.recorded_ooms {
+        "In the model, expandable_segments:True would not have avoided the OOM.".to_string()
+    } else if let Some(e) = es.first_oom_event {
+        format!(
+            "In the model, expandable_segments:True would have avoided the recorded OOM, but another allocation fails at event {e}."
+        )
+    } else {
+        format!(
+            "In the model, expandable_segments:True would have avoided the OOM (peak reserved {}).",
+            fmt_bytes(es.peak_reserved)
+        )
+    })
+}
+
+/// The model's fidelity in one sentence, for every place a what-if figure
+/// is shown.
+pub fn fidelity_line(r: &SimReport) -> String {
+    let f = &r.fidelity;
+    let seg = match f.segment_events_matched {
+        Some(m) => format!(
+            "{} of {} recorded segment events reproduced in order ({})",
+            f.matched_segment_events,
+            f.recorded_segment_events,
+            fmt_pct(m)
+        ),
+        None => "no segment events recorded or simulated".to_string(),
+    };
+    format!(
+        "Model fidelity under the recorded settings: {seg}; reserved bytes off by at most {} of the recorded peak (mean {}){}.",
+        fmt_pct(f.max_reserved_error_share),
+        fmt_pct(f.mean_reserved_error_share),
+        if r.start_exact {
+            ""
+        } else {
+            "; the start state is approximate (the trace begins mid-run)"
+        }
+    )
+}
+
 const COLORS: &[&str] = &[
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
     "#bcbd22", "#17becf",
@@ -260,8 +324,17 @@ const COLORS: &[&str] = &[
 /// recording and each configuration, with the capacity and the
 /// perfect-packing floor as horizontal lines.
 pub fn chart_svg(title: &str, r: &SimReport) -> String {
-    let (w, h) = (960.0f64, 460.0f64);
-    let (ml, mr, mt, mb) = (80.0, 260.0, 40.0, 40.0);
+    // The legend column grows with its longest label (6.5 px a
+    // character at 12 px, generously), so a long configuration is not cut.
+    let longest = r
+        .series
+        .iter()
+        .map(|s| s.label.chars().count() + "model, recorded settings ()".len())
+        .chain(std::iter::once("floor (peak requested)".len()))
+        .max()
+        .unwrap_or(0) as f64;
+    let (ml, mr, mt, mb) = (80.0, (46.0 + 6.5 * longest).max(260.0), 40.0, 40.0);
+    let (w, h) = (700.0 + mr, 460.0f64);
     let pw = w - ml - mr;
     let ph = h - mt - mb;
     let xmax = r.events.max(1) as f64;

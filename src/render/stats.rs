@@ -1,22 +1,25 @@
 //! Text rendering of `fragscope stats`.
 
-use super::table::{align_numbers, new_table};
+use super::table::{align_numbers, fragmentation_tone, new_table, toned};
 use crate::stats::{FileStats, StateStats};
 use crate::units::{fmt_bytes, fmt_pct};
 use comfy_table::Cell;
 
-pub fn stat_cells(s: &StateStats) -> Vec<String> {
+pub fn stat_cells(s: &StateStats) -> Vec<Cell> {
     vec![
-        s.segments.to_string(),
-        s.blocks.to_string(),
-        fmt_bytes(s.reserved_bytes),
-        fmt_bytes(s.allocated_bytes),
-        fmt_bytes(s.internal_free_bytes),
-        fmt_bytes(s.external_free_bytes),
-        fmt_bytes(s.pending_free_bytes),
-        fmt_bytes(s.largest_free_block_bytes),
-        s.free_blocks.to_string(),
-        fmt_pct(s.fragmentation),
+        Cell::new(s.segments),
+        Cell::new(s.blocks),
+        Cell::new(fmt_bytes(s.reserved_bytes)),
+        Cell::new(fmt_bytes(s.allocated_bytes)),
+        Cell::new(fmt_bytes(s.internal_free_bytes)),
+        Cell::new(fmt_bytes(s.external_free_bytes)),
+        Cell::new(fmt_bytes(s.pending_free_bytes)),
+        Cell::new(fmt_bytes(s.largest_free_block_bytes)),
+        Cell::new(s.free_blocks),
+        toned(
+            fmt_pct(s.fragmentation),
+            fragmentation_tone(s.fragmentation),
+        ),
     ]
 }
 
@@ -40,12 +43,12 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
     h.extend(STAT_HEADER);
     let mut t = new_table(&h);
     for d in &fs.devices {
-        let mut row = vec![d.device.to_string()];
+        let mut row = vec![Cell::new(d.device)];
         row.extend(stat_cells(&d.stats));
         t.add_row(row);
     }
     if fs.devices.len() > 1 {
-        let mut row = vec!["all".to_string()];
+        let mut row = vec![Cell::new("all")];
         row.extend(stat_cells(&fs.totals));
         t.add_row(row);
     }
@@ -62,14 +65,14 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
         for d in &fs.devices {
             for p in &d.pools {
                 let mut row = vec![
-                    d.device.to_string(),
-                    format!("({}, {})", p.pool_id.0, p.pool_id.1),
-                    if p.stream == 0 {
+                    Cell::new(d.device),
+                    Cell::new(format!("({}, {})", p.pool_id.0, p.pool_id.1)),
+                    Cell::new(if p.stream == 0 {
                         "default".into()
                     } else {
                         format!("{:#x}", p.stream)
-                    },
-                    p.segment_type.to_string(),
+                    }),
+                    Cell::new(p.segment_type),
                 ];
                 row.extend(stat_cells(&p.stats));
                 t.add_row(row);
@@ -95,7 +98,8 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
                 .collect::<Vec<_>>()
                 .join(", ");
             let span = match (c.first_time_us, c.last_time_us) {
-                (Some(a), Some(b)) => format!("{:.3} s", (b - a) as f64 / 1e6),
+                // In f64: a hostile file's times may be i64::MIN and i64::MAX.
+                (Some(a), Some(b)) => format!("{:.3} s", (b as f64 - a as f64) / 1e6),
                 _ => "no time_us".into(),
             };
             let cov = if c.events == 0 {

@@ -1,13 +1,100 @@
 //! One table style for every command (comfy-table), fixed width when not on
 //! a terminal so output is deterministic in tests and pipes.
+//!
+//! Color is decided once by the command line (`--color`, NO_COLOR, whether
+//! stdout is a terminal) and recorded here with [`set_color`]; tables never
+//! look at the terminal themselves, so the same arguments give the same bytes
+//! whether or not stdout is a terminal. Without color no escape sequence is
+//! ever written.
 
-use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
+use comfy_table::{Attribute, Cell, CellAlignment, Color, ContentArrangement, Table, presets};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+// Process-wide like `units::set_exact_bytes`: the flag is a property of the
+// invocation, and threading it through every renderer's signature would make
+// each of them take an argument most never need.
+static COLOR: AtomicBool = AtomicBool::new(false);
+
+/// Whether tables (and [`paint`]) emit ANSI colors. Set by the command line.
+pub fn set_color(on: bool) {
+    COLOR.store(on, Ordering::Relaxed);
+}
+
+pub fn color() -> bool {
+    COLOR.load(Ordering::Relaxed)
+}
+
+/// How a figure reads, for coloring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Good,
+    Warn,
+    Bad,
+    /// Not applicable / not measured.
+    Muted,
+}
+
+impl Tone {
+    fn color(self) -> Color {
+        match self {
+            Tone::Good => Color::Green,
+            Tone::Warn => Color::Yellow,
+            Tone::Bad => Color::Red,
+            Tone::Muted => Color::DarkGrey,
+        }
+    }
+    fn sgr(self) -> &'static str {
+        match self {
+            Tone::Good => "32",
+            Tone::Warn => "33",
+            Tone::Bad => "31",
+            Tone::Muted => "90",
+        }
+    }
+}
+
+/// Fragmentation below a quarter reads as healthy, from a half on as bad:
+/// at 50 % the largest free block holds less than half of the free bytes.
+pub fn fragmentation_tone(f: f64) -> Tone {
+    if f >= 0.5 {
+        Tone::Bad
+    } else if f >= 0.25 {
+        Tone::Warn
+    } else {
+        Tone::Good
+    }
+}
+
+/// A cell colored by `tone` when color is on (plain otherwise).
+pub fn toned(text: impl std::fmt::Display, tone: Tone) -> Cell {
+    Cell::new(text).fg(tone.color())
+}
+
+/// `text` wrapped in an ANSI color for text outside tables; unchanged when
+/// color is off.
+pub fn paint(text: &str, tone: Tone) -> String {
+    if color() {
+        format!("\x1b[{}m{text}\x1b[0m", tone.sgr())
+    } else {
+        text.to_string()
+    }
+}
 
 pub fn new_table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_style(presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(header.iter().map(Cell::new));
+        .force_no_tty()
+        .set_header(
+            header
+                .iter()
+                .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
+        );
+    if color() {
+        t.enforce_styling();
+        // Colors on the text only, so padding stays plain.
+        t.style_text_only();
+    }
     t
 }
 
@@ -28,4 +115,29 @@ pub fn kv_table(rows: &[(String, String)]) -> Table {
         t.add_row(vec![Cell::new(k), Cell::new(v)]);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Color is process-wide, so these tests only render with it off (the
+    // default) and leave the colored path to tests/ergonomics.rs, which runs
+    // the binary.
+    #[test]
+    fn plain_tables_carry_no_escapes() {
+        let mut t = new_table(&["metric", "value"]);
+        t.add_row(vec![Cell::new("fragmentation"), toned("62.0%", Tone::Bad)]);
+        let s = t.to_string();
+        assert!(s.contains("62.0%"));
+        assert!(!s.contains('\x1b'), "{s:?}");
+        assert_eq!(paint("FAIL", Tone::Bad), "FAIL");
+    }
+
+    #[test]
+    fn fragmentation_tones() {
+        assert_eq!(fragmentation_tone(0.0), Tone::Good);
+        assert_eq!(fragmentation_tone(0.3), Tone::Warn);
+        assert_eq!(fragmentation_tone(0.5), Tone::Bad);
+    }
 }

@@ -58,6 +58,9 @@ pub fn device_text(r: &DeviceReplay, moments: &[KeyMoment]) -> String {
             "the replay does NOT reproduce the recorded final state"
         }
     );
+    if rep.events == 0 {
+        out.push_str("no trace events: the figures are those of the recorded state\n");
+    }
     let t0 = first_time(&r.samples);
     let mut t = new_table(&[
         "moment",

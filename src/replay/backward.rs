@@ -20,7 +20,7 @@ use super::policy::{LARGE_BUFFER, SMALL_SIZE};
 use super::state::{Layout, Live, Problem};
 use super::{AnomalyKind, Origin};
 use crate::model::*;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 /// Unsplit large blocks keep at most this much beyond their rounded size
 /// (oversize blocks: `max_non_split_rounding`, 20 MiB by default).
@@ -72,25 +72,6 @@ pub(crate) fn start_state(
     trace: &[TraceEvent],
     problems: &mut BTreeMap<usize, Problem>,
 ) -> Layout {
-    // A free_completed whose block was last seen in an alloc (no
-    // free_requested between them) comes back allocated, not pending.
-    let mut last: HashMap<u64, bool> = HashMap::new();
-    let mut freed_from_allocated: HashSet<usize> = HashSet::new();
-    for (i, e) in trace.iter().enumerate() {
-        match e.action {
-            Action::Alloc => {
-                last.insert(e.addr, true);
-            }
-            Action::FreeRequested => {
-                last.insert(e.addr, false);
-            }
-            Action::FreeCompleted if last.remove(&e.addr) == Some(true) => {
-                freed_from_allocated.insert(i);
-            }
-            _ => {}
-        }
-    }
-
     for (i, e) in trace.iter().enumerate().rev() {
         let x = e.addr;
         let r = match e.action {
@@ -123,7 +104,7 @@ pub(crate) fn start_state(
                     )),
                 }
             }
-            Action::FreeCompleted => unfree(&mut l, ctx, e, !freed_from_allocated.contains(&i)),
+            Action::FreeCompleted => unfree(&mut l, ctx, e),
             Action::SegmentAlloc => drop_segment(&mut l, e, "segment_alloc (undone)"),
             Action::SegmentFree => add_segment(&mut l, ctx, e),
             Action::SegmentMap => l.unmap_range(x, e.size),
@@ -138,8 +119,11 @@ pub(crate) fn start_state(
     l
 }
 
-/// Brings back the block a `free_completed` released.
-fn unfree(l: &mut Layout, ctx: &Ctx, e: &TraceEvent, pending: bool) -> Result<(), Problem> {
+/// Brings back the block a `free_completed` released, pending: if its
+/// `free_requested` is in the trace, undoing it makes the block allocated;
+/// if its `alloc` is, undoing that removes it, so only blocks freed before
+/// the trace began keep the state, which is then the right one.
+fn unfree(l: &mut Layout, ctx: &Ctx, e: &TraceEvent) -> Result<(), Problem> {
     let x = e.addr;
     let Some(sa) = l.seg_containing(x) else {
         return Err(Problem::new(
@@ -180,8 +164,10 @@ fn unfree(l: &mut Layout, ctx: &Ctx, e: &TraceEvent, pending: bool) -> Result<()
         Live {
             size,
             requested: e.size,
-            pending,
-            frames: e.frames,
+            pending: true,
+            // The free's stack says where the block was freed, not where it
+            // was allocated; culprits would name the wrong call site.
+            frames: StackId::EMPTY,
             origin: Origin::OlderThanTrace,
             inferred: true,
         },

@@ -149,7 +149,7 @@ pub(crate) fn step(l: &mut Layout, ctx: &Ctx, i: usize, e: &TraceEvent) -> Resul
         }
         Action::SegmentUnmap => l.unmap_range(x, e.size),
         Action::Snapshot => {
-            let active = l.active + l.pending;
+            let active = l.active_and_pending();
             if e.size != active {
                 anomaly(
                     AnomalyKind::Other,

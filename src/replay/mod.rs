@@ -1,7 +1,7 @@
 //! Replay stage: a snapshot's trace → the allocator state at every event.
 //!
-//! CONTRACT (the implementation lands separately; these types and signatures
-//! are what every later stage codes against and must stay stable):
+//! CONTRACT (these types and signatures are what every later stage codes
+//! against and must stay stable):
 //!
 //! * `replay_device` reconstructs the state before the first trace event by
 //!   undoing events backwards from the final `segments`, then replays forward,
@@ -10,6 +10,11 @@
 //!   `samples` holds exactly one sample (the final state).
 //! * `state_at` returns the block-level layout after an event (`None` = start).
 //! * Anomalies never abort; they are counted in [`ReplayReport`].
+//!
+//! Inside: `backward` rebuilds the start, `forward` applies one event,
+//! `state` holds the layout with its O(log n) free-block index, `policy` the
+//! allocator's rounding and split rules. The stage reads the model only; it
+//! neither decodes input nor formats output.
 
 mod backward;
 pub mod downsample;
@@ -221,7 +226,8 @@ impl<'a> Run<'a> {
         let ctx = forward::Ctx::new(snap, device, trace);
         let end = Layout::from_segments(snap.segments_of(device));
         let mut problems = BTreeMap::new();
-        let start = backward::start_state(&ctx, end, trace, &mut problems);
+        let mut start = backward::start_state(&ctx, end, trace, &mut problems);
+        start.set_indexed(true);
         Run {
             ctx,
             trace,
@@ -285,7 +291,7 @@ pub fn state_at(snap: &Snapshot, device: i64, at: Option<usize>) -> MomentState 
     }
     MomentState {
         device,
-        at: at.map(|a| a.min(run.trace.len().saturating_sub(1))),
+        at: at.and_then(|a| run.trace.len().checked_sub(1).map(|last| a.min(last))),
         time_us: ev.and_then(|e| e.time_us),
         segments: l.to_segments(device),
         origins,
@@ -520,8 +526,17 @@ impl DeviceReplay {
         self.samples.last().expect("at least one sample")
     }
     /// Start, peaks, worst fragmentation, smallest largest gap under
-    /// pressure, every OOM and the end, in that order.
+    /// pressure, every OOM and the end, in that order (only the end when the
+    /// trace is empty).
     pub fn key_moments(&self, snap: &Snapshot) -> Vec<KeyMoment> {
+        if self.samples.len() == 1 {
+            // No events: every moment is the recorded state.
+            return vec![KeyMoment {
+                label: "end".into(),
+                at: None,
+                sample: self.samples[0],
+            }];
+        }
         let mut out = Vec::new();
         let mut push = |label: String, m: Moment| {
             if let Ok(at) = self.resolve(snap, m) {

@@ -1,30 +1,22 @@
-//! The caching allocator's size rules, as far as the replay needs them to
-//! rebuild block layouts from a trace (whose sizes are requested, not
-//! rounded): `round_size`, `should_split` and the segment size of a new
-//! cudaMalloc. Written from §4.2 of the snapshot-format notes; kept in this
-//! one place, with the allocator's names, so it can give way to the
-//! simulator's policy module without touching the replay.
+//! The caching allocator's size rules as the replay applies them to rebuild
+//! block layouts from a trace (whose sizes are requested, not rounded):
+//! `round_size`, `should_split` and the segment size of a new cudaMalloc,
+//! bound to one snapshot's settings.
+//!
+//! Owns only that binding: the rules themselves are [`crate::sim::policy`],
+//! the one source of truth shared with the allocator model, so the replay and
+//! the simulator can never disagree about a block's size.
 
 use crate::model::AllocatorSettings;
+use crate::sim::policy as rules;
 
-/// Minimum size and alignment of every block.
-pub const MIN_BLOCK: u64 = 512;
-/// Requests whose rounded size is at most this go to the small pool.
-pub const SMALL_SIZE: u64 = 1 << 20;
-/// Segment size of the small pool (and its expandable page size).
-pub const SMALL_BUFFER: u64 = 2 << 20;
-/// Requests under this get a `LARGE_BUFFER` segment.
-pub const MIN_LARGE_ALLOC: u64 = 10 << 20;
-/// Default large segment size (and large expandable page size).
-pub const LARGE_BUFFER: u64 = 20 << 20;
-/// Large segments are rounded up to multiples of this.
-pub const ROUND_LARGE: u64 = 2 << 20;
+pub use rules::{LARGE_BUFFER, SMALL_BUFFER, SMALL_SIZE};
 
 /// The settings that change rounding and splitting.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Policy {
     /// Divisions per power-of-two MiB bucket (`roundup_power2_divisions`).
-    pub divisions: [u64; 16],
+    pub divisions: [u64; rules::ROUNDUP_BUCKETS],
     /// `None` = unlimited.
     pub max_split_size: Option<u64>,
     /// Expandable segments on: every pool splits down to 512 bytes.
@@ -36,7 +28,7 @@ impl Policy {
         Policy {
             divisions: s
                 .and_then(|s| s.roundup_power2_divisions())
-                .unwrap_or([0; 16]),
+                .unwrap_or([0; rules::ROUNDUP_BUCKETS]),
             max_split_size: s.and_then(|s| s.max_split_size()),
             expandable: s.and_then(|s| s.expandable_segments()).unwrap_or(false),
         }
@@ -48,49 +40,29 @@ impl Policy {
 
     /// `round_size`: the block size the allocator carves for a request.
     pub fn round_size(&self, size: u64) -> u64 {
-        if size < MIN_BLOCK {
-            return MIN_BLOCK;
-        }
-        let bucket = (63 - size.leading_zeros() as i64 - 20).clamp(0, 15) as usize;
-        let div = self.divisions[bucket];
-        if div > 1 && size > MIN_BLOCK * div {
-            if size.is_power_of_two() {
-                return size;
-            }
-            let floor = 1u64 << (63 - size.leading_zeros());
-            let step = floor >> (63 - div.leading_zeros());
-            if step == 0 {
-                return floor << 1;
-            }
-            return size.div_ceil(step) * step;
-        }
-        size.div_ceil(MIN_BLOCK) * MIN_BLOCK
+        rules::round_size(size, &self.divisions)
     }
 
     /// Which pool a rounded size goes to.
     pub fn is_small(rounded: u64) -> bool {
-        rounded <= SMALL_SIZE
+        rules::is_small(rounded)
     }
 
     /// `should_split`: whether a free block carved for `rounded` bytes keeps
     /// `remaining` bytes as a separate free block.
     pub fn should_split(&self, small_pool: bool, rounded: u64, remaining: u64) -> bool {
-        if small_pool || self.expandable {
-            remaining >= MIN_BLOCK
-        } else {
-            self.max_split_size.is_none_or(|m| rounded < m) && remaining > SMALL_SIZE
-        }
+        rules::should_split(
+            rounded.saturating_add(remaining),
+            rounded,
+            small_pool,
+            self.expandable,
+            self.max_split_size.unwrap_or(u64::MAX),
+        )
     }
 
     /// `get_allocation_size`: the segment a new cudaMalloc would create.
     pub fn allocation_size(rounded: u64) -> u64 {
-        if rounded <= SMALL_SIZE {
-            SMALL_BUFFER
-        } else if rounded < MIN_LARGE_ALLOC {
-            LARGE_BUFFER
-        } else {
-            rounded.div_ceil(ROUND_LARGE) * ROUND_LARGE
-        }
+        rules::allocation_size(rounded)
     }
 }
 

@@ -14,7 +14,7 @@
 use super::policy::SMALL_SIZE;
 use super::{AnomalyKind, Origin, Sample};
 use crate::model::*;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// An anomaly found while applying one event.
 #[derive(Debug, Clone)]
@@ -80,23 +80,99 @@ const CLASS_LARGE: usize = 1;
 /// Private pools (CUDA graphs, MemPool) serve only their own allocations.
 const CLASS_PRIVATE: usize = 2;
 
+/// The running totals and the free-block index, kept apart from the
+/// segments so one can be updated while the other is borrowed.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Index {
+    /// Off while the trace is undone: only the forward replay reports
+    /// figures, so the rebuild of the start skips the bookkeeping.
+    on: bool,
+    /// Free-block sizes per class, each with how many blocks have it.
+    gaps: [BTreeMap<u64, u32>; 3],
+    free_blocks: u64,
+    reserved: u64,
+    /// Requested bytes of allocated blocks.
+    allocated: u64,
+    /// Block bytes of allocated blocks.
+    active: u64,
+    pending: u64,
+    inactive: u64,
+}
+
+impl Index {
+    fn add_gap(&mut self, class: usize, start: u64, end: u64) {
+        if self.on && end > start {
+            *self.gaps[class].entry(end - start).or_insert(0) += 1;
+            self.free_blocks += 1;
+            self.inactive += end - start;
+        }
+    }
+
+    fn remove_gap(&mut self, class: usize, start: u64, end: u64) {
+        if self.on && end > start {
+            let size = end - start;
+            match self.gaps[class].get_mut(&size) {
+                Some(n) if *n > 1 => *n -= 1,
+                Some(_) => {
+                    self.gaps[class].remove(&size);
+                }
+                None => debug_assert!(false, "gap index out of step at {start:#x}"),
+            }
+            self.free_blocks -= 1;
+            self.inactive -= size;
+        }
+    }
+
+    fn count_live(&mut self, b: &Live, add: bool) {
+        if !self.on {
+            return;
+        }
+        let (al, ac, pe) = if b.pending {
+            (0, 0, b.size)
+        } else {
+            (b.allocated_bytes(), b.size, 0)
+        };
+        if add {
+            self.allocated += al;
+            self.active += ac;
+            self.pending += pe;
+        } else {
+            self.allocated -= al;
+            self.active -= ac;
+            self.pending -= pe;
+        }
+    }
+
+    fn class_max(&self, c: usize) -> u64 {
+        self.gaps[c].last_key_value().map_or(0, |(k, _)| *k)
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Layout {
     pub segs: BTreeMap<u64, Seg>,
-    /// Free blocks as (size, address), per class.
-    gaps: [BTreeSet<(u64, u64)>; 3],
-    pub reserved: u64,
-    /// Requested bytes of allocated blocks.
-    pub allocated: u64,
-    /// Block bytes of allocated blocks.
-    pub active: u64,
-    pub pending: u64,
-    pub inactive: u64,
+    idx: Index,
 }
 
 impl Layout {
-    /// Builds the layout of the recorded segments of one device. Inactive
-    /// blocks are not read: they are the runs between live blocks.
+    /// Starts (or stops) keeping the totals and the free-block index; starting
+    /// builds them from the current layout.
+    pub fn set_indexed(&mut self, on: bool) {
+        self.idx = Index {
+            on,
+            ..Index::default()
+        };
+        if on {
+            let addrs: Vec<u64> = self.segs.keys().copied().collect();
+            for a in addrs {
+                self.index_seg(a);
+            }
+        }
+    }
+
+    /// Builds the layout of the recorded segments of one device, without
+    /// the index (see [`Layout::set_indexed`]). Inactive blocks are not
+    /// read: they are the runs between live blocks.
     pub fn from_segments<'a>(segs: impl IntoIterator<Item = &'a Segment>) -> Layout {
         let mut l = Layout::default();
         for s in segs {
@@ -169,47 +245,21 @@ impl Layout {
         Ok((g0, g1))
     }
 
-    fn add_gap(&mut self, class: usize, start: u64, end: u64) {
-        if end > start {
-            self.gaps[class].insert((end - start, start));
-            self.inactive += end - start;
-        }
-    }
-
-    fn remove_gap(&mut self, class: usize, start: u64, end: u64) {
-        if end > start {
-            let was = self.gaps[class].remove(&(end - start, start));
-            debug_assert!(was, "gap index out of step at {start:#x}");
-            self.inactive -= end - start;
-        }
-    }
-
-    fn count_live(&mut self, b: &Live, sign: bool) {
-        let (al, ac, pe) = if b.pending {
-            (0, 0, b.size)
-        } else {
-            (b.allocated_bytes(), b.size, 0)
-        };
-        if sign {
-            self.allocated += al;
-            self.active += ac;
-            self.pending += pe;
-        } else {
-            self.allocated -= al;
-            self.active -= ac;
-            self.pending -= pe;
-        }
+    /// Block bytes of live blocks, pending ones included.
+    pub fn active_and_pending(&self) -> u64 {
+        self.idx.active + self.idx.pending
     }
 
     /// Puts a live block into the free block `[g0, g1)` that holds it.
     pub fn insert_live(&mut self, sa: u64, x: u64, b: Live, g0: u64, g1: u64) {
-        let class = self.segs[&sa].class();
+        let seg = self.segs.get_mut(&sa).expect("segment");
+        let class = seg.class();
         debug_assert!(g0 <= x && x + b.size <= g1);
-        self.remove_gap(class, g0, g1);
-        self.add_gap(class, g0, x);
-        self.add_gap(class, x + b.size, g1);
-        self.count_live(&b, true);
-        self.segs.get_mut(&sa).expect("segment").blocks.insert(x, b);
+        self.idx.remove_gap(class, g0, g1);
+        self.idx.add_gap(class, g0, x);
+        self.idx.add_gap(class, x + b.size, g1);
+        self.idx.count_live(&b, true);
+        seg.blocks.insert(x, b);
     }
 
     /// Removes the live block at `x`; its bytes merge with free neighbours.
@@ -229,51 +279,44 @@ impl Layout {
             .next()
             .map(|(a, _)| *a)
             .unwrap_or(sa + seg.size);
-        self.remove_gap(class, g0, x);
-        self.remove_gap(class, x + b.size, g1);
-        self.add_gap(class, g0, g1);
-        self.count_live(&b, false);
+        self.idx.remove_gap(class, g0, x);
+        self.idx.remove_gap(class, x + b.size, g1);
+        self.idx.add_gap(class, g0, g1);
+        self.idx.count_live(&b, false);
         Some(b)
     }
 
     pub fn set_pending(&mut self, sa: u64, x: u64, pending: bool) {
-        let b = self.segs[&sa].blocks[&x].clone();
-        self.count_live(&b, false);
-        let nb = Live { pending, ..b };
-        self.count_live(&nb, true);
-        self.segs
+        let b = self
+            .segs
             .get_mut(&sa)
-            .expect("segment")
-            .blocks
-            .insert(x, nb);
+            .and_then(|s| s.blocks.get_mut(&x))
+            .expect("live block");
+        self.idx.count_live(b, false);
+        b.pending = pending;
+        self.idx.count_live(b, true);
     }
 
     /// Grows the live block at `x` to `new_size` into the free block after it.
     pub fn widen_live(&mut self, sa: u64, x: u64, new_size: u64) {
-        let seg = &self.segs[&sa];
+        let seg = self.segs.get_mut(&sa).expect("segment");
         let class = seg.class();
-        let b = seg.blocks[&x].clone();
-        let end = x + b.size;
+        let g1_default = sa + seg.size;
+        let old = seg.blocks[&x].size;
+        let end = x + old;
         let g1 = seg
             .blocks
             .range(end..)
             .next()
             .map(|(a, _)| *a)
-            .unwrap_or(sa + seg.size);
-        debug_assert!(x + new_size <= g1 && new_size >= b.size);
-        self.remove_gap(class, end, g1);
-        self.add_gap(class, x + new_size, g1);
-        self.count_live(&b, false);
-        let nb = Live {
-            size: new_size,
-            ..b
-        };
-        self.count_live(&nb, true);
-        self.segs
-            .get_mut(&sa)
-            .expect("segment")
-            .blocks
-            .insert(x, nb);
+            .unwrap_or(g1_default);
+        debug_assert!(x + new_size <= g1 && new_size >= old);
+        self.idx.remove_gap(class, end, g1);
+        self.idx.add_gap(class, x + new_size, g1);
+        let b = seg.blocks.get_mut(&x).expect("live block");
+        self.idx.count_live(b, false);
+        b.size = new_size;
+        self.idx.count_live(b, true);
     }
 
     /// The live block that ends exactly at `g0`, when it may be widened.
@@ -284,31 +327,35 @@ impl Layout {
     }
 
     fn index_seg(&mut self, sa: u64) {
-        let seg = self.segs.remove(&sa).expect("segment");
+        let seg = &self.segs[&sa];
         let class = seg.class();
-        self.reserved += seg.size;
+        if !self.idx.on {
+            return;
+        }
+        self.idx.reserved += seg.size;
         let mut cur = sa;
         for (a, b) in &seg.blocks {
-            self.add_gap(class, cur, *a);
-            self.count_live(b, true);
+            self.idx.add_gap(class, cur, *a);
+            self.idx.count_live(b, true);
             cur = a + b.size;
         }
-        self.add_gap(class, cur, sa + seg.size);
-        self.segs.insert(sa, seg);
+        self.idx.add_gap(class, cur, sa + seg.size);
     }
 
     fn unindex_seg(&mut self, sa: u64) {
-        let seg = self.segs.remove(&sa).expect("segment");
+        let seg = &self.segs[&sa];
         let class = seg.class();
-        self.reserved -= seg.size;
+        if !self.idx.on {
+            return;
+        }
+        self.idx.reserved -= seg.size;
         let mut cur = sa;
         for (a, b) in &seg.blocks {
-            self.remove_gap(class, cur, *a);
-            self.count_live(b, false);
+            self.idx.remove_gap(class, cur, *a);
+            self.idx.count_live(b, false);
             cur = a + b.size;
         }
-        self.remove_gap(class, cur, sa + seg.size);
-        self.segs.insert(sa, seg);
+        self.idx.remove_gap(class, cur, sa + seg.size);
     }
 
     pub fn insert_seg(&mut self, sa: u64, seg: Seg) {
@@ -442,26 +489,23 @@ impl Layout {
         Ok(())
     }
 
-    fn class_max(&self, c: usize) -> u64 {
-        self.gaps[c].last().map(|g| g.0).unwrap_or(0)
-    }
-
     pub fn sample(&self, event: Option<u32>, time_us: Option<i64>) -> Sample {
-        let largest = (0..3).map(|c| self.class_max(c)).max().unwrap_or(0);
+        let x = &self.idx;
+        let largest = (0..3).map(|c| x.class_max(c)).max().unwrap_or(0);
         Sample {
             event,
             time_us,
-            allocated: self.allocated,
-            active: self.active,
-            reserved: self.reserved,
-            internal_free: self.active - self.allocated,
-            external_free: self.inactive + self.pending,
-            pending_free: self.pending,
+            allocated: x.allocated,
+            active: x.active,
+            reserved: x.reserved,
+            internal_free: x.active - x.allocated,
+            external_free: x.inactive + x.pending,
+            pending_free: x.pending,
             largest_free_gap: largest,
-            free_gaps: self.gaps.iter().map(|g| g.len() as u64).sum(),
-            fragmentation: crate::stats::fragmentation(largest, self.inactive),
-            largest_small_request: self.class_max(CLASS_SMALL).min(SMALL_SIZE),
-            largest_large_request: self.class_max(CLASS_LARGE),
+            free_gaps: x.free_blocks,
+            fragmentation: crate::stats::fragmentation(largest, x.inactive),
+            largest_small_request: x.class_max(CLASS_SMALL).min(SMALL_SIZE),
+            largest_large_request: x.class_max(CLASS_LARGE),
         }
     }
 
@@ -523,19 +567,38 @@ impl Layout {
             .collect()
     }
 
-    /// The free block a best-fit search would pick (lowest address among
-    /// equals), ignoring streams.
+    /// The free block a best-fit search would pick (smallest adequate,
+    /// lowest address among equals), ignoring streams.
     #[cfg(test)]
     pub fn best_fit(&self, small: bool, size: u64) -> Option<u64> {
-        let c = if small { CLASS_SMALL } else { CLASS_LARGE };
-        self.gaps[c].range((size, 0)..).next().map(|g| g.1)
+        let want = if small { CLASS_SMALL } else { CLASS_LARGE };
+        let mut best: Option<(u64, u64)> = None;
+        for (sa, s) in self.segs.iter().filter(|(_, s)| s.class() == want) {
+            let mut cur = *sa;
+            let ends = s
+                .blocks
+                .iter()
+                .map(|(a, b)| (*a, a + b.size))
+                .chain(std::iter::once((sa + s.size, sa + s.size)));
+            for (a, next) in ends {
+                if a > cur && a - cur >= size && best.is_none_or(|b| (a - cur, cur) < b) {
+                    best = Some((a - cur, cur));
+                }
+                cur = next;
+            }
+        }
+        best.map(|b| b.1)
     }
 
     /// Checks the index against a rescan.
     #[cfg(test)]
     pub fn check(&self) -> Result<(), String> {
-        let mut fresh = Layout::default();
+        let mut prev_end = 0;
         for (a, s) in &self.segs {
+            if *a < prev_end {
+                return Err(format!("segment {a:#x} overlaps the one before it"));
+            }
+            prev_end = a + s.size;
             let mut cur = *a;
             for (x, b) in &s.blocks {
                 if *x < cur {
@@ -546,25 +609,17 @@ impl Layout {
             if cur > a + s.size {
                 return Err(format!("a block runs past the end of segment {a:#x}"));
             }
-            fresh.insert_seg(*a, s.clone());
         }
-        let mut prev_end = 0;
-        for (a, s) in &self.segs {
-            if *a < prev_end {
-                return Err(format!("segment {a:#x} overlaps the one before it"));
-            }
-            prev_end = a + s.size;
-        }
-        if fresh.gaps != self.gaps
-            || fresh.reserved != self.reserved
-            || fresh.allocated != self.allocated
-            || fresh.active != self.active
-            || fresh.pending != self.pending
-            || fresh.inactive != self.inactive
-        {
+        let mut fresh = Layout {
+            segs: self.segs.clone(),
+            idx: Index::default(),
+        };
+        fresh.set_indexed(self.idx.on);
+        if fresh.idx != self.idx {
             return Err("running totals or the free-block index differ from a rescan".into());
         }
-        if self.active + self.pending + self.inactive != self.reserved {
+        let x = &self.idx;
+        if x.active + x.pending + x.inactive != x.reserved {
             return Err("live + pending + free bytes differ from reserved".into());
         }
         Ok(())

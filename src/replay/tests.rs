@@ -591,6 +591,8 @@ fn end_sample_agrees_with_the_stats_of_the_final_state() {
         (st.largest_free_block_bytes, st.free_blocks)
     );
     assert_eq!(e.fragmentation, st.fragmentation);
+    let k = r.key_moments(&s);
+    assert_eq!((k.len(), k[0].label.as_str(), k[0].at), (1, "end", None));
 }
 
 mod prop {
@@ -624,6 +626,7 @@ mod prop {
         let mut ctx = Ctx::new(&s, 0, &[]);
         ctx.policy.expandable = expandable;
         let mut l = Layout::default();
+        l.set_indexed(true);
         let mut trace = Vec::new();
         let mut states = vec![l.clone()];
         let mut next_addr = B;

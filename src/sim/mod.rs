@@ -10,8 +10,9 @@
 //! `render::simulate` present what [`simulate_device`] returns.
 //!
 //! It is a model: new segments get the model's own addresses, and the
-//! start state of a trace that begins mid-run lacks the blocks only the
-//! replay stage can rebuild (see [`trace::start_state`]).
+//! start state is the replay stage's reconstruction (see
+//! [`trace::start_state`]), whose blocks older than the trace have inferred
+//! sizes.
 
 pub mod allocator;
 pub mod config;

@@ -53,10 +53,9 @@ pub struct DeviceInput {
     pub notes: Vec<String>,
 }
 
-/// Reads one device of a snapshot for simulation. `capacity` overrides the
-/// capacity implied by recorded OOMs.
-pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInput {
-    let events = snap.trace_of(device);
+/// The settings the file recorded as a configuration (PyTorch's defaults
+/// when it has none), whether it recorded any, and notes on reading them.
+pub fn recorded_config(snap: &Snapshot) -> (SimConfig, bool, Vec<String>) {
     let mut notes = Vec::new();
     let (recorded_config, settings_recorded) = match &snap.allocator_settings {
         Some(s) => match SimConfig::from_settings(s) {
@@ -84,6 +83,14 @@ pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInp
                 .into(),
         );
     }
+    (recorded_config, settings_recorded, notes)
+}
+
+/// Reads one device of a snapshot for simulation. `capacity` overrides the
+/// capacity implied by recorded OOMs.
+pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInput {
+    let events = snap.trace_of(device);
+    let (recorded_config, settings_recorded, mut notes) = recorded_config(snap);
     let recorded_reserved = trace::recorded_reserved(snap, device);
     let from_oom = trace::capacity_from_ooms(snap, device);
     let (capacity, capacity_source) = match (capacity, from_oom) {
@@ -92,18 +99,32 @@ pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInp
         (None, None) => (None, CapacitySource::Unlimited),
     };
     let start = trace::start_state(snap, device);
-    if !start.exact {
+    if start.frees_of_older_blocks > 0 {
         notes.push(format!(
-            "the trace starts mid-run: {} free(s) of blocks allocated before its first event (first at event {}); the start state lacks those blocks until the replay stage supplies them",
+            "the trace starts mid-run: {} free(s) of blocks allocated before its first event (first at event {}); the replay put those blocks back in the start state with sizes inferred from their requests{}",
             start.frees_of_older_blocks,
-            start.first_older_free.map_or("?".into(), |i| i.to_string())
+            start.first_older_free.map_or("?".into(), |i| i.to_string()),
+            if start.widened_blocks > 0 {
+                format!(
+                    " ({} taking an unsplittable remainder of their segment)",
+                    start.widened_blocks
+                )
+            } else {
+                String::new()
+            }
         ));
     }
-    if start.segment_anomalies > 0 {
+    if start.replay_anomalies > 0 {
         notes.push(format!(
-            "{} segment event(s) did not fit the recorded layout and were skipped when rebuilding the start state",
-            start.segment_anomalies
+            "the replay that rebuilt the start state met {} event(s) it could not apply as recorded ({})",
+            start.replay_anomalies,
+            start.first_replay_anomaly.as_deref().unwrap_or("no example")
         ));
+    }
+    if !start.final_state_reproduced {
+        notes.push(
+            "replaying the trace does not reproduce the recorded final state exactly, so the start state may be off (see `fragscope timeline`)".into(),
+        );
     }
     let requests = trace::requests(events, capacity, &recorded_reserved);
     let seg: Vec<(usize, (Action, u64))> = events

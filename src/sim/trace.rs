@@ -6,49 +6,48 @@
 //! Owns reading the model's `TraceEvent`s for simulation; it neither runs
 //! the allocator model nor formats anything.
 
-use crate::model::{
-    Action, Block, BlockState, Segment, SegmentType, Snapshot, StackId, TraceEvent,
-};
+use crate::model::{Action, Segment, Snapshot, TraceEvent};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
-/// How the start state was obtained.
+/// The start state of one device's trace, and how much of it is known
+/// rather than inferred.
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct StartState {
     /// Segments of the device before the first trace event.
     pub segments: Vec<Segment>,
-    /// True when the trace accounts for every block it frees and every
-    /// segment it releases, so the state is exact.
+    /// True when the trace accounts for every block it frees and the replay
+    /// met no anomaly: nothing in the state had to be inferred.
     pub exact: bool,
     /// Frees of blocks the trace never saw allocated (allocated before the
-    /// ring buffer's first entry); their blocks are missing from the start
-    /// state, which only the replay stage can rebuild.
+    /// ring buffer's first entry). The replay puts those blocks back with
+    /// sizes inferred from their requests.
     pub frees_of_older_blocks: u64,
     /// Index of the first such free.
     pub first_older_free: Option<usize>,
-    /// Segment events that did not fit the layout (counted, skipped).
-    pub segment_anomalies: u64,
+    /// Of the blocks put back, those given more than their rounded size
+    /// (an unsplittable remainder of the large pool).
+    pub widened_blocks: u64,
+    /// Trace events the replay could not apply as recorded (counted,
+    /// worked around).
+    pub replay_anomalies: u64,
+    /// The first of them, in words.
+    pub first_replay_anomaly: Option<String>,
+    /// Replaying forward from this state reproduced the recorded final
+    /// segments and blocks exactly.
+    pub final_state_reproduced: bool,
 }
 
-/// The start state of one device's trace.
-///
-/// Undoes the trace's segment events on the final layout (segments
-/// allocated or mapped in the trace are removed, segments it freed or
-/// unmapped are put back, whole and free) and frees every block the trace
-/// allocated. Blocks older than the trace that the trace frees cannot be put
-/// back this way: the result is then marked inexact.
-///
-/// The replay stage (`crate::replay::state_at(snap, device, None)`)
-/// reconstructs the same state including those blocks; this function is
-/// the single place where the simulator takes its start state from.
+/// The start state of one device's trace: the replay stage's reconstructed
+/// start (`crate::replay::state_at(snap, device, None)`), which undoes the
+/// trace on the final segments and puts back the blocks older than the
+/// trace that the trace frees, with sizes inferred from their requests.
+/// This is the one place the simulator takes its start state from.
 pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
     let trace = snap.trace_of(device);
-    let finals: Vec<&Segment> = snap.segments_of(device).collect();
-
-    // Forward: which final live blocks the trace allocated, and which
-    // completed frees name blocks older than the trace (missing at start).
+    // Completed frees of addresses the trace never allocated: blocks older
+    // than the trace, which only the replay can put back.
     let mut live: HashSet<u64> = HashSet::new();
-    let mut old_requested: HashSet<u64> = HashSet::new();
     let mut older = 0u64;
     let mut first_older = None;
     for (i, e) in trace.iter().enumerate() {
@@ -56,213 +55,29 @@ pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
             Action::Alloc => {
                 live.insert(e.addr);
             }
-            Action::FreeRequested if !live.contains(&e.addr) => {
-                old_requested.insert(e.addr);
-            }
             Action::FreeCompleted if !live.remove(&e.addr) => {
-                old_requested.remove(&e.addr);
                 older += 1;
                 first_older.get_or_insert(i);
             }
             _ => {}
         }
     }
-
-    // Backward over segment events: the mapped address ranges at the start,
-    // with the stream, pool and kind of each.
-    let mut ranges: BTreeMap<u64, Range> = BTreeMap::new();
-    for s in &finals {
-        ranges.insert(
-            s.address,
-            Range {
-                end: s.end(),
-                stream: s.stream,
-                pool: s.pool(),
-                small: s.segment_type == SegmentType::Small,
-                expandable: s.expandable(),
-            },
-        );
-    }
-    let mut anomalies = 0u64;
-    for e in trace.iter().rev() {
-        let (lo, hi) = (e.addr, e.addr.saturating_add(e.size));
-        match e.action {
-            Action::SegmentAlloc => {
-                if ranges.get(&lo).is_some_and(|r| r.end == hi) {
-                    ranges.remove(&lo);
-                } else {
-                    anomalies += 1;
-                }
-            }
-            Action::SegmentFree => {
-                if overlaps(&ranges, lo, hi) {
-                    anomalies += 1;
-                } else {
-                    ranges.insert(
-                        lo,
-                        Range {
-                            end: hi,
-                            stream: e.stream,
-                            pool: e.pool_id.unwrap_or((0, 0)),
-                            small: e.size == super::policy::SMALL_BUFFER,
-                            expandable: false,
-                        },
-                    );
-                }
-            }
-            Action::SegmentMap => {
-                // Remove [lo, hi) from the run that holds it.
-                let hit = ranges
-                    .range(..=lo)
-                    .next_back()
-                    .filter(|(_, r)| r.end >= hi)
-                    .map(|(&a, r)| (a, *r));
-                match hit {
-                    Some((a, r)) => {
-                        ranges.remove(&a);
-                        if a < lo {
-                            ranges.insert(a, Range { end: lo, ..r });
-                        }
-                        if hi < r.end {
-                            ranges.insert(hi, r);
-                        }
-                    }
-                    None => anomalies += 1,
-                }
-            }
-            Action::SegmentUnmap => {
-                if overlaps(&ranges, lo, hi) {
-                    anomalies += 1;
-                    continue;
-                }
-                // Which pool an unmapped range served is not recorded; a
-                // neighbouring run tells, else sizes that are not whole large
-                // pages (20 MiB) must be small-pool pages.
-                let small = e.size % super::policy::LARGE_BUFFER != 0;
-                let mut r = Range {
-                    end: hi,
-                    stream: e.stream,
-                    pool: e.pool_id.unwrap_or((0, 0)),
-                    small,
-                    expandable: true,
-                };
-                let mut start = lo;
-                // Re-join the neighbouring runs of the same reservation.
-                if let Some((&a, p)) = ranges.range(..lo).next_back()
-                    && p.end == lo
-                    && p.expandable
-                    && p.stream == e.stream
-                {
-                    r.small = p.small;
-                    start = a;
-                }
-                if let Some(n) = ranges.get(&hi).copied()
-                    && n.expandable
-                    && n.stream == e.stream
-                {
-                    ranges.remove(&hi);
-                    r.end = n.end;
-                    r.small = n.small;
-                }
-                ranges.insert(start, r);
-            }
-            _ => {}
-        }
-    }
-
-    // Live blocks older than the trace keep their place; everything else in
-    // a start range is cached.
-    let mut keep: Vec<Block> = finals
+    let report = crate::replay::replay_device(snap, device).report;
+    let anomalies: u64 = report.anomalies.iter().map(|a| a.count).sum();
+    let first_anomaly = report
+        .anomalies
         .iter()
-        .flat_map(|s| s.blocks.iter())
-        .filter(|b| b.state != BlockState::Inactive && !live.contains(&b.address))
-        .map(|b| {
-            let mut b = b.clone();
-            // Freed by the program during the trace, still pending at the end.
-            if b.state == BlockState::ActivePendingFree && old_requested.contains(&b.address) {
-                b.state = BlockState::ActiveAllocated;
-            }
-            b
-        })
-        .collect();
-    keep.sort_by_key(|b| b.address);
-    let mut segments = Vec::new();
-    for (&addr, r) in &ranges {
-        let mut blocks = Vec::new();
-        let mut cursor = addr;
-        let inside = keep.partition_point(|b| b.address < addr);
-        for b in keep[inside..].iter().take_while(|b| b.address < r.end) {
-            if b.address > cursor {
-                blocks.push(free_block(cursor, b.address - cursor));
-            }
-            blocks.push(b.clone());
-            cursor = b.address + b.size;
-        }
-        if cursor < r.end {
-            blocks.push(free_block(cursor, r.end - cursor));
-        }
-        let active: u64 = blocks
-            .iter()
-            .filter(|b| b.state != BlockState::Inactive)
-            .map(|b| b.size)
-            .sum();
-        let allocated: u64 = blocks
-            .iter()
-            .filter(|b| b.state == BlockState::ActiveAllocated)
-            .map(|b| b.size)
-            .sum();
-        segments.push(Segment {
-            device,
-            address: addr,
-            total_size: r.end - addr,
-            allocated_size: Some(allocated),
-            active_size: Some(active),
-            requested_size: None,
-            stream: r.stream,
-            segment_type: if r.small {
-                SegmentType::Small
-            } else {
-                SegmentType::Large
-            },
-            pool_id: Some(r.pool),
-            is_expandable: Some(r.expandable),
-            frames: StackId::EMPTY,
-            blocks,
-        });
-    }
+        .min_by_key(|a| (a.first_event, a.kind))
+        .map(|a| a.example.clone());
     StartState {
-        segments,
+        segments: crate::replay::state_at(snap, device, None).segments,
         exact: older == 0 && anomalies == 0,
         frees_of_older_blocks: older,
         first_older_free: first_older,
-        segment_anomalies: anomalies,
-    }
-}
-
-/// One mapped address range of the start state.
-#[derive(Clone, Copy)]
-struct Range {
-    end: u64,
-    stream: i64,
-    pool: (i64, i64),
-    small: bool,
-    expandable: bool,
-}
-
-fn overlaps(ranges: &BTreeMap<u64, Range>, lo: u64, hi: u64) -> bool {
-    ranges
-        .range(..hi)
-        .next_back()
-        .is_some_and(|(_, r)| r.end > lo)
-}
-
-fn free_block(address: u64, size: u64) -> Block {
-    Block {
-        address,
-        size,
-        requested_size: Some(0),
-        state: BlockState::Inactive,
-        frames: StackId::EMPTY,
+        widened_blocks: report.widened_blocks as u64,
+        replay_anomalies: anomalies,
+        first_replay_anomaly: first_anomaly,
+        final_state_reproduced: report.final_state_matches,
     }
 }
 

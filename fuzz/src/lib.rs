@@ -1,0 +1,442 @@
+//! The invariants fragscope's decoders keep on any input, as functions that
+//! panic when one is broken. The fuzz targets (`fuzz_targets/`) are thin
+//! wrappers around them, and `tests/fuzz_seeds.rs` replays them on the seed
+//! corpus and on every input the fuzzers ever found, so they run under
+//! `cargo test` on a stable toolchain too.
+//!
+//! Owns: the statement of each invariant. It must not reach into decoder
+//! internals beyond their public API, and must not relax an invariant to
+//! make an input pass: a failing input is a bug to fix in the decoder, or a
+//! documented exception named here.
+//!
+//! The one documented exception: JSON has no spelling for NaN or ±infinity,
+//! so a non-finite float in `allocator_settings`, an annotation or an unknown
+//! key becomes `null` in the JSON form (MessagePack keeps it).
+
+use fragscope::check::{RegressionLimit, Rules};
+use fragscope::encode;
+use fragscope::input::{self, Content, LoadOptions, pickle, snapshot};
+use fragscope::metrics::Quantity;
+use fragscope::model::{Action, Setting, Snapshot, StackId};
+use fragscope::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
+
+/// The name decoders are given; every error must start with it.
+pub const NAME: &str = "fuzz-input";
+
+/// Bound on decompressed bytes in the `load_bytes` target (small, so that a
+/// bomb is cut short quickly).
+pub const FUZZ_MAX_INPUT: u64 = 1 << 20;
+
+/// Records (segments, blocks, trace entries, annotations) a decoded model may
+/// hold per input byte. Memo references let a pickle name one record many
+/// times; the schema layer bounds the expansion, and this checks it does.
+pub const RECORDS_PER_BYTE: usize = 4;
+
+fn one_line(what: &str, msg: &str) {
+    assert!(
+        !msg.contains(['\n', '\r']),
+        "{what} error message spans several lines: {msg:?}"
+    );
+}
+
+/// Pickle decoder: decoding is linear in the input (arena nodes and
+/// container references never exceed the input bytes); whatever decodes to a
+/// snapshot survives the JSON and MessagePack round trips.
+pub fn check_pickle(data: &[u8]) {
+    let d = match pickle::decode(data) {
+        Ok(d) => d,
+        Err(e) => {
+            assert!(
+                e.offset <= data.len() as u64,
+                "error offset {} past the end ({} bytes)",
+                e.offset,
+                data.len()
+            );
+            one_line("pickle", &e.msg);
+            return;
+        }
+    };
+    let nodes = d.arena.nodes.len();
+    assert!(
+        nodes <= data.len(),
+        "{nodes} arena nodes from {} bytes",
+        data.len()
+    );
+    assert!((d.root as usize) < nodes, "root outside the arena");
+    let mut refs = 0usize;
+    let mut payload = 0usize;
+    for n in &d.arena.nodes {
+        use input::value::Node;
+        match n {
+            Node::List(v) => refs += v.len(),
+            Node::Tuple(v) => refs += v.len(),
+            Node::Dict(v) => refs += 2 * v.len(),
+            // Invalid UTF-8 becomes U+FFFD (3 bytes) and latin-1 at most 2.
+            Node::Str(s) => payload += s.len(),
+            Node::Bytes(b) => payload += b.len(),
+            _ => {}
+        }
+    }
+    assert!(
+        refs <= data.len(),
+        "{refs} container references from {} bytes",
+        data.len()
+    );
+    assert!(
+        payload <= 3 * data.len(),
+        "{payload} bytes of strings from {} bytes",
+        data.len()
+    );
+    match snapshot::from_arena(&d.arena, d.root) {
+        Ok(snap) => {
+            check_model(&snap, data.len());
+            check_round_trips(&snap);
+        }
+        Err(e) => {
+            one_line("schema", &e.path);
+            one_line("schema", &e.msg);
+        }
+    }
+}
+
+/// JSON decoder: errors are one line naming the input; snapshots survive the
+/// round trips; profiler traces and memory timelines keep theirs.
+pub fn check_json(data: &[u8]) {
+    match input::json::load_json(data, NAME) {
+        Ok(Content::Snapshot(snap)) => {
+            check_model(&snap, data.len());
+            check_round_trips(&snap);
+        }
+        Ok(Content::Profiler(tr)) => check_profiler_trace(&tr),
+        Ok(Content::MemoryTimeline(tl)) => check_memory_timeline(&tl),
+        Err(e) => check_error(&e),
+    }
+}
+
+/// Profiler Chrome trace: one sample per event plus the start, every index
+/// points into its table, allocation/free pairs point at each other, the
+/// downsampled series keeps every peak, and the reports render (the JSON one
+/// parses back).
+pub fn check_profiler_trace(tr: &ProfilerTrace) {
+    for d in &tr.devices {
+        assert_eq!(d.samples.len(), d.events.len() + 1, "{}: samples", d.label);
+        for (i, e) in d.events.iter().enumerate() {
+            assert!((e.thread as usize) < tr.threads.len(), "thread id");
+            for n in [e.op, e.top_op, e.python].into_iter().flatten() {
+                assert!((n as usize) < tr.names.len(), "name id");
+            }
+            if let Some(j) = e.pair {
+                let other = d.events.get(j as usize).expect("pair in range");
+                assert_eq!(other.pair, Some(i as u32), "pairs are mutual");
+                assert!(
+                    (e.bytes > 0) != (other.bytes > 0),
+                    "a pair is an allocation and a free"
+                );
+            }
+        }
+        let max = |v: &[TraceSample]| v.iter().map(|s| s.allocated).max();
+        let down = d.downsampled(64);
+        assert!(
+            down.len() <= 64 + 2,
+            "{} points from downsampling to 64",
+            down.len()
+        );
+        assert_eq!(max(&down), max(&d.samples), "downsampling lowered the peak");
+    }
+    fragscope::render::profiler::trace_text(NAME, "fuzz", tr);
+    let json = fragscope::render::profiler::trace_json(NAME, "fuzz", tr);
+    serde_json::from_str::<serde_json::Value>(&json).expect("trace JSON report parses");
+}
+
+/// Memory-timeline export: the downsampled series keeps the peak total,
+/// and the reports render.
+pub fn check_memory_timeline(tl: &MemoryTimeline) {
+    let max =
+        |v: &[fragscope::profiler::memtimeline::CategorySample]| v.iter().map(|s| s.total()).max();
+    let down = tl.downsampled(64);
+    assert!(down.len() <= 64 + 2);
+    assert_eq!(
+        max(&down),
+        max(&tl.samples),
+        "downsampling lowered the peak"
+    );
+    if let Some(p) = &tl.peak {
+        assert_eq!(Some(p.total), max(&tl.samples), "peak is the highest total");
+    }
+    fragscope::render::profiler::timeline_text(NAME, "fuzz", tl);
+    let json = fragscope::render::profiler::timeline_json(NAME, "fuzz", tl);
+    serde_json::from_str::<serde_json::Value>(&json).expect("timeline JSON report parses");
+}
+
+/// `check` configuration (fragscope.toml): errors are one line naming the
+/// file; whatever parses holds only valid limits, and written back as TOML
+/// it parses to the same rules.
+pub fn check_config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    const ORIGIN: &str = "fuzz.toml";
+    let rules = match Rules::from_toml(text, ORIGIN) {
+        Ok(r) => r,
+        Err(e) => {
+            let s = e.to_string();
+            assert!(s.starts_with(ORIGIN), "{s:?}");
+            one_line("config", &s);
+            return;
+        }
+    };
+    let valid = |q: Quantity| match q {
+        Quantity::Ratio(r) => (0.0..=1.0).contains(&r),
+        _ => true,
+    };
+    for (rule, q) in &rules.limits {
+        assert_eq!(q.unit(), rule.metric().unit(), "{}: unit", rule.key());
+        assert!(valid(*q), "{}: {q:?}", rule.key());
+    }
+    for (m, lim) in &rules.regressions {
+        match lim {
+            RegressionLimit::Relative(r) => assert!(r.is_finite() && *r >= 0.0, "{r}"),
+            RegressionLimit::Absolute(q) => {
+                assert_eq!(q.unit(), m.unit(), "{}: unit", m.key());
+                assert!(valid(*q), "{}: {q:?}", m.key());
+            }
+        }
+    }
+    let written = config_toml(&rules);
+    let back = Rules::from_toml(&written, ORIGIN)
+        .unwrap_or_else(|e| panic!("rules written back do not parse: {e}\n{written}"));
+    assert_eq!(back.limits, rules.limits, "limits changed:\n{written}");
+    assert_eq!(back.baseline, rules.baseline);
+    assert_eq!(back.regressions.len(), rules.regressions.len());
+    for (m, lim) in &rules.regressions {
+        let same = match (lim, &back.regressions[m]) {
+            // Written as a percentage: x * 100 / 100 may move the last bit.
+            (RegressionLimit::Relative(a), RegressionLimit::Relative(b)) => {
+                (a - b).abs() <= 1e-12 * a.abs().max(1.0)
+            }
+            (a, b) => a == b,
+        };
+        assert!(
+            same,
+            "{}: {lim:?} became {:?}",
+            m.key(),
+            back.regressions[m]
+        );
+    }
+}
+
+/// Rules as a `[check]` table, in the forms `Rules::from_toml` documents.
+fn config_toml(r: &Rules) -> String {
+    let q = |q: &Quantity| match *q {
+        Quantity::Bytes(b) | Quantity::Count(b) => match i64::try_from(b) {
+            Ok(i) => toml::Value::Integer(i),
+            Err(_) => toml::Value::String(b.to_string()),
+        },
+        Quantity::Ratio(f) => toml::Value::Float(f),
+    };
+    let mut check = toml::Table::new();
+    for (rule, lim) in &r.limits {
+        check.insert(rule.key().into(), q(lim));
+    }
+    let mut regs = toml::Table::new();
+    for (m, lim) in &r.regressions {
+        let v = match lim {
+            RegressionLimit::Relative(p) => toml::Value::String(format!("{}%", p * 100.0)),
+            RegressionLimit::Absolute(a) => q(a),
+        };
+        regs.insert(m.key().into(), v);
+    }
+    if !regs.is_empty() {
+        check.insert("max_regression".into(), toml::Value::Table(regs));
+    }
+    if let Some(b) = &r.baseline {
+        check.insert(
+            "baseline".into(),
+            toml::Value::String(b.to_string_lossy().into_owned()),
+        );
+    }
+    let mut doc = toml::Table::new();
+    doc.insert("check".into(), toml::Value::Table(check));
+    toml::to_string(&doc).expect("a table serialises")
+}
+
+/// The whole loader as `fragscope` runs it: decompression bounded by the
+/// limit, sniffing, every decoder, and `stats` on whatever loads.
+pub fn check_load_bytes(data: &[u8]) {
+    let opts = LoadOptions {
+        max_input_size: FUZZ_MAX_INPUT,
+    };
+    let bytes = match input::decompress(data.to_vec(), NAME, &opts) {
+        Ok((b, _)) => b,
+        Err(e) => return check_error(&e),
+    };
+    assert!(bytes.len() as u64 <= FUZZ_MAX_INPUT, "limit not enforced");
+    match input::load_bytes(&bytes, NAME) {
+        Ok(l) => match &l.content {
+            Content::Snapshot(snap) => {
+                check_model(snap, bytes.len());
+                check_stats(snap);
+                check_round_trips(snap);
+            }
+            Content::Profiler(tr) => check_profiler_trace(tr),
+            Content::MemoryTimeline(tl) => check_memory_timeline(tl),
+        },
+        Err(e) => check_error(&e),
+    }
+}
+
+fn check_error(e: &input::LoadError) {
+    let s = e.to_string();
+    assert!(
+        s.starts_with(NAME),
+        "error does not name the input first: {s:?}"
+    );
+    assert_eq!(e.file(), NAME);
+    one_line("load", &s);
+}
+
+/// Every id in the model points into its tables, and the record count is
+/// bounded by the input size.
+pub fn check_model(snap: &Snapshot, input_len: usize) {
+    let stack_ok = |id: StackId| (id.0 as usize) < snap.stacks.len();
+    assert!(!snap.stacks.is_empty() && snap.stacks[0].is_empty());
+    for st in &snap.stacks {
+        for f in st {
+            assert!((f.0 as usize) < snap.frames.len(), "frame id out of range");
+        }
+    }
+    for f in &snap.frames {
+        assert!((f.filename.0 as usize) < snap.strings.len());
+        assert!((f.name.0 as usize) < snap.strings.len());
+    }
+    let mut records = snap.segments.len();
+    for s in &snap.segments {
+        assert!(stack_ok(s.frames), "segment stack id out of range");
+        records += s.blocks.len();
+        for b in &s.blocks {
+            assert!(stack_ok(b.frames), "block stack id out of range");
+        }
+    }
+    for t in snap.traces() {
+        records += t.len();
+        for e in t {
+            assert!(stack_ok(e.frames), "event stack id out of range");
+            for s in [e.compile_context, e.user_metadata, e.category]
+                .into_iter()
+                .flatten()
+            {
+                assert!((s.0 as usize) < snap.strings.len());
+            }
+            if let Action::Other(s) = e.action {
+                assert!((s.0 as usize) < snap.strings.len());
+            }
+        }
+    }
+    records += snap.external_annotations.as_ref().map_or(0, |a| a.len());
+    assert!(
+        records <= RECORDS_PER_BYTE * input_len + 4096,
+        "{records} records from {input_len} bytes"
+    );
+}
+
+/// `stats` over the model: no panic, no overflow, text and JSON render.
+pub fn check_stats(snap: &Snapshot) {
+    let fs = fragscope::stats::file_stats(snap, NAME, "fuzz".into());
+    let map = fragscope::render::segmap::segment_map(&snap.segments, 40);
+    let text = fragscope::render::stats::render(&fs, &map);
+    assert!(text.starts_with(NAME));
+    fragscope::stats::device_stats(snap);
+    assert_eq!(
+        fs.devices.iter().map(|d| d.stats.segments).sum::<u64>(),
+        fs.totals.segments,
+        "per-device segment counts do not add up"
+    );
+}
+
+/// A decoded snapshot re-encodes to JSON and to MessagePack, and each
+/// decodes back to the same model.
+pub fn check_round_trips(snap: &Snapshot) {
+    let json = encode::to_json_bytes(snap);
+    let back = match input::load_bytes(&json, NAME) {
+        Ok(l) => match l.content {
+            Content::Snapshot(s) => s,
+            other => panic!("re-encoded JSON read back as {other:?}"),
+        },
+        Err(e) => panic!(
+            "re-encoded JSON does not load: {e}\n{}",
+            String::from_utf8_lossy(&json)
+        ),
+    };
+    let want = without_non_finite(snap);
+    if back != want {
+        panic!(
+            "JSON round trip changed the model: {}",
+            first_difference(&want, &back)
+        );
+    }
+
+    let mp = encode::to_msgpack_bytes(snap);
+    let back = match input::load_bytes(&mp, NAME) {
+        Ok(l) => match l.content {
+            Content::Snapshot(s) => s,
+            other => panic!("re-encoded MessagePack read back as {other:?}"),
+        },
+        Err(e) => panic!("re-encoded MessagePack does not load: {e}"),
+    };
+    // Compared as bytes, so that a NaN kept by MessagePack compares equal.
+    assert!(
+        encode::to_msgpack_bytes(&back) == mp,
+        "MessagePack round trip changed the model: {}",
+        first_difference(snap, &back)
+    );
+}
+
+fn finite(s: &mut Setting) {
+    match s {
+        Setting::Float(f) if !f.is_finite() => *s = Setting::None,
+        Setting::List(l) => l.iter_mut().for_each(finite),
+        Setting::Map(m) => m.iter_mut().for_each(|(_, v)| finite(v)),
+        _ => {}
+    }
+}
+
+/// The model as JSON can carry it (see the module doc).
+pub fn without_non_finite(snap: &Snapshot) -> Snapshot {
+    let mut s = snap.clone();
+    if let Some(a) = &mut s.allocator_settings {
+        a.entries.iter_mut().for_each(|(_, v)| finite(v));
+    }
+    if let Some(a) = &mut s.external_annotations {
+        for x in a {
+            x.fields.iter_mut().for_each(|(_, v)| finite(v));
+        }
+    }
+    s.unknown_keys.iter_mut().for_each(|(_, v)| finite(v));
+    s
+}
+
+/// Names the first part of two models that differs (for a readable failure).
+pub fn first_difference(a: &Snapshot, b: &Snapshot) -> String {
+    macro_rules! field {
+        ($f:ident) => {
+            if format!("{:?}", a.$f) != format!("{:?}", b.$f) {
+                return format!(
+                    "{}:\n  before: {:.2000}\n  after:  {:.2000}",
+                    stringify!($f),
+                    format!("{:?}", a.$f),
+                    format!("{:?}", b.$f)
+                );
+            }
+        };
+    }
+    field!(shape);
+    field!(segments);
+    field!(device_traces);
+    field!(allocator_settings);
+    field!(external_annotations);
+    field!(unknown_keys);
+    field!(strings);
+    field!(frames);
+    field!(stacks);
+    "no difference in Debug form (a NaN?)".into()
+}

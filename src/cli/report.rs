@@ -1,0 +1,367 @@
+//! `fragscope report FILE -o report.html` (also `-o report.svg`, `-o
+//! report.md`, `--markdown`). FILE may be a snapshot, a profiler trace or a
+//! memory-timeline export; several files or a directory make a per-rank
+//! report (one snapshot per rank).
+
+use super::common::{Exit, Global, expand_inputs, print, print_error};
+use crate::culprits::{self, GroupBy};
+use crate::input::{self, Content, Loaded};
+use crate::metrics::Metrics;
+use crate::model::Snapshot;
+use crate::ranks::{self, RankRow, RanksReport};
+use crate::render::{charts, html, markdown, trace_report as rt};
+use crate::replay::Moment;
+use crate::report::{self, DeviceCulprits, DeviceInput, Report};
+use crate::sim::{self, SimConfig, SimReport};
+use crate::stats::FileStats;
+use rayon::prelude::*;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Snapshot, profiler trace or memory-timeline export (any supported
+    /// form, `-` for stdin). Several files, or a directory of them, make a
+    /// per-rank report (one snapshot per rank).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<String>,
+    /// Output file(s): `.html` the full self-contained report, `.svg` a
+    /// one-page summary image, `.md` Markdown. Repeat to write several.
+    #[arg(short, long, value_name = "OUT")]
+    pub output: Vec<String>,
+    /// Print the Markdown summary on stdout (for a CI step summary).
+    #[arg(long)]
+    pub markdown: bool,
+    /// Image link in the Markdown (default: the `.svg` written by this run).
+    #[arg(long, value_name = "URL")]
+    pub svg_link: Option<String>,
+    /// Only this device (default: every device).
+    #[arg(long, value_name = "N")]
+    pub device: Option<i64>,
+    /// Moment the segment map, gap histogram and call sites show (default:
+    /// the first OOM, else the moment most reserved memory was free; for a
+    /// profiler trace, the first OOM, else the peak of allocated bytes).
+    #[arg(long, value_name = "MOMENT")]
+    pub at: Option<Moment>,
+    /// Leave out the what-if allocator model (reserved memory under other
+    /// PYTORCH_CUDA_ALLOC_CONF settings), which replays the trace several
+    /// times.
+    #[arg(long)]
+    pub no_what_if: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Out {
+    Html,
+    Svg,
+    Markdown,
+}
+
+fn kind_of(path: &str) -> anyhow::Result<Out> {
+    let l = path.to_ascii_lowercase();
+    if l.ends_with(".html") || l.ends_with(".htm") {
+        Ok(Out::Html)
+    } else if l.ends_with(".svg") {
+        Ok(Out::Svg)
+    } else if l.ends_with(".md") || l.ends_with(".markdown") {
+        Ok(Out::Markdown)
+    } else {
+        anyhow::bail!(
+            "{path}: cannot tell the report format from the extension; use .html, .svg or .md"
+        )
+    }
+}
+
+/// Settings the report's what-if chart tries besides the recorded ones
+/// (`fragscope simulate` tries more).
+pub const WHAT_IF_CONFIGS: &[&str] = &[
+    "expandable_segments:True",
+    "max_split_size_mb:256",
+    "roundup_power2_divisions:4",
+];
+
+/// The culprit analysis of each device at its report moment: what
+/// `fragscope culprits --at MOMENT` computes, grouped by call site, with
+/// its summary sentence.
+pub fn device_culprits(snap: &Snapshot, inputs: &[DeviceInput]) -> Vec<DeviceCulprits> {
+    let opts = culprits::Options {
+        request: None,
+        group_by: GroupBy::Site,
+        top: 10,
+    };
+    inputs
+        .iter()
+        .map(|i| {
+            let a = culprits::analyze(snap, &i.moment, &opts);
+            DeviceCulprits {
+                device: i.replay.device,
+                summary: crate::render::culprits::summary(&a),
+                rows: report::culprit_rows(snap, &a),
+            }
+        })
+        .collect()
+}
+
+/// Replays, ranks culprits and assembles the report (shared with `plot`).
+pub fn build_report(
+    snap: &Snapshot,
+    loaded: &Loaded,
+    device: Option<i64>,
+    at: Option<Moment>,
+) -> anyhow::Result<Report> {
+    let inputs =
+        report::gather(snap, device, at).map_err(|e| anyhow::anyhow!("{}: {e}", loaded.name))?;
+    let culprits = device_culprits(snap, &inputs);
+    Ok(report::build(
+        snap,
+        &loaded.name,
+        &super::stats::describe_format(loaded),
+        inputs,
+        culprits,
+    ))
+}
+
+/// Runs the what-if model on every device of the report with allocations
+/// in its trace, and adds its answer to the verdict after the device's OOM
+/// lines. A device the model cannot run is named in the data-quality notes.
+pub fn attach_what_if(r: &mut Report, snap: &Snapshot) {
+    let simulable = sim::trace::simulable_devices(snap);
+    let tried: Vec<SimConfig> = WHAT_IF_CONFIGS
+        .iter()
+        .map(|s| SimConfig::parse(s).expect("built-in configurations parse"))
+        .collect();
+    let mut runs: Vec<SimReport> = Vec::new();
+    for d in r.devices.iter().map(|d| d.device) {
+        if !simulable.contains(&d) {
+            continue;
+        }
+        // The recorded settings run anyway; trying them twice adds nothing.
+        let recorded = match &snap.allocator_settings {
+            Some(s) => SimConfig::from_settings(s).ok(),
+            None => Some(SimConfig::default()),
+        };
+        let configs: Vec<SimConfig> = tried
+            .iter()
+            .filter(|c| Some(*c) != recorded.as_ref())
+            .cloned()
+            .collect();
+        match sim::simulate_device(snap, d, &configs, None) {
+            Ok(w) => runs.push(w),
+            Err(e) => r
+                .quality
+                .push(format!("device {d}: the what-if model could not run: {e}")),
+        }
+    }
+    for w in &runs {
+        if w.recorded_ooms.is_empty() {
+            continue;
+        }
+        let Some(answer) = crate::render::simulate::expandable_answer(w) else {
+            continue;
+        };
+        let prefix = format!("Device {}: out of memory", w.device);
+        let at = r
+            .verdict
+            .iter()
+            .rposition(|v| v.starts_with(&prefix))
+            .map_or(r.verdict.len(), |i| i + 1);
+        r.verdict
+            .insert(at, format!("What-if model, device {}: {answer}", w.device));
+    }
+    r.what_if = runs;
+}
+
+/// One rank, read and measured.
+pub enum RankInput {
+    Snapshot(Box<FileStats>, Box<Metrics>),
+    /// Not a snapshot: why it is left out of the table.
+    LeftOut(String),
+}
+
+/// Reads one rank file: `stats` figures and the replayed metrics.
+pub fn rank_input(path: &str, g: &Global) -> anyhow::Result<RankInput> {
+    let l = input::load(path, &g.load)?;
+    let fmt = super::stats::describe_format(&l);
+    Ok(match &l.content {
+        Content::Snapshot(s) => RankInput::Snapshot(
+            Box::new(crate::stats::file_stats(s, path, fmt)),
+            Box::new(Metrics::of_snapshot(s, None).map_err(|e| anyhow::anyhow!("{path}: {e}"))?),
+        ),
+        Content::Profiler(_) => RankInput::LeftOut(
+            "a profiler trace: ranks are compared by their final segments, which a trace does not record".into(),
+        ),
+        Content::MemoryTimeline(_) => RankInput::LeftOut(
+            "a memory-timeline export: it records tensor bytes by category, not the allocator".into(),
+        ),
+    })
+}
+
+/// The outlier rule of `stats` on several files, in words.
+pub fn outlier_rule() -> String {
+    format!(
+        "reserved at the end more than {:.0}% above the median, or fragmentation at the end more than {:.2} above it; needs 3 ranks or more",
+        (super::stats::OUTLIER_RESERVED_FACTOR - 1.0) * 100.0,
+        super::stats::OUTLIER_FRAGMENTATION_MARGIN
+    )
+}
+
+/// Reads every rank in parallel (rayon) and builds the per-rank report;
+/// the result does not depend on the number of threads. Also returns the
+/// number of unreadable files (each error already printed).
+pub fn ranks_report(files: &[String], g: &Global) -> (RanksReport, usize) {
+    let labels = ranks::labels(files);
+    let read: Vec<anyhow::Result<RankInput>> = files.par_iter().map(|f| rank_input(f, g)).collect();
+    let mut stats: Vec<(String, FileStats, Metrics)> = Vec::new();
+    let mut left_out = Vec::new();
+    let mut failed = 0;
+    for ((path, label), r) in files.iter().zip(&labels).zip(read) {
+        match r {
+            Ok(RankInput::Snapshot(fs, m)) => stats.push((label.clone(), *fs, *m)),
+            Ok(RankInput::LeftOut(why)) => left_out.push(format!("{label}: {why}")),
+            Err(e) => {
+                failed += 1;
+                print_error(&e, g.verbose);
+                left_out.push(format!(
+                    "{label}: unreadable ({})",
+                    format!("{e:#}").replace(path.as_str(), label)
+                ));
+            }
+        }
+    }
+    let refs: Vec<&FileStats> = stats.iter().map(|x| &x.1).collect();
+    let flags = super::stats::outliers(&refs);
+    let rows: Vec<RankRow> = stats
+        .iter()
+        .zip(flags)
+        .map(|((label, fs, m), flag)| {
+            let mut row = ranks::row(label.clone(), fs, m);
+            row.outlier = flag;
+            row
+        })
+        .collect();
+    (ranks::build(rows, left_out, outlier_rule()), failed)
+}
+
+type Render<'a> = Box<dyn Fn() -> anyhow::Result<String> + 'a>;
+/// Markdown, given the link to the summary image.
+type RenderMd<'a> = Box<dyn Fn(Option<&str>) -> String + 'a>;
+
+/// The three renderings of one report; each is made only when asked for.
+struct Forms<'a> {
+    html: Render<'a>,
+    svg: Render<'a>,
+    md: RenderMd<'a>,
+}
+
+fn write_forms(a: &Args, kinds: &[Out], inputs: &[String], f: &Forms) -> anyhow::Result<()> {
+    let svg_link = a.svg_link.clone().or_else(|| {
+        a.output
+            .iter()
+            .zip(kinds)
+            .find(|(_, k)| **k == Out::Svg)
+            .map(|(o, _)| report::base_name(o))
+    });
+    for (path, kind) in a.output.iter().zip(kinds) {
+        let bytes = match kind {
+            Out::Html => (f.html)()?.into_bytes(),
+            Out::Svg => (f.svg)()?.into_bytes(),
+            Out::Markdown => (f.md)(svg_link.as_deref()).into_bytes(),
+        };
+        crate::output::write_atomic(path, &bytes, inputs)?;
+    }
+    if a.markdown {
+        print(&(f.md)(svg_link.as_deref()))?;
+    }
+    Ok(())
+}
+
+pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
+    if a.output.is_empty() && !a.markdown {
+        anyhow::bail!(
+            "say where the report goes: -o report.html, -o report.svg, -o report.md or --markdown"
+        );
+    }
+    let kinds = a
+        .output
+        .iter()
+        .map(|o| kind_of(o))
+        .collect::<anyhow::Result<Vec<Out>>>()?;
+    let files = expand_inputs(&a.files)?;
+    if files.len() > 1 {
+        if a.device.is_some() || a.at.is_some() {
+            anyhow::bail!(
+                "--device and --at choose what one file's report shows; a per-rank report of {} files takes neither",
+                files.len()
+            );
+        }
+        let (r, failed) = ranks_report(&files, g);
+        write_forms(
+            &a,
+            &kinds,
+            &files,
+            &Forms {
+                html: Box::new(|| Ok(crate::render::ranks::html(&r)?)),
+                svg: Box::new(|| Ok(crate::render::ranks::summary(&r)?.body)),
+                md: Box::new(|l| crate::render::ranks::markdown(&r, l)),
+            },
+        )?;
+        return Ok(if failed > 0 {
+            Exit::SomeInputsFailed
+        } else {
+            Exit::Ok
+        });
+    }
+    let file = &files[0];
+    let l = input::load(file, &g.load)?;
+    let fmt = super::stats::describe_format(&l);
+    let inputs = std::slice::from_ref(file);
+    match &l.content {
+        Content::Snapshot(snap) => {
+            let mut r = build_report(snap, &l, a.device, a.at)?;
+            if !a.no_what_if {
+                attach_what_if(&mut r, snap);
+            }
+            write_forms(
+                &a,
+                &kinds,
+                inputs,
+                &Forms {
+                    html: Box::new(|| Ok(html::html(&r)?)),
+                    svg: Box::new(|| Ok(charts::summary(&r)?.body)),
+                    md: Box::new(|link| markdown::markdown(&r, link)),
+                },
+            )?;
+        }
+        Content::Profiler(t) => {
+            let r = crate::trace_report::build(t, file, &fmt, a.device, a.at)
+                .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+            write_forms(
+                &a,
+                &kinds,
+                inputs,
+                &Forms {
+                    html: Box::new(|| Ok(rt::html(&r)?)),
+                    svg: Box::new(|| Ok(rt::summary(&r)?.body)),
+                    md: Box::new(|link| rt::markdown(&r, link)),
+                },
+            )?;
+        }
+        Content::MemoryTimeline(t) => {
+            if a.device.is_some() || a.at.is_some() {
+                anyhow::bail!(
+                    "{file}: --device and --at: a memory-timeline export holds one device's tensor bytes by category and no allocator state to show at a moment"
+                );
+            }
+            let r = crate::trace_report::build_categories(t, file, &fmt);
+            write_forms(
+                &a,
+                &kinds,
+                inputs,
+                &Forms {
+                    html: Box::new(|| Ok(rt::categories_html(&r)?)),
+                    svg: Box::new(|| Ok(rt::categories_summary(&r)?.body)),
+                    md: Box::new(|link| rt::categories_markdown(&r, link)),
+                },
+            )?;
+        }
+    }
+    Ok(Exit::Ok)
+}

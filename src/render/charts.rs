@@ -1,0 +1,157 @@
+//! The charts of a [`Report`]: picks the figures of each device out of the
+//! report and hands them to the chart modules under [`super::svg`]; also the
+//! one-page summary image (verdict, timeline, segment map).
+
+use super::svg::compose::{Para, stack, text_panel};
+use super::svg::fragmentation::{FragmentationChart, fragmentation_svg};
+use super::svg::gaps::{GapsChart, gaps_svg};
+use super::svg::segmap::{Highlight, SegmentMapChart, segmap_svg};
+use super::svg::sites::{SiteBar, SitesChart, sites_svg};
+use super::svg::timeline::{OomMark, TimelineChart, timeline_svg};
+use super::svg::{ChartError, Svg, WIDTH};
+use crate::report::{DeviceReport, Report};
+use crate::units::fmt_binary;
+
+/// Culprits outlined on the segment map.
+pub const HIGHLIGHT_SITES: usize = 5;
+/// Blocks outlined per culprit (its largest).
+pub const HIGHLIGHT_BLOCKS: usize = 50;
+/// Sites in the call-site chart.
+pub const CHART_SITES: usize = 10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Reserved, allocated, free-in-reserved and largest free gap over time.
+    Timeline,
+    /// Fragmentation ratio and number of free gaps over time.
+    Fragmentation,
+    /// Every segment to scale at one moment, blocks colored by state.
+    Segments,
+    /// Histogram of free-gap sizes at one moment, failing request marked.
+    Gaps,
+    /// Live and stranded bytes of the top call sites.
+    Sites,
+}
+
+fn title(what: &str, r: &Report, d: &DeviceReport) -> String {
+    format!("{what} · {} · device {}", r.file, d.device)
+}
+
+fn marks(d: &DeviceReport) -> Vec<OomMark> {
+    d.ooms.iter().map(|o| o.mark.clone()).collect()
+}
+
+pub fn timeline(r: &Report, d: &DeviceReport) -> Result<Svg, ChartError> {
+    let t = title("Memory over time", r, d);
+    let m = marks(d);
+    timeline_svg(&TimelineChart::new(&t, &d.samples, &m))
+}
+
+pub fn fragmentation(r: &Report, d: &DeviceReport) -> Result<Svg, ChartError> {
+    let t = title("Fragmentation over time", r, d);
+    let m = marks(d);
+    fragmentation_svg(&FragmentationChart::new(&t, &d.samples, &m))
+}
+
+fn highlights(r: &Report, d: &DeviceReport) -> Vec<Highlight> {
+    let mut out = Vec::new();
+    for (k, c) in r.culprits_of(d.device).take(HIGHLIGHT_SITES).enumerate() {
+        for a in c.blocks.iter().take(HIGHLIGHT_BLOCKS) {
+            out.push(Highlight {
+                address: *a,
+                label: format!("#{}", k + 1),
+            });
+        }
+    }
+    out
+}
+
+pub fn segment_map(r: &Report, d: &DeviceReport, max_rows: usize) -> Result<Svg, ChartError> {
+    let t = title("Segments", r, d);
+    let h = highlights(r, d);
+    let s = &d.moment_stats;
+    let mut c = SegmentMapChart::new(&t, &d.segments);
+    c.subtitle = format!(
+        "At {} ({}): {} allocated, {} free in reserved, largest free gap {}",
+        d.moment_text(),
+        d.moment_label,
+        fmt_binary(s.allocated_bytes),
+        fmt_binary(s.free_bytes()),
+        fmt_binary(s.largest_free_block_bytes)
+    );
+    c.highlights = &h;
+    c.request = d.failed_request;
+    c.max_rows = max_rows;
+    segmap_svg(&c)
+}
+
+pub fn gaps(r: &Report, d: &DeviceReport) -> Result<Svg, ChartError> {
+    let t = title(&format!("Free gaps at {}", d.moment_text()), r, d);
+    let g = d.gaps();
+    gaps_svg(&GapsChart::new(&t, &g, d.failed_request))
+}
+
+pub fn sites(r: &Report, d: &DeviceReport) -> Result<Svg, ChartError> {
+    let t = title(&format!("Top call sites at {}", d.moment_text()), r, d);
+    let bars: Vec<SiteBar> = r
+        .culprits_of(d.device)
+        .take(CHART_SITES)
+        .map(|c| SiteBar {
+            label: c.site.clone(),
+            live: c.live_bytes,
+            stranded: c.stranded_bytes,
+        })
+        .collect();
+    sites_svg(&SitesChart::new(&t, &bars))
+}
+
+/// One chart kind for every device of the report, stacked.
+pub fn plot(kind: Kind, r: &Report, max_rows: usize) -> Result<Svg, ChartError> {
+    let mut panels = Vec::new();
+    for d in &r.devices {
+        panels.push(match kind {
+            Kind::Timeline => timeline(r, d)?,
+            Kind::Fragmentation => fragmentation(r, d)?,
+            Kind::Segments => segment_map(r, d, max_rows)?,
+            Kind::Gaps => gaps(r, d)?,
+            Kind::Sites => sites(r, d)?,
+        });
+    }
+    if panels.is_empty() {
+        return Ok(text_panel(
+            &[Para::new(
+                format!("{}: no device has segments or trace events", r.file),
+                18,
+                false,
+                "#333333",
+            )],
+            WIDTH,
+        ));
+    }
+    Ok(stack(&panels, 16))
+}
+
+/// The single-page summary: verdict, the main device's timeline and its
+/// segment map at the shown moment.
+pub fn summary(r: &Report) -> Result<Svg, ChartError> {
+    let mut paras = vec![Para::new(
+        format!("fragscope report: {}", r.file),
+        24,
+        true,
+        "#1e1e1e",
+    )];
+    for (i, v) in r.verdict.iter().enumerate() {
+        paras.push(Para::new(
+            v.clone(),
+            if i == 0 { 18 } else { 16 },
+            i == 0,
+            "#1e1e1e",
+        ));
+    }
+    let mut panels = vec![text_panel(&paras, WIDTH)];
+    if let Some(d) = r.main_device() {
+        panels.push(timeline(r, d)?);
+        panels.push(segment_map(r, d, 16)?);
+    }
+    Ok(stack(&panels, 8))
+}

@@ -1,0 +1,365 @@
+//! The self-contained HTML report: one file with inline CSS and inline SVG,
+//! no script and no external resource, so it opens from a `file://` URL with
+//! the network off and can be attached to a ticket as is. Collapsible stacks
+//! use `<details>`, which needs no JavaScript.
+
+use super::charts;
+use super::svg::compose::escape;
+use super::svg::{ChartError, Svg};
+use crate::report::{DeviceReport, Report, moment_text};
+use crate::stats::TraceCoverage;
+use crate::units::{fmt_bytes, fmt_pct};
+use std::fmt::Write;
+
+/// Culprit rows listed per device.
+pub const TABLE_SITES: usize = 20;
+/// Segment-map rows in the report.
+pub const MAP_ROWS: usize = 36;
+
+pub(crate) const CSS: &str = "\
+:root{color-scheme:light}
+body{font-family:-apple-system,'Segoe UI',Roboto,'DejaVu Sans',Helvetica,Arial,sans-serif;color:#1e1e1e;background:#fff;margin:0 auto;max-width:1040px;padding:20px 16px 48px;line-height:1.45}
+h1{font-size:1.6em;margin:.2em 0}
+h2{font-size:1.3em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+h3{font-size:1.05em;margin-top:1.4em}
+.meta{color:#555;margin-top:0}
+.verdict{background:#f6f7f9;border-left:4px solid #3465c4;padding:10px 16px;margin:12px 0}
+.verdict p{margin:.4em 0}
+.verdict p.lead{font-weight:bold;font-size:1.08em}
+.oom{border-left-color:#d62728}
+table{border-collapse:collapse;margin:8px 0;font-size:.92em}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f3f3f3}
+td.n{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+td.w{white-space:nowrap}
+figure{margin:14px 0}
+figure svg{max-width:100%;height:auto;display:block;border:1px solid #eee}
+details pre{white-space:pre-wrap;font-size:.85em;margin:4px 0;background:#fafafa;padding:6px}
+summary{cursor:pointer;color:#3465c4}
+ul.sugg li.no{color:#777}
+footer{margin-top:3em;color:#777;font-size:.85em}
+code{font-size:.92em}
+";
+
+pub(crate) fn figure(svg: &Svg, label: &str) -> String {
+    let body = svg.body.trim_start();
+    let rest = body.strip_prefix("<svg").unwrap_or(body);
+    format!(
+        "<figure><svg role=\"img\" aria-label=\"{}\"{}</figure>\n",
+        escape(label),
+        rest.trim_end()
+    )
+}
+
+pub(crate) fn cell(s: &str) -> String {
+    format!("<td>{}</td>", escape(s))
+}
+
+pub(crate) fn nowrap(s: &str) -> String {
+    format!("<td class=\"w\">{}</td>", escape(s))
+}
+
+pub(crate) fn num(s: &str) -> String {
+    format!("<td class=\"n\">{}</td>", escape(s))
+}
+
+fn coverage_text(c: &TraceCoverage) -> String {
+    if c.events == 0 {
+        "empty".into()
+    } else if c.single_entry {
+        "1 entry (recorded with enabled=\"state\"?)".into()
+    } else if c.starts_mid_run {
+        format!(
+            "starts mid-run: {} frees of blocks allocated before the first entry",
+            c.frees_without_alloc
+        )
+    } else {
+        "complete from the first allocation".into()
+    }
+}
+
+fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), ChartError> {
+    let _ = writeln!(
+        out,
+        "<section id=\"device-{0}\">\n<h2>Device {0}</h2>",
+        d.device
+    );
+    let at =
+        |e: Option<u32>, t: Option<i64>| moment_text(e.map(|x| x as usize), t, d.first_time_us);
+    let _ = writeln!(
+        out,
+        "<table><tr><th>trace events</th><th>peak reserved</th><th>peak allocated</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}</tr></table>",
+        num(&d.events.to_string()),
+        num(&format!(
+            "{} ({})",
+            fmt_bytes(d.peak_reserved.reserved),
+            at(d.peak_reserved.event, d.peak_reserved.time_us)
+        )),
+        num(&format!(
+            "{} ({})",
+            fmt_bytes(d.peak_allocated.allocated),
+            at(d.peak_allocated.event, d.peak_allocated.time_us)
+        )),
+        num(&fmt_bytes(d.end.reserved)),
+        num(&fmt_bytes(d.end.allocated)),
+        num(&d.ooms.len().to_string()),
+    );
+    for (k, o) in d.ooms.iter().enumerate() {
+        let g = &o.diagnosis;
+        let _ = writeln!(
+            out,
+            "<div class=\"verdict oom\"><p class=\"lead\">Out of memory #{} at {}: {}</p>",
+            k + 1,
+            escape(&moment_text(
+                Some(o.mark.event),
+                o.mark.time_us,
+                d.first_time_us
+            )),
+            escape(&g.headline)
+        );
+        if !g.details.is_empty() {
+            out.push_str("<ul>");
+            for x in &g.details {
+                let _ = write!(out, "<li>{}</li>", escape(x));
+            }
+            out.push_str("</ul>\n");
+        }
+        if !g.suggestions.is_empty() {
+            out.push_str("<p>What to try:</p><ul class=\"sugg\">");
+            for s in &g.suggestions {
+                let _ = write!(
+                    out,
+                    "<li class=\"{}\"><code>{}</code> {}: {}</li>",
+                    if s.applies { "yes" } else { "no" },
+                    escape(&s.what),
+                    if s.applies {
+                        "applies"
+                    } else {
+                        "does not apply"
+                    },
+                    escape(&s.why)
+                );
+            }
+            out.push_str("</ul>\n");
+        }
+        for i in &g.inconsistencies {
+            let _ = writeln!(out, "<p>Inconsistent figures: {}</p>", escape(i));
+        }
+        out.push_str("</div>\n");
+    }
+    if !d.key_moments.is_empty() {
+        out.push_str("<h3>Key moments</h3>\n<table><tr><th>moment</th><th>when</th><th>reserved</th><th>allocated</th><th>free in reserved</th><th>largest free gap</th><th>free gaps</th><th>fragmentation</th></tr>\n");
+        for k in &d.key_moments {
+            let s = &k.sample;
+            let _ = writeln!(
+                out,
+                "<tr>{}{}{}{}{}{}{}{}</tr>",
+                cell(&k.label),
+                nowrap(&moment_text(k.at, s.time_us, d.first_time_us)),
+                num(&fmt_bytes(s.reserved)),
+                num(&fmt_bytes(s.allocated)),
+                num(&fmt_bytes(s.reserved.saturating_sub(s.allocated))),
+                num(&fmt_bytes(s.largest_free_gap)),
+                num(&s.free_gaps.to_string()),
+                num(&fmt_pct(s.fragmentation)),
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    out.push_str("<h3>Over time</h3>\n");
+    out.push_str(&figure(
+        &charts::timeline(r, d)?,
+        &format!("memory timeline of device {}", d.device),
+    ));
+    out.push_str(&figure(
+        &charts::fragmentation(r, d)?,
+        &format!("fragmentation over time of device {}", d.device),
+    ));
+    let _ = writeln!(
+        out,
+        "<h3>At {} ({})</h3>",
+        escape(&d.moment_text()),
+        escape(&d.moment_label)
+    );
+    out.push_str(&figure(
+        &charts::segment_map(r, d, MAP_ROWS)?,
+        &format!("segment map of device {}", d.device),
+    ));
+    out.push_str(&figure(
+        &charts::gaps(r, d)?,
+        &format!("free-gap histogram of device {}", d.device),
+    ));
+    out.push_str("<h3>Call sites</h3>\n");
+    out.push_str(&figure(
+        &charts::sites(r, d)?,
+        &format!("top call sites of device {}", d.device),
+    ));
+    let rows: Vec<_> = r.culprits_of(d.device).take(TABLE_SITES).collect();
+    if rows.is_empty() {
+        out.push_str("<p>No live allocation at this moment.</p>\n");
+    } else {
+        out.push_str("<table><tr><th>#</th><th>call site</th><th>live</th><th>stranded</th><th>live blocks</th><th>stack</th></tr>\n");
+        for (i, c) in rows.iter().enumerate() {
+            let stack = if c.stack.is_empty() {
+                "<td>no stack recorded</td>".to_string()
+            } else {
+                format!(
+                    "<td><details><summary>{} frame{}</summary><pre>{}</pre></details></td>",
+                    c.stack.len(),
+                    if c.stack.len() == 1 { "" } else { "s" },
+                    escape(&c.stack.join("\n"))
+                )
+            };
+            let _ = writeln!(
+                out,
+                "<tr>{}{}{}{}{}{stack}</tr>",
+                num(&(i + 1).to_string()),
+                cell(&c.site),
+                num(&fmt_bytes(c.live_bytes)),
+                num(&fmt_bytes(c.stranded_bytes)),
+                num(&c.blocks.len().to_string()),
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    if let Some(w) = r.what_if_of(d.device) {
+        what_if_section(out, r, w);
+    }
+    out.push_str("</section>\n");
+    Ok(())
+}
+
+/// The what-if model's chart and answer, labelled as a model with its
+/// fidelity so nobody takes it for a measurement.
+fn what_if_section(out: &mut String, r: &Report, w: &crate::sim::SimReport) {
+    use super::simulate::{answer, chart_svg, expandable_answer, fidelity_line};
+    out.push_str("<h3>What if: other allocator settings (a model)</h3>\n");
+    if let Some(a) = expandable_answer(w) {
+        let _ = writeln!(out, "<p class=\"lead\"><b>{}</b></p>", escape(&a));
+    }
+    let _ = writeln!(out, "<p>{}</p>", escape(&fidelity_line(w)));
+    let title = format!(
+        "Reserved over the trace per setting · {} · device {} (model)",
+        r.file, w.device
+    );
+    let svg = Svg {
+        width: 960,
+        height: 460,
+        body: chart_svg(&title, w),
+    };
+    out.push_str(&figure(
+        &svg,
+        &format!("what-if model of reserved memory, device {}", w.device),
+    ));
+    if let Some(a) = answer(w) {
+        let _ = writeln!(out, "<p>{}</p>", escape(&a));
+    }
+    let _ = writeln!(
+        out,
+        "<p class=\"meta\">This is {}. <code>fragscope simulate</code> tries more settings.</p>",
+        escape(w.model)
+    );
+}
+
+/// The whole report as one HTML document.
+pub fn html(r: &Report) -> Result<String, ChartError> {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Memory report: {}</title>\n<style>\n{CSS}</style>\n</head>\n<body>\n",
+        escape(&r.file)
+    );
+    let events: usize = r.devices.iter().map(|d| d.events).sum();
+    let _ = writeln!(
+        out,
+        "<header><h1>Memory report: {}</h1>\n<p class=\"meta\">{} · {} device(s) · {} trace events</p></header>",
+        escape(&r.file),
+        escape(&r.format),
+        r.devices.len(),
+        events
+    );
+    let any_oom = r.devices.iter().any(|d| !d.ooms.is_empty());
+    let _ = writeln!(
+        out,
+        "<section id=\"verdict\"><h2>Verdict</h2>\n<div class=\"verdict{}\">",
+        if any_oom { " oom" } else { "" }
+    );
+    for (i, v) in r.verdict.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "<p{}>{}</p>",
+            if i == 0 { " class=\"lead\"" } else { "" },
+            escape(v)
+        );
+    }
+    out.push_str("</div></section>\n");
+    if r.devices.len() > 1 {
+        out.push_str("<nav><p>Devices: ");
+        let links: Vec<String> = r
+            .devices
+            .iter()
+            .map(|d| format!("<a href=\"#device-{0}\">device {0}</a>", d.device))
+            .collect();
+        out.push_str(&links.join(" · "));
+        out.push_str("</p></nav>\n");
+    }
+    for d in &r.devices {
+        device_section(&mut out, r, d)?;
+    }
+
+    out.push_str("<section id=\"settings\"><h2>Allocator settings</h2>\n");
+    if !r.settings_recorded {
+        out.push_str("<p>Not recorded in this file (snapshots carry <code>allocator_settings</code> since PyTorch 2.3).</p>\n");
+    } else if r.settings.is_empty() {
+        out.push_str("<p>Recorded, but empty.</p>\n");
+    } else {
+        out.push_str("<table><tr><th>setting</th><th>value</th></tr>\n");
+        for (k, v) in &r.settings {
+            let _ = writeln!(out, "<tr>{}{}</tr>", cell(k), cell(v));
+        }
+        out.push_str("</table>\n");
+    }
+    out.push_str("</section>\n");
+
+    out.push_str("<section id=\"quality\"><h2>Data quality</h2>\n");
+    if r.coverage.is_empty() {
+        out.push_str("<p>No trace in this file (recorded without history, or a bare segment list): only the final state is shown.</p>\n");
+    } else {
+        out.push_str("<table><tr><th>device</th><th>trace events</th><th>time span</th><th>coverage</th></tr>\n");
+        for c in &r.coverage {
+            let span = match (c.first_time_us, c.last_time_us) {
+                (Some(a), Some(b)) => format!("{:.3} s", (b - a) as f64 / 1e6),
+                _ => "no time_us".into(),
+            };
+            let _ = writeln!(
+                out,
+                "<tr>{}{}{}{}</tr>",
+                num(&c.device.to_string()),
+                num(&c.events.to_string()),
+                num(&span),
+                cell(&coverage_text(c))
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    if r.quality.is_empty() {
+        if r.devices.iter().any(|d| d.events > 0) {
+            out.push_str("<p>No data-quality issue: every trace event replayed cleanly and the replay reproduced the recorded final state.</p>\n");
+        } else {
+            out.push_str("<p>No data-quality issue found.</p>\n");
+        }
+    } else {
+        out.push_str("<ul>\n");
+        for q in &r.quality {
+            let _ = writeln!(out, "<li>{}</li>", escape(q));
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</section>\n");
+    let _ = write!(
+        out,
+        "<footer>fragscope {} · charts are downsampled (minimum and maximum of every bucket kept)</footer>\n</body>\n</html>\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    Ok(out)
+}

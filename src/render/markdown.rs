@@ -1,0 +1,167 @@
+//! The report as Markdown for a PR comment or a CI step summary: the
+//! verdict, the figures per device, the out-of-memory events, the key
+//! moments and the top call sites as GitHub tables, and a link to the
+//! summary SVG when one was written.
+
+use crate::report::{Report, moment_text};
+use crate::units::{fmt_bytes, fmt_pct};
+use std::fmt::Write;
+
+/// Call sites listed per device.
+pub const MD_SITES: usize = 10;
+
+/// A table cell: pipes and newlines would break the row.
+pub(crate) fn md(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+}
+
+/// `svg_link`: where the summary image will be, relative to the Markdown.
+pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "## Memory report: `{}`\n", r.file.replace('`', "'"));
+    for v in &r.verdict {
+        let _ = writeln!(o, "> {}", md(v));
+        o.push_str(">\n");
+    }
+    if o.ends_with(">\n") {
+        o.truncate(o.len() - 2);
+    }
+    o.push('\n');
+    if let Some(link) = svg_link {
+        let _ = writeln!(o, "![memory summary of {}]({})\n", md(&r.file), link);
+    }
+    if !r.devices.is_empty() {
+        o.push_str("| device | events | peak reserved | peak allocated | final reserved | final allocated | OOMs |\n");
+        o.push_str("|---:|---:|---:|---:|---:|---:|---:|\n");
+        for d in &r.devices {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                d.device,
+                d.events,
+                fmt_bytes(d.peak_reserved.reserved),
+                fmt_bytes(d.peak_allocated.allocated),
+                fmt_bytes(d.end.reserved),
+                fmt_bytes(d.end.allocated),
+                d.ooms.len()
+            );
+        }
+        o.push('\n');
+    }
+    let ooms: Vec<_> = r
+        .devices
+        .iter()
+        .flat_map(|d| d.ooms.iter().map(move |x| (d, x)))
+        .collect();
+    if !ooms.is_empty() {
+        o.push_str("### Out-of-memory events\n\n");
+        o.push_str("| device | when | requested | largest free gap | device free | cause |\n");
+        o.push_str("|---:|---|---:|---:|---:|---|\n");
+        for (d, x) in ooms {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} |",
+                d.device,
+                md(&moment_text(
+                    Some(x.mark.event),
+                    x.mark.time_us,
+                    d.first_time_us
+                )),
+                fmt_bytes(x.mark.request),
+                x.mark.largest_gap.map(fmt_bytes).unwrap_or("?".into()),
+                x.mark.device_free.map(fmt_bytes).unwrap_or("?".into()),
+                md(x.diagnosis.cause.as_str())
+            );
+        }
+        o.push('\n');
+        let tries: Vec<_> = r
+            .devices
+            .iter()
+            .flat_map(|d| d.ooms.iter())
+            .flat_map(|x| x.diagnosis.suggestions.iter().filter(|s| s.applies))
+            .collect();
+        if !tries.is_empty() {
+            o.push_str("What to try:\n\n");
+            let mut seen = std::collections::BTreeSet::new();
+            for s in tries {
+                if seen.insert(s.what.clone()) {
+                    let _ = writeln!(o, "- `{}`: {}", s.what.replace('`', "'"), md(&s.why));
+                }
+            }
+            o.push('\n');
+        }
+    }
+    for d in &r.devices {
+        if d.key_moments.is_empty() {
+            continue;
+        }
+        let _ = writeln!(o, "### Key moments, device {}\n", d.device);
+        o.push_str("| moment | when | reserved | allocated | free in reserved | largest free gap | fragmentation |\n");
+        o.push_str("|---|---|---:|---:|---:|---:|---:|\n");
+        for k in &d.key_moments {
+            let s = &k.sample;
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                md(&k.label),
+                md(&moment_text(k.at, s.time_us, d.first_time_us)),
+                fmt_bytes(s.reserved),
+                fmt_bytes(s.allocated),
+                fmt_bytes(s.reserved.saturating_sub(s.allocated)),
+                fmt_bytes(s.largest_free_gap),
+                fmt_pct(s.fragmentation)
+            );
+        }
+        o.push('\n');
+    }
+    for d in &r.devices {
+        let rows: Vec<_> = r.culprits_of(d.device).take(MD_SITES).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "### Top call sites, device {} at {}\n",
+            d.device,
+            md(&d.moment_text())
+        );
+        o.push_str("| # | call site | live | stranded |\n|---:|---|---:|---:|\n");
+        for (i, c) in rows.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "| {} | `{}` | {} | {} |",
+                i + 1,
+                md(&c.site).replace('`', "'"),
+                fmt_bytes(c.live_bytes),
+                fmt_bytes(c.stranded_bytes)
+            );
+        }
+        o.push('\n');
+    }
+    for w in &r.what_if {
+        let _ = writeln!(o, "### What if (a model), device {}\n", w.device);
+        if let Some(a) = super::simulate::expandable_answer(w) {
+            let _ = writeln!(o, "**{}**\n", md(&a));
+        }
+        let _ = writeln!(o, "{}\n", md(&super::simulate::fidelity_line(w)));
+    }
+    if !r.quality.is_empty() {
+        o.push_str("<details><summary>Data quality</summary>\n\n");
+        for q in &r.quality {
+            let _ = writeln!(o, "- {}", md(q));
+        }
+        o.push_str("\n</details>\n");
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn cells_cannot_break_rows() {
+        assert_eq!(md("a|b\nc"), "a\\|b c");
+    }
+}

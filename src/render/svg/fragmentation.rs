@@ -1,0 +1,147 @@
+//! Fragmentation over time: the fragmentation ratio (1 − largest free gap /
+//! free bytes, left axis) and the number of free gaps (right axis), with the
+//! out-of-memory events marked.
+
+use super::timeline::OomMark;
+use super::*;
+use crate::replay::downsample::downsample;
+
+pub struct FragmentationChart<'a> {
+    pub title: &'a str,
+    pub samples: &'a [Sample],
+    pub ooms: &'a [OomMark],
+    pub width: u32,
+    pub height: u32,
+}
+
+impl<'a> FragmentationChart<'a> {
+    pub fn new(title: &'a str, samples: &'a [Sample], ooms: &'a [OomMark]) -> Self {
+        FragmentationChart {
+            title,
+            samples,
+            ooms,
+            width: WIDTH,
+            height: 380,
+        }
+    }
+}
+
+const CHART: &str = "fragmentation";
+
+pub fn fragmentation_svg(c: &FragmentationChart) -> Result<Svg, ChartError> {
+    let axis = XAxis::for_samples(c.samples);
+    let pts = downsample(c.samples, MAX_POINTS);
+    let max_gaps = c.samples.iter().map(|s| s.free_gaps).max().unwrap_or(0);
+    let gap_top = ((max_gaps as f64) * 1.12).ceil().max(4.0);
+    let worst = c
+        .samples
+        .iter()
+        .fold(None::<&Sample>, |b, s| match b {
+            Some(b) if b.fragmentation >= s.fragmentation => Some(b),
+            _ => Some(s),
+        })
+        .copied();
+    let mut legend = vec![
+        LegendEntry::new(
+            "fragmentation = 1 − largest free gap / free bytes (left)",
+            FRAGMENTATION,
+            Swatch::Line,
+        ),
+        LegendEntry::new("free gaps (right)", LARGEST_GAP, Swatch::Line),
+    ];
+    if let Some(w) = &worst {
+        legend.push(LegendEntry::new(
+            format!(
+                "highest {:.1}% at {}",
+                w.fragmentation * 100.0,
+                axis.moment(w.event, w.time_us)
+            ),
+            FRAGMENTATION,
+            Swatch::Dot,
+        ));
+    }
+    if !c.ooms.is_empty() {
+        legend.push(LegendEntry::new("out-of-memory event", OOM, Swatch::Line));
+    }
+    let lh = legend_height(&legend, c.width);
+    let e = err(CHART);
+    let oom_x: Vec<f64> = c
+        .ooms
+        .iter()
+        .map(|o| axis.x_event(Some(o.event as u32), o.time_us))
+        .collect();
+    let xr = x_range(&axis, c.samples, &oom_x);
+
+    render(CHART, c.width, c.height + lh, |root| {
+        let (upper, lower) = root.split_vertically(c.height);
+        let mut chart = ChartBuilder::on(&upper)
+            .caption(c.title, (FONT, TITLE_SIZE))
+            .margin(12)
+            .x_label_area_size(48)
+            .y_label_area_size(64)
+            .right_y_label_area_size(64)
+            .build_cartesian_2d(xr.clone(), 0f64..1.05)
+            .map_err(|x| e(&x))?
+            .set_secondary_coord(xr.clone(), 0f64..gap_top);
+        let xfmt = |v: &f64| tick(*v);
+        let yfmt = |v: &f64| format!("{:.0}%", v * 100.0);
+        let gfmt = |v: &f64| tick(*v);
+        chart
+            .configure_mesh()
+            .x_desc(axis.desc())
+            .y_desc("fragmentation")
+            .x_label_formatter(&xfmt)
+            .y_label_formatter(&yfmt)
+            .x_labels(10)
+            .y_labels(6)
+            .label_style((FONT, LABEL_SIZE))
+            .axis_desc_style((FONT, LABEL_SIZE))
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
+            .draw()
+            .map_err(|x| e(&x))?;
+        chart
+            .configure_secondary_axes()
+            .y_desc("free gaps")
+            .y_label_formatter(&gfmt)
+            .y_labels(6)
+            .label_style((FONT, LABEL_SIZE))
+            .axis_desc_style((FONT, LABEL_SIZE))
+            .draw()
+            .map_err(|x| e(&x))?;
+        for o in c.ooms {
+            let x = axis.x_event(Some(o.event as u32), o.time_us);
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x, 0.0), (x, 1.05)],
+                    OOM.stroke_width(2),
+                )))
+                .map_err(|x| e(&x))?;
+        }
+        chart
+            .draw_secondary_series(LineSeries::new(
+                pts.iter().map(|s| (axis.x(s), s.free_gaps as f64)),
+                LARGEST_GAP.stroke_width(2),
+            ))
+            .map_err(|x| e(&x))?;
+        chart
+            .draw_series(LineSeries::new(
+                pts.iter().map(|s| (axis.x(s), s.fragmentation)),
+                FRAGMENTATION.stroke_width(2),
+            ))
+            .map_err(|x| e(&x))?;
+        if let Some(w) = &worst {
+            chart
+                .draw_series(std::iter::once(Circle::new(
+                    (axis.x(w), w.fragmentation),
+                    6,
+                    FRAGMENTATION.filled(),
+                )))
+                .map_err(|x| e(&x))?;
+        }
+        if c.samples.len() <= 1 {
+            no_series_note(&upper, &chart.plotting_area().get_pixel_range(), CHART)?;
+        }
+        draw_legend(&lower, &legend, CHART)
+    })
+}

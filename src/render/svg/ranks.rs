@@ -1,0 +1,244 @@
+//! Many ranks side by side: one horizontal bar per rank for peak reserved
+//! memory and for fragmentation, outlier ranks in red, the median drawn as
+//! a dashed line. Bars in the order given (the ranks' order).
+
+use super::compose::stack;
+use super::*;
+use crate::units::{fmt_binary, fmt_pct};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankBar {
+    pub label: String,
+    /// `None`: not measurable for this rank (no bar, the label says so).
+    pub peak_reserved: Option<u64>,
+    pub end_reserved: u64,
+    pub fragmentation: f64,
+    pub outlier: bool,
+}
+
+pub struct RanksChart<'a> {
+    pub title: &'a str,
+    pub ranks: &'a [RankBar],
+    pub width: u32,
+}
+
+impl<'a> RanksChart<'a> {
+    pub fn new(title: &'a str, ranks: &'a [RankBar]) -> Self {
+        RanksChart {
+            title,
+            ranks,
+            width: WIDTH,
+        }
+    }
+}
+
+const CHART: &str = "ranks";
+const ROW: u32 = 30;
+const LABEL_AREA: u32 = 300;
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+struct Bar {
+    label: String,
+    value: Option<f64>,
+    /// A thinner second bar under the first (e.g. reserved at the end).
+    second: Option<f64>,
+    text: String,
+    outlier: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bars_svg(
+    title: &str,
+    bars: &[Bar],
+    xmax: f64,
+    x_desc: &str,
+    median: Option<f64>,
+    legend: Vec<LegendEntry>,
+    width: u32,
+) -> Result<Svg, ChartError> {
+    let n = bars.len().max(1);
+    let height = 110 + ROW * n as u32;
+    let lh = legend_height(&legend, width);
+    let max_chars = ((LABEL_AREA as f64 - 16.0) / (SMALL_SIZE / 1.24 * 0.6)) as usize;
+    let e = err(CHART);
+    render(CHART, width, height + lh, |root| {
+        let (upper, lower) = root.split_vertically(height);
+        let mut chart = ChartBuilder::on(&upper)
+            .caption(title, (FONT, TITLE_SIZE))
+            .margin(12)
+            .margin_right(24)
+            .x_label_area_size(48)
+            .y_label_area_size(LABEL_AREA)
+            .build_cartesian_2d(0f64..xmax, 0f64..n as f64)
+            .map_err(|x| e(&x))?;
+        let xfmt = |v: &f64| tick(*v);
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .x_label_formatter(&xfmt)
+            .x_labels(8)
+            .y_labels(0)
+            .label_style((FONT, LABEL_SIZE))
+            .axis_desc_style((FONT, LABEL_SIZE))
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
+            .disable_y_mesh()
+            .draw()
+            .map_err(|x| e(&x))?;
+        let (px, _) = chart.plotting_area().get_pixel_range();
+        // Under the bars and labels, so it never hides a figure.
+        if let Some(m) = median {
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(m, 0.0), (m, n as f64)],
+                    MUTED.stroke_width(2),
+                )))
+                .map_err(|x| e(&x))?;
+        }
+        for (i, b) in bars.iter().enumerate() {
+            let y1 = n as f64 - i as f64;
+            let mid = y1 - 0.5;
+            let color = if b.outlier { OOM } else { ALLOCATED };
+            let end = b.value.unwrap_or(0.0);
+            if let Some(v) = b.value {
+                let (top, bottom) = if b.second.is_some() {
+                    (y1 - 0.12, mid - 0.05)
+                } else {
+                    (y1 - 0.15, y1 - 0.85)
+                };
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [(0.0, top), (v, bottom)],
+                        color.filled(),
+                    )))
+                    .map_err(|x| e(&x))?;
+            }
+            if let Some(s) = b.second {
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [(0.0, mid - 0.1), (s, y1 - 0.88)],
+                        RESERVED_FILL.filled(),
+                    )))
+                    .map_err(|x| e(&x))?;
+            }
+            let (bx, by) = chart.backend_coord(&(end, mid));
+            upper
+                .draw(&Text::new(
+                    b.text.clone(),
+                    (bx + 5, by),
+                    anchored(text_style(SMALL_SIZE, &TEXT), HPos::Left, VPos::Center),
+                ))
+                .map_err(|x| e(&x))?;
+            upper
+                .draw(&Text::new(
+                    ellipsize(&b.label, max_chars),
+                    (px.start - 10, by),
+                    anchored(
+                        text_style(SMALL_SIZE, if b.outlier { &OOM } else { &TEXT }),
+                        HPos::Right,
+                        VPos::Center,
+                    ),
+                ))
+                .map_err(|x| e(&x))?;
+        }
+        if bars.is_empty() {
+            let (px, py) = chart.plotting_area().get_pixel_range();
+            upper
+                .draw(&Text::new(
+                    "no rank could be read as a snapshot",
+                    ((px.start + px.end) / 2, (py.start + py.end) / 2),
+                    anchored(text_style(LABEL_SIZE, &MUTED), HPos::Center, VPos::Center),
+                ))
+                .map_err(|x| e(&x))?;
+        }
+        draw_legend(&lower, &legend, CHART)
+    })
+}
+
+/// Two panels: peak reserved (with reserved at the end under it) and
+/// fragmentation at the end, one row per rank.
+pub fn ranks_svg(c: &RanksChart) -> Result<Svg, ChartError> {
+    let top = c
+        .ranks
+        .iter()
+        .map(|r| r.peak_reserved.unwrap_or(0).max(r.end_reserved))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let unit = byte_unit(top);
+    let bytes: Vec<Bar> = c
+        .ranks
+        .iter()
+        .map(|r| Bar {
+            label: r.label.clone(),
+            value: r.peak_reserved.map(|p| p as f64 / unit.div),
+            second: Some(r.end_reserved as f64 / unit.div),
+            text: match r.peak_reserved {
+                Some(p) => format!("{} (end {})", fmt_binary(p), fmt_binary(r.end_reserved)),
+                None => format!("peak n/a (end {})", fmt_binary(r.end_reserved)),
+            },
+            outlier: r.outlier,
+        })
+        .collect();
+    let legend = vec![
+        LegendEntry::new("peak reserved", ALLOCATED, Swatch::Fill),
+        LegendEntry::new("reserved at the end", RESERVED_FILL, Swatch::Fill),
+        LegendEntry::new("outlier rank", OOM, Swatch::Fill),
+        LegendEntry::new("median of reserved at the end", MUTED, Swatch::Line),
+    ];
+    let a = bars_svg(
+        &format!("Peak reserved per rank · {}", c.title),
+        &bytes,
+        top as f64 / unit.div * 1.45,
+        unit.name,
+        median(
+            c.ranks
+                .iter()
+                .map(|r| r.end_reserved as f64 / unit.div)
+                .collect(),
+        ),
+        legend,
+        c.width,
+    )?;
+    let frag: Vec<Bar> = c
+        .ranks
+        .iter()
+        .map(|r| Bar {
+            label: r.label.clone(),
+            value: Some(r.fragmentation * 100.0),
+            second: None,
+            text: fmt_pct(r.fragmentation),
+            outlier: r.outlier,
+        })
+        .collect();
+    let legend = vec![
+        LegendEntry::new(
+            "fragmentation at the end (1 − largest free block / free bytes)",
+            ALLOCATED,
+            Swatch::Fill,
+        ),
+        LegendEntry::new("median", MUTED, Swatch::Line),
+    ];
+    let b = bars_svg(
+        &format!("Fragmentation per rank · {}", c.title),
+        &frag,
+        118.0,
+        "%",
+        median(c.ranks.iter().map(|r| r.fragmentation * 100.0).collect()),
+        legend,
+        c.width,
+    )?;
+    Ok(stack(&[a, b], 12))
+}

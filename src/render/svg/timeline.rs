@@ -1,0 +1,294 @@
+//! The memory timeline: reserved, allocated and free-in-reserved bytes over
+//! time, the largest free gap as its own line, the peaks marked, and every
+//! out-of-memory event drawn as a vertical line annotated with the request
+//! and the largest gap at that moment.
+
+use super::*;
+use crate::replay::downsample::downsample;
+use crate::units::fmt_binary;
+
+/// An out-of-memory event to mark on a time series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OomMark {
+    /// Index of the `oom` event in the device trace.
+    pub event: usize,
+    pub time_us: Option<i64>,
+    /// The (rounded) request that failed.
+    pub request: u64,
+    /// Largest free gap inside reserved memory at that moment.
+    pub largest_gap: Option<u64>,
+    /// Free device memory the driver reported.
+    pub device_free: Option<u64>,
+}
+
+impl OomMark {
+    /// `OOM: 4.94 GiB requested, largest free gap 1.20 GiB`
+    pub fn caption(&self) -> String {
+        let gap = self
+            .largest_gap
+            .map(|g| format!(", largest free gap {}", fmt_binary(g)))
+            .unwrap_or_default();
+        format!("OOM: {} requested{gap}", fmt_binary(self.request))
+    }
+}
+
+pub struct TimelineChart<'a> {
+    pub title: &'a str,
+    pub samples: &'a [Sample],
+    pub ooms: &'a [OomMark],
+    pub width: u32,
+    pub height: u32,
+    /// Draw reserved and free-in-reserved (off where the input does not
+    /// record reserved memory: CPU memory, 2021 profiler traces).
+    pub reserved: bool,
+    /// Draw the largest free gap (off for inputs without a segment layout,
+    /// such as profiler traces; the legend then says it is not measurable).
+    pub largest_gap: bool,
+}
+
+impl<'a> TimelineChart<'a> {
+    pub fn new(title: &'a str, samples: &'a [Sample], ooms: &'a [OomMark]) -> Self {
+        TimelineChart {
+            title,
+            samples,
+            ooms,
+            width: WIDTH,
+            height: 440,
+            reserved: true,
+            largest_gap: true,
+        }
+    }
+}
+
+const CHART: &str = "memory timeline";
+
+fn first_max_by(samples: &[Sample], key: impl Fn(&Sample) -> u64) -> Option<&Sample> {
+    let mut best: Option<&Sample> = None;
+    for s in samples {
+        if best.is_none_or(|b| key(s) > key(b)) {
+            best = Some(s);
+        }
+    }
+    best
+}
+
+pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
+    let axis = XAxis::for_samples(c.samples);
+    let pts = downsample(c.samples, MAX_POINTS);
+    let peak_res = first_max_by(c.samples, |s| s.reserved).copied();
+    let peak_alloc = first_max_by(c.samples, |s| s.allocated).copied();
+    let top = c
+        .samples
+        .iter()
+        .map(|s| {
+            if c.reserved {
+                s.reserved.max(s.allocated)
+            } else {
+                s.allocated
+            }
+        })
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let unit = byte_unit(top);
+    let ymax = top as f64 / unit.div * 1.12;
+    let y = |b: u64| b as f64 / unit.div;
+
+    let mut legend = Vec::new();
+    if c.reserved {
+        legend.push(LegendEntry::new("reserved", RESERVED_FILL, Swatch::Fill));
+    }
+    legend.push(LegendEntry::new("allocated", ALLOCATED, Swatch::Fill));
+    if c.reserved {
+        legend.push(LegendEntry::new(
+            "free in reserved",
+            FREE_IN_RESERVED,
+            Swatch::Line,
+        ));
+    }
+    if c.largest_gap {
+        legend.push(LegendEntry::new(
+            "largest free gap",
+            LARGEST_GAP,
+            Swatch::Line,
+        ));
+    } else {
+        legend.push(LegendEntry::new(
+            "largest free gap: not measurable (no segment layout)",
+            MUTED,
+            Swatch::Line,
+        ));
+    }
+    if !c.reserved {
+        legend.push(LegendEntry::new(
+            "reserved: not recorded",
+            MUTED,
+            Swatch::Line,
+        ));
+    }
+    let peak_res = peak_res.filter(|_| c.reserved);
+    if let Some(p) = &peak_res {
+        legend.push(LegendEntry::new(
+            format!(
+                "peak reserved {} at {}",
+                fmt_binary(p.reserved),
+                axis.moment(p.event, p.time_us)
+            ),
+            RESERVED_LINE,
+            Swatch::Dot,
+        ));
+    }
+    if let Some(p) = &peak_alloc {
+        legend.push(LegendEntry::new(
+            format!(
+                "peak allocated {} at {}",
+                fmt_binary(p.allocated),
+                axis.moment(p.event, p.time_us)
+            ),
+            ALLOCATED,
+            Swatch::Dot,
+        ));
+    }
+    if !c.ooms.is_empty() {
+        legend.push(LegendEntry::new(
+            "out-of-memory event (× = failed request)",
+            OOM,
+            Swatch::Line,
+        ));
+    }
+    let lh = legend_height(&legend, c.width);
+    let e = err(CHART);
+    let oom_x: Vec<f64> = c
+        .ooms
+        .iter()
+        .map(|o| axis.x_event(Some(o.event as u32), o.time_us))
+        .collect();
+
+    render(CHART, c.width, c.height + lh, |root| {
+        let (upper, lower) = root.split_vertically(c.height);
+        let mut chart = ChartBuilder::on(&upper)
+            .caption(c.title, (FONT, TITLE_SIZE))
+            .margin(12)
+            .margin_right(24)
+            .x_label_area_size(48)
+            .y_label_area_size(64)
+            .build_cartesian_2d(x_range(&axis, c.samples, &oom_x), 0f64..ymax)
+            .map_err(|x| e(&x))?;
+        let xfmt = |v: &f64| tick(*v);
+        let yfmt = |v: &f64| tick(*v);
+        chart
+            .configure_mesh()
+            .x_desc(axis.desc())
+            .y_desc(unit.name)
+            .x_label_formatter(&xfmt)
+            .y_label_formatter(&yfmt)
+            .x_labels(10)
+            .y_labels(8)
+            .label_style((FONT, LABEL_SIZE))
+            .axis_desc_style((FONT, LABEL_SIZE))
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
+            .draw()
+            .map_err(|x| e(&x))?;
+
+        let series = |f: fn(&Sample) -> u64| -> Vec<(f64, f64)> {
+            pts.iter().map(|s| (axis.x(s), y(f(s)))).collect()
+        };
+        if c.reserved {
+            chart
+                .draw_series(
+                    AreaSeries::new(series(|s| s.reserved), 0.0, RESERVED_FILL.mix(0.8))
+                        .border_style(RESERVED_LINE.stroke_width(2)),
+                )
+                .map_err(|x| e(&x))?;
+        }
+        chart
+            .draw_series(
+                AreaSeries::new(series(|s| s.allocated), 0.0, ALLOCATED.mix(0.35))
+                    .border_style(ALLOCATED.stroke_width(2)),
+            )
+            .map_err(|x| e(&x))?;
+        if c.reserved {
+            chart
+                .draw_series(LineSeries::new(
+                    series(|s| s.reserved.saturating_sub(s.allocated)),
+                    FREE_IN_RESERVED.stroke_width(2),
+                ))
+                .map_err(|x| e(&x))?;
+        }
+        if c.largest_gap {
+            chart
+                .draw_series(LineSeries::new(
+                    series(|s| s.largest_free_gap),
+                    LARGEST_GAP.stroke_width(2),
+                ))
+                .map_err(|x| e(&x))?;
+        }
+
+        for (p, v, color) in [
+            (peak_res, peak_res.map(|p| p.reserved), RESERVED_LINE),
+            (peak_alloc, peak_alloc.map(|p| p.allocated), ALLOCATED),
+        ] {
+            if let (Some(p), Some(v)) = (p, v) {
+                chart
+                    .draw_series(std::iter::once(Circle::new(
+                        (axis.x(&p), y(v)),
+                        6,
+                        color.filled(),
+                    )))
+                    .map_err(|x| e(&x))?;
+                chart
+                    .draw_series(std::iter::once(Circle::new(
+                        (axis.x(&p), y(v)),
+                        6,
+                        WHITE.stroke_width(1),
+                    )))
+                    .map_err(|x| e(&x))?;
+            }
+        }
+
+        // OOM lines, and their captions stacked from the top so several
+        // failures close together do not print over each other.
+        let (px_range, py_range) = chart.plotting_area().get_pixel_range();
+        let mid = (px_range.start + px_range.end) / 2;
+        for (k, o) in c.ooms.iter().enumerate() {
+            let x = axis.x_event(Some(o.event as u32), o.time_us);
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x, 0.0), (x, ymax)],
+                    OOM.stroke_width(2),
+                )))
+                .map_err(|x| e(&x))?;
+            let ry = y(o.request);
+            if ry <= ymax {
+                chart
+                    .draw_series(std::iter::once(Cross::new((x, ry), 7, OOM.stroke_width(3))))
+                    .map_err(|x| e(&x))?;
+            }
+            let (bx, _) = chart.backend_coord(&(x, 0.0));
+            let bx = bx.clamp(px_range.start, px_range.end);
+            let ty = py_range.start + 8 + (k as i32 % 4) * 20;
+            let (tx, h) = if bx > mid {
+                (bx - 6, HPos::Right)
+            } else {
+                (bx + 6, HPos::Left)
+            };
+            let label = if c.ooms.len() > 1 {
+                format!("#{} {}", k + 1, o.caption())
+            } else {
+                o.caption()
+            };
+            upper
+                .draw(&Text::new(
+                    label,
+                    (tx, ty),
+                    anchored(text_style(SMALL_SIZE, &OOM), h, VPos::Top),
+                ))
+                .map_err(|x| e(&x))?;
+        }
+        if c.samples.len() <= 1 {
+            no_series_note(&upper, &chart.plotting_area().get_pixel_range(), CHART)?;
+        }
+        draw_legend(&lower, &legend, CHART)
+    })
+}

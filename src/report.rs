@@ -1,0 +1,785 @@
+//! The report: every finding `fragscope report` and `fragscope plot` show,
+//! gathered once from a snapshot and its replay into plain data that the
+//! renderers ([`crate::render::charts`], [`crate::render::html`],
+//! [`crate::render::markdown`]) lay out.
+//!
+//! Owns: which moment each device is shown at (the first out-of-memory
+//! event, else the moment most reserved memory sat free), each OOM diagnosed by
+//! [`crate::oom`] as `fragscope oom` does, the verdict sentences, and the data
+//! quality notes, and turning a culprit [`Analysis`] into the per-site rows
+//! the charts and tables show ([`culprit_rows`]). It does not replay (that is
+//! [`crate::replay`]), does not rank culprits (that is [`crate::culprits`];
+//! the caller passes its summary sentence and rows as [`DeviceCulprits`]),
+//! does not run the what-if model (the caller attaches [`crate::sim`]
+//! reports), and does no formatting beyond the sentences of the verdict.
+//!
+//! Output is deterministic: the file is named by its base name only, series
+//! are downsampled to a fixed number of points, every list has a stable
+//! order with explicit tie-breakers.
+
+use crate::advice::Diagnosis;
+use crate::culprits::Analysis;
+use crate::frames::{CallSite, filtered, frame_label};
+use crate::model::*;
+use crate::render::svg::timeline::OomMark;
+use crate::replay::downsample::downsample;
+use crate::replay::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample};
+use crate::stats::{StateStats, TraceCoverage, consistency_warnings, trace_coverage};
+use crate::units::{fmt_bytes, fmt_pct};
+use std::collections::HashMap;
+
+/// One call site and the memory it holds at the shown moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CulpritRow {
+    pub device: i64,
+    /// The call site's label, as `fragscope culprits` prints it
+    /// (`model.py:88 (forward)`).
+    pub site: String,
+    /// Requested bytes of the site's live blocks (block bytes when no
+    /// request size is recorded).
+    pub live_bytes: u64,
+    /// Free bytes the site's blocks strand, by the scoring rule of
+    /// [`crate::culprits`] (`docs/culprits.md`).
+    pub stranded_bytes: u64,
+    /// Addresses of the site's live blocks (outlined on the segment map).
+    pub blocks: Vec<u64>,
+    /// The allocation stack of the site's first-ranked block, innermost
+    /// first, the frames PyTorch's viewer shows, one `file:line:function` a
+    /// line.
+    pub stack: Vec<String>,
+}
+
+/// The culprit analysis of one device at the report's moment: the summary
+/// sentence `fragscope culprits` prints for the same moment, and its rows by
+/// call site ([`culprit_rows`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceCulprits {
+    pub device: i64,
+    pub summary: String,
+    pub rows: Vec<CulpritRow>,
+}
+
+/// What the replay says about one device, ready to report.
+#[derive(Debug, Clone)]
+pub struct DeviceInput {
+    pub replay: DeviceReplay,
+    pub key_moments: Vec<KeyMoment>,
+    /// The state the segment map and the gap histogram show.
+    pub moment: MomentState,
+    /// How that moment was chosen, e.g. `first out-of-memory event`.
+    pub moment_label: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct OomFinding {
+    pub mark: OomMark,
+    pub diagnosis: Diagnosis,
+}
+
+#[derive(Debug, Clone)]
+pub struct DeviceReport {
+    pub device: i64,
+    pub events: usize,
+    /// Epoch µs of the first event, when events carry times.
+    pub first_time_us: Option<i64>,
+    /// The replayed series, downsampled (min/max per bucket).
+    pub samples: Vec<Sample>,
+    pub peak_reserved: Sample,
+    pub peak_allocated: Sample,
+    pub end: Sample,
+    pub key_moments: Vec<KeyMoment>,
+    pub ooms: Vec<OomFinding>,
+    pub moment_label: String,
+    /// Event after which the shown state holds (`None` = start).
+    pub moment_at: Option<usize>,
+    pub moment_time_us: Option<i64>,
+    pub segments: Vec<Segment>,
+    pub moment_stats: StateStats,
+    pub failed_request: Option<u64>,
+    pub replay_report: ReplayReport,
+    /// The culprits summary sentence at the shown moment.
+    pub culprit_summary: Option<String>,
+}
+
+impl DeviceReport {
+    /// Sizes of the free blocks at the shown moment.
+    pub fn gaps(&self) -> Vec<u64> {
+        self.segments
+            .iter()
+            .flat_map(|s| s.blocks.iter())
+            .filter(|b| b.state == BlockState::Inactive)
+            .map(|b| b.size)
+            .collect()
+    }
+
+    /// `event 421, t=1.234 s`, `start of the trace`, or `the recorded
+    /// state` when there is no trace.
+    pub fn moment_text(&self) -> String {
+        if self.events == 0 {
+            return "the recorded state".into();
+        }
+        moment_text(self.moment_at, self.moment_time_us, self.first_time_us)
+    }
+}
+
+pub fn moment_text(at: Option<usize>, time_us: Option<i64>, origin: Option<i64>) -> String {
+    match (at, time_us, origin) {
+        (None, _, _) => "start of the trace".into(),
+        (Some(i), Some(t), Some(o)) => format!("event {i}, t={:.3} s", (t - o) as f64 / 1e6),
+        (Some(i), _, _) => format!("event {i}"),
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Base name of the input (never a full path).
+    pub file: String,
+    pub format: String,
+    /// Plain-words summary, most important first.
+    pub verdict: Vec<String>,
+    pub devices: Vec<DeviceReport>,
+    pub culprits: Vec<CulpritRow>,
+    /// `allocator_settings` as (key, value) text; empty when not recorded.
+    pub settings: Vec<(String, String)>,
+    pub settings_recorded: bool,
+    pub coverage: Vec<TraceCoverage>,
+    /// Data-quality notes (replay anomalies, inconsistencies), each once.
+    pub quality: Vec<String>,
+    /// What-if model runs (one per device with allocations in its trace),
+    /// attached by the caller; empty when not run.
+    pub what_if: Vec<crate::sim::SimReport>,
+}
+
+impl Report {
+    /// The device the one-page summary shows: the first with an OOM, else
+    /// the one with the largest peak reserved (lowest ordinal on ties).
+    pub fn main_device(&self) -> Option<&DeviceReport> {
+        self.devices
+            .iter()
+            .find(|d| !d.ooms.is_empty())
+            .or_else(|| {
+                self.devices
+                    .iter()
+                    .fold(None, |b: Option<&DeviceReport>, d| match b {
+                        Some(b) if b.peak_reserved.reserved >= d.peak_reserved.reserved => Some(b),
+                        _ => Some(d),
+                    })
+            })
+    }
+
+    pub fn culprits_of(&self, device: i64) -> impl Iterator<Item = &CulpritRow> {
+        self.culprits.iter().filter(move |c| c.device == device)
+    }
+
+    pub fn what_if_of(&self, device: i64) -> Option<&crate::sim::SimReport> {
+        self.what_if.iter().find(|w| w.device == device)
+    }
+}
+
+/// Points kept per device series in reports.
+pub const REPORT_POINTS: usize = 800;
+
+/// `path/to/x.pickle` → `x.pickle`; stdin stays `-`.
+pub fn base_name(path: &str) -> String {
+    if path == "-" {
+        return "-".into();
+    }
+    std::path::Path::new(path)
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.to_string())
+}
+
+/// The moment shown when the user names none: the first out-of-memory event
+/// of the device, else the sample where the most reserved memory sat free
+/// in the cache (reserved − allocated − pending free: blocks still waiting
+/// on a stream are about to be free anyway; earliest on ties).
+pub fn default_moment(snap: &Snapshot, device: i64, samples: &[Sample]) -> (Option<usize>, String) {
+    if let Some(i) = snap
+        .trace_of(device)
+        .iter()
+        .position(|e| e.action == Action::Oom)
+    {
+        return (Some(i), "first out-of-memory event".into());
+    }
+    let cached = |s: &Sample| {
+        s.reserved
+            .saturating_sub(s.allocated)
+            .saturating_sub(s.pending_free)
+    };
+    let mut best: Option<&Sample> = None;
+    for s in samples {
+        if best.is_none_or(|b| cached(s) > cached(b)) {
+            best = Some(s);
+        }
+    }
+    match best {
+        Some(s) if samples.len() > 1 => (
+            s.event.map(|e| e as usize),
+            "most reserved memory free in the cache".into(),
+        ),
+        _ => (
+            samples.last().and_then(|s| s.event.map(|e| e as usize)),
+            "final state".into(),
+        ),
+    }
+}
+
+/// Replays every device (or one) and picks its moment: `at` when given,
+/// else [`default_moment`]. Errors name the device and the moment.
+pub fn gather(
+    snap: &Snapshot,
+    device: Option<i64>,
+    at: Option<Moment>,
+) -> Result<Vec<DeviceInput>, String> {
+    let devices: Vec<i64> = match device {
+        Some(d) => {
+            if !snap.devices().contains(&d) {
+                return Err(format!(
+                    "device {d} has no segments and no trace events (devices: {})",
+                    list_devices(snap)
+                ));
+            }
+            vec![d]
+        }
+        None => snap.devices(),
+    };
+    let mut out = Vec::new();
+    for d in devices {
+        let replay = crate::replay::replay_device(snap, d);
+        let key_moments = replay.key_moments(snap);
+        let (at, label) = match at {
+            Some(m) => (
+                replay.resolve(snap, m).map_err(|e| {
+                    if e.contains(&format!("device {d}")) {
+                        e
+                    } else {
+                        format!("device {d}: {e}")
+                    }
+                })?,
+                moment_name(m),
+            ),
+            None => default_moment(snap, d, &replay.samples),
+        };
+        let moment = crate::replay::state_at(snap, d, at);
+        out.push(DeviceInput {
+            replay,
+            key_moments,
+            moment,
+            moment_label: label,
+        });
+    }
+    Ok(out)
+}
+
+/// The moment as the user would name it on the command line.
+pub fn moment_name(m: Moment) -> String {
+    match m {
+        Moment::Start => "start".into(),
+        Moment::End => "end".into(),
+        Moment::Event(n) => format!("after event {n}"),
+        Moment::TimeUs(t) => format!("t={t} µs"),
+        Moment::PeakAllocated => "peak allocated".into(),
+        Moment::PeakReserved => "peak reserved".into(),
+        Moment::MaxFragmentation => "highest fragmentation".into(),
+        Moment::MinLargestGap => "smallest largest free gap".into(),
+        Moment::Oom(n) => format!("out-of-memory event {}", n + 1),
+    }
+}
+
+fn list_devices(snap: &Snapshot) -> String {
+    let d = snap.devices();
+    if d.is_empty() {
+        "none".into()
+    } else {
+        d.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn first_max(samples: &[Sample], key: impl Fn(&Sample) -> u64) -> Sample {
+    let mut best: Option<&Sample> = None;
+    for s in samples {
+        if best.is_none_or(|b| key(s) > key(b)) {
+            best = Some(s);
+        }
+    }
+    best.copied().unwrap_or_default()
+}
+
+fn setting_text(s: &Setting) -> String {
+    match s {
+        Setting::None => "None".into(),
+        Setting::Bool(b) => if *b { "True" } else { "False" }.into(),
+        Setting::Int(i) => i.to_string(),
+        Setting::Float(f) => f.to_string(),
+        Setting::Str(s) if s.is_empty() => "(empty)".into(),
+        Setting::Str(s) => s.clone(),
+        Setting::List(l) => format!(
+            "[{}]",
+            l.iter().map(setting_text).collect::<Vec<_>>().join(", ")
+        ),
+        Setting::Map(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", setting_text(v)))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// Assembles the report from replayed devices and their culprit analyses.
+pub fn build(
+    snap: &Snapshot,
+    file: &str,
+    format: &str,
+    inputs: Vec<DeviceInput>,
+    culprits: Vec<DeviceCulprits>,
+) -> Report {
+    let mut summaries: HashMap<i64, String> = HashMap::new();
+    let mut rows = Vec::new();
+    for c in culprits {
+        summaries.insert(c.device, c.summary);
+        rows.extend(c.rows);
+    }
+    let mut devices = Vec::new();
+    let mut quality = Vec::new();
+    for w in consistency_warnings(snap) {
+        quality.push(w);
+    }
+    for inp in inputs {
+        let d = inp.replay.device;
+        let trace = snap.trace_of(d);
+        let samples = &inp.replay.samples;
+        let ooms = oom_findings(snap, &inp);
+        let rr = &inp.replay.report;
+        if rr.events > 0 && rr.clean_events < rr.events {
+            quality.push(format!(
+                "device {d}: {} of {} trace events replayed with an anomaly",
+                rr.events - rr.clean_events,
+                rr.events
+            ));
+        }
+        for a in &rr.anomalies {
+            quality.push(format!(
+                "device {d}: {} × {:?}{}: {}",
+                a.count,
+                a.kind,
+                a.first_event
+                    .map(|e| format!(" (first at event {e})"))
+                    .unwrap_or_default(),
+                a.example
+            ));
+        }
+        if rr.events > 0 && !rr.final_state_matches {
+            quality.push(format!(
+                "device {d}: replaying the trace forward does not reproduce the recorded final state{}",
+                rr.final_state_diff
+                    .as_ref()
+                    .map(|x| format!(" ({x})"))
+                    .unwrap_or_default()
+            ));
+        }
+        for i in &rr.inferences {
+            quality.push(format!("device {d}: {i}"));
+        }
+        let moment_stats = StateStats::of(&inp.moment.segments);
+        devices.push(DeviceReport {
+            device: d,
+            events: trace.len(),
+            first_time_us: trace.iter().find_map(|e| e.time_us),
+            samples: downsample(samples, REPORT_POINTS),
+            peak_reserved: first_max(samples, |s| s.reserved),
+            peak_allocated: first_max(samples, |s| s.allocated),
+            end: *inp.replay.end(),
+            key_moments: inp.key_moments,
+            ooms,
+            moment_label: inp.moment_label,
+            moment_at: inp.moment.at,
+            moment_time_us: inp.moment.time_us,
+            failed_request: inp.moment.failed_request,
+            segments: inp.moment.segments,
+            moment_stats,
+            replay_report: inp.replay.report,
+            culprit_summary: summaries.remove(&d),
+        });
+    }
+    let (settings, settings_recorded) = match &snap.allocator_settings {
+        Some(s) => (
+            s.entries
+                .iter()
+                .map(|(k, v)| (k.clone(), setting_text(v)))
+                .collect(),
+            true,
+        ),
+        None => (Vec::new(), false),
+    };
+    let mut report = Report {
+        file: base_name(file),
+        format: format.to_string(),
+        verdict: Vec::new(),
+        devices,
+        culprits: rows,
+        settings,
+        settings_recorded,
+        coverage: trace_coverage(snap),
+        quality,
+        what_if: Vec::new(),
+    };
+    report.verdict = verdict(&report);
+    report
+}
+
+/// Every OOM of a device as `fragscope oom` diagnoses it ([`crate::oom`]),
+/// so the report and the command phrase the same moment identically. The
+/// shown moment's state serves when it is that OOM; other OOMs are replayed.
+fn oom_findings(snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
+    let d = inp.replay.device;
+    let mut out = Vec::new();
+    for (i, ev) in snap.trace_of(d).iter().enumerate() {
+        if ev.action != Action::Oom {
+            continue;
+        }
+        let replayed;
+        let state = if inp.moment.at == Some(i) {
+            &inp.moment
+        } else {
+            replayed = crate::replay::state_at(snap, d, Some(i));
+            &replayed
+        };
+        let Some(f) = crate::oom::finding_at(snap, state, i, &inp.replay.report, None) else {
+            continue;
+        };
+        out.push(OomFinding {
+            mark: OomMark {
+                event: i,
+                time_us: ev.time_us,
+                request: ev.size,
+                largest_gap: Some(f.largest_usable_gap.as_ref().map_or(0, |g| g.gap_size)),
+                device_free: ev.device_free,
+            },
+            diagnosis: f.diagnosis,
+        });
+    }
+    out
+}
+
+/// The summary in words: every OOM's diagnosis, else where the memory sat
+/// at the worst moment, then the top call site.
+pub fn verdict(r: &Report) -> Vec<String> {
+    let mut v = Vec::new();
+    if r.devices.is_empty() {
+        v.push("The snapshot holds no segments and no trace events: nothing was allocated while it was recorded.".into());
+        return v;
+    }
+    let any_oom = r.devices.iter().any(|d| !d.ooms.is_empty());
+    for d in &r.devices {
+        for o in &d.ooms {
+            v.push(format!(
+                "Device {}: out of memory at {}. {}.",
+                d.device,
+                moment_text(Some(o.mark.event), o.mark.time_us, d.first_time_us),
+                upper_first(&o.diagnosis.headline),
+            ));
+        }
+    }
+    if !any_oom {
+        v.push("No out-of-memory event was recorded.".into());
+        if let Some(d) = r.main_device() {
+            let s = &d.moment_stats;
+            let free = s.free_bytes();
+            if s.reserved_bytes > 0 {
+                v.push(format!(
+                    "Device {} at {} ({}): {} of {} reserved ({}) sat free inside PyTorch's cache, in {} free gaps; the largest gap was {} (fragmentation {}).",
+                    d.device,
+                    d.moment_text(),
+                    d.moment_label,
+                    fmt_bytes(free),
+                    fmt_bytes(s.reserved_bytes),
+                    fmt_pct(free as f64 / s.reserved_bytes as f64),
+                    s.free_blocks,
+                    fmt_bytes(s.largest_free_block_bytes),
+                    fmt_pct(s.fragmentation)
+                ));
+            }
+        }
+    }
+    if let Some(d) = r.main_device() {
+        v.push(format!(
+            "Peak on device {}: {} reserved, {} allocated.",
+            d.device,
+            fmt_bytes(d.peak_reserved.reserved),
+            fmt_bytes(d.peak_allocated.allocated)
+        ));
+        if let Some(sentence) = &d.culprit_summary {
+            v.push(format!(
+                "Culprits on device {} at {}: {sentence}",
+                d.device,
+                d.moment_text()
+            ));
+        }
+    }
+    v
+}
+
+fn upper_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}
+
+/// The culprit analysis as rows by call site, for the report's tables and
+/// charts. Only live (`active_allocated`) blocks count: a block waiting on a
+/// cross-stream free holds no live tensor.
+///
+/// Order: the sites that strand bytes first, in the order of the analysis'
+/// groups by site (stranded bytes, then the rank of their best block), so the
+/// first row is the group the summary sentence names; then the sites that
+/// strand nothing, by live bytes, then label.
+pub fn culprit_rows(snap: &Snapshot, a: &Analysis) -> Vec<CulpritRow> {
+    struct Acc {
+        site: CallSite,
+        first: usize,
+        live: u64,
+        stranded: u64,
+        blocks: Vec<(u64, u64)>,
+        stack: StackId,
+    }
+    let mut index: HashMap<&CallSite, usize> = HashMap::new();
+    let mut acc: Vec<Acc> = Vec::new();
+    for (i, b) in a.blocks.iter().enumerate() {
+        if b.state != BlockState::ActiveAllocated {
+            continue;
+        }
+        let k = *index.entry(&b.call_site).or_insert_with(|| {
+            acc.push(Acc {
+                site: b.call_site.clone(),
+                first: i,
+                live: 0,
+                stranded: 0,
+                blocks: Vec::new(),
+                stack: b.stack,
+            });
+            acc.len() - 1
+        });
+        let x = &mut acc[k];
+        x.live += b.requested.unwrap_or(b.size).min(b.size);
+        x.stranded += b.stranded;
+        x.blocks.push((b.size, b.address));
+    }
+    let mut rows: Vec<(Acc, String)> = acc
+        .into_iter()
+        .map(|x| {
+            let label = x.site.label();
+            (x, label)
+        })
+        .collect();
+    rows.sort_by(|(x, lx), (y, ly)| {
+        (y.stranded > 0)
+            .cmp(&(x.stranded > 0))
+            .then(y.stranded.cmp(&x.stranded))
+            .then(if x.stranded > 0 {
+                x.first.cmp(&y.first)
+            } else {
+                y.live.cmp(&x.live).then(lx.cmp(ly))
+            })
+            .then(x.first.cmp(&y.first))
+    });
+    rows.into_iter()
+        .map(|(mut x, label)| {
+            x.blocks.sort_by(|p, q| q.0.cmp(&p.0).then(p.1.cmp(&q.1)));
+            CulpritRow {
+                device: a.device,
+                site: label,
+                live_bytes: x.live,
+                stranded_bytes: x.stranded,
+                blocks: x.blocks.iter().map(|b| b.1).collect(),
+                stack: filtered(snap, x.stack)
+                    .into_iter()
+                    .map(|f| frame_label(snap, f, true))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap_with_frames() -> (Snapshot, StackId, StackId) {
+        let mut i = Interner::new();
+        let torch = i.string("/usr/lib/python3/site-packages/torch/nn/modules/linear.py");
+        let user = i.string("/home/me/project/model.py");
+        let fwd = i.string("forward");
+        let other = i.string("train.py");
+        let step = i.string("step");
+        let f0 = i.frame(Frame {
+            filename: torch,
+            line: 125,
+            name: fwd,
+        });
+        let f1 = i.frame(Frame {
+            filename: user,
+            line: 88,
+            name: fwd,
+        });
+        let f2 = i.frame(Frame {
+            filename: other,
+            line: 12,
+            name: step,
+        });
+        let a = i.stack(vec![f0, f1]);
+        let b = i.stack(vec![f2]);
+        let mut s = Snapshot::default();
+        i.finish(&mut s);
+        (s, a, b)
+    }
+
+    fn block(address: u64, size: u64, req: u64, state: BlockState, frames: StackId) -> Block {
+        Block {
+            address,
+            size,
+            requested_size: Some(req),
+            state,
+            frames,
+        }
+    }
+
+    fn segment(address: u64, blocks: Vec<Block>) -> Segment {
+        Segment {
+            device: 0,
+            address,
+            total_size: blocks.iter().map(|b| b.size).sum(),
+            allocated_size: None,
+            active_size: None,
+            requested_size: None,
+            stream: 0,
+            segment_type: SegmentType::Large,
+            pool_id: None,
+            is_expandable: None,
+            frames: StackId::EMPTY,
+            blocks,
+        }
+    }
+
+    #[test]
+    fn culprit_rows_follow_the_analysis_by_call_site() {
+        let (snap, a, b) = snap_with_frames();
+        let segs = vec![
+            segment(
+                0,
+                vec![
+                    block(0, 300, 300, BlockState::ActiveAllocated, a),
+                    block(300, 100, 100, BlockState::ActiveAllocated, b),
+                    block(400, 1001, 0, BlockState::Inactive, StackId::EMPTY),
+                ],
+            ),
+            // Entirely free: releasable, strands nothing.
+            segment(
+                10_000,
+                vec![block(10_000, 5000, 0, BlockState::Inactive, StackId::EMPTY)],
+            ),
+            segment(
+                20_000,
+                vec![
+                    block(20_000, 512, 400, BlockState::ActiveAllocated, b),
+                    block(
+                        20_512,
+                        488,
+                        0,
+                        BlockState::ActivePendingFree,
+                        StackId::EMPTY,
+                    ),
+                ],
+            ),
+        ];
+        let state = crate::replay::MomentState {
+            device: 0,
+            at: None,
+            time_us: None,
+            segments: segs,
+            origins: Default::default(),
+            failed_request: None,
+        };
+        let an = crate::culprits::analyze(&snap, &state, &Default::default());
+        let rows = culprit_rows(&snap, &an);
+        assert_eq!(rows.len(), 2);
+        // The gap at the end of the first segment is bounded by train.py's
+        // block only, so it is all charged there; the pending-free block
+        // holds no live tensor and is not a row.
+        assert_eq!(rows[0].site, "train.py:12 (step)");
+        assert_eq!(rows[0].site, an.groups[0].label);
+        assert_eq!(rows[0].stranded_bytes, 1001);
+        assert_eq!(rows[0].live_bytes, 100 + 400);
+        assert_eq!(rows[0].blocks, vec![20_000, 300]);
+        assert_eq!(rows[1].site, "model.py:88 (forward)");
+        assert_eq!(rows[1].stranded_bytes, 0);
+        assert_eq!(rows[1].live_bytes, 300);
+        assert_eq!(rows[1].blocks, vec![0]);
+        assert_eq!(
+            rows[1].stack,
+            vec![
+                "/usr/lib/python3/site-packages/torch/nn/modules/linear.py:125:forward",
+                "/home/me/project/model.py:88:forward"
+            ]
+        );
+        let total: u64 = rows.iter().map(|r| r.stranded_bytes).sum();
+        assert_eq!(total, an.total_stranded);
+    }
+
+    #[test]
+    fn default_moment_prefers_oom_then_most_free() {
+        let mut snap = Snapshot::default();
+        let ev = |action: Action| TraceEvent {
+            action,
+            addr: 0,
+            size: 10,
+            stream: 0,
+            time_us: None,
+            frames: StackId::EMPTY,
+            device_free: None,
+            compile_context: None,
+            user_metadata: None,
+            pool_id: None,
+            category: None,
+        };
+        let s = |e: Option<u32>, reserved: u64, allocated: u64| Sample {
+            event: e,
+            reserved,
+            allocated,
+            ..Default::default()
+        };
+        let samples = [
+            s(None, 100, 90),
+            s(Some(0), 100, 10),
+            s(Some(1), 200, 110),
+            s(Some(2), 100, 50),
+        ];
+        snap.device_traces = Some(vec![vec![
+            ev(Action::Alloc),
+            ev(Action::FreeRequested),
+            ev(Action::Alloc),
+        ]]);
+        // Free = 90 at event 0 and at event 1: the earliest wins.
+        assert_eq!(default_moment(&snap, 0, &samples).0, Some(0));
+        snap.device_traces = Some(vec![vec![
+            ev(Action::Alloc),
+            ev(Action::Oom),
+            ev(Action::Alloc),
+        ]]);
+        let (at, label) = default_moment(&snap, 0, &samples);
+        assert_eq!(at, Some(1));
+        assert!(label.contains("out-of-memory"));
+    }
+
+    #[test]
+    fn base_names_only() {
+        assert_eq!(base_name("/home/me/runs/x.pickle"), "x.pickle");
+        assert_eq!(base_name("x.pickle"), "x.pickle");
+        assert_eq!(base_name("-"), "-");
+    }
+}

@@ -1,0 +1,500 @@
+//! Findings of the inputs that are not snapshots: a `torch.profiler` trace
+//! recorded with `profile_memory=True` and an `export_memory_timeline` file.
+//! `timeline`, `culprits` and `report` show these; `stats` has its own
+//! tables in [`crate::render::profiler`].
+//!
+//! Owns: the key moments of a trace device (the same labels as a replayed
+//! snapshot's, for the figures a trace has), the moment a report shows, the
+//! live bytes by operator at that moment, the verdict sentences, and the one
+//! line that says what a trace cannot give ([`NO_LAYOUT`]). It does not
+//! decode (that is [`crate::profiler`]) and does no formatting beyond those
+//! sentences. Output is deterministic: file names are base names, series are
+//! downsampled to a fixed number of points, lists keep the order the decoder
+//! gives them (largest first, ties by name).
+
+use crate::advice::{Diagnosis, diagnose};
+use crate::profiler::chrome::{BEFORE_TRACE, DeviceSummary, OpShare, TraceDevice};
+use crate::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
+use crate::render::svg::timeline::OomMark;
+use crate::replay::{Moment, Sample};
+use crate::units::{fmt_bytes, fmt_pct};
+
+/// What every output on a trace says about the figures it lacks.
+pub const NO_LAYOUT: &str = "a profiler trace records allocated and reserved totals but no segment or block layout, so free gaps, the largest free gap, fragmentation and stranded bytes are not measurable for it; record a memory snapshot (torch.cuda.memory._record_memory_history + _dump_snapshot) for those";
+
+/// What every output on a memory-timeline export says about its figures.
+pub const NO_ALLOCATOR: &str = "a memory-timeline export records live tensor bytes by category, not the allocator: reserved memory, free gaps, fragmentation and call sites are not measurable for it; record a profiler trace or a memory snapshot for those";
+
+/// Points kept per device series in reports.
+pub const REPORT_POINTS: usize = crate::report::REPORT_POINTS;
+
+/// A moment of a trace device worth a row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceMoment {
+    /// The snapshot timeline's label where the figure is the same
+    /// (`start`, `peak allocated`, `peak reserved`, `oom #1`, `end`).
+    pub label: String,
+    /// Event after which the sample holds (`None` = before the first).
+    pub at: Option<usize>,
+    pub sample: TraceSample,
+    /// The operator running at that event.
+    pub op: Option<String>,
+}
+
+/// Start, peaks, the peak of reserved − allocated, each OOM and the end.
+pub fn key_moments(d: &TraceDevice, names: &[String]) -> Vec<TraceMoment> {
+    let mut out = Vec::new();
+    let mut push = |label: String, m: Moment| {
+        if let Ok(at) = d.resolve(m) {
+            out.push(TraceMoment {
+                label,
+                at,
+                sample: *d.sample_at(at),
+                op: at
+                    .and_then(|i| d.events[i].op)
+                    .map(|o| names[o as usize].clone()),
+            });
+        }
+    };
+    push("start".into(), Moment::Start);
+    push("peak allocated".into(), Moment::PeakAllocated);
+    if d.summary.peak_reserved.is_some() {
+        push("peak reserved".into(), Moment::PeakReserved);
+    }
+    if let Some(p) = &d.summary.peak_external_free {
+        push(
+            "peak free external".into(),
+            Moment::Event(p.event.map_or(0, |e| e as usize)),
+        );
+    }
+    for k in 0..d.ooms.len() {
+        push(format!("oom #{}", k + 1), Moment::Oom(k));
+    }
+    push("end".into(), Moment::End);
+    out
+}
+
+/// A trace sample in the snapshot series' shape, for the shared charts.
+/// Figures a trace lacks are 0; charts drawn from these are told which
+/// series exist.
+pub fn as_sample(t: &TraceSample) -> Sample {
+    Sample {
+        event: t.event,
+        time_us: t.time_us,
+        allocated: t.allocated,
+        active: t.active,
+        reserved: t.reserved.unwrap_or(0),
+        external_free: t.external_free.unwrap_or(0),
+        ..Default::default()
+    }
+}
+
+/// `+1.234 s` after `origin`, or `start`.
+pub fn moment_text(at: Option<usize>, time_us: Option<i64>, origin: Option<i64>) -> String {
+    match (at, time_us, origin) {
+        (None, _, _) => "start of the trace".into(),
+        (Some(i), Some(t), Some(o)) => format!("event {i}, t={:.3} s", (t - o) as f64 / 1e6),
+        (Some(i), _, _) => format!("event {i}"),
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TraceOomFinding {
+    pub mark: OomMark,
+    pub diagnosis: Diagnosis,
+}
+
+#[derive(Debug, Clone)]
+pub struct TraceDeviceReport {
+    /// `cuda:0`, `hip:0`, `cpu`.
+    pub label: String,
+    pub device_id: i64,
+    /// `cuda:0 (NVIDIA H100 80GB HBM3, 79.65 GiB)`.
+    pub heading: String,
+    pub is_cpu: bool,
+    pub capacity: Option<u64>,
+    pub events: u64,
+    pub first_time_us: Option<i64>,
+    /// The series for charts, downsampled (min/max per bucket).
+    pub samples: Vec<Sample>,
+    /// `Total Reserved` recorded (not CPU memory, not the 2021 schema).
+    pub reserved_known: bool,
+    pub key_moments: Vec<TraceMoment>,
+    pub ooms: Vec<TraceOomFinding>,
+    pub moment_label: String,
+    pub moment_at: Option<usize>,
+    pub moment_sample: TraceSample,
+    /// Live bytes by operator at the shown moment; `None` without `Addr`.
+    pub live_by_op: Option<Vec<OpShare>>,
+    pub summary: DeviceSummary,
+}
+
+impl TraceDeviceReport {
+    pub fn moment_text(&self) -> String {
+        moment_text(
+            self.moment_at,
+            self.moment_sample.time_us,
+            self.first_time_us,
+        )
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TraceReport {
+    /// Base name of the input.
+    pub file: String,
+    pub format: String,
+    /// `profiler trace: 2551 trace events, 236 [memory] events, …`.
+    pub kind: String,
+    pub verdict: Vec<String>,
+    pub devices: Vec<TraceDeviceReport>,
+    /// Figures this input cannot give, with why.
+    pub missing: Vec<(String, String)>,
+    pub quality: Vec<String>,
+}
+
+impl TraceReport {
+    /// The device the summary image shows: the first with an OOM, else the
+    /// accelerator with the largest peak reserved (then allocated).
+    pub fn main_device(&self) -> Option<&TraceDeviceReport> {
+        self.devices
+            .iter()
+            .find(|d| !d.ooms.is_empty())
+            .or_else(|| {
+                self.devices
+                    .iter()
+                    .fold(None, |b: Option<&TraceDeviceReport>, d| {
+                        let key = |x: &TraceDeviceReport| {
+                            (
+                                !x.is_cpu,
+                                x.summary.peak_reserved.as_ref().map_or(0, |p| p.bytes),
+                                x.summary.peak_allocated.as_ref().map_or(0, |p| p.bytes),
+                            )
+                        };
+                        match b {
+                            Some(b) if key(b) >= key(d) => Some(b),
+                            _ => Some(d),
+                        }
+                    })
+            })
+    }
+}
+
+fn heading(d: &TraceDevice) -> String {
+    match (&d.name, d.capacity) {
+        (Some(n), Some(c)) => format!("{} ({n}, {})", d.label, fmt_bytes(c)),
+        (None, Some(c)) => format!("{} ({})", d.label, fmt_bytes(c)),
+        (Some(n), None) => format!("{} ({n})", d.label),
+        _ => d.label.clone(),
+    }
+}
+
+/// The devices of a trace a command looks at: every one, or those whose
+/// device index is `device` (CPU memory has index −1).
+pub fn select(tr: &ProfilerTrace, device: Option<i64>) -> Result<Vec<&TraceDevice>, String> {
+    let all: Vec<&TraceDevice> = tr.devices.iter().collect();
+    let Some(want) = device else { return Ok(all) };
+    let hit: Vec<&TraceDevice> = all
+        .iter()
+        .copied()
+        .filter(|d| d.key.device_id == want && !d.key.is_cpu())
+        .collect();
+    if hit.is_empty() {
+        return Err(format!(
+            "device {want} has no memory events in this trace (devices: {})",
+            if all.is_empty() {
+                "none".to_string()
+            } else {
+                all.iter()
+                    .map(|d| d.label.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ));
+    }
+    Ok(hit)
+}
+
+/// The moment a report or `culprits` shows by default: the first OOM,
+/// else the peak of allocated bytes.
+pub fn default_moment(d: &TraceDevice) -> (Moment, String) {
+    if d.ooms.is_empty() {
+        (Moment::PeakAllocated, "peak allocated".into())
+    } else {
+        (Moment::Oom(0), "first out-of-memory event".into())
+    }
+}
+
+/// Everything a report shows of a trace. `at`: the moment of the operator
+/// table (default [`default_moment`]); an error names the device and why.
+pub fn build(
+    tr: &ProfilerTrace,
+    file: &str,
+    format: &str,
+    device: Option<i64>,
+    at: Option<Moment>,
+) -> Result<TraceReport, String> {
+    let mut devices = Vec::new();
+    for d in select(tr, device)? {
+        let (m, label) = match at {
+            Some(m) => (m, crate::report::moment_name(m)),
+            None => default_moment(d),
+        };
+        let moment_at = d.resolve(m).map_err(|e| format!("{}: {e}", d.label))?;
+        let ooms = d
+            .ooms
+            .iter()
+            .map(|o| {
+                let at = d.events.iter().rposition(|e| e.ts_us <= o.ts_us);
+                TraceOomFinding {
+                    mark: OomMark {
+                        // Drawn where the failure met the state: after the
+                        // last memory event recorded before it.
+                        event: at.unwrap_or(0),
+                        time_us: Some(o.ts_us.floor() as i64),
+                        request: o.bytes,
+                        largest_gap: None,
+                        device_free: None,
+                    },
+                    diagnosis: diagnose(&o.figures(d.capacity)),
+                }
+            })
+            .collect();
+        let reserved_known = d.summary.peak_reserved.is_some();
+        // The start sample has no reserved figure (a trace reports totals
+        // after events); drawing it as 0 would invent a drop.
+        let samples: Vec<Sample> = d
+            .downsampled(REPORT_POINTS)
+            .iter()
+            .filter(|x| !reserved_known || x.reserved.is_some())
+            .map(as_sample)
+            .collect();
+        devices.push(TraceDeviceReport {
+            label: d.label.clone(),
+            device_id: d.key.device_id,
+            heading: heading(d),
+            is_cpu: d.key.is_cpu(),
+            capacity: d.capacity,
+            events: d.summary.events,
+            first_time_us: d.summary.first_time_us,
+            samples,
+            reserved_known,
+            key_moments: key_moments(d, &tr.names),
+            ooms,
+            moment_label: label,
+            moment_at,
+            moment_sample: *d.sample_at(moment_at),
+            live_by_op: d.live_by_op(&tr.names, moment_at),
+            summary: d.summary.clone(),
+        });
+    }
+    let mut quality = Vec::new();
+    for a in &tr.anomalies {
+        quality.push(format!("{} × {} (e.g. {})", a.count, a.kind, a.example));
+    }
+    if tr.bytes_only() {
+        quality.push(
+            "2021 schema ([memory] events carry only Bytes): allocated bytes are rebuilt by summing from the least the trace implies was allocated before it; reserved memory is not recorded and allocations cannot be paired with their frees".into(),
+        );
+    }
+    let mut kind = format!(
+        "profiler trace: {} trace events, {} [memory] events, {} operators",
+        tr.trace_events, tr.memory_events, tr.op_events
+    );
+    if let (Some(r), Some(w)) = (tr.rank, tr.world_size) {
+        kind.push_str(&format!(", rank {r} of {w}"));
+    }
+    let mut r = TraceReport {
+        file: crate::report::base_name(file),
+        format: format.to_string(),
+        kind,
+        verdict: Vec::new(),
+        devices,
+        missing: crate::profiler::MISSING_FIGURES
+            .iter()
+            .map(|(f, why)| (f.to_string(), why.to_string()))
+            .collect(),
+        quality,
+    };
+    r.verdict = verdict(&r);
+    Ok(r)
+}
+
+fn upper_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}
+
+/// The summary in words, with the snapshot report's wording for the
+/// figures both have.
+pub fn verdict(r: &TraceReport) -> Vec<String> {
+    let mut v = Vec::new();
+    if r.devices.is_empty() {
+        v.push("The trace holds no memory events for the devices asked for.".into());
+        return v;
+    }
+    for d in &r.devices {
+        for o in &d.ooms {
+            v.push(format!(
+                "{}: out of memory at {}. {}.",
+                d.label,
+                moment_text(Some(o.mark.event), o.mark.time_us, d.first_time_us),
+                upper_first(&o.diagnosis.headline),
+            ));
+        }
+    }
+    if r.devices.iter().all(|d| d.ooms.is_empty()) {
+        v.push("No out-of-memory event was recorded.".into());
+    }
+    let Some(d) = r.main_device() else { return v };
+    let s = &d.summary;
+    let peak_alloc = s.peak_allocated.as_ref().map_or(0, |p| p.bytes);
+    match &s.peak_reserved {
+        Some(p) => v.push(format!(
+            "Peak on {}: {} reserved, {} allocated.",
+            d.label,
+            fmt_bytes(p.bytes),
+            fmt_bytes(peak_alloc)
+        )),
+        None => v.push(format!(
+            "Peak on {}: {} allocated (reserved memory is not recorded in this trace).",
+            d.label,
+            fmt_bytes(peak_alloc)
+        )),
+    }
+    if let Some(p) = &s.peak_external_free {
+        let growth = if s.reserved_growth.is_empty() {
+            "reserved memory did not grow during the trace".to_string()
+        } else {
+            format!(
+                "reserved memory grew {} time{}, {} of them while the cache already held the allocation's bytes free (fragmentation, or free memory in another pool or stream)",
+                s.reserved_growth.len(),
+                if s.reserved_growth.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                s.growth_with_free_cache
+            )
+        };
+        v.push(format!(
+            "Free external (reserved − allocated: cached by PyTorch, in no live tensor) peaked at {} at {}; {growth}.",
+            fmt_bytes(p.bytes),
+            moment_text(
+                p.event.map(|e| e as usize),
+                p.time_us,
+                d.first_time_us
+            ),
+        ));
+    }
+    if let Some(ops) = &d.live_by_op {
+        let total = d.moment_sample.allocated;
+        let share = |b: u64| {
+            if total > 0 {
+                format!(
+                    " ({} of {} allocated)",
+                    fmt_pct(b as f64 / total as f64),
+                    fmt_bytes(total)
+                )
+            } else {
+                String::new()
+            }
+        };
+        let older = ops
+            .iter()
+            .find(|o| o.op == BEFORE_TRACE)
+            .map_or(0, |o| o.bytes);
+        let top = ops.iter().find(|o| o.op != BEFORE_TRACE);
+        let mut s = format!("At {} ({})", d.moment_text(), d.moment_label);
+        if older > 0 {
+            s.push_str(&format!(
+                ", {} was allocated before the trace began{}",
+                fmt_bytes(older),
+                share(older)
+            ));
+        }
+        match top {
+            Some(t) => s.push_str(&format!(
+                "{} {} holds the most live memory of the trace's allocations: {}{}.",
+                if older > 0 { "; of the rest," } else { "," },
+                t.op,
+                fmt_bytes(t.bytes),
+                share(t.bytes)
+            )),
+            None => s.push_str("; no allocation of the trace is live."),
+        }
+        v.push(s);
+    }
+    v.push(upper_first(NO_LAYOUT) + ".");
+    v
+}
+
+/// Everything a report shows of a memory-timeline export.
+#[derive(Debug, Clone)]
+pub struct CategoryReport {
+    pub file: String,
+    pub format: String,
+    pub kind: String,
+    pub verdict: Vec<String>,
+    /// The file's figures, with its series downsampled for the chart.
+    pub timeline: MemoryTimeline,
+    pub quality: Vec<String>,
+}
+
+pub fn build_categories(tl: &MemoryTimeline, file: &str, format: &str) -> CategoryReport {
+    let mut small = tl.clone();
+    small.samples = tl.downsampled(REPORT_POINTS);
+    let form = match tl.form {
+        Some(crate::profiler::memtimeline::TimelineForm::Raw) => "raw rows",
+        _ => "times and sizes",
+    };
+    let kind = format!(
+        "memory timeline (export_memory_timeline, {form}): {} rows, {} time steps",
+        tl.rows,
+        tl.samples.len()
+    );
+    let mut verdict = Vec::new();
+    match tl.peak {
+        None => verdict.push("The memory timeline is empty.".into()),
+        Some(p) => {
+            let mut parts: Vec<(u64, crate::profiler::Category)> = crate::profiler::Category::ALL
+                .iter()
+                .map(|&c| (p.bytes[c as usize], c))
+                .filter(|x| x.0 > 0)
+                .collect();
+            parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            let at = match (p.time_us, tl.first_time_us()) {
+                (Some(t), Some(o)) => format!("t={:.3} s", (t - o) as f64 / 1e6),
+                _ => "before profiling".into(),
+            };
+            verdict.push(format!(
+                "Peak: {} of live tensors at {at}.",
+                fmt_bytes(p.total)
+            ));
+            if let Some((b, c)) = parts.first() {
+                verdict.push(format!(
+                    "The largest category at the peak: {} with {} ({} of the peak).",
+                    c.as_str(),
+                    fmt_bytes(*b),
+                    fmt_pct(*b as f64 / p.total.max(1) as f64)
+                ));
+            }
+        }
+    }
+    verdict.push(upper_first(NO_ALLOCATOR) + ".");
+    CategoryReport {
+        file: crate::report::base_name(file),
+        format: format.to_string(),
+        kind,
+        verdict,
+        timeline: small,
+        quality: tl
+            .anomalies
+            .iter()
+            .map(|a| format!("{} × {} (e.g. {})", a.count, a.kind, a.example))
+            .collect(),
+    }
+}

@@ -1,0 +1,256 @@
+//! Running the built `fragscope` binary the way a user would, with a hang
+//! watchdog and optional resource limits, and printing the command, its
+//! stdout and stderr when an assertion fails.
+
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_fragscope");
+
+/// Far above what any case needs on a loaded debug build; reaching it means
+/// the input made fragscope hang, which is the failure, not slowness.
+pub const HANG: Duration = Duration::from_secs(300);
+
+pub fn real_dir() -> Option<PathBuf> {
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real"));
+    if p.is_dir() {
+        Some(p)
+    } else {
+        eprintln!("note: ../shared/real is absent; skipping the real-file cases");
+        None
+    }
+}
+
+/// Snapshots and traces of shared/real (not the README or the OOM messages).
+pub fn real_files() -> Vec<PathBuf> {
+    let Some(d) = real_dir() else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            !(n.ends_with(".md") || n.ends_with(".txt"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[derive(Default, Clone, Copy)]
+pub struct Limits {
+    /// RLIMIT_AS: the address space the process may map, in bytes.
+    pub address_space: Option<u64>,
+    /// RLIMIT_FSIZE, with SIGXFSZ ignored so that a write fails with EFBIG.
+    pub file_size: Option<u64>,
+}
+
+pub struct Run {
+    pub cmd: String,
+    /// None when killed by a signal.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "\ncommand: {}\nexit: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.cmd,
+            self.code,
+            &self.stdout[..self.stdout.len().min(4000)],
+            &self.stderr[..self.stderr.len().min(4000)]
+        )
+    }
+}
+
+pub fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
+    run_limited(args, Limits::default())
+}
+
+pub fn run_limited<S: AsRef<std::ffi::OsStr>>(args: &[S], limits: Limits) -> Run {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("NO_COLOR", "1");
+    let text = format!(
+        "fragscope {}",
+        args.iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(n) = limits.address_space {
+                let r = libc::rlimit {
+                    rlim_cur: n,
+                    rlim_max: n,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &r) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some(n) = limits.file_size {
+                let r = libc::rlimit {
+                    rlim_cur: n,
+                    rlim_max: n,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &r) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("spawn fragscope");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = out.read_to_end(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = err.read_to_end(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > HANG {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("hang: `{text}` ran past {HANG:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = String::from_utf8_lossy(&t_out.join().unwrap()).into_owned();
+    let stderr = String::from_utf8_lossy(&t_err.join().unwrap()).into_owned();
+    Run {
+        cmd: text,
+        code: status.code(),
+        stdout,
+        stderr,
+    }
+}
+
+impl Run {
+    pub fn stderr_lines(&self) -> Vec<&str> {
+        self.stderr.lines().collect()
+    }
+
+    /// Exit 2 with exactly one stderr line, `fragscope: error: ...`, naming `file`.
+    pub fn assert_clean_error(&self, file: &str) -> &Self {
+        assert_eq!(self.code, Some(2), "expected exit 2{self}");
+        let lines = self.stderr_lines();
+        assert_eq!(lines.len(), 1, "expected one stderr line{self}");
+        assert!(
+            lines[0].starts_with("fragscope: error: "),
+            "error line has the wrong prefix{self}"
+        );
+        assert!(lines[0].contains(file), "error does not name {file}{self}");
+        self
+    }
+
+    /// Either success (warnings allowed) or a clean one-line error; never a
+    /// panic, an abort or a signal.
+    pub fn assert_ok_or_clean_error(&self, file: &str) {
+        match self.code {
+            Some(0) => {
+                for l in self.stderr_lines() {
+                    assert!(
+                        l.starts_with("fragscope: warning: "),
+                        "unexpected stderr on success{self}"
+                    );
+                }
+            }
+            Some(2) => {
+                self.assert_clean_error(file);
+            }
+            _ => panic!("neither success nor a clean error{self}"),
+        }
+    }
+
+    pub fn assert_ok(&self) -> &Self {
+        assert_eq!(self.code, Some(0), "expected success{self}");
+        self
+    }
+
+    pub fn assert_stderr_has(&self, what: &str) -> &Self {
+        assert!(self.stderr.contains(what), "stderr lacks {what:?}{self}");
+        self
+    }
+}
+
+pub fn path_str(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// A tiny deterministic generator (xorshift64*), so that byte-flip cases
+/// are the same on every run.
+pub struct Rng(u64);
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Builds protocol-4 pickles by opcode.
+pub struct Pk(pub Vec<u8>);
+impl Pk {
+    pub fn new() -> Pk {
+        Pk(vec![0x80, 4])
+    }
+    pub fn raw(mut self, b: &[u8]) -> Pk {
+        self.0.extend_from_slice(b);
+        self
+    }
+    pub fn s(mut self, s: &str) -> Pk {
+        if s.len() < 256 {
+            self.0.push(0x8c);
+            self.0.push(s.len() as u8);
+        } else {
+            self.0.push(b'X');
+            self.0.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        }
+        self.0.extend_from_slice(s.as_bytes());
+        self
+    }
+    /// LONG1 with 8 bytes, as CPython writes addresses.
+    pub fn int(mut self, v: i64) -> Pk {
+        self.0.extend_from_slice(&[0x8a, 8]);
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn stop(mut self) -> Vec<u8> {
+        self.0.push(b'.');
+        self.0
+    }
+}

@@ -1,0 +1,126 @@
+//! Packaging: the wheel `maturin build --release` makes installs a working
+//! `fragscope` command (and the recording module) into a fresh virtual
+//! environment, and the recording module behaves without torch.
+//!
+//! The wheel test needs maturin (`python3 -m pip install maturin`; .ci/run
+//! installs it) and does a release build into target/packaging, so it is
+//! slow the first time; without maturin it prints a note and returns.
+
+mod util;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use util::*;
+
+fn works(cmd: &str, arg: &str) -> bool {
+    Command::new(cmd)
+        .arg(arg)
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn python() -> Option<&'static str> {
+    ["python3", "python"]
+        .into_iter()
+        .find(|p| works(p, "--version"))
+}
+
+/// Runs `c`, panicking with its command line, stdout and stderr unless it
+/// succeeds; returns stdout.
+fn ok(c: &mut Command) -> String {
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+    if !out.status.success() {
+        panic!(
+            "{c:?} failed ({})\n--- stdout\n{}\n--- stderr\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn venv_bin(venv: &Path, name: &str) -> PathBuf {
+    if cfg!(windows) {
+        venv.join("Scripts").join(format!("{name}.exe"))
+    } else {
+        venv.join("bin").join(name)
+    }
+}
+
+#[test]
+fn recorder_module_runs_without_torch() {
+    let Some(py) = python() else {
+        eprintln!("note: no python3 on PATH; skipping the recording module's tests");
+        return;
+    };
+    ok(Command::new(py)
+        .arg(root().join("tests/python/test_record.py"))
+        .env("PYTHONDONTWRITEBYTECODE", "1"));
+}
+
+#[test]
+fn wheel_installs_the_command_into_a_fresh_venv() {
+    let Some(py) = python() else {
+        eprintln!("note: no python3 on PATH; skipping the wheel test");
+        return;
+    };
+    if !works("maturin", "--version") {
+        eprintln!(
+            "note: maturin is not installed (python3 -m pip install maturin); skipping the wheel test"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let wheels = tmp.path().join("wheels");
+    // A target directory of its own: the release build then never waits on
+    // the lock of the debug build running these tests.
+    ok(Command::new("maturin")
+        .args(["build", "--release", "--quiet", "--out"])
+        .arg(&wheels)
+        .current_dir(root())
+        .env("CARGO_TARGET_DIR", root().join("target").join("packaging"))
+        .env("CARGO_TERM_COLOR", "never"));
+    let wheel: Vec<PathBuf> = std::fs::read_dir(&wheels)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+        .collect();
+    assert_eq!(wheel.len(), 1, "one wheel in {wheels:?}: {wheel:?}");
+    let wheel = &wheel[0];
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        name_of(wheel).starts_with(&format!("fragscope-{version}-")),
+        "wheel named after the crate and its version: {wheel:?}"
+    );
+
+    let venv = tmp.path().join("venv");
+    ok(Command::new(py).args(["-m", "venv"]).arg(&venv));
+    // The wheel has no dependencies: install it without touching an index.
+    ok(Command::new(venv_bin(&venv, "python"))
+        .args(["-m", "pip", "install", "--quiet", "--no-index"])
+        .arg(wheel));
+
+    let installed = venv_bin(&venv, "fragscope");
+    assert!(installed.is_file(), "{installed:?} installed by the wheel");
+    let v = ok(Command::new(&installed).arg("--version"));
+    assert_eq!(v.trim(), format!("fragscope {version}"));
+
+    // The installed command gives the same table as the binary under test.
+    let fixture = fixture("fragmented.json");
+    let got = ok(Command::new(&installed)
+        .args(["stats", &fixture])
+        .env("NO_COLOR", "1"));
+    let want = run(["stats", &fixture]);
+    want.expect_code(0);
+    assert_eq!(got, want.stdout());
+    assert!(got.contains("fragmentation"), "{got}");
+
+    // The recording module ships in the same wheel and imports without torch.
+    let r = ok(Command::new(venv_bin(&venv, "python")).args([
+        "-c",
+        "import sys, fragscope; print(callable(fragscope.record), 'torch' in sys.modules)",
+    ]));
+    assert_eq!(r.trim(), "True False");
+}
