@@ -1,10 +1,14 @@
-//! Times the decode and replay stages of one file, for `scripts/bench.py`:
-//! prints `events=N decode_s=S decode_cpu_s=S replay_s=S replay_cpu_s=S`
-//! on one line. CPU seconds (Linux only; 0 elsewhere) hold better than wall
-//! time on a machine other work is loading.
+//! Times the stages of one file, for `scripts/bench.py`: prints
+//! `events=N decode_s=S decode_cpu_s=S replay_s=S replay_cpu_s=S ...` on
+//! one line. Besides decode and replay, the phases of `fragscope report`:
+//! `gather` (replay of every device and the state at the report moment),
+//! `culprits`, `what_if` (the allocator model under the alternative
+//! settings) and `html`. CPU seconds (Linux only; 0 elsewhere) hold better
+//! than wall time on a machine other work is loading.
 //!
 //!     cargo run --release --example stage_times -- snapshot.pickle
 
+use fragscope::cli::report::{attach_what_if, device_culprits};
 use fragscope::input::{self, Content, LoadOptions};
 use std::time::Instant;
 
@@ -25,20 +29,41 @@ fn cpu() -> f64 {
     ticks / 100.0
 }
 
+/// Runs `f`, appending `name_s=WALL name_cpu_s=CPU` to `out`.
+fn phase<T>(out: &mut Vec<String>, name: &str, f: impl FnOnce() -> T) -> T {
+    let (t, c) = (Instant::now(), cpu());
+    let r = f();
+    out.push(format!(
+        "{name}_s={:.4} {name}_cpu_s={:.2}",
+        t.elapsed().as_secs_f64(),
+        cpu() - c
+    ));
+    r
+}
+
 fn main() {
     let path = std::env::args().nth(1).expect("usage: stage_times FILE");
-    let (t, c) = (Instant::now(), cpu());
-    let l = input::load(&path, &LoadOptions::default()).expect("a readable snapshot");
-    let (decode, decode_cpu) = (t.elapsed().as_secs_f64(), cpu() - c);
-    let Content::Snapshot(snap) = l.content else {
+    let mut out = Vec::new();
+    let l = phase(&mut out, "decode", || {
+        input::load(&path, &LoadOptions::default()).expect("a readable snapshot")
+    });
+    let Content::Snapshot(snap) = &l.content else {
         panic!("{path}: not a snapshot")
     };
     let events: usize = snap.traces().iter().map(|t| t.len()).sum();
-    let (t, c) = (Instant::now(), cpu());
-    let r = fragscope::replay::replay(&snap);
-    let (replay, replay_cpu) = (t.elapsed().as_secs_f64(), cpu() - c);
+    out.insert(0, format!("events={events}"));
+    let r = phase(&mut out, "replay", || fragscope::replay::replay(snap));
     std::hint::black_box(&r);
-    println!(
-        "events={events} decode_s={decode:.4} decode_cpu_s={decode_cpu:.2} replay_s={replay:.4} replay_cpu_s={replay_cpu:.2}"
-    );
+    drop(r);
+    let inputs = phase(&mut out, "gather", || {
+        fragscope::report::gather(snap, None, None).expect("replayable devices")
+    });
+    let culprits = phase(&mut out, "culprits", || device_culprits(snap, &inputs));
+    let mut rep = fragscope::report::build(snap, &l.name, "pickle", inputs, culprits);
+    phase(&mut out, "what_if", || attach_what_if(&mut rep, snap));
+    let html = phase(&mut out, "html", || {
+        fragscope::render::html::html(&rep).expect("an HTML report")
+    });
+    std::hint::black_box(html);
+    println!("{}", out.join(" "));
 }
