@@ -112,6 +112,7 @@ def main():
     ap.add_argument("--sizes", default="100,250,500,1000", help="sizes in MB")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--real", action="append", default=[], help="also measure these files")
+    ap.add_argument("--no-real", action="store_true", help="skip the largest real file")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--rank-size", type=int, default=50, help="MB per rank file")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "target", "bench-inputs"))
@@ -126,9 +127,10 @@ def main():
     os.makedirs(a.out_dir, exist_ok=True)
     report = has_command(exe, "report")
     files = [generate(exe, a.out_dir, int(s), 1) for s in a.sizes.split(",")]
-    real = a.real or largest_real()
+    real = a.real or ([] if a.no_real else largest_real())
     files += real
 
+    html_out = os.path.join(a.out_dir, "report.html")
     print(f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at start",
           file=sys.stderr)
     rows = []
@@ -139,7 +141,7 @@ def main():
         for r in range(a.rounds):
             print(f"{os.path.basename(f)}: round {r + 1}/{a.rounds}", file=sys.stderr)
             st = timed([exe, "stats", f])
-            rp = timed([exe, "report", f, "-o", os.devnull]) if report else None
+            rp = timed([exe, "report", f, "-o", html_out]) if report else None
             py = timed([sys.executable, "-c", PY_LOAD, f])
             res["stats"].append(st)
             res["python"].append(py)
@@ -159,7 +161,8 @@ def main():
         py = [x[0] for x in res["python"]]
         rss = lambda k: median([x[2] for x in res[k]])
         rep = f"{median(ratios['report']):.2f}x" if res["report"] else "(no `report` yet)"
-        rep_rss = f"{mib(rss('report')) / mib(size):.2f}x file" if res["report"] else "—"
+        rep_rss = (f"{mib(rss('report')):.0f} MiB ({rss('report') / size:.2f}x file)"
+                   if res["report"] else "—")
         print(f"| {os.path.basename(f)} | {mib(size):.0f} MiB | {int(stage['events'])} "
               f"| {median(st):.2f} s | {median(py):.2f} s "
               f"| {median(ratios['stats']):.2f}x | {median(ratios['stats_cpu']):.2f}x | {rep} "
