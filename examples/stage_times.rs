@@ -10,6 +10,7 @@
 
 use fragscope::cli::report::{attach_what_if, device_culprits};
 use fragscope::input::{self, Content, LoadOptions};
+use std::io::Write;
 use std::time::Instant;
 
 /// User + system CPU seconds of this process so far.
@@ -29,41 +30,42 @@ fn cpu() -> f64 {
     ticks / 100.0
 }
 
-/// Runs `f`, appending `name_s=WALL name_cpu_s=CPU` to `out`.
-fn phase<T>(out: &mut Vec<String>, name: &str, f: impl FnOnce() -> T) -> T {
+/// Runs `f`, then prints `name_s=WALL name_cpu_s=CPU ` at once (a phase
+/// that fails leaves the earlier ones printed).
+fn phase<T>(name: &str, f: impl FnOnce() -> T) -> T {
     let (t, c) = (Instant::now(), cpu());
     let r = f();
-    out.push(format!(
-        "{name}_s={:.4} {name}_cpu_s={:.2}",
+    print!(
+        "{name}_s={:.4} {name}_cpu_s={:.2} ",
         t.elapsed().as_secs_f64(),
         cpu() - c
-    ));
+    );
+    std::io::stdout().flush().expect("stdout");
     r
 }
 
 fn main() {
     let path = std::env::args().nth(1).expect("usage: stage_times FILE");
-    let mut out = Vec::new();
-    let l = phase(&mut out, "decode", || {
+    let l = phase("decode", || {
         input::load(&path, &LoadOptions::default()).expect("a readable snapshot")
     });
     let Content::Snapshot(snap) = &l.content else {
         panic!("{path}: not a snapshot")
     };
     let events: usize = snap.traces().iter().map(|t| t.len()).sum();
-    out.insert(0, format!("events={events}"));
-    let r = phase(&mut out, "replay", || fragscope::replay::replay(snap));
+    print!("events={events} ");
+    let r = phase("replay", || fragscope::replay::replay(snap));
     std::hint::black_box(&r);
     drop(r);
-    let inputs = phase(&mut out, "gather", || {
+    let inputs = phase("gather", || {
         fragscope::report::gather(snap, None, None).expect("replayable devices")
     });
-    let culprits = phase(&mut out, "culprits", || device_culprits(snap, &inputs));
+    let culprits = phase("culprits", || device_culprits(snap, &inputs));
     let mut rep = fragscope::report::build(snap, &l.name, "pickle", inputs, culprits);
-    phase(&mut out, "what_if", || attach_what_if(&mut rep, snap));
-    let html = phase(&mut out, "html", || {
+    phase("what_if", || attach_what_if(&mut rep, snap));
+    let html = phase("html", || {
         fragscope::render::html::html(&rep).expect("an HTML report")
     });
     std::hint::black_box(html);
-    println!("{}", out.join(" "));
+    println!();
 }

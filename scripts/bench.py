@@ -47,15 +47,20 @@ def sh(cmd, **kw):
 
 
 def timed(cmd, stdout=subprocess.DEVNULL, env=None):
-    """Runs cmd under /usr/bin/time -v: (wall s, cpu s, max RSS bytes)."""
+    """Runs cmd under /usr/bin/time -v: (wall s, cpu s, max RSS bytes), or
+    None when it fails."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as t:
-        subprocess.run(
+        r = subprocess.run(
             ["/usr/bin/time", "-v", "-o", t.name] + cmd,
-            check=True,
             stdout=stdout,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             env=env,
         )
+        if r.returncode != 0:
+            # A failing command is a finding, not the end of the run.
+            last = (r.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+            print(f"FAILED (exit {r.returncode}): {' '.join(cmd)}: {last}", file=sys.stderr)
+            return None
         text = t.read()
     def field(name):
         m = re.search(r"^\s*" + re.escape(name) + r": (.*)$", text, re.M)
@@ -90,9 +95,12 @@ def generate(exe, out_dir, size_mb, seed):
 
 
 def stage_times(example, path):
-    out = subprocess.run([example, path], check=True, capture_output=True, text=True).stdout
-    vals = dict(kv.split("=") for kv in out.split())
-    return {k: float(v) for k, v in vals.items()}
+    r = subprocess.run([example, path], capture_output=True, text=True)
+    vals = dict(kv.split("=") for kv in r.stdout.split())
+    out = {k: float(v) for k, v in vals.items()}
+    if r.returncode != 0:
+        print(f"FAILED: stage_times {path}: {r.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+    return out
 
 
 def largest_real():
@@ -136,36 +144,45 @@ def main():
     rows = []
     for f in files:
         size = os.path.getsize(f)
-        res = {"stats": [], "report": [], "python": []}
-        ratios = {"stats": [], "report": [], "stats_cpu": []}
+        res = {"stats": [], "report": [], "report_nw": [], "python": []}
+        ratios = {"stats": [], "report": [], "report_nw": [], "stats_cpu": []}
+        failed = set()
         for r in range(a.rounds):
             print(f"{os.path.basename(f)}: round {r + 1}/{a.rounds}", file=sys.stderr)
             st = timed([exe, "stats", f])
             rp = timed([exe, "report", f, "-o", html_out]) if report else None
+            nw = timed([exe, "report", "--no-what-if", f, "-o", html_out]) if report else None
             py = timed([sys.executable, "-c", PY_LOAD, f])
-            res["stats"].append(st)
-            res["python"].append(py)
-            ratios["stats"].append(st[0] / py[0])
-            ratios["stats_cpu"].append(st[1] / py[1])
-            if rp:
-                res["report"].append(rp)
-                ratios["report"].append(rp[0] / py[0])
+            if report and rp is None:
+                failed.add("report")
+            for k, v in (("stats", st), ("report", rp), ("report_nw", nw)):
+                if v and py:
+                    res[k].append(v)
+                    ratios[k].append(v[0] / py[0])
+            if st and py:
+                ratios["stats_cpu"].append(st[1] / py[1])
+            if py:
+                res["python"].append(py)
         stage = stage_times(example, f)
-        rows.append((f, size, res, ratios, stage))
+        rows.append((f, size, res, ratios, stage, failed))
 
     print()
-    print("| input | size | events | fragscope stats | Python pickle.load | stats / Python (wall) | stats / Python (CPU) | report / Python | peak RSS: stats | peak RSS: report | peak RSS: Python |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for f, size, res, ratios, stage in rows:
+    print("| input | size | events | fragscope stats | Python pickle.load | stats / Python (wall) | stats / Python (CPU) | report / Python | report --no-what-if / Python | peak RSS: stats | peak RSS: report | peak RSS: Python |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for f, size, res, ratios, stage, failed in rows:
         st = [x[0] for x in res["stats"]]
         py = [x[0] for x in res["python"]]
         rss = lambda k: median([x[2] for x in res[k]])
-        rep = f"{median(ratios['report']):.2f}x" if res["report"] else "(no `report` yet)"
-        rep_rss = (f"{mib(rss('report')):.0f} MiB ({rss('report') / size:.2f}x file)"
-                   if res["report"] else "—")
+        rep = (f"{median(ratios['report']):.2f}x" if res["report"] else
+               "failed" if "report" in failed else "(no `report` yet)")
+        rep_nw = f"{median(ratios['report_nw']):.2f}x" if res["report_nw"] else "—"
+        rep_k = "report" if res["report"] else "report_nw"
+        rep_rss = (f"{mib(rss(rep_k)):.0f} MiB ({rss(rep_k) / size:.2f}x file)"
+                   + ("" if rep_k == "report" else " (--no-what-if)")
+                   if res[rep_k] else "—")
         print(f"| {os.path.basename(f)} | {mib(size):.0f} MiB | {int(stage['events'])} "
               f"| {median(st):.2f} s | {median(py):.2f} s "
-              f"| {median(ratios['stats']):.2f}x | {median(ratios['stats_cpu']):.2f}x | {rep} "
+              f"| {median(ratios['stats']):.2f}x | {median(ratios['stats_cpu']):.2f}x | {rep} | {rep_nw} "
               f"| {mib(rss('stats')):.0f} MiB ({rss('stats') / size:.2f}x file) | {rep_rss} "
               f"| {mib(rss('python')):.0f} MiB ({rss('python') / size:.2f}x file) |")
     print()
@@ -174,24 +191,25 @@ def main():
     print()
     print("| input | decode | decoder | replay | replay rate | report: replay + moment | report: what-if model | report: HTML |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for f, size, res, ratios, stage in rows:
+    for f, size, res, ratios, stage, failed in rows:
         ev = stage["events"]
         print(f"| {os.path.basename(f)} | {stage['decode_s']:.2f} s ({stage['decode_cpu_s']:.2f}) "
               f"| {mib(size) / stage['decode_s']:.0f} MiB/s "
               f"| {stage['replay_s']:.2f} s ({stage['replay_cpu_s']:.2f}) "
               f"| {ev / max(stage['replay_s'], 1e-9) / 1e6:.2f} M events/s "
-              f"| {stage['gather_s']:.2f} s | {stage['what_if_s']:.2f} s | {stage['html_s']:.3f} s |")
+              f"| {stage.get('gather_s', float('nan')):.2f} s | {stage.get('what_if_s', float('nan')):.2f} s "
+              f"| {stage.get('html_s', float('nan')):.3f} s |")
     print()
     print("Scale: time per 100 MiB and peak RSS per byte of input (flat = linear).")
     print()
-    print("| input | size | bytes/event | stats s/100 MiB | report s/100 MiB | Python s/100 MiB | report RSS / size | Python RSS / size |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for f, size, res, ratios, stage in rows:
+    print("| input | size | bytes/event | stats s/100 MiB | report s/100 MiB | report --no-what-if s/100 MiB | Python s/100 MiB | stats RSS / size | report RSS / size | report --no-what-if RSS / size | Python RSS / size |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for f, size, res, ratios, stage, failed in rows:
         per = lambda k: median([x[0] for x in res[k]]) / mib(size) * 100 if res[k] else float("nan")
         rss = lambda k: median([x[2] for x in res[k]]) / size if res[k] else float("nan")
         print(f"| {os.path.basename(f)} | {mib(size):.0f} MiB | {size / max(stage['events'], 1):.0f} "
-              f"| {per('stats'):.2f} | {per('report'):.2f} | {per('python'):.2f} "
-              f"| {rss('report'):.2f} | {rss('python'):.2f} |")
+              f"| {per('stats'):.2f} | {per('report'):.2f} | {per('report_nw'):.2f} | {per('python'):.2f} "
+              f"| {rss('stats'):.2f} | {rss('report'):.2f} | {rss('report_nw'):.2f} | {rss('python'):.2f} |")
 
     # Several rank files: one call (rayon, all cores) against one per file.
     ranks = [generate(exe, a.out_dir, a.rank_size, 100 + i) for i in range(a.ranks)]
