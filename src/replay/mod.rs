@@ -9,6 +9,8 @@
 //!   start state, `samples[i + 1]` the state after event `i`. With no events,
 //!   `samples` holds exactly one sample (the final state).
 //! * `state_at` returns the block-level layout after an event (`None` = start).
+//! * [`Replayer`] rebuilds a device's start once and answers both (and the
+//!   report alone) from it, with the same results as the functions above.
 //! * Anomalies never abort; they are counted in [`ReplayReport`].
 //!
 //! Inside: `backward` rebuilds the start, `forward` applies one event,
