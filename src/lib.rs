@@ -24,5 +24,6 @@ pub mod replay;
 pub mod report;
 pub mod sim;
 pub mod stats;
+pub mod synth;
 pub mod trace_report;
 pub mod units;

@@ -29,13 +29,23 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// Atomically writes `bytes` to `path` (`-` = stdout), refusing to replace
 /// any of `inputs`.
 pub fn write_atomic(path: &str, bytes: &[u8], inputs: &[String]) -> Result<(), OutputError> {
+    write_atomic_with(path, inputs, |w| w.write_all(bytes))
+}
+
+/// [`write_atomic`] for output produced piece by piece (a file too large to
+/// hold in memory): `write` gets a buffered writer.
+pub fn write_atomic_with(
+    path: &str,
+    inputs: &[String],
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), OutputError> {
     let io = |e| OutputError::Io {
         path: path.to_string(),
         source: e,
     };
     if path == "-" {
-        let mut out = std::io::stdout().lock();
-        out.write_all(bytes).map_err(io)?;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        write(&mut out).map_err(io)?;
         return out.flush().map_err(io);
     }
     let target = PathBuf::from(path);
@@ -54,7 +64,11 @@ pub fn write_atomic(path: &str, bytes: &[u8], inputs: &[String]) -> Result<(), O
         .suffix(".tmp")
         .tempfile_in(&dir)
         .map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
+    {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file_mut());
+        write(&mut w).map_err(io)?;
+        w.flush().map_err(io)?;
+    }
     // Temporary files are created private (0600); a report is meant to be
     // shared, so keep the mode of the file being replaced, else 0644.
     #[cfg(unix)]

@@ -246,7 +246,9 @@ pub fn gather(
     };
     let mut out = Vec::new();
     for d in devices {
-        let replay = crate::replay::replay_device(snap, d);
+        // One rebuild of the start serves the series and the moment.
+        let replayer = crate::replay::Replayer::new(snap, d);
+        let replay = replayer.replay();
         let key_moments = replay.key_moments(snap);
         let (at, label) = match at {
             Some(m) => (
@@ -261,7 +263,7 @@ pub fn gather(
             ),
             None => default_moment(snap, d, &replay.samples),
         };
-        let moment = crate::replay::state_at(snap, d, at);
+        let moment = replayer.state_at(at);
         out.push(DeviceInput {
             replay,
             key_moments,

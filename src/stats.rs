@@ -192,11 +192,15 @@ pub fn trace_coverage(snap: &Snapshot) -> Vec<TraceCoverage> {
             events: tr.len() as u64,
             ..Default::default()
         };
-        let mut seen = std::collections::HashSet::new();
+        let mut seen: std::collections::HashSet<u64, crate::input::pickle::FxBuild> =
+            Default::default();
+        // Counted by action first: a few distinct ones over millions of events.
+        let mut counts: Vec<(&Action, u64)> = Vec::new();
         for e in tr {
-            *c.actions
-                .entry(e.action.name(snap).to_string())
-                .or_default() += 1;
+            match counts.iter_mut().find(|(a, _)| **a == e.action) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((&e.action, 1)),
+            }
             if let Some(t) = e.time_us {
                 c.first_time_us = Some(c.first_time_us.map_or(t, |x: i64| x.min(t)));
                 c.last_time_us = Some(c.last_time_us.map_or(t, |x: i64| x.max(t)));
@@ -214,6 +218,9 @@ pub fn trace_coverage(snap: &Snapshot) -> Vec<TraceCoverage> {
                 }
                 _ => {}
             }
+        }
+        for (a, n) in counts {
+            *c.actions.entry(a.name(snap).to_string()).or_default() += n;
         }
         c.starts_mid_run = c.frees_without_alloc > 0;
         c.single_entry = tr.len() == 1;

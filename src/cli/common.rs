@@ -2,7 +2,7 @@
 //! printing, stdout that tolerates a closed pipe, and input expansion.
 
 use super::{ColorChoice, GlobalArgs};
-use crate::input::LoadOptions;
+use crate::input::{self, LoadError, LoadOptions, Loaded};
 use std::ffi::OsStr;
 use std::io::{IsTerminal, Write};
 
@@ -129,6 +129,38 @@ pub fn expand_inputs(inputs: &[String]) -> anyhow::Result<Vec<String>> {
         }
     }
     Ok(out)
+}
+
+/// Inputs smaller than this load without a progress bar.
+pub const PROGRESS_MIN_BYTES: u64 = 64 << 20;
+
+/// Loads an input, with a progress bar on stderr while a large file is read
+/// when stderr is a terminal (never in pipes or CI logs). `bars` holds the
+/// bars of inputs read at the same time.
+pub fn load_input(
+    path: &str,
+    g: &Global,
+    bars: &indicatif::MultiProgress,
+) -> Result<Loaded, LoadError> {
+    let size = (path != "-")
+        .then(|| std::fs::metadata(path).ok())
+        .flatten()
+        .map(|m| m.len())
+        .filter(|&n| n >= PROGRESS_MIN_BYTES);
+    let (true, Some(size)) = (g.progress, size) else {
+        return input::load(path, &g.load);
+    };
+    let bar = bars.add(indicatif::ProgressBar::new(size));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} {bar:30} {binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, {eta} left)",
+        )
+        .expect("a valid template"),
+    );
+    bar.set_message(format!("reading {path}"));
+    let r = input::load_observed(path, &g.load, &|n| bar.set_position(n));
+    bar.finish_and_clear();
+    r
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod plot;
 pub mod report;
 pub mod simulate;
 pub mod stats;
+pub mod synth;
 pub mod timeline;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -152,6 +153,13 @@ pub enum Command {
         after_help = "Examples:\n  fragscope oom snapshot.pickle\n  fragscope oom --capacity 80GiB snapshot.pickle\n  fragscope oom --json snapshot.pickle"
     )]
     Oom(oom::Args),
+    /// Write a synthetic snapshot of a training run (allocations driven
+    /// through the allocator model, pickled as PyTorch writes one): fixtures
+    /// and benchmarks of any size.
+    #[command(
+        after_help = "Examples:\n  fragscope synth --events 100000 --seed 1 -o small.pickle\n  fragscope synth --events 5000000 --seed 7 -o /tmp/1gb.pickle\n  fragscope synth --events 200000 --capacity 24GiB -o tight.pickle"
+    )]
+    Synth(synth::Args),
     /// Shell completion script for bash, zsh, fish, elvish or PowerShell,
     /// on stdout.
     #[command(
@@ -191,6 +199,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Oom(a) => oom::run(a, &g),
         Command::Completions(a) => completions::run(a, &g),
         Command::Man(a) => man::run(a, &g),
+        Command::Synth(a) => synth::run(a, &g),
     };
     match result {
         Ok(exit) => exit.code(),

@@ -123,13 +123,21 @@ pub fn build_report(
 /// in its trace, and adds its answer to the verdict after the device's OOM
 /// lines. A device the model cannot run is named in the data-quality notes.
 pub fn attach_what_if(r: &mut Report, snap: &Snapshot) {
+    let devices: Vec<i64> = r.devices.iter().map(|d| d.device).collect();
+    let runs = what_if_runs(snap, &devices);
+    attach_what_if_runs(r, runs);
+}
+
+/// The what-if model of each of `devices` it can run; it needs only the
+/// snapshot, so it may run while the rest of the report is built.
+pub fn what_if_runs(snap: &Snapshot, devices: &[i64]) -> Vec<Result<SimReport, String>> {
     let simulable = sim::trace::simulable_devices(snap);
     let tried: Vec<SimConfig> = WHAT_IF_CONFIGS
         .iter()
         .map(|s| SimConfig::parse(s).expect("built-in configurations parse"))
         .collect();
-    let mut runs: Vec<SimReport> = Vec::new();
-    for d in r.devices.iter().map(|d| d.device) {
+    let mut runs = Vec::new();
+    for &d in devices {
         if !simulable.contains(&d) {
             continue;
         }
@@ -143,11 +151,21 @@ pub fn attach_what_if(r: &mut Report, snap: &Snapshot) {
             .filter(|c| Some(*c) != recorded.as_ref())
             .cloned()
             .collect();
-        match sim::simulate_device(snap, d, &configs, None) {
+        runs.push(
+            sim::simulate_device(snap, d, &configs, None)
+                .map_err(|e| format!("device {d}: the what-if model could not run: {e}")),
+        );
+    }
+    runs
+}
+
+/// Adds the answers of [`what_if_runs`] to the report.
+pub fn attach_what_if_runs(r: &mut Report, results: Vec<Result<SimReport, String>>) {
+    let mut runs: Vec<SimReport> = Vec::new();
+    for w in results {
+        match w {
             Ok(w) => runs.push(w),
-            Err(e) => r
-                .quality
-                .push(format!("device {d}: the what-if model could not run: {e}")),
+            Err(e) => r.quality.push(e),
         }
     }
     for w in &runs {
@@ -315,9 +333,19 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let inputs = std::slice::from_ref(file);
     match &l.content {
         Content::Snapshot(snap) => {
-            let mut r = build_report(snap, &l, a.device, a.at)?;
-            if !a.no_what_if {
-                attach_what_if(&mut r, snap);
+            // The what-if model needs only the snapshot: it runs on the
+            // other core while the report is assembled.
+            let devices: Vec<i64> = match a.device {
+                Some(d) => vec![d],
+                None => snap.devices(),
+            };
+            let (r, what_if) = rayon::join(
+                || build_report(snap, &l, a.device, a.at),
+                || (!a.no_what_if).then(|| what_if_runs(snap, &devices)),
+            );
+            let mut r = r?;
+            if let Some(w) = what_if {
+                attach_what_if_runs(&mut r, w);
             }
             write_forms(
                 &a,

@@ -32,8 +32,13 @@ pub enum One {
     },
 }
 
-fn one(path: &str, g: &Global, map_rows: usize) -> anyhow::Result<One> {
-    let l = input::load(path, &g.load)?;
+fn one(
+    path: &str,
+    g: &Global,
+    map_rows: usize,
+    bars: &indicatif::MultiProgress,
+) -> anyhow::Result<One> {
+    let l = super::common::load_input(path, g, bars)?;
     let fmt = describe_format(&l);
     match &l.content {
         Content::Snapshot(s) => {
@@ -118,8 +123,9 @@ pub fn outliers(rows: &[&FileStats]) -> Vec<Option<String>> {
 
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let files = expand_inputs(&a.files)?;
+    let bars = indicatif::MultiProgress::new();
     if files.len() == 1 {
-        let (fs, map) = match one(&files[0], g, a.map_rows)? {
+        let (fs, map) = match one(&files[0], g, a.map_rows, &bars)? {
             One::Snapshot(fs, map) => (fs, map),
             One::Profiler { text, json, .. } => {
                 print(if a.json { &json } else { &text })?;
@@ -140,8 +146,10 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     // Several files: parsed in parallel, reported in the order given.
-    let results: Vec<anyhow::Result<One>> =
-        files.par_iter().map(|f| one(f, g, a.map_rows)).collect();
+    let results: Vec<anyhow::Result<One>> = files
+        .par_iter()
+        .map(|f| one(f, g, a.map_rows, &bars))
+        .collect();
     let mut ok = Vec::new();
     let mut failed = 0;
     for r in results {

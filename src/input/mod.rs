@@ -2,6 +2,10 @@
 //! decompression with a size bound, format sniffing by content (never by
 //! extension) and dispatch to the decoders. Every error names the file and a
 //! byte offset or record path.
+//!
+//! Pickles — the inputs that reach gigabytes — are decoded while they are
+//! read (after gzip/zstd when compressed), so a file is never held whole;
+//! the other formats are read into memory first.
 
 pub mod json;
 pub mod pickle;
@@ -10,7 +14,7 @@ pub mod value;
 
 use crate::model::Snapshot;
 use crate::profiler::{MemoryTimeline, ProfilerTrace};
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 /// Default bound on the (decompressed) bytes read from one input: 16 GiB.
@@ -193,9 +197,194 @@ pub fn decompress(
     Ok((raw, Compression::None))
 }
 
+/// Marks the read that went past `--max-input-size`.
+#[derive(Debug)]
+struct OverLimit {
+    limit: u64,
+    what: &'static str,
+}
+impl std::fmt::Display for OverLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "more than {} bytes{}", self.limit, self.what)
+    }
+}
+impl std::error::Error for OverLimit {}
+
+/// A reader that fails once more than `limit` bytes came through it.
+struct Bounded<R> {
+    r: R,
+    left: u64,
+    limit: u64,
+    what: &'static str,
+}
+
+impl<R: Read> Bounded<R> {
+    fn new(r: R, limit: u64, what: &'static str) -> Bounded<R> {
+        Bounded {
+            r,
+            left: limit,
+            limit,
+            what,
+        }
+    }
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let want = (buf.len() as u64).min(self.left.saturating_add(1)) as usize;
+        let n = self.r.read(&mut buf[..want])?;
+        if n as u64 > self.left {
+            return Err(std::io::Error::other(OverLimit {
+                limit: self.limit,
+                what: self.what,
+            }));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// A read error as the load error it stands for.
+fn read_error(e: std::io::Error, name: &str, compression: Compression) -> LoadError {
+    if let Some(o) = e.get_ref().and_then(|i| i.downcast_ref::<OverLimit>()) {
+        return LoadError::TooLarge {
+            file: name.to_string(),
+            limit: o.limit,
+            what: o.what,
+        };
+    }
+    match compression {
+        Compression::None => LoadError::Io {
+            file: name.to_string(),
+            source: e,
+        },
+        Compression::Gzip | Compression::Zstd => LoadError::Format {
+            file: name.to_string(),
+            msg: format!(
+                "corrupt {}: {e}",
+                if compression == Compression::Gzip {
+                    "gzip"
+                } else {
+                    "zstd"
+                }
+            ),
+        },
+    }
+}
+
+/// Counts the bytes read from a file for a progress display.
+struct Observed<'p, R> {
+    r: R,
+    done: u64,
+    shown: u64,
+    progress: &'p dyn Fn(u64),
+}
+
+impl<R: Read> Read for Observed<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.r.read(buf)?;
+        self.done += n as u64;
+        if self.done - self.shown >= 1 << 20 {
+            self.shown = self.done;
+            (self.progress)(self.done);
+        }
+        Ok(n)
+    }
+}
+
 /// Loads any supported input from a path or `-`.
 pub fn load(path: &str, opts: &LoadOptions) -> Result<Loaded, LoadError> {
-    let (bytes, compression) = read_input(path, opts)?;
+    load_observed(path, opts, &|_| {})
+}
+
+/// [`load`], telling `progress` how many bytes of the file (before any
+/// decompression) were read so far, every mebibyte.
+pub fn load_observed(
+    path: &str,
+    opts: &LoadOptions,
+    progress: &dyn Fn(u64),
+) -> Result<Loaded, LoadError> {
+    let file: Box<dyn Read> = if path == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(
+            std::fs::File::open(Path::new(path)).map_err(|e| LoadError::Io {
+                file: path.to_string(),
+                source: e,
+            })?,
+        )
+    };
+    let limit = opts.max_input_size;
+    let file = Observed {
+        r: file,
+        done: 0,
+        shown: 0,
+        progress,
+    };
+    let mut raw = BufReader::with_capacity(1 << 16, Bounded::new(file, limit, ""));
+    let head = raw
+        .fill_buf()
+        .map_err(|e| read_error(e, path, Compression::None))?;
+    let (mut src, compression): (Box<dyn BufRead>, Compression) = if head.starts_with(&[0x1f, 0x8b])
+    {
+        let d = flate2::read::MultiGzDecoder::new(raw);
+        let b = Bounded::new(d, limit, " after gzip decompression");
+        (
+            Box::new(BufReader::with_capacity(1 << 16, b)),
+            Compression::Gzip,
+        )
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let d = zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| LoadError::Format {
+            file: path.to_string(),
+            msg: format!("corrupt zstd data: {e}"),
+        })?;
+        let b = Bounded::new(d, limit, " after zstd decompression");
+        (
+            Box::new(BufReader::with_capacity(1 << 16, b)),
+            Compression::Zstd,
+        )
+    } else {
+        (Box::new(raw), Compression::None)
+    };
+    let first = src
+        .fill_buf()
+        .map_err(|e| read_error(e, path, compression))?
+        .first()
+        .copied();
+    if matches!(first, Some(0x80 | b'}' | b']' | b'(')) {
+        let mut sink = snapshot::TraceSink::new();
+        let d = pickle::decode_reader(&mut src, &mut sink).map_err(|e| match e {
+            pickle::DecodeError::Pickle(e) => LoadError::Decode {
+                file: path.into(),
+                context: String::new(),
+                offset: e.offset,
+                msg: e.msg,
+            },
+            pickle::DecodeError::Io(e, _) => read_error(e, path, compression),
+        })?;
+        // Bytes after STOP count towards the size, as when read whole.
+        let rest = std::io::copy(&mut src, &mut std::io::sink())
+            .map_err(|e| read_error(e, path, compression))?;
+        let snap =
+            snapshot::from_arena_with(&d.arena, d.root, sink).map_err(|e| LoadError::Schema {
+                file: path.into(),
+                path: e.path,
+                msg: e.msg,
+            })?;
+        return Ok(Loaded {
+            name: path.to_string(),
+            format: Format::Pickle(d.protocol),
+            compression,
+            bytes: d.read + rest,
+            content: Content::Snapshot(snap),
+        });
+    }
+    let mut bytes = Vec::new();
+    src.read_to_end(&mut bytes)
+        .map_err(|e| read_error(e, path, compression))?;
     let mut l = load_bytes(&bytes, path)?;
     l.compression = compression;
     Ok(l)
@@ -366,13 +555,14 @@ pub fn one_line(s: &str) -> String {
 }
 
 fn decode_pickle_snapshot(bytes: &[u8], name: &str, context: &str) -> Result<Snapshot, LoadError> {
-    let d = pickle::decode(bytes).map_err(|e| LoadError::Decode {
+    let mut sink = snapshot::TraceSink::new();
+    let d = pickle::decode_from(bytes, &mut sink).map_err(|e| LoadError::Decode {
         file: name.into(),
         context: context.into(),
         offset: e.offset,
         msg: e.msg,
     })?;
-    snapshot::from_arena(&d.arena, d.root).map_err(|e| LoadError::Schema {
+    snapshot::from_arena_with(&d.arena, d.root, sink).map_err(|e| LoadError::Schema {
         file: name.into(),
         path: e.path,
         msg: e.msg,

@@ -7,8 +7,21 @@
 //! stay shared nodes of the [`Arena`]. The machine is iterative, so nesting
 //! depth costs heap, not stack, and no length prefix is trusted beyond the
 //! bytes actually present.
+//!
+//! Built for gigabyte inputs: it reads from any [`Read`] through a window
+//! of a few megabytes (the input is never held whole), keeps integers, bools,
+//! floats and None inline on its stack (a node is made only when a container
+//! keeps one), stores equal strings once and equal all-integer tuples
+//! (pool ids) once — values are immutable, so sharing them is invisible. A
+//! [`Sink`] may take a dict the moment its items arrive and leave a small
+//! record node in its place: that is how the schema layer turns millions of
+//! trace entries into the model while reading, instead of first building
+//! them as dicts.
 
 use super::value::{Arena, Node, Vid};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{self, Read};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("byte {offset}: {msg}")]
@@ -22,7 +35,61 @@ pub struct Decoded {
     pub arena: Arena,
     pub root: Vid,
     pub protocol: u8,
+    /// Bytes up to and including STOP.
+    pub bytes: u64,
+    /// Bytes taken from the reader (reading runs a little ahead of STOP).
+    pub read: u64,
 }
+
+/// A value on the machine's stack.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Val {
+    Node(Vid),
+    None,
+    Bool(bool),
+    Int(i64),
+    BigInt,
+    Float(f64),
+}
+
+/// Lets the schema layer take records while the machine reads.
+///
+/// `stack` is the machine's stack and `marks` the positions of its MARKs,
+/// innermost last: with them a sink can tell where a container will end up
+/// (the container below the nearest MARK receives the items above it).
+pub trait Sink {
+    /// The list `list` was just pushed on top of `stack`.
+    fn list_created(&mut self, _arena: &Arena, _stack: &[Val], _marks: &[usize], _list: Vid) {}
+    /// The list on top of `stack` was read whole, with `items`, in one go
+    /// (see [`Vm::list_of_references`]). Returning a node stores it in the
+    /// list's place; the items then live wherever the sink keeps them.
+    fn list_filled(
+        &mut self,
+        _arena: &Arena,
+        _stack: &[Val],
+        _marks: &[usize],
+        _items: &[Vid],
+    ) -> Option<Node> {
+        None
+    }
+    /// The first items (keys and values alternating) are about to go into
+    /// the empty dict at `stack[dict_pos]`. Returning a node stores it in
+    /// the dict's place instead; the items are then dropped.
+    fn dict_filled(
+        &mut self,
+        _arena: &mut Arena,
+        _stack: &[Val],
+        _marks: &[usize],
+        _dict_pos: usize,
+        _items: &[Val],
+    ) -> Option<Node> {
+        None
+    }
+}
+
+/// Takes nothing: every value stays in the arena.
+pub struct NoSink;
+impl Sink for NoSink {}
 
 /// Names of the opcodes that would execute code; refused, never acted on.
 fn forbidden(op: u8) -> Option<&'static str> {
@@ -46,15 +113,156 @@ fn forbidden(op: u8) -> Option<&'static str> {
     })
 }
 
-struct Vm<'a> {
-    data: &'a [u8],
+/// FxHash: strings and small tuples from one file need no DoS-resistant
+/// hashing, and this is several times cheaper than SipHash on short keys.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+const FX: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+impl Hasher for FxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(FX);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(FX);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(FX);
+    }
+    #[inline]
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64)
+    }
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64)
+    }
+}
+pub type FxBuild = BuildHasherDefault<FxHasher>;
+
+/// The window the machine reads through.
+const WINDOW: usize = 4 << 20;
+
+struct Input<R> {
+    r: R,
+    buf: Vec<u8>,
     pos: usize,
+    end: usize,
+    /// Input offset of `buf[0]`.
+    base: u64,
+    eof: bool,
+    err: Option<io::Error>,
+}
+
+impl<R: Read> Input<R> {
+    #[inline]
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Makes `n` bytes available at `pos`; false when the input ends first.
+    /// The window grows only as bytes arrive, so a length prefix that lies
+    /// costs at most the input's own size.
+    #[cold]
+    fn fill(&mut self, n: usize) -> bool {
+        if self.end - self.pos >= n {
+            return true;
+        }
+        self.buf.copy_within(self.pos..self.end, 0);
+        self.base += self.pos as u64;
+        self.end -= self.pos;
+        self.pos = 0;
+        while self.end < n && !self.eof {
+            if self.end == self.buf.len() {
+                let grown = (self.buf.len() * 2).max(WINDOW);
+                self.buf.resize(grown, 0);
+            }
+            match self.r.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(k) => self.end += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.err = Some(e);
+                    self.eof = true;
+                }
+            }
+        }
+        self.end - self.pos >= n
+    }
+
+    /// The next byte if it is in the window.
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.buf[..self.end].get(self.pos).copied()
+    }
+
+    #[inline]
+    fn byte(&mut self) -> Option<u8> {
+        if self.pos == self.end && !self.fill(1) {
+            return None;
+        }
+        let b = self.buf[self.pos];
+        self.pos += 1;
+        Some(b)
+    }
+
+    /// `n` bytes, or how many were left.
+    #[inline]
+    fn take(&mut self, n: usize) -> Result<&[u8], usize> {
+        if self.end - self.pos < n && !self.fill(n) {
+            return Err(self.end - self.pos);
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    #[inline]
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], usize> {
+        self.take(N).map(|b| b.try_into().expect("N bytes"))
+    }
+
+    /// Up to the next newline (protocol 0 arguments), without it.
+    fn line(&mut self) -> Option<Vec<u8>> {
+        let mut from = self.pos;
+        loop {
+            if let Some(i) = self.buf[from..self.end].iter().position(|&b| b == b'\n') {
+                let at = from + i;
+                let line = self.buf[self.pos..at].to_vec();
+                self.pos = at + 1;
+                return Some(line);
+            }
+            let have = self.end - self.pos;
+            if self.eof || !self.fill(have + 1) {
+                return None;
+            }
+            from = self.pos + have;
+        }
+    }
+}
+
+struct Vm<'s, R, S> {
+    inp: Input<R>,
     arena: Arena,
-    stack: Vec<Vid>,
+    stack: Vec<Val>,
     marks: Vec<usize>,
     memo: Vec<Vid>,
-    memo_sparse: std::collections::HashMap<u64, Vid>,
-    op_start: usize,
+    memo_sparse: HashMap<u64, Vid>,
+    op_start: u64,
+    strings: HashMap<Box<str>, Vid, FxBuild>,
+    /// The last short string read and its node.
+    last_str: (Vec<u8>, Vid),
+    scratch: Vec<Vid>,
+    tuples: HashMap<[i64; 4], Vid, FxBuild>,
+    sink: &'s mut S,
 }
 
 const NO_MEMO: Vid = Vid::MAX;
@@ -64,400 +272,630 @@ const NO_MEMO: Vid = Vid::MAX;
 /// opcodes can run out of them, and it is refused rather than wrapped.
 const MAX_NODES: usize = NO_MEMO as usize - 1;
 
-/// Decodes one pickle from `data`. Trailing bytes after STOP are ignored (as
-/// `pickle.load` does).
+/// Decodes one pickle held in memory. Trailing bytes after STOP are ignored
+/// (as `pickle.load` does).
 pub fn decode(data: &[u8]) -> Result<Decoded, PickleError> {
-    let mut vm = Vm {
-        data,
-        pos: 0,
-        // A rough guess that avoids most regrowth without trusting the input.
-        arena: Arena {
-            nodes: Vec::with_capacity(data.len() / 6),
+    decode_from(data, &mut NoSink)
+}
+
+/// Decodes one pickle from a reader, offering dicts to `sink`. Stops reading
+/// at STOP. An I/O error of the reader comes back as
+/// [`DecodeError::Io`]; everything else the file got wrong as
+/// [`DecodeError::Pickle`].
+pub fn decode_from<R: Read, S: Sink>(r: R, sink: &mut S) -> Result<Decoded, PickleError> {
+    decode_reader(r, sink).map_err(|e| match e {
+        DecodeError::Pickle(p) => p,
+        DecodeError::Io(e, offset) => PickleError {
+            offset,
+            msg: format!("cannot read: {e}"),
         },
+    })
+}
+
+#[derive(Debug)]
+pub enum DecodeError {
+    Pickle(PickleError),
+    /// The reader failed at this offset.
+    Io(io::Error, u64),
+}
+
+/// [`decode_from`], keeping a reader's own error apart from the file's.
+pub fn decode_reader<R: Read, S: Sink>(r: R, sink: &mut S) -> Result<Decoded, DecodeError> {
+    let mut vm = Vm {
+        inp: Input {
+            r,
+            buf: vec![0; WINDOW],
+            pos: 0,
+            end: 0,
+            base: 0,
+            eof: false,
+            err: None,
+        },
+        arena: Arena::default(),
         stack: Vec::new(),
         marks: Vec::new(),
         memo: Vec::new(),
         memo_sparse: Default::default(),
         op_start: 0,
+        strings: HashMap::default(),
+        last_str: (Vec::new(), NO_MEMO),
+        scratch: Vec::new(),
+        tuples: HashMap::default(),
+        sink,
     };
-    let mut protocol = 0u8;
-    loop {
-        vm.op_start = vm.pos;
-        if vm.arena.nodes.len() >= MAX_NODES {
-            return Err(vm.err("more than 4 billion values; fragscope cannot index them"));
-        }
-        let op = vm
-            .byte()
-            .map_err(|_| vm.err_at(vm.pos, "unexpected end of data (no STOP opcode)"))?;
-        if let Some(name) = forbidden(op) {
-            return Err(vm.err(format!(
-                "refused opcode {name} (0x{op:02x}): snapshots contain only builtin values, and this \
-                 file asks to import or call code"
-            )));
-        }
-        match op {
-            0x80 => {
-                protocol = vm.byte()?;
-                if protocol > 5 {
-                    return Err(vm.err(format!("unsupported pickle protocol {protocol}")));
-                }
-            }
-            0x95 => {
-                vm.take(8)?; // FRAME: a length hint only
-            }
-            b'.' => {
-                let root = vm.pop()?;
-                if !vm.stack.is_empty() || !vm.marks.is_empty() {
-                    return Err(vm.err("STOP with values left on the stack"));
-                }
-                return Ok(Decoded {
-                    arena: vm.arena,
-                    root,
-                    protocol,
-                });
-            }
-            b'(' => vm.marks.push(vm.stack.len()),
-            b'0' => {
-                vm.pop()?;
-            }
-            b'1' => {
-                let m = vm.pop_mark()?;
-                vm.stack.truncate(m);
-            }
-            b'2' => {
-                let top = *vm
-                    .stack
-                    .last()
-                    .ok_or_else(|| vm.err("DUP on an empty stack"))?;
-                vm.stack.push(top);
-            }
-            b'N' => vm.push(Node::None),
-            0x88 => vm.push(Node::Bool(true)),
-            0x89 => vm.push(Node::Bool(false)),
-            b'J' => {
-                let b = vm.take(4)?;
-                let v = i32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                vm.push(Node::Int(v as i64))
-            }
-            b'K' => {
-                let v = vm.byte()?;
-                vm.push(Node::Int(v as i64))
-            }
-            b'M' => {
-                let b = vm.take(2)?;
-                vm.push(Node::Int(u16::from_le_bytes([b[0], b[1]]) as i64))
-            }
-            0x8a => {
-                let n = vm.byte()? as usize;
-                let b = vm.take(n)?;
-                let node = long_from_le(b);
-                vm.push(node)
-            }
-            0x8b => {
-                let n = vm.len4()?;
-                let b = vm.take(n)?;
-                let node = long_from_le(b);
-                vm.push(node)
-            }
-            b'I' => {
-                let line = vm.line()?;
-                let node = match line {
-                    b"00" => Node::Bool(false),
-                    b"01" => Node::Bool(true),
-                    _ => parse_int_text(line).ok_or_else(|| vm.err("malformed INT text"))?,
-                };
-                vm.push(node)
-            }
-            b'L' => {
-                let line = vm.line()?;
-                let line = line.strip_suffix(b"L").unwrap_or(line);
-                let node = parse_int_text(line).ok_or_else(|| vm.err("malformed LONG text"))?;
-                vm.push(node)
-            }
-            b'F' => {
-                let line = vm.line()?;
-                let v = std::str::from_utf8(line)
-                    .ok()
-                    .and_then(|s| s.trim().parse::<f64>().ok())
-                    .ok_or_else(|| vm.err("malformed FLOAT text"))?;
-                vm.push(Node::Float(v))
-            }
-            b'G' => {
-                let b = vm.take(8)?;
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                vm.push(Node::Float(f64::from_be_bytes(a)))
-            }
-            b'X' => {
-                let n = vm.len4()?;
-                vm.push_str(n)?
-            }
-            0x8c => {
-                let n = vm.byte()? as usize;
-                vm.push_str(n)?
-            }
-            0x8d => {
-                let n = vm.len8()?;
-                vm.push_str(n)?
-            }
-            b'V' => {
-                let line = vm.line()?;
-                let s = decode_raw_unicode_escape(line)
-                    .ok_or_else(|| vm.err("malformed UNICODE text"))?;
-                vm.push(Node::Str(s.into_boxed_str()))
-            }
-            // Python 2 str: bytes that CPython 3 decodes as ASCII/latin-1 by default.
-            b'T' => {
-                let n = vm.len4()?;
-                vm.push_latin1(n)?
-            }
-            b'U' => {
-                let n = vm.byte()? as usize;
-                vm.push_latin1(n)?
-            }
-            b'S' => {
-                let line = vm.line()?;
-                let s =
-                    parse_py_string_literal(line).ok_or_else(|| vm.err("malformed STRING text"))?;
-                vm.push(Node::Str(s.into_boxed_str()))
-            }
-            b'B' => {
-                let n = vm.len4()?;
-                let b = vm.take(n)?;
-                let node = Node::Bytes(b.into());
-                vm.push(node)
-            }
-            b'C' => {
-                let n = vm.byte()? as usize;
-                let b = vm.take(n)?;
-                let node = Node::Bytes(b.into());
-                vm.push(node)
-            }
-            0x8e | 0x96 => {
-                let n = vm.len8()?;
-                let b = vm.take(n)?;
-                let node = Node::Bytes(b.into());
-                vm.push(node)
-            }
-            b']' => vm.push(Node::List(Vec::new())),
-            b')' => vm.push(Node::Tuple(Box::new([]))),
-            b'}' => vm.push(Node::Dict(Vec::new())),
-            0x8f => vm.push(Node::List(Vec::new())), // EMPTY_SET, kept as a list
-            b'l' => {
-                let m = vm.pop_mark()?;
-                let items = vm.stack.split_off(m);
-                vm.push(Node::List(items))
-            }
-            b't' | 0x91 => {
-                let m = vm.pop_mark()?;
-                let items = vm.stack.split_off(m);
-                let node = if op == b't' {
-                    Node::Tuple(items.into_boxed_slice())
-                } else {
-                    Node::List(items)
-                };
-                vm.push(node)
-            }
-            0x85..=0x87 => {
-                let n = (op - 0x84) as usize;
-                if vm.stack.len() < n + vm.marks.last().copied().unwrap_or(0) {
-                    return Err(vm.err("TUPLE with too few values on the stack"));
-                }
-                let items = vm.stack.split_off(vm.stack.len() - n);
-                vm.push(Node::Tuple(items.into_boxed_slice()))
-            }
-            b'd' => {
-                let m = vm.pop_mark()?;
-                let items = vm.stack.split_off(m);
-                if !items.len().is_multiple_of(2) {
-                    return Err(vm.err("DICT with an odd number of items"));
-                }
-                let pairs = items.chunks_exact(2).map(|p| (p[0], p[1])).collect();
-                vm.push(Node::Dict(pairs))
-            }
-            b'a' => {
-                let v = vm.pop()?;
-                let target = vm.top()?;
-                vm.list_extend(target, std::iter::once(v))?
-            }
-            b'e' | 0x90 => {
-                let m = vm.pop_mark()?;
-                let items = vm.stack.split_off(m);
-                let target = vm.top()?;
-                vm.list_extend(target, items.into_iter())?
-            }
-            b's' => {
-                let v = vm.pop()?;
-                let k = vm.pop()?;
-                let target = vm.top()?;
-                vm.dict_extend(target, &[k, v])?
-            }
-            b'u' => {
-                let m = vm.pop_mark()?;
-                let items = vm.stack.split_off(m);
-                if !items.len().is_multiple_of(2) {
-                    return Err(vm.err("SETITEMS with an odd number of items"));
-                }
-                let target = vm.top()?;
-                vm.dict_extend(target, &items)?
-            }
-            b'p' => {
-                let line = vm.line()?;
-                let idx = parse_u64_text(line).ok_or_else(|| vm.err("malformed PUT index"))?;
-                vm.put(idx)?
-            }
-            b'q' => {
-                let idx = vm.byte()? as u64;
-                vm.put(idx)?
-            }
-            b'r' => {
-                let idx = vm.len4()? as u64;
-                vm.put(idx)?
-            }
-            0x94 => {
-                let idx = vm.memo.len() as u64;
-                vm.put(idx)?
-            }
-            b'g' => {
-                let line = vm.line()?;
-                let idx = parse_u64_text(line).ok_or_else(|| vm.err("malformed GET index"))?;
-                vm.get(idx)?
-            }
-            b'h' => {
-                let idx = vm.byte()? as u64;
-                vm.get(idx)?
-            }
-            b'j' => {
-                let idx = vm.len4()? as u64;
-                vm.get(idx)?
-            }
-            _ => return Err(vm.err(format!("unknown pickle opcode 0x{op:02x}"))),
-        }
+    let r = vm.run();
+    if let Some(e) = vm.inp.err.take() {
+        let at = vm.inp.offset();
+        return Err(DecodeError::Io(e, at));
     }
+    r.map_err(DecodeError::Pickle)
 }
 
-impl<'a> Vm<'a> {
-    fn err_at(&self, offset: usize, msg: impl Into<String>) -> PickleError {
+impl<R: Read, S: Sink> Vm<'_, R, S> {
+    fn run(&mut self) -> Result<Decoded, PickleError> {
+        let mut protocol = 0u8;
+        loop {
+            self.op_start = self.inp.offset();
+            if self.arena.nodes.len() >= MAX_NODES {
+                return Err(self.err("more than 4 billion values; fragscope cannot index them"));
+            }
+            let Some(op) = self.inp.byte() else {
+                return Err(self.err_at(self.op_start, "unexpected end of data (no STOP opcode)"));
+            };
+            match op {
+                0x80 => {
+                    protocol = self.byte()?;
+                    if protocol > 5 {
+                        return Err(self.err(format!("unsupported pickle protocol {protocol}")));
+                    }
+                }
+                0x95 => {
+                    self.array::<8>()?; // FRAME: a length hint only
+                }
+                b'.' => {
+                    let root = self.pop()?;
+                    if !self.stack.is_empty() || !self.marks.is_empty() {
+                        return Err(self.err("STOP with values left on the stack"));
+                    }
+                    let root = self.vid(root);
+                    return Ok(Decoded {
+                        arena: std::mem::take(&mut self.arena),
+                        root,
+                        protocol,
+                        bytes: self.inp.offset(),
+                        read: self.inp.base + self.inp.end as u64,
+                    });
+                }
+                b'(' => self.marks.push(self.stack.len()),
+                b'0' => {
+                    self.pop()?;
+                }
+                b'1' => {
+                    let m = self.pop_mark()?;
+                    self.stack.truncate(m);
+                }
+                b'2' => {
+                    let top = self.top()?;
+                    self.stack.push(top);
+                }
+                b'N' => self.stack.push(Val::None),
+                0x88 => self.stack.push(Val::Bool(true)),
+                0x89 => self.stack.push(Val::Bool(false)),
+                b'J' => {
+                    let v = i32::from_le_bytes(self.array::<4>()?);
+                    self.stack.push(Val::Int(v as i64))
+                }
+                b'K' => {
+                    let v = self.byte()?;
+                    self.stack.push(Val::Int(v as i64))
+                }
+                b'M' => {
+                    let v = u16::from_le_bytes(self.array::<2>()?);
+                    self.stack.push(Val::Int(v as i64))
+                }
+                0x8a => {
+                    let n = self.byte()? as usize;
+                    let v = long_from_le(self.take(n)?);
+                    self.stack.push(v)
+                }
+                0x8b => {
+                    let n = self.len4()?;
+                    let v = long_from_le(self.take(n)?);
+                    self.stack.push(v)
+                }
+                b'I' => {
+                    let line = self.line()?;
+                    let v = match &line[..] {
+                        b"00" => Some(Val::Bool(false)),
+                        b"01" => Some(Val::Bool(true)),
+                        _ => parse_int_text(&line),
+                    };
+                    let v = v.ok_or_else(|| self.err("malformed INT text"))?;
+                    self.stack.push(v)
+                }
+                b'L' => {
+                    let line = self.line()?;
+                    let line = line.strip_suffix(b"L").unwrap_or(&line);
+                    let v = parse_int_text(line).ok_or_else(|| self.err("malformed LONG text"))?;
+                    self.stack.push(v)
+                }
+                b'F' => {
+                    let line = self.line()?;
+                    let v = std::str::from_utf8(&line)
+                        .ok()
+                        .and_then(|s| s.trim().parse::<f64>().ok())
+                        .ok_or_else(|| self.err("malformed FLOAT text"))?;
+                    self.stack.push(Val::Float(v))
+                }
+                b'G' => {
+                    let v = f64::from_be_bytes(self.array::<8>()?);
+                    self.stack.push(Val::Float(v))
+                }
+                b'X' => {
+                    let n = self.len4()?;
+                    self.push_str(n)?
+                }
+                0x8c => {
+                    let n = self.byte()? as usize;
+                    self.push_str(n)?
+                }
+                0x8d => {
+                    let n = self.len8()?;
+                    self.push_str(n)?
+                }
+                b'V' => {
+                    let line = self.line()?;
+                    let s = decode_raw_unicode_escape(&line)
+                        .ok_or_else(|| self.err("malformed UNICODE text"))?;
+                    self.push_string(&s)
+                }
+                // Python 2 str: bytes that CPython 3 decodes as ASCII/latin-1 by default.
+                b'T' => {
+                    let n = self.len4()?;
+                    self.push_latin1(n)?
+                }
+                b'U' => {
+                    let n = self.byte()? as usize;
+                    self.push_latin1(n)?
+                }
+                b'S' => {
+                    let line = self.line()?;
+                    let s = parse_py_string_literal(&line)
+                        .ok_or_else(|| self.err("malformed STRING text"))?;
+                    self.push_string(&s)
+                }
+                b'B' => {
+                    let n = self.len4()?;
+                    self.push_bytes(n)?
+                }
+                b'C' => {
+                    let n = self.byte()? as usize;
+                    self.push_bytes(n)?
+                }
+                0x8e | 0x96 => {
+                    let n = self.len8()?;
+                    self.push_bytes(n)?
+                }
+                b']' => {
+                    let id = self.arena.push(Node::List(Vec::new()));
+                    self.stack.push(Val::Node(id));
+                    self.sink
+                        .list_created(&self.arena, &self.stack, &self.marks, id);
+                    self.list_of_references(id);
+                }
+                b')' => self.push_node(Node::Tuple(Box::new([]))),
+                b'}' => self.push_node(Node::Dict(Vec::new())),
+                0x8f => self.push_node(Node::List(Vec::new())), // EMPTY_SET, kept as a list
+                b'l' | 0x91 => {
+                    let m = self.pop_mark()?;
+                    let items = self.vids_from(m);
+                    self.push_node(Node::List(items))
+                }
+                b't' => {
+                    let m = self.pop_mark()?;
+                    self.push_tuple(m);
+                }
+                0x85..=0x87 => {
+                    let n = (op - 0x84) as usize;
+                    if self.stack.len() < n + self.marks.last().copied().unwrap_or(0) {
+                        return Err(self.err("TUPLE with too few values on the stack"));
+                    }
+                    self.push_tuple(self.stack.len() - n);
+                }
+                b'd' => {
+                    let m = self.pop_mark()?;
+                    if !(self.stack.len() - m).is_multiple_of(2) {
+                        return Err(self.err("DICT with an odd number of items"));
+                    }
+                    let items = self.vids_from(m);
+                    let pairs = items.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+                    self.push_node(Node::Dict(pairs))
+                }
+                b'a' => {
+                    let v = self.pop()?;
+                    let target = self.top()?;
+                    let v = self.vid(v);
+                    self.list_extend(target, &[v])?
+                }
+                b'e' | 0x90 => {
+                    let m = self.pop_mark()?;
+                    if m == 0 || self.marks.last().is_some_and(|&f| m <= f) {
+                        return Err(self.err("stack underflow (a malformed or truncated pickle)"));
+                    }
+                    let target = self.stack[m - 1];
+                    let items = self.vids_from(m);
+                    // The first batch into an empty list is the list.
+                    if let Val::Node(t) = target
+                        && let Node::List(v) = &mut self.arena.nodes[t as usize]
+                        && v.is_empty()
+                    {
+                        *v = items;
+                    } else {
+                        self.list_extend(target, &items)?
+                    }
+                }
+                b's' => {
+                    if self.stack.len() < 3 + self.marks.last().copied().unwrap_or(0) {
+                        return Err(self.err("stack underflow (a malformed or truncated pickle)"));
+                    }
+                    let at = self.stack.len() - 2;
+                    self.dict_extend(at)?
+                }
+                b'u' => {
+                    let m = self.pop_mark()?;
+                    if !(self.stack.len() - m).is_multiple_of(2) {
+                        return Err(self.err("SETITEMS with an odd number of items"));
+                    }
+                    if m == 0 || self.marks.last().is_some_and(|&f| m <= f) {
+                        return Err(self.err("stack underflow (a malformed or truncated pickle)"));
+                    }
+                    self.dict_extend(m)?
+                }
+                b'p' => {
+                    let line = self.line()?;
+                    let idx =
+                        parse_u64_text(&line).ok_or_else(|| self.err("malformed PUT index"))?;
+                    self.put(idx)?
+                }
+                b'q' => {
+                    let idx = self.byte()? as u64;
+                    self.put(idx)?
+                }
+                b'r' => {
+                    let idx = self.len4()? as u64;
+                    self.put(idx)?
+                }
+                0x94 => {
+                    let idx = self.memo.len() as u64;
+                    self.put(idx)?
+                }
+                b'g' => {
+                    let line = self.line()?;
+                    let idx =
+                        parse_u64_text(&line).ok_or_else(|| self.err("malformed GET index"))?;
+                    self.get(idx)?
+                }
+                b'h' | b'j' => {
+                    // Runs of memo references (a stack's frames, a record's
+                    // keys) are most of a snapshot: read them without going
+                    // back through the dispatch.
+                    let mut op = op;
+                    loop {
+                        let idx = if op == b'h' {
+                            self.byte()? as u64
+                        } else {
+                            self.len4()? as u64
+                        };
+                        self.get(idx)?;
+                        match self.inp.peek() {
+                            Some(next @ (b'h' | b'j')) => {
+                                op = next;
+                                self.op_start = self.inp.offset();
+                                self.inp.pos += 1;
+                            }
+                            _ => break,
+                        }
+                    }
+                }
+                _ => {
+                    if let Some(name) = forbidden(op) {
+                        return Err(self.err(format!(
+                            "refused opcode {name} (0x{op:02x}): snapshots contain only builtin values, \
+                             and this file asks to import or call code"
+                        )));
+                    }
+                    return Err(self.err(format!("unknown pickle opcode 0x{op:02x}")));
+                }
+            }
+        }
+    }
+
+    /// CPython writes a list of shared objects (a stack's frames) as
+    /// `MEMOIZE MARK` (`BINGET n` | `LONG_BINGET n`)… `APPENDS`. When the
+    /// window holds all of that after the new list `id`, it is read here in
+    /// one pass, with the effect the opcodes would have; anything else (and a
+    /// reference the memo does not hold) is left to the dispatch loop.
+    #[inline]
+    fn list_of_references(&mut self, id: Vid) {
+        let buf = &self.inp.buf[self.inp.pos..self.inp.end];
+        if buf.len() < 3 || buf[0] != 0x94 || buf[1] != b'(' {
+            return;
+        }
+        let mut i = 2;
+        let items = &mut self.scratch;
+        items.clear();
+        loop {
+            let idx = match buf.get(i) {
+                Some(b'h') => match buf.get(i + 1) {
+                    Some(&n) => {
+                        i += 2;
+                        n as usize
+                    }
+                    None => return,
+                },
+                Some(b'j') => match buf.get(i + 1..i + 5) {
+                    Some(n) => {
+                        i += 5;
+                        u32::from_le_bytes(n.try_into().expect("4 bytes")) as usize
+                    }
+                    None => return,
+                },
+                Some(b'e') => break,
+                _ => return,
+            };
+            match self.memo.get(idx) {
+                Some(&v) if v != NO_MEMO => items.push(v),
+                _ => return,
+            }
+        }
+        self.memo.push(id);
+        self.inp.pos += i + 1;
+        let node = self
+            .sink
+            .list_filled(&self.arena, &self.stack, &self.marks, &self.scratch)
+            .unwrap_or_else(|| Node::List(self.scratch.clone()));
+        self.arena.nodes[id as usize] = node;
+    }
+
+    fn err_at(&self, offset: u64, msg: impl Into<String>) -> PickleError {
         PickleError {
-            offset: offset as u64,
+            offset,
             msg: msg.into(),
         }
     }
     fn err(&self, msg: impl Into<String>) -> PickleError {
         self.err_at(self.op_start, msg)
     }
+    fn truncated(&self) -> PickleError {
+        self.err("truncated: the file ends inside an opcode")
+    }
     #[inline]
     fn byte(&mut self) -> Result<u8, PickleError> {
-        match self.data.get(self.pos) {
-            Some(b) => {
-                self.pos += 1;
-                Ok(*b)
-            }
-            None => Err(self.err("truncated: the file ends inside an opcode")),
+        match self.inp.byte() {
+            Some(b) => Ok(b),
+            None => Err(self.truncated()),
         }
     }
     #[inline]
-    fn take(&mut self, n: usize) -> Result<&'a [u8], PickleError> {
-        let data: &'a [u8] = self.data;
-        if data.len() - self.pos < n {
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], PickleError> {
+        self.inp.array::<N>().map_err(|_| self.truncated())
+    }
+    #[inline]
+    fn take(&mut self, n: usize) -> Result<&[u8], PickleError> {
+        if self.inp.end - self.inp.pos < n && !self.inp.fill(n) {
+            let left = self.inp.end - self.inp.pos;
             return Err(self.err(format!(
-                "length {n} runs past the end of the data ({} bytes left)",
-                data.len() - self.pos
+                "length {n} runs past the end of the data ({left} bytes left)"
             )));
         }
-        let s = &data[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
+        Ok(self.inp.take(n).expect("filled"))
     }
+    #[inline]
     fn len4(&mut self) -> Result<usize, PickleError> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        Ok(u32::from_le_bytes(self.array::<4>()?) as usize)
     }
     fn len8(&mut self) -> Result<usize, PickleError> {
-        let b = self.take(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        let n = u64::from_le_bytes(a);
+        let n = u64::from_le_bytes(self.array::<8>()?);
         usize::try_from(n).map_err(|_| self.err(format!("length {n} is larger than the data")))
     }
-    fn line(&mut self) -> Result<&'a [u8], PickleError> {
-        let data: &'a [u8] = self.data;
-        let rest = &data[self.pos..];
-        match rest.iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                self.pos += i + 1;
-                Ok(&rest[..i])
-            }
-            None => Err(self.err("truncated: no newline after a text argument")),
+    /// A protocol-0 text argument (rare and short: copied).
+    fn line(&mut self) -> Result<Vec<u8>, PickleError> {
+        self.inp
+            .line()
+            .ok_or_else(|| self.err("truncated: no newline after a text argument"))
+    }
+    #[inline]
+    fn push_node(&mut self, n: Node) {
+        let id = self.arena.push(n);
+        self.stack.push(Val::Node(id));
+    }
+    /// A node for a stack value (scalars become nodes only here).
+    #[inline]
+    fn vid(&mut self, v: Val) -> Vid {
+        match v {
+            Val::Node(id) => id,
+            Val::None => self.arena.push(Node::None),
+            Val::Bool(b) => self.arena.push(Node::Bool(b)),
+            Val::Int(i) => self.arena.push(Node::Int(i)),
+            Val::BigInt => self.arena.push(Node::BigInt),
+            Val::Float(f) => self.arena.push(Node::Float(f)),
         }
     }
     #[inline]
-    fn push(&mut self, n: Node) {
-        let id = self.arena.push(n);
-        self.stack.push(id);
+    fn vids_from(&mut self, m: usize) -> Vec<Vid> {
+        let mut out = Vec::with_capacity(self.stack.len() - m);
+        for i in m..self.stack.len() {
+            let v = self.stack[i];
+            out.push(self.vid(v));
+        }
+        self.stack.truncate(m);
+        out
     }
-    fn push_str(&mut self, n: usize) -> Result<(), PickleError> {
-        let b = self.take(n)?;
-        let s = match std::str::from_utf8(b) {
-            Ok(s) => s.into(),
-            // CPython writes lone surrogates with 'surrogatepass'; keep what we can.
-            Err(_) => String::from_utf8_lossy(b).into_owned().into_boxed_str(),
+    /// Equal strings are one node.
+    fn push_string(&mut self, s: &str) {
+        let id = match self.strings.get(s) {
+            Some(&id) => id,
+            None => {
+                let id = self.arena.push(Node::Str(s.into()));
+                self.strings.insert(s.into(), id);
+                id
+            }
         };
-        self.push(Node::Str(s));
+        self.stack.push(Val::Node(id));
+    }
+    #[inline]
+    fn push_str(&mut self, n: usize) -> Result<(), PickleError> {
+        self.take(n)?;
+        let b = &self.inp.buf[self.inp.pos - n..self.inp.pos];
+        // The same short string over and over (every entry's
+        // `compile_context`) skips the hash table.
+        if self.last_str.1 != NO_MEMO && b == &self.last_str.0[..] {
+            self.stack.push(Val::Node(self.last_str.1));
+            return Ok(());
+        }
+        let id = match std::str::from_utf8(b) {
+            Ok(s) => match self.strings.get(s) {
+                Some(&id) => id,
+                None => {
+                    let id = self.arena.push(Node::Str(s.into()));
+                    self.strings.insert(s.into(), id);
+                    id
+                }
+            },
+            // CPython writes lone surrogates with 'surrogatepass'; keep what we can.
+            Err(_) => {
+                let s = String::from_utf8_lossy(b).into_owned();
+                let id = self.arena.push(Node::Str(s.into_boxed_str()));
+                self.stack.push(Val::Node(id));
+                return Ok(());
+            }
+        };
+        if n <= 32 {
+            self.last_str.0.clear();
+            self.last_str.0.extend_from_slice(b);
+            self.last_str.1 = id;
+        }
+        self.stack.push(Val::Node(id));
         Ok(())
     }
     fn push_latin1(&mut self, n: usize) -> Result<(), PickleError> {
-        let b = self.take(n)?;
-        let s: String = b.iter().map(|&c| c as char).collect();
-        self.push(Node::Str(s.into_boxed_str()));
+        let s: String = self.take(n)?.iter().map(|&c| c as char).collect();
+        self.push_string(&s);
         Ok(())
     }
+    fn push_bytes(&mut self, n: usize) -> Result<(), PickleError> {
+        let b: Box<[u8]> = self.take(n)?.into();
+        self.push_node(Node::Bytes(b));
+        Ok(())
+    }
+    /// A tuple of `stack[from..]`; tuples of up to three integers (pool ids)
+    /// are stored once per value.
+    fn push_tuple(&mut self, from: usize) {
+        let items = &self.stack[from..];
+        if (1..=3).contains(&items.len()) && items.iter().all(|v| matches!(v, Val::Int(_))) {
+            // The length is part of the value: (0,) and (0, 0) differ.
+            let mut key = [items.len() as i64, 0, 0, 0];
+            for (k, v) in key[1..].iter_mut().zip(items) {
+                if let Val::Int(i) = v {
+                    *k = *i;
+                }
+            }
+            if let Some(&id) = self.tuples.get(&key) {
+                self.stack.truncate(from);
+                self.stack.push(Val::Node(id));
+                return;
+            }
+            let kids = self.vids_from(from);
+            let id = self.arena.push(Node::Tuple(kids.into_boxed_slice()));
+            self.tuples.insert(key, id);
+            self.stack.push(Val::Node(id));
+            return;
+        }
+        let kids = self.vids_from(from);
+        self.push_node(Node::Tuple(kids.into_boxed_slice()));
+    }
     #[inline]
-    fn pop(&mut self) -> Result<Vid, PickleError> {
+    fn pop(&mut self) -> Result<Val, PickleError> {
         let floor = self.marks.last().copied().unwrap_or(0);
         if self.stack.len() <= floor {
             return Err(self.err("stack underflow (a malformed or truncated pickle)"));
         }
-        Ok(self.stack.pop().unwrap())
+        Ok(self.stack.pop().expect("checked"))
     }
-    fn top(&self) -> Result<Vid, PickleError> {
+    #[inline]
+    fn top(&self) -> Result<Val, PickleError> {
         let floor = self.marks.last().copied().unwrap_or(0);
         if self.stack.len() <= floor {
             return Err(self.err("stack underflow (a malformed or truncated pickle)"));
         }
-        Ok(*self.stack.last().unwrap())
+        Ok(*self.stack.last().expect("checked"))
     }
+    #[inline]
     fn pop_mark(&mut self) -> Result<usize, PickleError> {
         self.marks
             .pop()
             .ok_or_else(|| self.err("no MARK on the stack"))
     }
-    fn list_extend(
-        &mut self,
-        target: Vid,
-        items: impl Iterator<Item = Vid>,
-    ) -> Result<(), PickleError> {
+    fn list_extend(&mut self, target: Val, items: &[Vid]) -> Result<(), PickleError> {
+        let Val::Node(target) = target else {
+            return Err(self.err(format!("APPEND to a {}, not a list", val_kind(target))));
+        };
         let kind = self.arena.get(target).kind();
         match &mut self.arena.nodes[target as usize] {
             Node::List(v) => {
-                v.extend(items);
+                v.extend_from_slice(items);
                 Ok(())
             }
+            Node::Stack(_) => Err(self.err(
+                "APPEND to a stack list after a trace entry used it (PyTorch never writes this)",
+            )),
             _ => Err(self.err(format!("APPEND to a {kind}, not a list"))),
         }
     }
-    fn dict_extend(&mut self, target: Vid, items: &[Vid]) -> Result<(), PickleError> {
-        let kind = self.arena.get(target).kind();
-        match &mut self.arena.nodes[target as usize] {
-            Node::Dict(v) => {
-                v.extend(items.chunks_exact(2).map(|p| (p[0], p[1])));
-                Ok(())
+    /// SETITEM(S): the dict is `stack[at - 1]`, the items `stack[at..]`.
+    fn dict_extend(&mut self, at: usize) -> Result<(), PickleError> {
+        let target = self.stack[at - 1];
+        let Val::Node(t) = target else {
+            return Err(self.err(format!("SETITEM on a {}, not a dict", val_kind(target))));
+        };
+        let empty = match self.arena.get(t) {
+            Node::Dict(d) => d.is_empty(),
+            Node::Record(..) => {
+                return Err(self.err(
+                    "SETITEM on a trace entry after it was read (PyTorch never writes this)",
+                ));
             }
-            _ => Err(self.err(format!("SETITEM on a {kind}, not a dict"))),
+            n => return Err(self.err(format!("SETITEM on a {}, not a dict", n.kind()))),
+        };
+        if empty {
+            let (stack, items) = self.stack.split_at(at);
+            if let Some(n) =
+                self.sink
+                    .dict_filled(&mut self.arena, stack, &self.marks, at - 1, items)
+            {
+                self.arena.nodes[t as usize] = n;
+                self.stack.truncate(at);
+                return Ok(());
+            }
         }
+        let items = self.vids_from(at);
+        if let Node::Dict(v) = &mut self.arena.nodes[t as usize] {
+            v.extend(items.chunks_exact(2).map(|p| (p[0], p[1])));
+        }
+        Ok(())
     }
+    #[inline(always)]
     fn put(&mut self, idx: u64) -> Result<(), PickleError> {
         let top = self.top()?;
+        let top = match top {
+            Val::Node(id) => id,
+            v => {
+                // A memoized scalar: it needs a node to be referenced from.
+                let id = self.vid(v);
+                *self.stack.last_mut().expect("checked") = Val::Node(id);
+                id
+            }
+        };
         let len = self.memo.len() as u64;
         if idx < len {
             self.memo[idx as usize] = top;
@@ -469,14 +907,21 @@ impl<'a> Vm<'a> {
         }
         Ok(())
     }
+    #[inline(always)]
     fn get(&mut self, idx: u64) -> Result<(), PickleError> {
-        let v = match self.memo.get(idx as usize) {
-            Some(&v) if v != NO_MEMO => Some(v),
-            _ => self.memo_sparse.get(&idx).copied(),
-        };
-        match v {
+        match self.memo.get(idx as usize) {
+            Some(&v) if v != NO_MEMO => {
+                self.stack.push(Val::Node(v));
+                Ok(())
+            }
+            _ => self.get_sparse(idx),
+        }
+    }
+    #[cold]
+    fn get_sparse(&mut self, idx: u64) -> Result<(), PickleError> {
+        match self.memo_sparse.get(&idx).copied() {
             Some(v) => {
-                self.stack.push(v);
+                self.stack.push(Val::Node(v));
                 Ok(())
             }
             None => Err(self.err(format!("memo reference {idx} was never stored"))),
@@ -484,16 +929,26 @@ impl<'a> Vm<'a> {
     }
 }
 
+fn val_kind(v: Val) -> &'static str {
+    match v {
+        Val::Node(_) => "value",
+        Val::None => "None",
+        Val::Bool(_) => "bool",
+        Val::Int(_) | Val::BigInt => "int",
+        Val::Float(_) => "float",
+    }
+}
+
 /// Little-endian two's-complement integer of any length (LONG1/LONG4).
-fn long_from_le(b: &[u8]) -> Node {
+fn long_from_le(b: &[u8]) -> Val {
     if b.is_empty() {
-        return Node::Int(0);
+        return Val::Int(0);
     }
     if b.len() <= 8 {
         let neg = b[b.len() - 1] & 0x80 != 0;
         let mut a = if neg { [0xffu8; 8] } else { [0u8; 8] };
         a[..b.len()].copy_from_slice(b);
-        return Node::Int(i64::from_le_bytes(a));
+        return Val::Int(i64::from_le_bytes(a));
     }
     // Longer encodings still fit when the extra bytes are pure sign extension.
     let neg = b[b.len() - 1] & 0x80 != 0;
@@ -501,24 +956,24 @@ fn long_from_le(b: &[u8]) -> Node {
     if b[8..].iter().all(|&x| x == ext) && ((b[7] & 0x80 != 0) == neg) {
         let mut a = [0u8; 8];
         a.copy_from_slice(&b[..8]);
-        return Node::Int(i64::from_le_bytes(a));
+        return Val::Int(i64::from_le_bytes(a));
     }
-    Node::BigInt
+    Val::BigInt
 }
 
-fn parse_int_text(line: &[u8]) -> Option<Node> {
+fn parse_int_text(line: &[u8]) -> Option<Val> {
     let s = std::str::from_utf8(line).ok()?.trim();
     if s.is_empty() {
         return None;
     }
     match s.parse::<i64>() {
-        Ok(v) => Some(Node::Int(v)),
+        Ok(v) => Some(Val::Int(v)),
         Err(_)
             if s.trim_start_matches('-')
                 .bytes()
                 .all(|c| c.is_ascii_digit()) =>
         {
-            Some(Node::BigInt)
+            Some(Val::BigInt)
         }
         Err(_) => None,
     }

@@ -2,7 +2,20 @@
 //! [`Snapshot`]. Accepts every shape PyTorch has written (bare segment lists,
 //! 1.13 `history`, 2.0 `cpp_frames`, 2.x dicts, keys newer than we know) and
 //! reports type errors with the record path (`device_traces[0][18342].addr`).
+//!
+//! Trace entries are nearly all of a large file, so they are not left to the
+//! arena: [`TraceSink`] takes each dict of `device_traces[d]` the moment the
+//! pickle machine has its items, builds the [`TraceEvent`] with provisional
+//! ids (arena node numbers) and leaves a small [`Node::Record`] behind; the
+//! frames lists they use shrink to [`Node::Stack`]. Whatever it is unsure of
+//! (a legacy key, a type it would have to coerce, an entry that is not where
+//! a trace entry belongs) it leaves to the arena. [`from_arena_with`] then
+//! walks the file in the same order as ever and gives the provisional ids
+//! their final numbers as it meets them, so the model — tables included — is
+//! the one the arena alone would give, error paths too (a test holds both
+//! paths equal on every real file).
 
+use super::pickle::{FxBuild, Sink, Val};
 use super::value::{Arena, Node, Vid};
 use crate::model::*;
 use std::collections::HashMap;
@@ -85,9 +98,17 @@ fn push_escaped(out: &mut String, k: &str) {
 struct Cx<'a> {
     a: &'a Arena,
     intern: Interner,
-    stack_cache: HashMap<Vid, StackId>,
-    frame_cache: HashMap<Vid, FrameId>,
-    str_cache: HashMap<Vid, StrId>,
+    stack_cache: HashMap<Vid, StackId, FxBuild>,
+    frame_cache: HashMap<Vid, FrameId, FxBuild>,
+    str_cache: HashMap<Vid, StrId, FxBuild>,
+    str_front: [(Vid, StrId); STR_FRONT],
+    /// The sink's frames lists ([`Node::Stack`]) and their final ids.
+    pstacks: &'a [Box<[Vid]>],
+    pstack_ids: Vec<Option<StackId>>,
+    /// The sink's trace entries, per trace list; `mapped` once their ids
+    /// are final.
+    lists: Vec<Vec<TraceEvent>>,
+    mapped: Vec<bool>,
     /// Python frames + C++ frames of 2.0 files, by the pair of lists.
     stack2_cache: HashMap<(Option<Vid>, Vid), StackId>,
     /// Records, frames and settings values built so far, against
@@ -144,6 +165,8 @@ fn dedup_keys(v: &mut Vec<(String, Setting)>) {
 
 type R<T> = Result<T, SchemaError>;
 
+const STR_FRONT: usize = 16;
+
 fn err<T>(p: &P, msg: impl Into<String>) -> R<T> {
     Err(SchemaError {
         path: p.render(),
@@ -177,6 +200,7 @@ impl<'a> Cx<'a> {
     fn dict(&self, v: Vid, p: &P) -> R<&'a [(Vid, Vid)]> {
         match self.node(v) {
             Node::Dict(d) => Ok(d),
+            Node::Record(..) => err(p, "expected this record, found a trace entry"),
             n => err(p, format!("expected a dict, found {}", n.kind())),
         }
     }
@@ -184,6 +208,7 @@ impl<'a> Cx<'a> {
         match self.node(v) {
             Node::List(l) => Ok(l),
             Node::Tuple(l) => Ok(l),
+            Node::Stack(s) => Ok(&self.pstacks[*s as usize]),
             n => err(p, format!("expected a list, found {}", n.kind())),
         }
     }
@@ -210,12 +235,22 @@ impl<'a> Cx<'a> {
         }
     }
     fn str_id(&mut self, v: Vid, p: &P) -> R<StrId> {
-        if let Some(id) = self.str_cache.get(&v) {
-            return Ok(*id);
+        // Every trace entry names the same few strings (`compile_context`,
+        // `user_metadata`): a direct-mapped cache in front of the table.
+        let slot = v as usize % STR_FRONT;
+        if self.str_front[slot].0 == v {
+            return Ok(self.str_front[slot].1);
         }
-        let s = self.string(v, p)?;
-        let id = self.intern.string(s);
-        self.str_cache.insert(v, id);
+        let id = match self.str_cache.get(&v) {
+            Some(id) => *id,
+            None => {
+                let s = self.string(v, p)?;
+                let id = self.intern.string(s);
+                self.str_cache.insert(v, id);
+                id
+            }
+        };
+        self.str_front[slot] = (v, id);
         Ok(id)
     }
     fn bool(&self, v: Vid, p: &P) -> R<bool> {
@@ -285,6 +320,9 @@ impl<'a> Cx<'a> {
     }
 
     fn stack(&mut self, v: Vid, p: &P) -> R<StackId> {
+        if let Node::Stack(s) = self.node(v) {
+            return self.pstack(*s, p);
+        }
         if let Some(id) = self.stack_cache.get(&v) {
             return Ok(*id);
         }
@@ -299,6 +337,22 @@ impl<'a> Cx<'a> {
         }
         let id = self.intern.stack(frames);
         self.stack_cache.insert(v, id);
+        Ok(id)
+    }
+
+    /// A frames list the sink took, by its number.
+    fn pstack(&mut self, s: u32, p: &P) -> R<StackId> {
+        if let Some(id) = self.pstack_ids[s as usize] {
+            return Ok(id);
+        }
+        let l = &self.pstacks[s as usize];
+        self.spend(l.len() as u64, p)?;
+        let mut frames = Vec::with_capacity(l.len());
+        for (i, &f) in l.iter().enumerate() {
+            frames.push(self.frame(f, &p.idx(i))?);
+        }
+        let id = self.intern.stack(frames);
+        self.pstack_ids[s as usize] = Some(id);
         Ok(id)
     }
 
@@ -365,6 +419,14 @@ impl<'a> Cx<'a> {
                     .map(|(i, x)| self.setting(*x, &p.idx(i), depth + 1))
                     .collect::<R<_>>()?,
             ),
+            Node::Stack(s) => Setting::List(
+                self.pstacks[*s as usize]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| self.setting(*x, &p.idx(i), depth + 1))
+                    .collect::<R<_>>()?,
+            ),
+            Node::Record(..) => return err(p, "a trace entry where a settings value belongs"),
             Node::Dict(d) => {
                 let mut out = Vec::with_capacity(d.len());
                 for &(k, val) in d.iter() {
@@ -545,6 +607,14 @@ impl<'a> Cx<'a> {
     }
 
     fn event(&mut self, v: Vid, p: &P) -> R<TraceEvent> {
+        if let Node::Record(l, i) = *self.node(v) {
+            self.spend(1, p)?;
+            let mut e = self.lists[l as usize][i as usize].clone();
+            if !self.mapped[l as usize] {
+                self.map_event(&mut e, p)?;
+            }
+            return Ok(e);
+        }
         let d = self.dict(v, p)?;
         self.spend(1, p)?;
         let mut action = None;
@@ -620,6 +690,45 @@ impl<'a> Cx<'a> {
         })
     }
 
+    /// Gives a sink entry's provisional ids their final numbers, interning
+    /// in the order [`Cx::event`] would (action, frames, compile context,
+    /// user metadata, category).
+    fn map_event(&mut self, e: &mut TraceEvent, p: &P) -> R<()> {
+        if let Action::Other(s) = e.action {
+            e.action = Action::Other(self.str_id(s.0, &p.key("action"))?);
+        }
+        e.frames = match e.frames.0 {
+            0 => StackId::EMPTY,
+            s => self.pstack(s - 1, &p.key("frames"))?,
+        };
+        if let Some(s) = e.compile_context {
+            e.compile_context = Some(self.str_id(s.0, &p.key("compile_context"))?);
+        }
+        if let Some(s) = e.user_metadata {
+            e.user_metadata = Some(self.str_id(s.0, &p.key("user_metadata"))?);
+        }
+        if let Some(s) = e.category {
+            e.category = Some(self.str_id(s.0, &p.key("category"))?);
+        }
+        Ok(())
+    }
+
+    /// The sink list whose entries, all of them and in order, are `items`.
+    fn whole_list(&self, items: &[Vid]) -> Option<u32> {
+        let &first = items.first()?;
+        let Node::Record(l, 0) = *self.node(first) else {
+            return None;
+        };
+        if self.lists[l as usize].len() != items.len() {
+            return None;
+        }
+        items
+            .iter()
+            .enumerate()
+            .all(|(j, &v)| matches!(*self.node(v), Node::Record(x, i) if x == l && i as usize == j))
+            .then_some(l)
+    }
+
     fn annotation(&mut self, v: Vid, p: &P) -> R<Annotation> {
         let d = self.dict(v, p)?;
         self.spend(1, p)?;
@@ -644,13 +753,25 @@ impl<'a> Cx<'a> {
 
 /// Converts a decoded value into a snapshot.
 pub fn from_arena(a: &Arena, root: Vid) -> Result<Snapshot, SchemaError> {
+    from_arena_with(a, root, TraceSink::default())
+}
+
+/// Converts a value decoded with `sink` taking trace entries.
+pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot, SchemaError> {
+    let TraceSink { pstacks, lists, .. } = sink;
+    let lists: Vec<Vec<TraceEvent>> = lists.into_iter().map(Chunked::into_vec).collect();
     let mut cx = Cx {
         a,
         intern: Interner::new(),
-        stack_cache: HashMap::new(),
-        frame_cache: HashMap::new(),
-        str_cache: HashMap::new(),
-        stack2_cache: HashMap::new(),
+        stack_cache: HashMap::default(),
+        frame_cache: HashMap::default(),
+        str_cache: HashMap::default(),
+        str_front: [(Vid::MAX, StrId(0)); STR_FRONT],
+        pstacks: &pstacks,
+        pstack_ids: vec![None; pstacks.len()],
+        mapped: vec![false; lists.len()],
+        lists,
+        stack2_cache: HashMap::default(),
         work: 0,
         budget: expansion_budget(a),
     };
@@ -713,15 +834,52 @@ pub fn from_arena(a: &Arena, root: Vid) -> Result<Snapshot, SchemaError> {
             if let Some(val) = keyed[1] {
                 let p = P::root("device_traces");
                 let l = cx.list(val, &p)?;
-                let mut out = Vec::with_capacity(l.len());
+                enum Trace {
+                    Built(Vec<TraceEvent>),
+                    Sink(u32),
+                }
+                let mut traces = Vec::with_capacity(l.len());
                 for (i, &t) in l.iter().enumerate() {
                     let pt = p.idx(i);
                     let el = cx.list(t, &pt)?;
+                    // The common case: the list is exactly one sink list,
+                    // whose entries get their final ids in place.
+                    if let Some(s) = cx.whole_list(el) {
+                        cx.spend(el.len() as u64, &pt)?;
+                        if !cx.mapped[s as usize] {
+                            let mut evs = std::mem::take(&mut cx.lists[s as usize]);
+                            for (j, e) in evs.iter_mut().enumerate() {
+                                cx.map_event(e, &pt.idx(j))?;
+                            }
+                            cx.lists[s as usize] = evs;
+                            cx.mapped[s as usize] = true;
+                        }
+                        traces.push(Trace::Sink(s));
+                        continue;
+                    }
                     let mut evs = Vec::with_capacity(el.len());
                     for (j, &e) in el.iter().enumerate() {
                         evs.push(cx.event(e, &pt.idx(j))?);
                     }
-                    out.push(evs);
+                    traces.push(Trace::Built(evs));
+                }
+                // Sink lists move into the model; one named twice is copied.
+                let mut out: Vec<Vec<TraceEvent>> = Vec::with_capacity(traces.len());
+                let mut first: HashMap<u32, usize> = HashMap::new();
+                for t in traces {
+                    match t {
+                        Trace::Built(v) => out.push(v),
+                        Trace::Sink(s) => match first.get(&s) {
+                            Some(&k) => {
+                                let copy = out[k].clone();
+                                out.push(copy);
+                            }
+                            None => {
+                                first.insert(s, out.len());
+                                out.push(std::mem::take(&mut cx.lists[s as usize]));
+                            }
+                        },
+                    }
                 }
                 snap.device_traces = Some(out);
             }
@@ -759,4 +917,385 @@ pub fn from_arena(a: &Arena, root: Vid) -> Result<Snapshot, SchemaError> {
     dedup_keys(&mut snap.unknown_keys);
     cx.intern.finish(&mut snap);
     Ok(snap)
+}
+
+// ---- trace entries while reading -------------------------------------------
+
+/// The keys of a trace entry, as [`Cx::event`] reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Action,
+    Addr,
+    Size,
+    Stream,
+    TimeUs,
+    Frames,
+    DeviceFree,
+    CompileContext,
+    UserMetadata,
+    PoolId,
+    Category,
+    /// A key the arena path must see (2.0 `cpp_frames`).
+    Legacy,
+    Ignored,
+}
+
+fn classify(s: &str) -> Key {
+    match s {
+        "action" => Key::Action,
+        "addr" => Key::Addr,
+        "size" => Key::Size,
+        "stream" => Key::Stream,
+        "time_us" => Key::TimeUs,
+        "frames" => Key::Frames,
+        "cpp_frames" => Key::Legacy,
+        "device_free" => Key::DeviceFree,
+        "compile_context" => Key::CompileContext,
+        "user_metadata" => Key::UserMetadata,
+        "pool_id" => Key::PoolId,
+        "category" => Key::Category,
+        _ => Key::Ignored,
+    }
+}
+
+const KEY_CACHE: usize = 64;
+
+/// Takes the dicts of `device_traces[d]` while a pickle is read (see the
+/// module doc). The entries it builds hold provisional ids: `frames` is one
+/// more than a number in its stack table (0 = no frames), string ids are
+/// arena node numbers.
+pub struct TraceSink {
+    /// `device_traces` (normally one list).
+    dt: Vec<Vid>,
+    /// Per-device trace lists and their number in `lists`.
+    trace_lists: Vec<(Vid, u32)>,
+    lists: Vec<Chunked>,
+    pstacks: Vec<Box<[Vid]>>,
+    pstack_ix: HashMap<Box<[Vid]>, u32, FxBuild>,
+    /// Key strings by node, direct-mapped (PyTorch shares one string per key).
+    keys: [(Vid, Key); KEY_CACHE],
+    /// The batch being read: its MARK, its list, how far it is known to
+    /// hold only this sink's entries, and whether something else sits in it.
+    batch: (usize, u32, usize, bool),
+}
+
+/// Entries in fixed-size chunks: growing never copies, and the model's
+/// vector is built at its exact size from them, one chunk at a time (a
+/// doubling vector would hold up to twice the entries at its last growth).
+#[derive(Default)]
+struct Chunked {
+    chunks: Vec<Vec<TraceEvent>>,
+    len: usize,
+}
+
+const CHUNK: usize = 1 << 16;
+
+impl Chunked {
+    fn push(&mut self, e: TraceEvent) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(e),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(e);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    fn into_vec(self) -> Vec<TraceEvent> {
+        let mut v = Vec::with_capacity(self.len);
+        for c in self.chunks {
+            v.extend(c);
+        }
+        v
+    }
+}
+
+impl Default for TraceSink {
+    fn default() -> Self {
+        TraceSink {
+            dt: Vec::new(),
+            trace_lists: Vec::new(),
+            lists: Vec::new(),
+            pstacks: Vec::new(),
+            pstack_ix: HashMap::default(),
+            keys: [(Vid::MAX, Key::Ignored); KEY_CACHE],
+            batch: (usize::MAX, u32::MAX, 0, false),
+        }
+    }
+}
+
+impl TraceSink {
+    pub fn new() -> TraceSink {
+        TraceSink::default()
+    }
+
+    /// Trace entries taken so far.
+    pub fn entries(&self) -> usize {
+        self.lists.iter().map(|l| l.len).sum()
+    }
+
+    fn trace_list(&self, v: Val) -> Option<u32> {
+        let Val::Node(id) = v else { return None };
+        self.trace_lists
+            .iter()
+            .find(|(l, _)| *l == id)
+            .map(|(_, i)| *i)
+    }
+
+    fn is_dt(&self, v: Val) -> bool {
+        matches!(v, Val::Node(id) if self.dt.contains(&id))
+    }
+
+    fn key(&mut self, a: &Arena, v: Val) -> Key {
+        let Val::Node(id) = v else {
+            return Key::Ignored;
+        };
+        let slot = id as usize % KEY_CACHE;
+        if self.keys[slot].0 == id {
+            return self.keys[slot].1;
+        }
+        let k = match a.get(id) {
+            Node::Str(s) => classify(s),
+            _ => Key::Ignored,
+        };
+        self.keys[slot] = (id, k);
+        k
+    }
+
+    /// The trace list that will receive the dict at `stack[e]`: it sits
+    /// right above the list (a one-entry list), or in a batch over the
+    /// list's MARK that so far holds only entries taken here.
+    fn owner(&mut self, a: &Arena, stack: &[Val], marks: &[usize], e: usize) -> Option<u32> {
+        if e >= 1
+            && let Some(l) = self.trace_list(stack[e - 1])
+        {
+            return Some(l);
+        }
+        let &m = marks.last()?;
+        if m == 0 || m > e {
+            return None;
+        }
+        let l = self.trace_list(stack[m - 1])?;
+        let (bm, bl, upto, blocked) = self.batch;
+        if bm != m || bl != l || upto > e || e == m {
+            self.batch = (m, l, m, false);
+        } else if blocked {
+            return None;
+        }
+        for v in &stack[self.batch.2..e] {
+            let ok =
+                matches!(*v, Val::Node(x) if matches!(a.get(x), Node::Record(y, _) if *y == l));
+            if !ok {
+                self.batch.3 = true;
+                return None;
+            }
+        }
+        self.batch.2 = e;
+        Some(l)
+    }
+
+    /// The stack number of these frames.
+    fn intern_stack(&mut self, items: &[Vid]) -> u32 {
+        match self.pstack_ix.get(items) {
+            Some(&s) => s,
+            None => {
+                let s = self.pstacks.len() as u32;
+                let items: Box<[Vid]> = items.into();
+                self.pstacks.push(items.clone());
+                self.pstack_ix.insert(items, s);
+                s
+            }
+        }
+    }
+
+    /// A frames list as a stack number (+1), or `None` when the arena path
+    /// must look at it.
+    fn frames(&mut self, a: &mut Arena, v: Val) -> Option<u32> {
+        let id = match v {
+            Val::None => return Some(0),
+            Val::Node(id) => id,
+            _ => return None,
+        };
+        let s = match a.get(id) {
+            Node::None => return Some(0),
+            Node::Stack(s) => return Some(s + 1),
+            Node::List(items) => {
+                let items = items.clone();
+                self.intern_stack(&items)
+            }
+            _ => return None,
+        };
+        // The list's items now live in the stack table.
+        a.nodes[id as usize] = Node::Stack(s);
+        Some(s + 1)
+    }
+
+    /// [`Cx::event`] for the common case; `None` for anything it would
+    /// coerce, reject or read as a legacy format.
+    fn event(&mut self, a: &mut Arena, items: &[Val]) -> Option<TraceEvent> {
+        fn int(a: &Arena, v: Val) -> Option<i64> {
+            match v {
+                Val::Int(i) => Some(i),
+                Val::Node(id) => match a.get(id) {
+                    Node::Int(i) => Some(*i),
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+        fn uint(a: &Arena, v: Val) -> Option<u64> {
+            int(a, v).and_then(|i| u64::try_from(i).ok())
+        }
+        fn is_none(a: &Arena, v: Val) -> bool {
+            match v {
+                Val::None => true,
+                Val::Node(id) => matches!(a.get(id), Node::None),
+                _ => false,
+            }
+        }
+        fn string(a: &Arena, v: Val) -> Option<StrId> {
+            match v {
+                Val::Node(id) if matches!(a.get(id), Node::Str(_)) => Some(StrId(id)),
+                _ => None,
+            }
+        }
+        fn pair(a: &Arena, v: Val) -> Option<(i64, i64)> {
+            let Val::Node(id) = v else { return None };
+            let l: &[Vid] = match a.get(id) {
+                Node::Tuple(l) => l,
+                Node::List(l) => l,
+                _ => return None,
+            };
+            match l {
+                [x, y] => Some((int(a, Val::Node(*x))?, int(a, Val::Node(*y))?)),
+                _ => None,
+            }
+        }
+        let mut action = None;
+        let mut e = TraceEvent {
+            action: Action::Alloc,
+            addr: 0,
+            size: 0,
+            stream: 0,
+            time_us: None,
+            frames: StackId(0),
+            device_free: None,
+            compile_context: None,
+            user_metadata: None,
+            pool_id: None,
+            category: None,
+        };
+        let mut frames = None;
+        for kv in items.chunks_exact(2) {
+            let v = kv[1];
+            match self.key(a, kv[0]) {
+                Key::Action => action = Some(v),
+                Key::Addr => e.addr = uint(a, v)?,
+                Key::Size => e.size = uint(a, v)?,
+                Key::Stream => e.stream = int(a, v)?,
+                Key::TimeUs if !is_none(a, v) => e.time_us = Some(int(a, v)?),
+                Key::Frames => frames = Some(v),
+                Key::DeviceFree => e.device_free = Some(uint(a, v)?),
+                Key::CompileContext => e.compile_context = Some(string(a, v)?),
+                Key::UserMetadata => e.user_metadata = Some(string(a, v)?),
+                Key::PoolId if !is_none(a, v) => e.pool_id = Some(pair(a, v)?),
+                Key::Category if !is_none(a, v) => e.category = Some(string(a, v)?),
+                Key::Legacy => return None,
+                _ => {}
+            }
+        }
+        let action = string(a, action?)?;
+        let Node::Str(name) = a.get(action.0) else {
+            return None;
+        };
+        e.action = Action::parse(name).unwrap_or(Action::Other(action));
+        if let Some(v) = frames {
+            e.frames = StackId(self.frames(a, v)?);
+        }
+        Some(e)
+    }
+}
+
+impl Sink for TraceSink {
+    fn list_created(&mut self, a: &Arena, stack: &[Val], marks: &[usize], list: Vid) {
+        let p = stack.len() - 1;
+        // `device_traces` (or `traces`, as `_memory_viz.py` names it): a value
+        // of the top-level dict, right above its key.
+        let root_value = match marks {
+            [] => p == 2,
+            [1] => p >= 2 && p.is_multiple_of(2),
+            _ => false,
+        };
+        if root_value
+            && matches!(stack[0], Val::Node(r) if matches!(a.get(r), Node::Dict(_)))
+            && matches!(stack[p - 1], Val::Node(k) if matches!(a.get(k), Node::Str(s) if &**s == "device_traces" || &**s == "traces"))
+        {
+            self.dt.push(list);
+            return;
+        }
+        // A device's trace: the only item of `device_traces`, or one of a
+        // batch of lists over its MARK.
+        let in_dt = (p >= 1 && self.is_dt(stack[p - 1]))
+            || marks.last().is_some_and(|&m| {
+                m >= 1
+                    && m <= p
+                    && self.is_dt(stack[m - 1])
+                    && stack[m..p].iter().all(|v| self.trace_list(*v).is_some())
+            });
+        if in_dt {
+            self.trace_lists.push((list, self.lists.len() as u32));
+            self.lists.push(Chunked::default());
+        }
+    }
+
+    /// The `frames` list of an entry this sink will take goes straight into
+    /// the stack table, its items never copied into the arena.
+    fn list_filled(
+        &mut self,
+        a: &Arena,
+        stack: &[Val],
+        marks: &[usize],
+        items: &[Vid],
+    ) -> Option<Node> {
+        if self.trace_lists.is_empty() {
+            return None;
+        }
+        let p = stack.len().checked_sub(1)?;
+        let &m = marks.last()?;
+        // [..., entry, MARK, key, value, ..., "frames", list]
+        if p < 2
+            || m < 1
+            || m > p - 1
+            || (p - m) % 2 != 1
+            || self.key(a, stack[p - 1]) != Key::Frames
+        {
+            return None;
+        }
+        let e = m - 1;
+        if !matches!(stack[e], Val::Node(d) if matches!(a.get(d), Node::Dict(v) if v.is_empty())) {
+            return None;
+        }
+        self.owner(a, &stack[..=e], &marks[..marks.len() - 1], e)?;
+        Some(Node::Stack(self.intern_stack(items)))
+    }
+
+    fn dict_filled(
+        &mut self,
+        a: &mut Arena,
+        stack: &[Val],
+        marks: &[usize],
+        dict_pos: usize,
+        items: &[Val],
+    ) -> Option<Node> {
+        if self.trace_lists.is_empty() {
+            return None;
+        }
+        let l = self.owner(a, stack, marks, dict_pos)?;
+        let e = self.event(a, items)?;
+        let list = &mut self.lists[l as usize];
+        list.push(e);
+        Some(Node::Record(l, (list.len - 1) as u32))
+    }
 }

@@ -3,6 +3,11 @@
 //! model. Containers refer to children by index, so a memo reference
 //! (BINGET) is a shared node, never a copy: a stack list shared by 100 000
 //! trace events is stored once.
+//!
+//! Two kinds of node stand for values the schema layer took while a pickle
+//! was read ([`crate::input::snapshot::TraceSink`]): a trace entry
+//! ([`Node::Record`]) and a frames list whose items it keeps
+//! ([`Node::Stack`]).
 
 /// Index of a node in a [`Arena`].
 pub type Vid = u32;
@@ -21,6 +26,12 @@ pub enum Node {
     List(Vec<Vid>),
     Tuple(Box<[Vid]>),
     Dict(Vec<(Vid, Vid)>),
+    /// A trace-entry dict converted while reading: (list, index) in the
+    /// sink's records.
+    Record(u32, u32),
+    /// A frames list taken while reading: its items are the sink's stack
+    /// number `.0` (the same frame dicts, in order).
+    Stack(u32),
 }
 
 impl Node {
@@ -34,7 +45,8 @@ impl Node {
             Node::Bytes(_) => "bytes",
             Node::List(_) => "list",
             Node::Tuple(_) => "tuple",
-            Node::Dict(_) => "dict",
+            Node::Dict(_) | Node::Record(..) => "dict",
+            Node::Stack(_) => "list",
         }
     }
 }

@@ -15,6 +15,8 @@
 //!   2^64) are left out and counted as `InconsistentRecord`, so every state
 //!   has disjoint segments tiled by their blocks and every sample conserves
 //!   bytes (active + pending + inactive = reserved).
+//! * [`Replayer`] rebuilds a device's start once and answers both (and the
+//!   report alone) from it, with the same results as the functions above.
 //!
 //! Inside: `backward` rebuilds the start, `forward` applies one event,
 //! `state` holds the layout with its O(log n) free-block index, `policy` the
@@ -249,52 +251,102 @@ impl<'a> Run<'a> {
     }
 
     /// Forward anomalies take precedence: they describe the replay as shown.
-    fn step(&mut self, l: &mut Layout, i: usize) {
+    fn step(&self, l: &mut Layout, i: usize, problems: &mut BTreeMap<usize, Problem>) {
         if let Err(p) = forward::step(l, &self.ctx, i, &self.trace[i]) {
-            self.problems.insert(i, p);
+            problems.insert(i, p);
         }
     }
 }
 
-pub fn replay_device(snap: &Snapshot, device: i64) -> DeviceReplay {
-    let mut run = Run::new(snap, device);
-    let n = run.trace.len();
-    let mut l = run.start.clone();
-    let mut samples = Vec::with_capacity(n + 1);
-    samples.push(l.sample(None, None));
-    for i in 0..n {
-        run.step(&mut l, i);
-        samples.push(l.sample(Some(i as u32), run.trace[i].time_us));
+/// One device's start, rebuilt once and replayed forward as often as asked.
+///
+/// The backward pass that rebuilds the start costs about as much as the
+/// forward replay, so a caller that needs the series and a moment (or the
+/// start and the report) keeps one `Replayer` instead of calling
+/// [`replay_device`] and [`state_at`], which rebuild it each time. Results
+/// are the same as theirs.
+pub struct Replayer<'a> {
+    snap: &'a Snapshot,
+    device: i64,
+    run: Run<'a>,
+}
+
+impl<'a> Replayer<'a> {
+    pub fn new(snap: &'a Snapshot, device: i64) -> Replayer<'a> {
+        Replayer {
+            snap,
+            device,
+            run: Run::new(snap, device),
+        }
     }
-    let recorded: Vec<&Segment> = snap.segments_of(device).collect();
-    let final_state_diff = diff_layout(&recorded, &l.to_segments(device));
-    let (older_blocks, inferred_blocks, widened_blocks) = older_counts(&run);
-    let report = ReplayReport {
-        events: n,
-        clean_events: n - run.problems.len(),
-        anomalies: summarize(&run.problems, &run.recorded),
-        final_state_matches: final_state_diff.is_none(),
-        final_state_diff,
-        inferences: inferences(&run, snap),
-        older_blocks,
-        inferred_blocks,
-        widened_blocks,
-    };
-    DeviceReplay {
-        device,
-        samples,
-        report,
+
+    /// What [`replay_device`] returns.
+    pub fn replay(&self) -> DeviceReplay {
+        let (samples, report) = self.forward(true);
+        DeviceReplay {
+            device: self.device,
+            samples,
+            report,
+        }
+    }
+
+    /// The report of [`Replayer::replay`] without the series (no memory
+    /// per event).
+    pub fn report(&self) -> ReplayReport {
+        self.forward(false).1
+    }
+
+    /// What [`state_at`] returns.
+    pub fn state_at(&self, at: Option<usize>) -> MomentState {
+        let run = &self.run;
+        let mut l = run.start.clone();
+        let mut problems = BTreeMap::new();
+        let upto = at.map_or(0, |a| (a + 1).min(run.trace.len()));
+        for i in 0..upto {
+            run.step(&mut l, i, &mut problems);
+        }
+        moment_state(run, &l, self.device, at)
+    }
+
+    fn forward(&self, keep_samples: bool) -> (Vec<Sample>, ReplayReport) {
+        let (run, snap, device) = (&self.run, self.snap, self.device);
+        let n = run.trace.len();
+        let mut l = run.start.clone();
+        let mut problems = run.problems.clone();
+        let mut samples = Vec::with_capacity(if keep_samples { n + 1 } else { 0 });
+        if keep_samples {
+            samples.push(l.sample(None, None));
+        }
+        for i in 0..n {
+            run.step(&mut l, i, &mut problems);
+            if keep_samples {
+                samples.push(l.sample(Some(i as u32), run.trace[i].time_us));
+            }
+        }
+        let recorded: Vec<&Segment> = snap.segments_of(device).collect();
+        let final_state_diff = diff_layout(&recorded, &l.to_segments(device));
+        let (older_blocks, inferred_blocks, widened_blocks) = older_counts(run);
+        let report = ReplayReport {
+            events: n,
+            clean_events: n - problems.len(),
+            anomalies: summarize(&problems, &run.recorded),
+            final_state_matches: final_state_diff.is_none(),
+            final_state_diff,
+            inferences: inferences(run, snap),
+            older_blocks,
+            inferred_blocks,
+            widened_blocks,
+        };
+        (samples, report)
     }
 }
 
+pub fn replay_device(snap: &Snapshot, device: i64) -> DeviceReplay {
+    Replayer::new(snap, device).replay()
+}
+
 pub fn state_at(snap: &Snapshot, device: i64, at: Option<usize>) -> MomentState {
-    let mut run = Run::new(snap, device);
-    let mut l = run.start.clone();
-    let upto = at.map_or(0, |a| (a + 1).min(run.trace.len()));
-    for i in 0..upto {
-        run.step(&mut l, i);
-    }
-    moment_state(&run, &l, device, at)
+    Replayer::new(snap, device).state_at(at)
 }
 
 /// The states after each event of `events` (ascending), as [`state_at`]
@@ -306,20 +358,22 @@ pub fn for_each_state_at(
     events: &[usize],
     mut f: impl FnMut(MomentState),
 ) {
-    let mut run = Run::new(snap, device);
+    let replayer = Replayer::new(snap, device);
+    let run = &replayer.run;
     let mut l = run.start.clone();
+    let mut problems = BTreeMap::new();
     let mut done = 0;
     for &at in events {
         let upto = (at + 1).min(run.trace.len());
         // Earlier moments come out of a replay already past them.
         let state = if upto < done {
-            state_at(snap, device, Some(at))
+            replayer.state_at(Some(at))
         } else {
             for i in done..upto {
-                run.step(&mut l, i);
+                run.step(&mut l, i, &mut problems);
             }
             done = upto;
-            moment_state(&run, &l, device, Some(at))
+            moment_state(run, &l, device, Some(at))
         };
         f(state);
     }

@@ -547,7 +547,9 @@ impl Layout {
 
     pub fn sample(&self, event: Option<u32>, time_us: Option<i64>) -> Sample {
         let x = &self.idx;
-        let largest = (0..3).map(|c| x.class_max(c)).max().unwrap_or(0);
+        // One look-up per class for every sample (one per event).
+        let max = [0, 1, 2].map(|c| x.class_max(c));
+        let largest = max[0].max(max[1]).max(max[2]);
         Sample {
             event,
             time_us,
@@ -560,8 +562,8 @@ impl Layout {
             largest_free_gap: largest,
             free_gaps: x.free_blocks,
             fragmentation: crate::stats::fragmentation(largest, x.inactive),
-            largest_small_request: x.class_max(CLASS_SMALL).min(SMALL_SIZE),
-            largest_large_request: x.class_max(CLASS_LARGE),
+            largest_small_request: max[CLASS_SMALL].min(SMALL_SIZE),
+            largest_large_request: max[CLASS_LARGE],
         }
     }
 

@@ -747,11 +747,12 @@ mod prop {
             });
         }
         // The replay, checked against a rescan after every event.
-        let mut run = Run::new(&s, 0);
+        let run = Run::new(&s, 0);
         let mut l = run.start.clone();
+        let mut problems = run.problems.clone();
         prop_assert!(l.check().is_ok(), "start: {:?}", l.check());
         for i in 0..run.trace.len() {
-            run.step(&mut l, i);
+            run.step(&mut l, i, &mut problems);
             let x = l.sample(None, None);
             prop_assert_eq!(x.allocated + x.internal_free + x.external_free, x.reserved);
             prop_assert!(l.check().is_ok(), "after event {}: {:?}", i, l.check());

@@ -62,7 +62,9 @@ pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
             _ => {}
         }
     }
-    let report = crate::replay::replay_device(snap, device).report;
+    // One rebuild of the start, and the report without the series.
+    let replayer = crate::replay::Replayer::new(snap, device);
+    let report = replayer.report();
     let anomalies: u64 = report.anomalies.iter().map(|a| a.count).sum();
     let first_anomaly = report
         .anomalies
@@ -70,7 +72,7 @@ pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
         .min_by_key(|a| (a.first_event, a.kind))
         .map(|a| a.example.clone());
     StartState {
-        segments: crate::replay::state_at(snap, device, None).segments,
+        segments: replayer.state_at(None).segments,
         exact: older == 0 && anomalies == 0,
         frees_of_older_blocks: older,
         first_older_free: first_older,

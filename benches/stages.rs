@@ -1,0 +1,162 @@
+//! One benchmark per pipeline stage, with throughput: decode (bytes/s),
+//! replay (events/s), metrics (events/s: end-of-file figures, per-sample
+//! fragmentation, the report's culprits and moments) and render (events/s:
+//! the stats table, the timeline CSV, the HTML report), on a synthetic
+//! snapshot made in memory by `fragscope::synth` and, when ../shared/real
+//! is present, on the largest real pickle.
+//!
+//!     cargo bench --bench stages
+//!     FRAGSCOPE_BENCH_EVENTS=1000000 cargo bench --bench stages -- decode
+//!
+//! The end-to-end comparison with Python is `scripts/bench.py`.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use fragscope::cli::report::{attach_what_if, build_report};
+use fragscope::input::{self, Content, Loaded};
+use fragscope::metrics::DeviceMetrics;
+use fragscope::model::Snapshot;
+use fragscope::report::Report;
+use fragscope::synth::{SynthOptions, generate, write_pickle};
+use std::hint::black_box;
+use std::time::Duration;
+
+const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
+
+/// (label, pickle bytes) of every input benchmarked.
+fn inputs() -> Vec<(String, Vec<u8>)> {
+    let events = std::env::var("FRAGSCOPE_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000u64);
+    let s = generate(&SynthOptions {
+        events,
+        seed: 1,
+        ..Default::default()
+    });
+    let mut bytes = Vec::new();
+    write_pickle(&s, &mut bytes).expect("writing to memory");
+    let mut out = vec![(format!("synth-{events}"), bytes)];
+    let largest = std::fs::read_dir(REAL).ok().and_then(|d| {
+        d.filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
+            .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+    });
+    match largest {
+        Some(p) => out.push((
+            p.file_stem().unwrap().to_string_lossy().into_owned(),
+            std::fs::read(&p).expect("a readable real file"),
+        )),
+        None => eprintln!("{REAL} not found: benchmarking the synthetic snapshot only"),
+    }
+    out
+}
+
+fn load(bytes: &[u8]) -> Snapshot {
+    match input::load_bytes(bytes, "bench")
+        .expect("a valid pickle")
+        .content
+    {
+        Content::Snapshot(s) => s,
+        _ => panic!("not a snapshot"),
+    }
+}
+
+/// What `fragscope report` builds before rendering: replay, moments,
+/// culprits and the what-if model.
+fn report_model(snap: &Snapshot, loaded: &Loaded) -> Report {
+    let mut r = build_report(snap, loaded, None, None).expect("a report");
+    attach_what_if(&mut r, snap);
+    r
+}
+
+fn events(s: &Snapshot) -> u64 {
+    s.traces()
+        .iter()
+        .map(|t| t.len() as u64)
+        .sum::<u64>()
+        .max(1)
+}
+
+fn stages(c: &mut Criterion) {
+    for (label, bytes) in inputs() {
+        let loaded = input::load_bytes(&bytes, &label).expect("a valid pickle");
+        let snap = load(&bytes);
+        let n = events(&snap);
+        let replays = fragscope::replay::replay(&snap);
+
+        let mut g = c.benchmark_group("decode");
+        g.sample_size(10).measurement_time(Duration::from_secs(10));
+        g.throughput(Throughput::Bytes(bytes.len() as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(&label), &bytes, |b, bytes| {
+            b.iter(|| load(black_box(bytes)))
+        });
+        g.finish();
+
+        let mut g = c.benchmark_group("replay");
+        g.sample_size(10).measurement_time(Duration::from_secs(10));
+        g.throughput(Throughput::Elements(n));
+        g.bench_with_input(BenchmarkId::from_parameter(&label), &snap, |b, s| {
+            b.iter(|| fragscope::replay::replay(black_box(s)))
+        });
+        g.finish();
+
+        let mut g = c.benchmark_group("metrics");
+        g.throughput(Throughput::Elements(n));
+        g.bench_with_input(BenchmarkId::from_parameter(&label), &snap, |b, s| {
+            b.iter(|| {
+                let fs = fragscope::stats::file_stats(black_box(s), "bench", String::new());
+                let per_device: Vec<DeviceMetrics> = replays
+                    .iter()
+                    .map(|r| {
+                        let end = fs
+                            .devices
+                            .iter()
+                            .find(|d| d.device == r.device)
+                            .map(|d| d.stats.clone())
+                            .unwrap_or_default();
+                        DeviceMetrics::from_parts(r.device, &end, &r.samples, 0)
+                    })
+                    .collect();
+                (fs, per_device)
+            })
+        });
+        g.sample_size(10);
+        g.bench_with_input(BenchmarkId::new("report", &label), &snap, |b, s| {
+            b.iter(|| report_model(black_box(s), &loaded))
+        });
+        g.finish();
+        let report = report_model(&snap, &loaded);
+
+        let fs = fragscope::stats::file_stats(&snap, "bench", String::new());
+        let mut g = c.benchmark_group("render");
+        g.sample_size(10);
+        g.throughput(Throughput::Elements(n));
+        g.bench_with_input(BenchmarkId::new("stats", &label), &snap, |b, s| {
+            b.iter(|| {
+                let map = fragscope::render::segmap::segment_map(&s.segments, 40);
+                fragscope::render::stats::render(black_box(&fs), &map)
+            })
+        });
+        g.bench_with_input(
+            BenchmarkId::new("timeline-csv", &label),
+            &replays,
+            |b, r| {
+                b.iter(|| {
+                    fragscope::render::timeline::csv(
+                        black_box(r)
+                            .iter()
+                            .map(|d| (d.device, d.samples.as_slice())),
+                    )
+                })
+            },
+        );
+        g.bench_with_input(BenchmarkId::new("report-html", &label), &report, |b, r| {
+            b.iter(|| fragscope::render::html::html(black_box(r)).expect("an HTML report"))
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, stages);
+criterion_main!(benches);

@@ -1,0 +1,71 @@
+//! Times the stages of one file, for `scripts/bench.py`: prints
+//! `events=N decode_s=S decode_cpu_s=S replay_s=S replay_cpu_s=S ...` on
+//! one line. Besides decode and replay, the phases of `fragscope report`:
+//! `gather` (replay of every device and the state at the report moment),
+//! `culprits`, `what_if` (the allocator model under the alternative
+//! settings) and `html`. CPU seconds (Linux only; 0 elsewhere) hold better
+//! than wall time on a machine other work is loading.
+//!
+//!     cargo run --release --example stage_times -- snapshot.pickle
+
+use fragscope::cli::report::{attach_what_if, device_culprits};
+use fragscope::input::{self, Content, LoadOptions};
+use std::io::Write;
+use std::time::Instant;
+
+/// User + system CPU seconds of this process so far.
+fn cpu() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields of the line, in clock ticks (100 per second on
+    // every Linux this runs on).
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f
+        .get(11..13)
+        .map(|t| t.iter().filter_map(|x| x.parse::<f64>().ok()).sum())
+        .unwrap_or(0.0);
+    ticks / 100.0
+}
+
+/// Runs `f`, then prints `name_s=WALL name_cpu_s=CPU ` at once (a phase
+/// that fails leaves the earlier ones printed).
+fn phase<T>(name: &str, f: impl FnOnce() -> T) -> T {
+    let (t, c) = (Instant::now(), cpu());
+    let r = f();
+    print!(
+        "{name}_s={:.4} {name}_cpu_s={:.2} ",
+        t.elapsed().as_secs_f64(),
+        cpu() - c
+    );
+    std::io::stdout().flush().expect("stdout");
+    r
+}
+
+fn main() {
+    let path = std::env::args().nth(1).expect("usage: stage_times FILE");
+    let l = phase("decode", || {
+        input::load(&path, &LoadOptions::default()).expect("a readable snapshot")
+    });
+    let Content::Snapshot(snap) = &l.content else {
+        panic!("{path}: not a snapshot")
+    };
+    let events: usize = snap.traces().iter().map(|t| t.len()).sum();
+    print!("events={events} ");
+    let r = phase("replay", || fragscope::replay::replay(snap));
+    std::hint::black_box(&r);
+    drop(r);
+    let inputs = phase("gather", || {
+        fragscope::report::gather(snap, None, None).expect("replayable devices")
+    });
+    let culprits = phase("culprits", || device_culprits(snap, &inputs));
+    let mut rep = fragscope::report::build(snap, &l.name, "pickle", inputs, culprits);
+    phase("what_if", || attach_what_if(&mut rep, snap));
+    let html = phase("html", || {
+        fragscope::render::html::html(&rep).expect("an HTML report")
+    });
+    std::hint::black_box(html);
+    println!();
+}

@@ -1,0 +1,777 @@
+//! The program a synthetic snapshot records: a GPT-style model trained with
+//! AdamW under bf16 autocast, one step at a time.
+//!
+//! Each step copies a batch to the device (on a side stream, freed with
+//! `record_stream` semantics, so its blocks wait for the stream before they
+//! are reused), runs the forward pass (activations saved for backward,
+//! temporaries freed at once, autocast weight copies), the backward pass on
+//! the autograd thread (saved activations released layer by layer,
+//! gradients in fp32), the optimizer (state created on the first step,
+//! `_foreach` temporaries as large as the parameters) and
+//! `zero_grad(set_to_none=True)`. The sequence length changes every step, so
+//! activation sizes change and the cache fragments the way real dynamic-shape
+//! training does.
+//!
+//! Owns the request stream only: which tensor of which size at which call
+//! site. Addresses, segments and the trace come from the allocator model
+//! (`synth::run`).
+
+use super::Rng;
+use super::stacks::{Entry, PROJECT, Py, StackPool, TORCH, py};
+use std::collections::HashMap;
+
+/// A tensor of the program; the driver maps it to a block address.
+pub type Tensor = u64;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Req {
+    Alloc {
+        t: Tensor,
+        size: u64,
+        stream: i64,
+        stack: u32,
+    },
+    /// The tensor dies. `deferred`: it was used on another stream, so the
+    /// block only returns to the cache at a later allocation.
+    Free {
+        t: Tensor,
+        stack: u32,
+        deferred: bool,
+    },
+    /// A `record_function` range edge (`external_annotations`).
+    Annotate {
+        stage: &'static str,
+        name: &'static str,
+    },
+    /// Time passes without allocations (kernels running), in microseconds.
+    Gap(u64),
+}
+
+/// The side stream batches are copied on: a `cudaStream_t` pointer value, as
+/// snapshots record streams.
+pub const DATA_STREAM: i64 = 0x55d4_1f6a_b2c0;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelShape {
+    pub layers: u64,
+    pub hidden: u64,
+    pub heads: u64,
+    pub vocab: u64,
+    pub batch: u64,
+    pub seq_min: u64,
+    pub seq_max: u64,
+}
+
+impl ModelShape {
+    /// A model that fits a device of `capacity` bytes with room for
+    /// fragmentation: parameters, gradients and Adam state take 16 bytes a
+    /// parameter, activations about 40 bytes per token and hidden unit per
+    /// layer.
+    pub fn for_seed(rng: &mut Rng, capacity: u64) -> ModelShape {
+        let hidden = [768u64, 1024, 1280, 1536, 2048][rng.below(5) as usize];
+        let layers = 6 + rng.below(19);
+        let vocab = [32_000u64, 50_257, 32_768][rng.below(3) as usize];
+        let params = layers * 12 * hidden * hidden + vocab * hidden;
+        let fixed = params * 16;
+        let budget = (capacity / 2).saturating_sub(fixed).max(1 << 30);
+        let per_token = layers * hidden * 40 + vocab * 14;
+        let max_tokens = (budget / per_token).clamp(512, 32_768);
+        let batch = [2u64, 4, 8][rng.below(3) as usize];
+        let seq_max = (max_tokens / batch / 64 * 64).clamp(128, 4096);
+        let seq_min = (seq_max / 4 / 64 * 64).max(64);
+        ModelShape {
+            layers,
+            hidden,
+            heads: hidden / 64,
+            vocab,
+            batch,
+            seq_min,
+            seq_max,
+        }
+    }
+}
+
+const ADDMM: &str = "at::Tensor const&, at::Tensor const&, at::Tensor const&, c10::Scalar const&, c10::Scalar const&";
+const MM: &str = "at::Tensor const&, at::Tensor const&";
+const LN: &str = "at::Tensor const&, c10::ArrayRef<c10::SymInt>, std::optional<at::Tensor> const&, std::optional<at::Tensor> const&, double";
+const UNARY: &str = "at::Tensor const&";
+const BINARY: &str = "at::Tensor const&, at::Tensor const&, c10::Scalar const&";
+const TO: &str = "at::Tensor const&, std::optional<c10::ScalarType>, std::optional<c10::Layout>, std::optional<c10::Device>, std::optional<bool>, bool, std::optional<c10::MemoryFormat>";
+const SDPA: &str = "at::Tensor const&, at::Tensor const&, at::Tensor const&, double, bool, bool, std::optional<double>";
+const FOREACH: &str = "c10::ArrayRef<at::Tensor>";
+
+fn module_py() -> String {
+    format!("{TORCH}/nn/modules/module.py")
+}
+
+/// `model(x)`'s frames from the training script out, innermost first.
+fn call(inner: &[Py], caller: Py) -> Vec<Py> {
+    let m = module_py();
+    let mut v = inner.to_vec();
+    v.push(py("_call_impl", &m, 1747));
+    v.push(py("_wrapped_call_impl", &m, 1736));
+    v.push(caller);
+    v
+}
+
+fn script(line: u32) -> Vec<Py> {
+    let t = format!("{PROJECT}/train.py");
+    vec![
+        py("train_step", &t, line),
+        py("main", &t, 142),
+        py("<module>", &t, 171),
+    ]
+}
+
+/// A call site inside the model: `parts` from the innermost torch frame out
+/// to the model's own `forward`, then the block loop and the script.
+fn in_model(parts: &[&[Py]], in_block: bool) -> Entry {
+    let model = format!("{PROJECT}/model.py");
+    let mut v: Vec<Py> = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        if i == 0 {
+            v.extend_from_slice(p);
+        } else {
+            v = call(&v, p[0].clone());
+            v.extend_from_slice(&p[1..]);
+        }
+    }
+    if in_block {
+        v = call(&v, py("forward", &model, 191));
+    }
+    v = call(&v, script(61)[0].clone());
+    v.extend_from_slice(&script(61)[1..]);
+    Entry::Python(v)
+}
+
+struct BackSites {
+    addmm: u32,
+    sum: u32,
+    acc: u32,
+    r_addmm: u32,
+}
+
+struct LayerSaved {
+    ln1: [Tensor; 3],
+    qkv_w: Tensor,
+    qkv: Tensor,
+    attn: [Tensor; 2],
+    proj_w: Tensor,
+    resid1: Tensor,
+    ln2: [Tensor; 3],
+    fc1_w: Tensor,
+    fc1: Tensor,
+    gelu: Tensor,
+    fc2_w: Tensor,
+    resid2: Tensor,
+}
+
+pub struct Workload {
+    pub shape: ModelShape,
+    pub pool: StackPool,
+    rng: Rng,
+    sites: HashMap<&'static str, u32>,
+    next: Tensor,
+    /// (tensor, bytes) of every parameter, in creation order.
+    params: Vec<(Tensor, u64)>,
+    /// Adam's `exp_avg` and `exp_avg_sq`, made on the first step, never freed.
+    adam: Vec<Tensor>,
+    /// Batch tensors of the previous step, freed when the next batch arrives.
+    batch: Vec<Tensor>,
+    pub step: u64,
+}
+
+impl Workload {
+    pub fn new(seed: u64, capacity: u64) -> Workload {
+        let mut rng = Rng::new(seed);
+        let shape = ModelShape::for_seed(&mut rng, capacity);
+        Workload {
+            shape,
+            pool: StackPool::new(),
+            rng,
+            sites: HashMap::new(),
+            next: 0,
+            params: Vec::new(),
+            adam: Vec::new(),
+            batch: Vec::new(),
+            step: 0,
+        }
+    }
+
+    fn site(&mut self, key: &'static str, make: impl FnOnce(&mut StackPool) -> u32) -> u32 {
+        if let Some(&s) = self.sites.get(key) {
+            return s;
+        }
+        let s = make(&mut self.pool);
+        self.sites.insert(key, s);
+        s
+    }
+
+    fn alloc_on(&mut self, out: &mut Vec<Req>, size: u64, stream: i64, stack: u32) -> Tensor {
+        self.next += 1;
+        out.push(Req::Alloc {
+            t: self.next,
+            size,
+            stream,
+            stack,
+        });
+        self.next
+    }
+
+    fn alloc(&mut self, out: &mut Vec<Req>, size: u64, stack: u32) -> Tensor {
+        self.alloc_on(out, size, 0, stack)
+    }
+
+    fn free(&mut self, out: &mut Vec<Req>, t: Tensor, stack: u32) {
+        out.push(Req::Free {
+            t,
+            stack,
+            deferred: false,
+        });
+    }
+
+    fn gap(&mut self, out: &mut Vec<Req>, lo: u64, hi: u64) {
+        let us = lo + self.rng.below(hi - lo + 1);
+        out.push(Req::Gap(us));
+    }
+
+    /// The requests of the next training step (step 0 also builds the model).
+    pub fn next_step(&mut self, out: &mut Vec<Req>) {
+        if self.step == 0 {
+            self.init(out);
+        }
+        let s = self.shape.clone();
+        let seq = s.seq_min + self.rng.below((s.seq_max - s.seq_min) / 64 + 1) * 64;
+        let tokens = s.batch * seq;
+        self.data(out, tokens);
+        let (saved, head) = self.forward(out, tokens, seq);
+        self.gap(out, 2_000, 30_000);
+        let grads = self.backward(out, tokens, seq, saved, head);
+        self.gap(out, 1_000, 20_000);
+        self.optimizer(out, grads);
+        self.gap(out, 5_000, 50_000);
+        self.step += 1;
+    }
+
+    fn init(&mut self, out: &mut Vec<Req>) {
+        let m = module_py();
+        let t = format!("{PROJECT}/train.py");
+        let stack = self.site("param", |p| {
+            p.alloc(
+                "empty_strided",
+                TO,
+                &Entry::Python(vec![
+                    py("convert", &m, 1340),
+                    py("_apply", &m, 928),
+                    py("_apply", &m, 901),
+                    py("_apply", &m, 901),
+                    py("to", &m, 1355),
+                    py("main", &t, 118),
+                    py("<module>", &t, 171),
+                ]),
+            )
+        });
+        let s = &self.shape;
+        let (h, v) = (s.hidden, s.vocab);
+        let mut sizes = vec![v * h * 4, 1024 * h * 4];
+        for _ in 0..s.layers {
+            sizes.extend_from_slice(&[
+                h * 4,
+                h * 4,
+                3 * h * h * 4,
+                3 * h * 4,
+                h * h * 4,
+                h * 4,
+                h * 4,
+                h * 4,
+                4 * h * h * 4,
+                4 * h * 4,
+                4 * h * h * 4,
+                h * 4,
+            ]);
+        }
+        sizes.extend_from_slice(&[h * 4, h * 4]);
+        for size in sizes {
+            let tensor = self.alloc(out, size, stack);
+            self.params.push((tensor, size));
+        }
+        self.gap(out, 100_000, 400_000);
+    }
+
+    fn data(&mut self, out: &mut Vec<Req>, tokens: u64) {
+        let t = format!("{PROJECT}/train.py");
+        let free = self.site("batch free", |p| p.free(&Entry::Python(script(58))));
+        for old in std::mem::take(&mut self.batch) {
+            out.push(Req::Free {
+                t: old,
+                stack: free,
+                deferred: true,
+            });
+        }
+        let stack = self.site("batch copy", |p| {
+            p.alloc(
+                "_to_copy",
+                TO,
+                &Entry::Python(vec![
+                    py("<listcomp>", &t, 59),
+                    py("train_step", &t, 59),
+                    py("main", &t, 142),
+                    py("<module>", &t, 171),
+                ]),
+            )
+        });
+        for _ in 0..2 {
+            let b = self.alloc_on(out, tokens * 8, DATA_STREAM, stack);
+            self.batch.push(b);
+        }
+    }
+
+    fn layer_norm(
+        &mut self,
+        out: &mut Vec<Req>,
+        tokens: u64,
+        line: u32,
+        in_block: bool,
+        key: [&'static str; 2],
+    ) -> [Tensor; 3] {
+        let model = format!("{PROJECT}/model.py");
+        let f = format!("{TORCH}/nn/functional.py");
+        let n = format!("{TORCH}/nn/modules/normalization.py");
+        let entry = || {
+            in_model(
+                &[
+                    &[py("layer_norm", &f, 2910), py("forward", &n, 217)],
+                    &[py("forward", &model, line)],
+                ],
+                in_block,
+            )
+        };
+        let h = self.shape.hidden;
+        let o = self.site(key[0], |p| p.alloc("native_layer_norm", LN, &entry()));
+        let a = self.alloc(out, tokens * h * 2, o);
+        let m = self.site(key[1], |p| p.alloc("native_layer_norm", LN, &entry()));
+        let b = self.alloc(out, tokens * 4, m);
+        let c = self.alloc(out, tokens * 4, m);
+        [a, b, c]
+    }
+
+    /// A `nn.Linear` under autocast, called from the model's `line` inside
+    /// the block's `block_line`: the bf16 copy of the weight (kept for
+    /// backward) and the output.
+    #[allow(clippy::too_many_arguments)]
+    fn linear(
+        &mut self,
+        out: &mut Vec<Req>,
+        rows: u64,
+        fan_in: u64,
+        fan_out: u64,
+        line: u32,
+        block_line: u32,
+        key: [&'static str; 2],
+    ) -> (Tensor, Tensor) {
+        let model = format!("{PROJECT}/model.py");
+        let l = format!("{TORCH}/nn/modules/linear.py");
+        let entry = in_model(
+            &[
+                &[py("forward", &l, 125)],
+                &[py("forward", &model, line)],
+                &[py("forward", &model, block_line)],
+            ],
+            true,
+        );
+        let cast = self.site(key[0], |p| p.alloc("_to_copy", TO, &entry));
+        let w = self.alloc(out, fan_in * fan_out * 2, cast);
+        let mm = self.site(key[1], |p| p.alloc("addmm", ADDMM, &entry));
+        let y = self.alloc(out, rows * fan_out * 2, mm);
+        (w, y)
+    }
+
+    /// Allocation and free sites inside the model's `forward` at `line`,
+    /// within the block's `block_line`.
+    fn block_site(
+        &mut self,
+        key: &'static str,
+        op: &'static str,
+        sig: &'static str,
+        line: u32,
+        block_line: u32,
+    ) -> u32 {
+        let model = format!("{PROJECT}/model.py");
+        self.site(key, |p| {
+            let e = in_model(
+                &[
+                    &[py("forward", &model, line)],
+                    &[py("forward", &model, block_line)],
+                ],
+                true,
+            );
+            if op.is_empty() {
+                p.free(&e)
+            } else {
+                p.alloc(op, sig, &e)
+            }
+        })
+    }
+
+    fn forward(
+        &mut self,
+        out: &mut Vec<Req>,
+        tokens: u64,
+        seq: u64,
+    ) -> (Vec<LayerSaved>, Vec<Tensor>) {
+        let model = format!("{PROJECT}/model.py");
+        let sparse = format!("{TORCH}/nn/modules/sparse.py");
+        let f = format!("{TORCH}/nn/functional.py");
+        let linear = format!("{TORCH}/nn/modules/linear.py");
+        let s = self.shape.clone();
+        let h = s.hidden;
+        let emb_site = self.site("embedding", |p| {
+            p.alloc(
+                "embedding",
+                MM,
+                &in_model(
+                    &[
+                        &[py("embedding", &f, 2551), py("forward", &sparse, 190)],
+                        &[py("forward", &model, 188)],
+                    ],
+                    false,
+                ),
+            )
+        });
+        let emb = self.alloc(out, tokens * h * 2, emb_site);
+        let pos_site = self.site("pos add", |p| {
+            p.alloc(
+                "add",
+                BINARY,
+                &in_model(&[&[py("forward", &model, 189)]], false),
+            )
+        });
+        let x = self.alloc(out, tokens * h * 2, pos_site);
+        let resid_free = self.block_site("resid free", "", "", 97, 191);
+        let split_site = self.block_site("qkv split", "clone", UNARY, 53, 97);
+        let sdpa_site =
+            self.block_site("sdpa", "_scaled_dot_product_flash_attention", SDPA, 55, 97);
+        let split_free = self.block_site("qkv split free", "", "", 55, 97);
+        let add_site = self.block_site("resid add", "add", BINARY, 97, 191);
+        let gelu_site = self.block_site("gelu", "gelu", UNARY, 75, 99);
+        let add2_site = self.block_site("resid add 2", "add", BINARY, 99, 191);
+        let mut layers = Vec::new();
+        for layer in 0..s.layers {
+            let ln1 = self.layer_norm(out, tokens, 96, true, ["ln1 out", "ln1 stats"]);
+            let (qkv_w, qkv) = self.linear(out, tokens, h, 3 * h, 52, 97, ["qkv cast", "qkv"]);
+            // q, k and v made contiguous for the kernel, dropped after it.
+            let parts: Vec<Tensor> = (0..3)
+                .map(|_| self.alloc(out, tokens * h * 2, split_site))
+                .collect();
+            let o = self.alloc(out, tokens * h * 2, sdpa_site);
+            let lse = self.alloc(out, s.batch * s.heads * seq * 4, sdpa_site);
+            for t in parts {
+                self.free(out, t, split_free);
+            }
+            let (proj_w, proj) = self.linear(out, tokens, h, h, 57, 97, ["proj cast", "proj"]);
+            let resid1 = self.alloc(out, tokens * h * 2, add_site);
+            self.free(out, proj, resid_free);
+            let ln2 = self.layer_norm(out, tokens, 98, true, ["ln2 out", "ln2 stats"]);
+            let (fc1_w, fc1) = self.linear(out, tokens, h, 4 * h, 74, 99, ["fc1 cast", "fc1"]);
+            let gelu = self.alloc(out, tokens * 4 * h * 2, gelu_site);
+            let (fc2_w, fc2) = self.linear(out, tokens, 4 * h, h, 76, 99, ["fc2 cast", "fc2"]);
+            let resid2 = self.alloc(out, tokens * h * 2, add2_site);
+            self.free(out, fc2, resid_free);
+            layers.push(LayerSaved {
+                ln1,
+                qkv_w,
+                qkv,
+                attn: [o, lse],
+                proj_w,
+                resid1,
+                ln2,
+                fc1_w,
+                fc1,
+                gelu,
+                fc2_w,
+                resid2,
+            });
+            if layer % 4 == 3 {
+                self.gap(out, 200, 3_000);
+            }
+        }
+        let lnf = self.layer_norm(out, tokens, 193, false, ["lnf out", "lnf stats"]);
+        let head_site = self.site("lm head", |p| {
+            p.alloc(
+                "mm",
+                MM,
+                &in_model(
+                    &[
+                        &[py("forward", &linear, 125)],
+                        &[py("forward", &model, 194)],
+                    ],
+                    false,
+                ),
+            )
+        });
+        let logits = self.alloc(out, tokens * s.vocab * 2, head_site);
+        let loss_entry = || {
+            in_model(
+                &[
+                    &[py("cross_entropy", &f, 3494)],
+                    &[py("forward", &model, 196)],
+                ],
+                false,
+            )
+        };
+        let up_site = self.site("logits upcast", |p| p.alloc("_to_copy", TO, &loss_entry()));
+        let up = self.alloc(out, tokens * s.vocab * 4, up_site);
+        let lsm_site = self.site("log_softmax", |p| {
+            p.alloc("_log_softmax", UNARY, &loss_entry())
+        });
+        let lsm = self.alloc(out, tokens * s.vocab * 4, lsm_site);
+        let up_free = self.site("upcast free", |p| p.free(&loss_entry()));
+        self.free(out, up, up_free);
+        let loss_site = self.site("nll", |p| p.alloc("nll_loss_forward", UNARY, &loss_entry()));
+        let loss = self.alloc(out, 4, loss_site);
+        let weight = self.alloc(out, 4, loss_site);
+        let mut head = vec![emb, x];
+        head.extend_from_slice(&lnf);
+        head.extend_from_slice(&[logits, lsm, loss, weight]);
+        (layers, head)
+    }
+
+    fn autograd_alloc(&mut self, node: &'static str, op: &'static str, sig: &'static str) -> u32 {
+        self.site(node, |p| p.alloc(op, sig, &Entry::Autograd(node)))
+    }
+
+    fn autograd_release(&mut self, key: &'static str, node: &'static str) -> u32 {
+        self.site(key, |p| p.free(&Entry::Autograd(node)))
+    }
+
+    /// `AddmmBackward0` of a linear layer whose weight is parameter `wi`
+    /// (its bias `wi + 1`): the input gradient, the weight gradient in bf16
+    /// and then fp32, the bias gradient. The incoming gradient `g` stays.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_backward(
+        &mut self,
+        out: &mut Vec<Req>,
+        b: &BackSites,
+        rows: u64,
+        fan_in: u64,
+        fan_out: u64,
+        wi: usize,
+        grads: &mut [Option<Tensor>],
+    ) -> Tensor {
+        let gi = self.alloc(out, rows * fan_in * 2, b.addmm);
+        let wg = self.alloc(out, fan_in * fan_out * 2, b.addmm);
+        let acc = self.alloc(out, fan_in * fan_out * 4, b.acc);
+        let bg = self.alloc(out, fan_out * 4, b.sum);
+        grads[wi] = Some(acc);
+        grads[wi + 1] = Some(bg);
+        self.free(out, wg, b.r_addmm);
+        gi
+    }
+
+    /// Backward on the autograd thread: returns the gradients (one per
+    /// parameter, in parameter order).
+    fn backward(
+        &mut self,
+        out: &mut Vec<Req>,
+        tokens: u64,
+        seq: u64,
+        layers: Vec<LayerSaved>,
+        head: Vec<Tensor>,
+    ) -> Vec<Tensor> {
+        let s = self.shape.clone();
+        let h = s.hidden;
+        let nparams = self.params.len();
+        let mut grads: Vec<Option<Tensor>> = vec![None; nparams];
+        let b = BackSites {
+            addmm: self.autograd_alloc("AddmmBackward0", "mm", MM),
+            sum: self.site("AddmmBackward0 sum", |p| {
+                p.alloc("sum", UNARY, &Entry::Autograd("AddmmBackward0"))
+            }),
+            acc: self.autograd_alloc("AccumulateGrad", "_to_copy", TO),
+            r_addmm: self.autograd_release("release AddmmBackward0", "AddmmBackward0"),
+        };
+        // Head: cross entropy, log_softmax and the lm head (tied to the
+        // token embedding, parameter 0).
+        let nll = self.autograd_alloc("NllLossBackward0", "nll_loss_backward", UNARY);
+        let g1 = self.alloc(out, tokens * s.vocab * 4, nll);
+        let lsmb = self.autograd_alloc("LogSoftmaxBackward0", "_log_softmax_backward_data", UNARY);
+        let g2 = self.alloc(out, tokens * s.vocab * 4, lsmb);
+        let r = self.autograd_release("release NllLossBackward0", "NllLossBackward0");
+        self.free(out, g1, r);
+        let r = self.autograd_release("release LogSoftmaxBackward0", "LogSoftmaxBackward0");
+        for &t in &head[6..9] {
+            self.free(out, t, r);
+        }
+        let tcb = self.autograd_alloc("ToCopyBackward0", "_to_copy", TO);
+        let g3 = self.alloc(out, tokens * s.vocab * 2, tcb);
+        self.free(out, g2, r);
+        let mmb = self.autograd_alloc("MmBackward0", "mm", MM);
+        let g_head = self.alloc(out, tokens * h * 2, mmb);
+        let wg = self.alloc(out, s.vocab * h * 2, mmb);
+        grads[0] = Some(self.alloc(out, s.vocab * h * 4, b.acc));
+        let r = self.autograd_release("release MmBackward0", "MmBackward0");
+        self.free(out, wg, r);
+        self.free(out, g3, r);
+        self.free(out, head[5], r);
+        // Final layer norm.
+        let lnb = self.autograd_alloc("NativeLayerNormBackward0", "native_layer_norm_backward", LN);
+        let rln = self.autograd_release(
+            "release NativeLayerNormBackward0",
+            "NativeLayerNormBackward0",
+        );
+        let mut g = self.alloc(out, tokens * h * 2, lnb);
+        grads[nparams - 2] = Some(self.alloc(out, h * 4, lnb));
+        grads[nparams - 1] = Some(self.alloc(out, h * 4, lnb));
+        self.free(out, g_head, rln);
+        for &t in &head[2..5] {
+            self.free(out, t, rln);
+        }
+        let geb = self.autograd_alloc("GeluBackward0", "gelu_backward", MM);
+        let rgelu = self.autograd_release("release GeluBackward0", "GeluBackward0");
+        let fab = self.autograd_alloc(
+            "ScaledDotProductFlashAttentionBackward0",
+            "_scaled_dot_product_flash_attention_backward",
+            SDPA,
+        );
+        let rfa = self.autograd_release(
+            "release ScaledDotProductFlashAttentionBackward0",
+            "ScaledDotProductFlashAttentionBackward0",
+        );
+        let catb = self.site("cat", |p| {
+            p.alloc("cat", FOREACH, &Entry::Autograd("SplitBackward0"))
+        });
+        let addb = self.autograd_alloc("AddBackward0", "add", BINARY);
+        let radd = self.autograd_release("release AddBackward0", "AddBackward0");
+        for (li, l) in layers.into_iter().enumerate().rev() {
+            let base = 2 + li * 12;
+            // MLP branch: fc2, gelu, fc1, the second layer norm.
+            let g_fc2 = self.linear_backward(out, &b, tokens, 4 * h, h, base + 10, &mut grads);
+            self.free(out, l.fc2_w, b.r_addmm);
+            self.free(out, l.resid2, radd);
+            let g_gelu = self.alloc(out, tokens * 4 * h * 2, geb);
+            self.free(out, g_fc2, rgelu);
+            self.free(out, l.gelu, rgelu);
+            let g_fc1 = self.linear_backward(out, &b, tokens, h, 4 * h, base + 8, &mut grads);
+            self.free(out, g_gelu, b.r_addmm);
+            self.free(out, l.fc1_w, b.r_addmm);
+            self.free(out, l.fc1, b.r_addmm);
+            let g_ln2 = self.alloc(out, tokens * h * 2, lnb);
+            grads[base + 6] = Some(self.alloc(out, h * 4, lnb));
+            grads[base + 7] = Some(self.alloc(out, h * 4, lnb));
+            self.free(out, g_fc1, rln);
+            for t in l.ln2 {
+                self.free(out, t, rln);
+            }
+            // The residual sums the branch's gradient into the layer's.
+            let g_res = self.alloc(out, tokens * h * 2, addb);
+            self.free(out, g_ln2, radd);
+            self.free(out, g, radd);
+            self.free(out, l.resid1, radd);
+            // Attention branch: projection, attention, qkv, the first layer norm.
+            let g_proj = self.linear_backward(out, &b, tokens, h, h, base + 4, &mut grads);
+            let dqkv: Vec<Tensor> = (0..3)
+                .map(|_| self.alloc(out, tokens * h * 2, fab))
+                .collect();
+            let scratch = self.alloc(out, s.batch * s.heads * seq * 4, fab);
+            self.free(out, scratch, rfa);
+            self.free(out, g_proj, rfa);
+            self.free(out, l.proj_w, b.r_addmm);
+            for t in l.attn {
+                self.free(out, t, rfa);
+            }
+            let g_qkv = self.alloc(out, tokens * 3 * h * 2, catb);
+            for t in dqkv {
+                self.free(out, t, rfa);
+            }
+            let g_in = self.linear_backward(out, &b, tokens, h, 3 * h, base + 2, &mut grads);
+            self.free(out, g_qkv, b.r_addmm);
+            self.free(out, l.qkv_w, b.r_addmm);
+            self.free(out, l.qkv, b.r_addmm);
+            let g_ln1 = self.alloc(out, tokens * h * 2, lnb);
+            grads[base] = Some(self.alloc(out, h * 4, lnb));
+            grads[base + 1] = Some(self.alloc(out, h * 4, lnb));
+            self.free(out, g_in, rln);
+            for t in l.ln1 {
+                self.free(out, t, rln);
+            }
+            g = self.alloc(out, tokens * h * 2, addb);
+            self.free(out, g_ln1, radd);
+            self.free(out, g_res, radd);
+            if li % 4 == 0 {
+                self.gap(out, 200, 3_000);
+            }
+        }
+        // Positional and token embeddings.
+        let embb = self.autograd_alloc("EmbeddingBackward0", "embedding_dense_backward", MM);
+        let remb = self.autograd_release("release EmbeddingBackward0", "EmbeddingBackward0");
+        grads[1] = Some(self.alloc(out, 1024 * h * 4, embb));
+        let eg = self.alloc(out, s.vocab * h * 4, embb);
+        self.free(out, eg, remb);
+        self.free(out, g, remb);
+        self.free(out, head[1], remb);
+        self.free(out, head[0], remb);
+        grads
+            .into_iter()
+            .map(|g| g.expect("every parameter gets a gradient"))
+            .collect()
+    }
+
+    fn optimizer(&mut self, out: &mut Vec<Req>, grads: Vec<Tensor>) {
+        let opt = format!("{TORCH}/optim/optimizer.py");
+        let adamw = format!("{TORCH}/optim/adamw.py");
+        let inside = |line: u32| {
+            let mut v = vec![
+                py("_multi_tensor_adamw", &adamw, line),
+                py("adamw", &adamw, 766),
+                py("step", &adamw, 220),
+                py("_use_grad", &opt, 79),
+                py("wrapper", &opt, 487),
+            ];
+            v.extend(script(64));
+            Entry::Python(v)
+        };
+        out.push(Req::Annotate {
+            stage: "START",
+            name: "Optimizer.step#AdamW.step",
+        });
+        if self.adam.is_empty() {
+            let zl = self.site("adam state", |p| p.alloc("zeros_like", UNARY, &inside(512)));
+            let sizes: Vec<u64> = self.params.iter().map(|p| p.1).collect();
+            for size in sizes {
+                for _ in 0..2 {
+                    let t = self.alloc(out, size, zl);
+                    self.adam.push(t);
+                }
+            }
+        }
+        let sqrt = self.site("foreach sqrt", |p| {
+            p.alloc("_foreach_sqrt", FOREACH, &inside(540))
+        });
+        let fdiv = self.site("foreach div", |p| {
+            p.alloc("_foreach_div", FOREACH, &inside(548))
+        });
+        let free = self.site("foreach free", |p| p.free(&inside(552)));
+        let sizes: Vec<u64> = self.params.iter().map(|p| p.1).collect();
+        // Parameters go through `_foreach` ops in groups, as the optimizer
+        // splits them by device and dtype.
+        for chunk in sizes.chunks(24) {
+            let a: Vec<Tensor> = chunk.iter().map(|&s| self.alloc(out, s, sqrt)).collect();
+            let b: Vec<Tensor> = chunk.iter().map(|&s| self.alloc(out, s, fdiv)).collect();
+            for t in a.into_iter().chain(b) {
+                self.free(out, t, free);
+            }
+        }
+        out.push(Req::Annotate {
+            stage: "END",
+            name: "Optimizer.step#AdamW.step",
+        });
+        let zg = self.site("zero_grad", |p| {
+            let mut v = vec![py("zero_grad", &opt, 953)];
+            v.extend(script(65));
+            p.free(&Entry::Python(v))
+        });
+        for g in grads {
+            self.free(out, g, zg);
+        }
+    }
+}
