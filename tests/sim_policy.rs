@@ -438,3 +438,28 @@ fn released_address_ranges_are_handed_out_again() {
     assert!(b < a);
     checked(&s);
 }
+
+#[test]
+fn growing_down_moves_above_the_recorded_segments_once_nothing_below_fits() {
+    // A recorded segment at 64 MiB leaves room for two new 30 MiB segments
+    // below it (the space starts at 2 MiB); the rest go above it instead of
+    // the model running out of addresses (a false OOM).
+    let mut first = sim("", None);
+    first.malloc(30 * MIB, 0).unwrap();
+    let mut segs = first.segments();
+    segs[0].address = 64 * MIB;
+    for b in &mut segs[0].blocks {
+        b.address = b.address - first.segments()[0].address + 64 * MIB;
+    }
+    let mut s = Simulator::with_initial(SimConfig::parse("").unwrap(), None, &segs).unwrap();
+    s.set_address_order(AddressOrder::Down);
+    let addrs: Vec<u64> = (0..20).map(|_| s.malloc(30 * MIB, 0).unwrap()).collect();
+    checked(&s);
+    assert_eq!(
+        addrs[..2],
+        [34 * MIB, 4 * MIB],
+        "below it first: {addrs:x?}"
+    );
+    assert!(addrs[2..].iter().all(|&a| a > 64 * MIB), "{addrs:x?}");
+    assert_eq!(s.counters().ooms, 0);
+}
