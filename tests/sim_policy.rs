@@ -439,20 +439,27 @@ fn released_address_ranges_are_handed_out_again() {
     checked(&s);
 }
 
-#[test]
-fn growing_down_moves_above_the_recorded_segments_once_nothing_below_fits() {
-    // A recorded segment at 64 MiB leaves room for two new 30 MiB segments
-    // below it (the space starts at 2 MiB); the rest go above it instead of
-    // the model running out of addresses (a false OOM).
+/// A simulator whose only recorded segment (30 MiB) starts at `at`.
+fn one_recorded_segment_at(at: u64, order: AddressOrder) -> Simulator {
     let mut first = sim("", None);
     first.malloc(30 * MIB, 0).unwrap();
     let mut segs = first.segments();
-    segs[0].address = 64 * MIB;
+    let from = segs[0].address;
+    segs[0].address = at;
     for b in &mut segs[0].blocks {
-        b.address = b.address - first.segments()[0].address + 64 * MIB;
+        b.address = b.address - from + at;
     }
     let mut s = Simulator::with_initial(SimConfig::parse("").unwrap(), None, &segs).unwrap();
-    s.set_address_order(AddressOrder::Down);
+    s.set_address_order(order);
+    s
+}
+
+#[test]
+fn new_segments_use_the_other_side_once_their_side_is_full() {
+    // Growing down from a recorded segment at 64 MiB leaves room for two
+    // new 30 MiB segments (the space starts at 2 MiB); the rest go above it
+    // instead of the model running out of addresses (a false OOM).
+    let mut s = one_recorded_segment_at(64 * MIB, AddressOrder::Down);
     let addrs: Vec<u64> = (0..20).map(|_| s.malloc(30 * MIB, 0).unwrap()).collect();
     checked(&s);
     assert_eq!(
@@ -461,5 +468,16 @@ fn growing_down_moves_above_the_recorded_segments_once_nothing_below_fits() {
         "below it first: {addrs:x?}"
     );
     assert!(addrs[2..].iter().all(|&a| a > 64 * MIB), "{addrs:x?}");
+    assert_eq!(s.counters().ooms, 0);
+
+    // Growing up from a segment near the top of the 2^47-byte space: one
+    // fits above it, the rest go below it, nearest first.
+    let top = 1u64 << 47;
+    let at = top - 64 * MIB;
+    let mut s = one_recorded_segment_at(at, AddressOrder::Up);
+    let addrs: Vec<u64> = (0..20).map(|_| s.malloc(30 * MIB, 0).unwrap()).collect();
+    checked(&s);
+    assert_eq!(addrs[..2], [at + 30 * MIB, at - 30 * MIB], "{addrs:x?}");
+    assert!(addrs[1..].iter().all(|&a| a < at), "{addrs:x?}");
     assert_eq!(s.counters().ooms, 0);
 }

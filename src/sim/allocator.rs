@@ -240,8 +240,12 @@ pub struct Simulator {
     order: AddressOrder,
     /// Free virtual address ranges, start → end.
     va_free: BTreeMap<u64, u64>,
-    /// Start of the free space above every initial segment. With
-    /// [`AddressOrder::Down`] it is used only once nothing below it fits.
+    /// Where the initial segments begin and end (2 MiB-aligned; the whole
+    /// space without them). New segments go on the side the driver grows
+    /// towards ([`AddressOrder`]) and between the initial segments; the
+    /// other side is used only once nothing fits there, rather than fail
+    /// with address space left.
+    va_bottom: u64,
     va_top: u64,
     /// Address ranges of the initial segments and reservations.
     initial_extents: Vec<(u64, u64)>,
@@ -276,6 +280,7 @@ impl Simulator {
             reservations: Vec::new(),
             order: AddressOrder::Up,
             va_free: BTreeMap::from([(VA_MIN, VA_MAX)]),
+            va_bottom: VA_MIN,
             va_top: VA_MAX,
             initial_extents: Vec::new(),
             free_sizes: BTreeMap::new(),
@@ -425,7 +430,7 @@ impl Simulator {
                 s.link(last, tail);
             }
         }
-        (s.va_free, s.va_top) = initial_free_ranges(&extents, s.order);
+        (s.va_free, s.va_bottom, s.va_top) = initial_free_ranges(&extents);
         s.initial_extents = extents;
         Ok(s)
     }
@@ -772,31 +777,26 @@ impl Simulator {
     /// OOM: only a damaged or hostile file asks for that much.
     fn fresh_address(&mut self, size: u64) -> Option<u64> {
         let len = size.checked_next_multiple_of(ROUND_LARGE)?;
-        let hit = match self.order {
-            AddressOrder::Up => self
-                .va_free
+        let (bottom, top) = (self.va_bottom, self.va_top);
+        // Lowest fit at or above `from`, or highest fit below `to`; each as
+        // (range start, range end, placement).
+        let up = |from: u64| {
+            self.va_free
                 .iter()
-                .find(|(a, b)| *b - *a >= len)
-                .map(|(&a, &b)| (a, b, a)),
-            // Highest first among the ranges below and between the initial
-            // segments (where cudaMalloc's descending addresses would put
-            // it); then, rather than fail with address space left, the
-            // lowest fit above them.
-            AddressOrder::Down => {
-                let top = self.va_top;
-                self.va_free
-                    .range(..top)
-                    .rev()
-                    .map(|(&a, &b)| (a, b, b.min(top)))
-                    .find(|&(a, _, hi)| hi - a >= len)
-                    .map(|(a, b, hi)| (a, b, hi - len))
-                    .or_else(|| {
-                        self.va_free
-                            .iter()
-                            .map(|(&a, &b)| (a, b, a.max(top)))
-                            .find(|&(_, b, lo)| b > lo && b - lo >= len)
-                    })
-            }
+                .map(|(&a, &b)| (a, b, a.max(from)))
+                .find(|&(_, b, lo)| b > lo && b - lo >= len)
+        };
+        let down = |to: u64| {
+            self.va_free
+                .range(..to)
+                .rev()
+                .map(|(&a, &b)| (a, b, b.min(to)))
+                .find(|&(a, _, hi)| hi - a >= len)
+                .map(|(a, b, hi)| (a, b, hi - len))
+        };
+        let hit = match self.order {
+            AddressOrder::Up => up(bottom).or_else(|| down(bottom)),
+            AddressOrder::Down => down(top).or_else(|| up(top)),
         };
         let (a, b, at) = hit?;
         self.va_free.remove(&a);
@@ -832,7 +832,7 @@ impl Simulator {
     pub fn set_address_order(&mut self, order: AddressOrder) {
         debug_assert!(self.counters.device_allocs == 0 && self.events.is_empty());
         self.order = order;
-        (self.va_free, self.va_top) = initial_free_ranges(&self.initial_extents, order);
+        (self.va_free, self.va_bottom, self.va_top) = initial_free_ranges(&self.initial_extents);
     }
 
     fn reservation_size(&self, page: u64) -> u64 {
@@ -1732,31 +1732,31 @@ impl Simulator {
     }
 }
 
-/// Free virtual ranges around the initial segments (2 MiB-aligned): the
-/// holes between them, the space below the first (for
-/// [`AddressOrder::Down`] only, which grows downwards) and the space above
-/// the last; and where that last range starts (`VA_MAX` without initial
-/// segments, so that the whole space counts as "below" for `Down`).
-fn initial_free_ranges(extents: &[(u64, u64)], order: AddressOrder) -> (BTreeMap<u64, u64>, u64) {
+/// Free virtual ranges around the initial segments (2 MiB-aligned): below
+/// the first, the holes between them and above the last; and where the
+/// first begins and the last ends (`VA_MIN` and `VA_MAX` without initial
+/// segments).
+fn initial_free_ranges(extents: &[(u64, u64)]) -> (BTreeMap<u64, u64>, u64, u64) {
     let mut ext = extents.to_vec();
     ext.sort_unstable();
     let mut out = BTreeMap::new();
+    if ext.is_empty() {
+        out.insert(VA_MIN, VA_MAX);
+        return (out, VA_MIN, VA_MAX);
+    }
     let mut cursor = VA_MIN;
-    for (i, &(a, b)) in ext.iter().enumerate() {
+    for &(a, b) in &ext {
         let lo = cursor.div_ceil(ROUND_LARGE) * ROUND_LARGE;
         let hi = a / ROUND_LARGE * ROUND_LARGE;
-        if hi > lo && (i > 0 || order == AddressOrder::Down) {
+        if hi > lo {
             out.insert(lo, hi);
         }
         cursor = cursor.max(b);
     }
-    let lo = cursor.div_ceil(ROUND_LARGE) * ROUND_LARGE;
-    if ext.is_empty() {
-        out.insert(VA_MIN, VA_MAX);
-        return (out, VA_MAX);
+    let top = cursor.div_ceil(ROUND_LARGE) * ROUND_LARGE;
+    if top < VA_MAX {
+        out.insert(top, VA_MAX);
     }
-    if lo < VA_MAX {
-        out.insert(lo, VA_MAX);
-    }
-    (out, lo)
+    let bottom = (ext[0].0 / ROUND_LARGE * ROUND_LARGE).max(VA_MIN);
+    (out, bottom, top.min(VA_MAX))
 }
