@@ -722,14 +722,6 @@ fn seed_snapshot() -> PathBuf {
     ))
 }
 
-fn leftovers(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(".fragscope-"))
-        .collect()
-}
-
 #[test]
 fn a_failed_convert_leaves_the_existing_output_whole() {
     let d = tmp();

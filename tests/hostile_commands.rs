@@ -361,14 +361,6 @@ fn with_output(cmd: &[String], out: &str) -> (Vec<String>, String) {
     (c, path)
 }
 
-fn leftovers(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(".fragscope-"))
-        .collect()
-}
-
 /// Nothing lost, for every command that writes: an output that is the
 /// input is refused and the input stays as it was; a write that fails half
 /// way (RLIMIT_FSIZE) leaves the previous output whole and no temporary

@@ -258,3 +258,13 @@ impl Pk {
         self.0
     }
 }
+
+/// Temporary files an output write left behind in `dir` (there should be
+/// none: every write renames its temporary file or removes it).
+pub fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".fragscope-"))
+        .collect()
+}
