@@ -122,6 +122,7 @@ impl DeviceReport {
     }
 }
 
+/// `event N, t=S s` after `origin` (the first timed event), or the start.
 pub fn moment_text(at: Option<usize>, time_us: Option<i64>, origin: Option<i64>) -> String {
     match (at, time_us, origin) {
         (None, _, _) => "start of the trace".into(),

@@ -12,11 +12,12 @@
 //! downsampled to a fixed number of points, lists keep the order the decoder
 //! gives them (largest first, ties by name).
 
-use crate::advice::{Diagnosis, diagnose};
+use crate::advice::diagnose;
 use crate::profiler::chrome::{BEFORE_TRACE, DeviceSummary, OpShare, TraceDevice};
 use crate::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
 use crate::render::svg::timeline::OomMark;
 use crate::replay::{Moment, Sample};
+use crate::report::OomFinding;
 use crate::units::{fmt_bytes, fmt_pct};
 
 /// What every output on a trace says about the figures it lacks.
@@ -89,20 +90,7 @@ pub fn as_sample(t: &TraceSample) -> Sample {
     }
 }
 
-/// `+1.234 s` after `origin`, or `start`.
-pub fn moment_text(at: Option<usize>, time_us: Option<i64>, origin: Option<i64>) -> String {
-    match (at, time_us, origin) {
-        (None, _, _) => "start of the trace".into(),
-        (Some(i), Some(t), Some(o)) => format!("event {i}, t={:.3} s", (t - o) as f64 / 1e6),
-        (Some(i), _, _) => format!("event {i}"),
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct TraceOomFinding {
-    pub mark: OomMark,
-    pub diagnosis: Diagnosis,
-}
+pub use crate::report::moment_text;
 
 #[derive(Debug, Clone)]
 pub struct TraceDeviceReport {
@@ -120,7 +108,7 @@ pub struct TraceDeviceReport {
     /// `Total Reserved` recorded (not CPU memory, not the 2021 schema).
     pub reserved_known: bool,
     pub key_moments: Vec<TraceMoment>,
-    pub ooms: Vec<TraceOomFinding>,
+    pub ooms: Vec<OomFinding>,
     pub moment_label: String,
     pub moment_at: Option<usize>,
     pub moment_sample: TraceSample,
@@ -246,7 +234,7 @@ pub fn build(
             .iter()
             .map(|o| {
                 let at = d.events.iter().rposition(|e| e.ts_us <= o.ts_us);
-                TraceOomFinding {
+                OomFinding {
                     mark: OomMark {
                         // Drawn where the failure met the state: after the
                         // last memory event recorded before it.

@@ -11,6 +11,7 @@ mod util;
 use fragscope::cli::Global;
 use fragscope::input::{Content, LoadOptions, load};
 use fragscope::profiler::{MemoryTimeline, ProfilerTrace};
+use fragscope::render::svg::compose::escape;
 use fragscope::trace_report::{self, NO_LAYOUT};
 use fragscope::units::fmt_bytes;
 use std::path::Path;
@@ -188,9 +189,25 @@ fn every_real_trace_reports_its_figures() {
         let h = fragscope::render::trace_report::html(&r).unwrap();
         self_contained(name, &h);
         assert!(h.contains("Not measurable for a profiler trace"));
+        // An out-of-memory event gets the same verdict box as in a
+        // snapshot's report: diagnosis, what to try, contradictions.
+        for o in r.devices.iter().flat_map(|d| &d.ooms) {
+            let g = &o.diagnosis;
+            assert!(h.contains("<div class=\"verdict oom\">"), "{name}");
+            for s in &g.suggestions {
+                assert!(h.contains(&escape(&s.why)), "{name}: {}", s.what);
+            }
+            for i in &g.inconsistencies {
+                assert!(h.contains(&escape(i)), "{name}: {i}");
+            }
+        }
         let charts = rasterize_inline(name, &h);
         assert_eq!(charts, r.devices.len(), "{name}: one timeline per device");
-        eprintln!("{name}: HTML {} bytes", h.len());
+        eprintln!(
+            "{name}: HTML {} bytes, {} out-of-memory events",
+            h.len(),
+            r.devices.iter().map(|d| d.ooms.len()).sum::<usize>()
+        );
         assert!(h.len() < 400_000, "{name}: {} bytes", h.len());
         rasterize(
             &format!("{name}-summary"),
@@ -632,4 +649,49 @@ fn ranks_report_is_the_same_on_one_thread_and_many() {
     let mut bad = args.clone();
     bad.extend(["--at", "peak"].map(String::from));
     refused(&run(&bad), "per-rank report");
+}
+
+/// A profiler trace whose allocation failed: its report carries the same
+/// verdict box as a snapshot's (headline, what to try, contradictions).
+#[test]
+fn trace_report_explains_an_out_of_memory_event() {
+    let mem = |ts: u64, addr: i64, bytes: i64, alloc: u64, res: u64| {
+        serde_json::json!({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+            "args": {"Device Type": 1, "Device Id": 0, "Addr": addr, "Bytes": bytes,
+                     "Total Allocated": alloc, "Total Reserved": res}})
+    };
+    let gib: i64 = 1 << 30;
+    let mut events = vec![
+        mem(10, 0x7000_0000, 6 * gib, 6 << 30, 8 << 30),
+        mem(20, 0x7000_0000 + 6 * gib, gib, 7 << 30, 8 << 30),
+        mem(30, 0x7000_0000, -6 * gib, 1 << 30, 8 << 30),
+    ];
+    events.push(
+        serde_json::json!({"ph": "i", "name": "[OutOfMemory]", "pid": 1, "tid": 1,
+        "ts": 40, "args": {"Device Type": 1, "Device Id": 0, "Bytes": 7 * gib,
+                           "Total Allocated": 1u64 << 30, "Total Reserved": 8u64 << 30}}),
+    );
+    let doc = serde_json::json!({"traceEvents": events});
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("oom.pt.trace.json");
+    std::fs::write(&p, doc.to_string()).unwrap();
+    let ps = p.to_str().unwrap();
+    let Content::Profiler(t) = load(ps, &LoadOptions::default()).unwrap().content else {
+        panic!("a profiler trace")
+    };
+    let r = trace_report::build(&t, ps, "JSON", None, None).unwrap();
+    let d = r.main_device().unwrap();
+    assert_eq!(d.ooms.len(), 1);
+    let g = &d.ooms[0].diagnosis;
+    assert!(!g.suggestions.is_empty(), "{g:?}");
+    let h = fragscope::render::trace_report::html(&r).unwrap();
+    assert!(h.contains("<div class=\"verdict oom\">"));
+    assert!(h.contains(&escape(&g.headline)));
+    assert!(h.contains("What to try:"));
+    for s in &g.suggestions {
+        assert!(h.contains(&escape(&s.why)), "{}", s.what);
+    }
+    for i in &g.inconsistencies {
+        assert!(h.contains(&escape(i)), "{i}");
+    }
 }

@@ -6,7 +6,7 @@
 use super::charts;
 use super::svg::compose::escape;
 use super::svg::{ChartError, Svg};
-use crate::report::{DeviceReport, Report, moment_text};
+use crate::report::{DeviceReport, OomFinding, Report, moment_text};
 use crate::stats::TraceCoverage;
 use crate::units::{fmt_bytes, fmt_pct};
 use std::fmt::Write;
@@ -78,33 +78,11 @@ fn coverage_text(c: &TraceCoverage) -> String {
     }
 }
 
-fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), ChartError> {
-    let _ = writeln!(
-        out,
-        "<section id=\"device-{0}\">\n<h2>Device {0}</h2>",
-        d.device
-    );
-    let at =
-        |e: Option<u32>, t: Option<i64>| moment_text(e.map(|x| x as usize), t, d.first_time_us);
-    let _ = writeln!(
-        out,
-        "<table><tr><th>trace events</th><th>peak reserved</th><th>peak allocated</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}</tr></table>",
-        num(&d.events.to_string()),
-        num(&format!(
-            "{} ({})",
-            fmt_bytes(d.peak_reserved.reserved),
-            at(d.peak_reserved.event, d.peak_reserved.time_us)
-        )),
-        num(&format!(
-            "{} ({})",
-            fmt_bytes(d.peak_allocated.allocated),
-            at(d.peak_allocated.event, d.peak_allocated.time_us)
-        )),
-        num(&fmt_bytes(d.end.reserved)),
-        num(&fmt_bytes(d.end.allocated)),
-        num(&d.ooms.len().to_string()),
-    );
-    for (k, o) in d.ooms.iter().enumerate() {
+/// One verdict box per out-of-memory event: the diagnosis, its details,
+/// what to try and any figures that contradict each other. Shared by the
+/// snapshot and the profiler-trace reports.
+pub(super) fn oom_verdicts(out: &mut String, ooms: &[OomFinding], first_time_us: Option<i64>) {
+    for (k, o) in ooms.iter().enumerate() {
         let g = &o.diagnosis;
         let _ = writeln!(
             out,
@@ -113,7 +91,7 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
             escape(&moment_text(
                 Some(o.mark.event),
                 o.mark.time_us,
-                d.first_time_us
+                first_time_us
             )),
             escape(&g.headline)
         );
@@ -147,6 +125,35 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
         }
         out.push_str("</div>\n");
     }
+}
+
+fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), ChartError> {
+    let _ = writeln!(
+        out,
+        "<section id=\"device-{0}\">\n<h2>Device {0}</h2>",
+        d.device
+    );
+    let at =
+        |e: Option<u32>, t: Option<i64>| moment_text(e.map(|x| x as usize), t, d.first_time_us);
+    let _ = writeln!(
+        out,
+        "<table><tr><th>trace events</th><th>peak reserved</th><th>peak allocated</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}</tr></table>",
+        num(&d.events.to_string()),
+        num(&format!(
+            "{} ({})",
+            fmt_bytes(d.peak_reserved.reserved),
+            at(d.peak_reserved.event, d.peak_reserved.time_us)
+        )),
+        num(&format!(
+            "{} ({})",
+            fmt_bytes(d.peak_allocated.allocated),
+            at(d.peak_allocated.event, d.peak_allocated.time_us)
+        )),
+        num(&fmt_bytes(d.end.reserved)),
+        num(&fmt_bytes(d.end.allocated)),
+        num(&d.ooms.len().to_string()),
+    );
+    oom_verdicts(out, &d.ooms, d.first_time_us);
     if !d.key_moments.is_empty() {
         out.push_str("<h3>Key moments</h3>\n<table><tr><th>moment</th><th>when</th><th>reserved</th><th>allocated</th><th>free in reserved</th><th>largest free gap</th><th>free gaps</th><th>fragmentation</th></tr>\n");
         for k in &d.key_moments {

@@ -4,7 +4,7 @@
 //! snapshot report's headings, columns and units for the figures both have,
 //! `n/a` for the ones a trace cannot give, and a section that says why.
 
-use super::html::{CSS, cell, figure, nowrap, num};
+use super::html::{CSS, cell, figure, nowrap, num, oom_verdicts};
 use super::markdown::md;
 use super::svg::categories::{CategoriesChart, categories_svg};
 use super::svg::compose::{Para, escape, stack, text_panel};
@@ -157,28 +157,7 @@ fn device_section(
         num(&fmt_bytes(s.allocated_end)),
         num(&d.ooms.len().to_string()),
     );
-    for (k, o) in d.ooms.iter().enumerate() {
-        let g = &o.diagnosis;
-        let _ = writeln!(
-            out,
-            "<div class=\"verdict oom\"><p class=\"lead\">Out of memory #{} at {}: {}</p>",
-            k + 1,
-            escape(&moment_text(
-                Some(o.mark.event),
-                o.mark.time_us,
-                d.first_time_us
-            )),
-            escape(&g.headline)
-        );
-        if !g.details.is_empty() {
-            out.push_str("<ul>");
-            for x in &g.details {
-                let _ = write!(out, "<li>{}</li>", escape(x));
-            }
-            out.push_str("</ul>\n");
-        }
-        out.push_str("</div>\n");
-    }
+    oom_verdicts(out, &d.ooms, d.first_time_us);
     if !d.key_moments.is_empty() {
         out.push_str("<h3>Key moments</h3>\n<table><tr><th>moment</th><th>when</th><th>reserved</th><th>allocated</th><th>free in reserved</th><th>largest free gap</th><th>free gaps</th><th>fragmentation</th><th>operator</th></tr>\n");
         for k in &d.key_moments {
