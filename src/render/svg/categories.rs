@@ -86,27 +86,17 @@ pub fn categories_svg(c: &CategoriesChart) -> Result<Svg, ChartError> {
     let e = err(CHART);
     render(CHART, c.width, c.height + lh, |root| {
         let (upper, lower) = root.split_vertically(c.height);
-        let mut chart = ChartBuilder::on(&upper)
-            .caption(c.title, (FONT, TITLE_SIZE))
-            .margin(12)
-            .margin_right(24)
-            .x_label_area_size(48)
-            .y_label_area_size(64)
+        let mut chart = frame(&upper, c.title, 64)
             .build_cartesian_2d(0f64..xmax, 0f64..ymax)
             .map_err(|x| e(&x))?;
         let fmt = |v: &f64| tick(*v);
-        chart
-            .configure_mesh()
+        house_style(&mut chart.configure_mesh())
             .x_desc("seconds since the first profiled event")
             .y_desc(unit.name)
             .x_label_formatter(&fmt)
             .y_label_formatter(&fmt)
             .x_labels(10)
             .y_labels(8)
-            .label_style((FONT, LABEL_SIZE))
-            .axis_desc_style((FONT, LABEL_SIZE))
-            .light_line_style(TRANSPARENT)
-            .bold_line_style(GRID)
             .draw()
             .map_err(|x| e(&x))?;
         // Each band is the area under the running sum up to its category;

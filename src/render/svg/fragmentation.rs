@@ -74,11 +74,9 @@ pub fn fragmentation_svg(c: &FragmentationChart) -> Result<Svg, ChartError> {
 
     render(CHART, c.width, c.height + lh, |root| {
         let (upper, lower) = root.split_vertically(c.height);
-        let mut chart = ChartBuilder::on(&upper)
-            .caption(c.title, (FONT, TITLE_SIZE))
-            .margin(12)
-            .x_label_area_size(48)
-            .y_label_area_size(64)
+        let mut chart = frame(&upper, c.title, 64)
+            // The secondary axis takes the right margin's room.
+            .margin_right(12)
             .right_y_label_area_size(64)
             .build_cartesian_2d(xr.clone(), 0f64..1.05)
             .map_err(|x| e(&x))?
@@ -86,18 +84,13 @@ pub fn fragmentation_svg(c: &FragmentationChart) -> Result<Svg, ChartError> {
         let xfmt = |v: &f64| tick(*v);
         let yfmt = |v: &f64| format!("{:.0}%", v * 100.0);
         let gfmt = |v: &f64| tick(*v);
-        chart
-            .configure_mesh()
+        house_style(&mut chart.configure_mesh())
             .x_desc(axis.desc())
             .y_desc("fragmentation")
             .x_label_formatter(&xfmt)
             .y_label_formatter(&yfmt)
             .x_labels(10)
             .y_labels(6)
-            .label_style((FONT, LABEL_SIZE))
-            .axis_desc_style((FONT, LABEL_SIZE))
-            .light_line_style(TRANSPARENT)
-            .bold_line_style(GRID)
             .draw()
             .map_err(|x| e(&x))?;
         chart

@@ -108,12 +108,7 @@ pub fn gaps_svg(c: &GapsChart) -> Result<Svg, ChartError> {
 
     render(CHART, c.width, c.height + lh, |root| {
         let (upper, lower) = root.split_vertically(c.height);
-        let mut chart = ChartBuilder::on(&upper)
-            .caption(c.title, (FONT, TITLE_SIZE))
-            .margin(12)
-            .margin_right(24)
-            .x_label_area_size(48)
-            .y_label_area_size(64)
+        let mut chart = frame(&upper, c.title, 64)
             .build_cartesian_2d(lo..hi, 0f64..ytop)
             .map_err(|x| e(&x))?;
         // Ticks on whole powers of two only.
@@ -131,18 +126,13 @@ pub fn gaps_svg(c: &GapsChart) -> Result<Svg, ChartError> {
                 String::new()
             }
         };
-        chart
-            .configure_mesh()
+        house_style(&mut chart.configure_mesh())
             .x_desc("free gap size (log scale: one bar per power of two)")
             .y_desc("free gaps")
             .x_label_formatter(&xfmt)
             .y_label_formatter(&yfmt)
             .x_labels(((hi - lo) as usize + 1).min(12))
             .y_labels(6)
-            .label_style((FONT, LABEL_SIZE))
-            .axis_desc_style((FONT, LABEL_SIZE))
-            .light_line_style(TRANSPARENT)
-            .bold_line_style(GRID)
             .disable_x_mesh()
             .draw()
             .map_err(|x| e(&x))?;

@@ -22,7 +22,9 @@ pub mod sites;
 pub mod timeline;
 
 use crate::replay::Sample;
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -96,6 +98,37 @@ pub(crate) fn render(
         height,
         body,
     })
+}
+
+/// The frame every chart shares: its title, margins and room for the axis
+/// labels (`y_label_area` pixels on the left).
+pub(crate) fn frame<'a, 'b, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    title: &'b str,
+    y_label_area: u32,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut b = ChartBuilder::on(area);
+    b.caption(title, (FONT, TITLE_SIZE))
+        .margin(12)
+        .margin_right(24)
+        .x_label_area_size(48)
+        .y_label_area_size(y_label_area);
+    b
+}
+
+/// The label fonts and grid lines every chart's mesh shares.
+pub(crate) fn house_style<'m, 'a, 'b, X, Y, XT, YT, DB>(
+    m: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, DB>
+where
+    X: Ranged<ValueType = XT> + ValueFormatter<XT>,
+    Y: Ranged<ValueType = YT> + ValueFormatter<YT>,
+    DB: DrawingBackend,
+{
+    m.label_style((FONT, LABEL_SIZE))
+        .axis_desc_style((FONT, LABEL_SIZE))
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(GRID)
 }
 
 /// The unit a byte axis is labelled in.

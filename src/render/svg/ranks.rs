@@ -75,25 +75,15 @@ fn bars_svg(
     let e = err(CHART);
     render(CHART, width, height + lh, |root| {
         let (upper, lower) = root.split_vertically(height);
-        let mut chart = ChartBuilder::on(&upper)
-            .caption(title, (FONT, TITLE_SIZE))
-            .margin(12)
-            .margin_right(24)
-            .x_label_area_size(48)
-            .y_label_area_size(LABEL_AREA)
+        let mut chart = frame(&upper, title, LABEL_AREA)
             .build_cartesian_2d(0f64..xmax, 0f64..n as f64)
             .map_err(|x| e(&x))?;
         let xfmt = |v: &f64| tick(*v);
-        chart
-            .configure_mesh()
+        house_style(&mut chart.configure_mesh())
             .x_desc(x_desc)
             .x_label_formatter(&xfmt)
             .x_labels(8)
             .y_labels(0)
-            .label_style((FONT, LABEL_SIZE))
-            .axis_desc_style((FONT, LABEL_SIZE))
-            .light_line_style(TRANSPARENT)
-            .bold_line_style(GRID)
             .disable_y_mesh()
             .draw()
             .map_err(|x| e(&x))?;
