@@ -109,10 +109,7 @@ pub fn call_sites(snap: &Snapshot, device: Option<i64>) -> (Vec<SiteFigures>, u6
 /// trace has no segment layout). `None` when a device lacks `Addr`.
 pub fn trace_sites(tr: &ProfilerTrace, device: Option<i64>) -> Option<Vec<SiteFigures>> {
     let mut acc: BTreeMap<String, SiteFigures> = BTreeMap::new();
-    for d in &tr.devices {
-        if d.key.is_cpu() || device.is_some_and(|x| x != d.key.device_id) {
-            continue;
-        }
+    for d in tr.accelerators(device) {
         for (op, live, peak, n) in d.op_figures(&tr.names)? {
             let e = acc.entry(op.clone()).or_insert_with(|| SiteFigures {
                 site: op,

@@ -394,19 +394,11 @@ impl Metrics {
         tr: &crate::profiler::ProfilerTrace,
         device: Option<i64>,
     ) -> Result<Metrics, MetricsError> {
-        let accel: Vec<&crate::profiler::TraceDevice> =
-            tr.devices.iter().filter(|d| !d.key.is_cpu()).collect();
-        let picked: Vec<&crate::profiler::TraceDevice> = match device {
-            None => accel.clone(),
-            Some(want) => accel
-                .iter()
-                .copied()
-                .filter(|d| d.key.device_id == want)
-                .collect(),
-        };
+        let picked: Vec<&crate::profiler::TraceDevice> = tr.accelerators(device).collect();
         if let Some(want) = device
             && picked.is_empty()
         {
+            let accel: Vec<&crate::profiler::TraceDevice> = tr.accelerators(None).collect();
             return Err(MetricsError::NoSuchDevice {
                 device: want,
                 available: if accel.is_empty() {

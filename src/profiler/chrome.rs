@@ -305,26 +305,12 @@ impl TraceDevice {
         if !self.summary.has_addr {
             return None;
         }
-        // operator -> (live bytes, peak, live allocations)
-        let mut acc: BTreeMap<String, (i128, i128, i64)> = BTreeMap::new();
-        let older = self.summary.allocated_before_trace as i128;
-        if older > 0 {
-            acc.insert(BEFORE_TRACE.to_string(), (older, older, 0));
-        }
-        for e in &self.events {
-            let (op, delta, count) = if e.bytes >= 0 {
-                (op_label(names, e), e.bytes as i128, 1)
-            } else {
-                match e.pair.and_then(|p| self.events.get(p as usize)) {
-                    Some(a) => (op_label(names, a), e.bytes as i128, -1),
-                    None => (BEFORE_TRACE.to_string(), e.bytes as i128, 0),
-                }
-            };
-            let x = acc.entry(op).or_default();
-            x.0 += delta;
-            x.1 = x.1.max(x.0);
-            x.2 += count;
-        }
+        let acc = op_running(
+            &self.events,
+            names,
+            self.summary.allocated_before_trace,
+            self.events.len(),
+        );
         let clamp = |v: i128| v.clamp(0, u64::MAX as i128) as u64;
         Some(
             acc.into_iter()
@@ -483,6 +469,14 @@ pub struct ProfilerTrace {
 impl ProfilerTrace {
     pub fn name(&self, id: u32) -> &str {
         &self.names[id as usize]
+    }
+
+    /// The accelerator devices (never the CPU), or only those with device
+    /// id `device` when one is asked for; in the trace's order.
+    pub fn accelerators(&self, device: Option<i64>) -> impl Iterator<Item = &TraceDevice> {
+        self.devices
+            .iter()
+            .filter(move |d| !d.key.is_cpu() && device.is_none_or(|x| x == d.key.device_id))
     }
 
     /// True when the devices use the 2021 schema (only `Bytes`).
@@ -1079,6 +1073,41 @@ pub const BEFORE_TRACE: &str = "(allocated before the trace)";
 /// operator: the allocations of the trace not yet freed, plus the memory
 /// older than the trace that is still live ([`BEFORE_TRACE`]). Needs paired
 /// events (`Addr`).
+/// Per operator, over the first `n` events: (live bytes, most live bytes at
+/// one moment, live allocations). A free is charged to the operator of the
+/// allocation it pairs with; an unpaired free, like the `baseline` bytes
+/// allocated before the first event, to [`BEFORE_TRACE`].
+fn op_running(
+    events: &[MemEvent],
+    names: &[String],
+    baseline: u64,
+    n: usize,
+) -> BTreeMap<String, (i128, i128, i64)> {
+    let mut acc: BTreeMap<String, (i128, i128, i64)> = BTreeMap::new();
+    let older = baseline as i128;
+    if older > 0 {
+        acc.insert(BEFORE_TRACE.to_string(), (older, older, 0));
+    }
+    // A zero-byte event is neither an allocation nor a free of one.
+    for e in events.iter().take(n).filter(|e| e.bytes != 0) {
+        let (op, delta, count) = if e.bytes > 0 {
+            (op_label(names, e), e.bytes as i128, 1)
+        } else {
+            match e.pair.and_then(|p| events.get(p as usize)) {
+                Some(a) => (op_label(names, a), e.bytes as i128, -1),
+                None => (BEFORE_TRACE.to_string(), e.bytes as i128, 0),
+            }
+        };
+        let x = acc.entry(op).or_default();
+        x.0 += delta;
+        x.1 = x.1.max(x.0);
+        x.2 += count;
+    }
+    acc
+}
+
+/// What each operator holds after event `at` (`None`: before the first),
+/// largest first; operators that hold nothing are left out.
 fn live_by_op(
     events: &[MemEvent],
     names: &[String],
@@ -1086,23 +1115,11 @@ fn live_by_op(
     at: Option<usize>,
 ) -> Vec<OpShare> {
     let n = at.map_or(0, |a| a + 1);
-    let mut by_op: HashMap<String, (u64, u64)> = HashMap::new();
-    for e in events.iter().take(n) {
-        if e.bytes > 0 && e.pair.is_none_or(|p| Some(p as usize) > at) {
-            let x = by_op.entry(op_label(names, e)).or_default();
-            x.0 += e.bytes as u64;
-            x.1 += 1;
-        }
-    }
-    let mut older = baseline as i128;
-    for e in events.iter().take(n) {
-        if e.bytes < 0 && e.pair.is_none() {
-            older += e.bytes as i128;
-        }
-    }
-    if older > 0 {
-        by_op.insert(BEFORE_TRACE.to_string(), (older as u64, 0));
-    }
+    let by_op: HashMap<String, (u64, u64)> = op_running(events, names, baseline, n)
+        .into_iter()
+        .filter(|(_, (live, _, _))| *live > 0)
+        .map(|(op, (live, _, count))| (op, (live as u64, count.max(0) as u64)))
+        .collect();
     sorted_shares(by_op)
 }
 
@@ -1181,6 +1198,48 @@ mod tests {
         assert_eq!(d.live_at(Some(2)), vec![1]);
         assert_eq!(d.samples.len(), 6);
         assert_eq!(d.sample_at(Some(1)).external_free, Some(4096 - 1536));
+    }
+
+    #[test]
+    fn operators_are_charged_for_what_they_allocated() {
+        let doc = json!({"traceEvents": [
+            op("aten::empty", 0.0, 10.0, 7),
+            op("aten::zeros", 20.0, 10.0, 7),
+            mem(1.0, 7, 1024, 0x1000, 1024, 4096),
+            mem(2.0, 7, 0, 0x1800, 1024, 4096),
+            mem(21.0, 7, 512, 0x2000, 1536, 4096),
+            mem(40.0, 7, -1024, 0x1000, 512, 4096),
+            mem(41.0, 7, 256, 0x3000, 768, 4096),
+        ]});
+        let t = trace_from_json(&doc, "t.json").unwrap();
+        let d = &t.devices[0];
+        // The free of 0x1000 is charged to aten::empty, which allocated it;
+        // the zero-byte event counts as nothing.
+        let shares = |at| -> Vec<(String, u64, u64)> {
+            d.live_by_op(&t.names, at)
+                .unwrap()
+                .into_iter()
+                .map(|s| (s.op, s.bytes, s.events))
+                .collect()
+        };
+        assert_eq!(
+            shares(Some(2)),
+            vec![
+                ("aten::empty".to_string(), 1024, 1),
+                ("aten::zeros".to_string(), 512, 1)
+            ]
+        );
+        let at_end = shares(Some(4));
+        assert_eq!(at_end[0], ("aten::zeros".to_string(), 512, 1));
+        // End figures: live bytes agree with the shares at the last event,
+        // and the peak of aten::empty outlives its free.
+        let figures = d.op_figures(&t.names).unwrap();
+        for (op, live, _, n) in &figures {
+            let share = at_end.iter().find(|s| &s.0 == op);
+            assert_eq!(share.map_or((0, 0), |s| (s.1, s.2)), (*live, *n), "{op}");
+        }
+        let empty = figures.iter().find(|f| f.0 == "aten::empty").unwrap();
+        assert_eq!((empty.1, empty.2, empty.3), (0, 1024, 0));
     }
 
     #[test]
