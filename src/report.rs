@@ -232,6 +232,19 @@ pub fn gather(
     device: Option<i64>,
     at: Option<Moment>,
 ) -> Result<Vec<DeviceInput>, String> {
+    gather_with(snap, device, at, |_, _| {})
+}
+
+/// [`gather`], handing `on_replay` each device's replayer and replay as
+/// soon as it has them, so later stages (the what-if model's start state)
+/// reuse the replay instead of running their own, and may start while the
+/// rest is gathered.
+pub fn gather_with(
+    snap: &Snapshot,
+    device: Option<i64>,
+    at: Option<Moment>,
+    mut on_replay: impl FnMut(&crate::replay::Replayer, &crate::replay::DeviceReplay),
+) -> Result<Vec<DeviceInput>, String> {
     let devices: Vec<i64> = match device {
         Some(d) => {
             if !snap.devices().contains(&d) {
@@ -249,6 +262,7 @@ pub fn gather(
         // One rebuild of the start serves the series and the moment.
         let replayer = crate::replay::Replayer::new(snap, d);
         let replay = replayer.replay();
+        on_replay(&replayer, &replay);
         let key_moments = replay.key_moments(snap);
         let (at, label) = match at {
             Some(m) => (

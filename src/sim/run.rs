@@ -1,6 +1,7 @@
 //! Driving the allocator model with a recorded request stream: one device,
 //! one configuration. Maps recorded block addresses to the model's, keeps
-//! one set of figures per trace event, and sums a run up.
+//! the figures of each trace event as they are produced, and sums a run
+//! up.
 //!
 //! Owns the per-run bookkeeping; the policy itself is `allocator.rs`, the
 //! comparison with the recording `fidelity.rs`.
@@ -10,7 +11,7 @@ use super::config::SimConfig;
 use super::trace::{self, Request, StartState, TracedRequest};
 use crate::model::{Action, BlockState, Snapshot};
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Where the device capacity came from.
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +90,17 @@ pub fn recorded_config(snap: &Snapshot) -> (SimConfig, bool, Vec<String>) {
 /// Reads one device of a snapshot for simulation. `capacity` overrides the
 /// capacity implied by recorded OOMs.
 pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInput {
+    prepare_from(snap, device, capacity, trace::start_state(snap, device))
+}
+
+/// [`prepare`] with the start state already rebuilt (see
+/// [`trace::start_state_from`]).
+pub fn prepare_from(
+    snap: &Snapshot,
+    device: i64,
+    capacity: Option<u64>,
+    start: StartState,
+) -> DeviceInput {
     let events = snap.trace_of(device);
     let (recorded_config, settings_recorded, mut notes) = recorded_config(snap);
     let recorded_reserved = trace::recorded_reserved(snap, device);
@@ -98,7 +110,6 @@ pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInp
         (None, Some(c)) => (Some(c), CapacitySource::RecordedOom),
         (None, None) => (None, CapacitySource::Unlimited),
     };
-    let start = trace::start_state(snap, device);
     if start.frees_of_older_blocks > 0 {
         notes.push(format!(
             "the trace starts mid-run: {} free(s) of blocks allocated before its first event (first at event {}); the replay put those blocks back in the start state with sizes inferred from their requests{}",
@@ -194,12 +205,37 @@ pub struct SimOom {
     pub recorded: bool,
 }
 
+/// The run's reserved bytes against the recording, at the start and after
+/// every event that completes a request (what [`super::fidelity`] compares).
+#[derive(Serialize, Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReservedError {
+    /// Moments compared, the start included.
+    pub points: usize,
+    pub max: u64,
+    /// Trace index of the largest error (`None` = the start).
+    pub max_event: Option<usize>,
+    /// Sum of the errors, in the order of the moments.
+    pub sum: f64,
+}
+
 #[derive(Serialize, Debug, Clone)]
 pub struct SimRun {
     pub config: SimConfig,
     pub start: Step,
-    /// `steps[i]`: after trace event `i`.
-    pub steps: Vec<Step>,
+    /// After the last trace event (the start for an empty trace).
+    pub end: Step,
+    /// Highest reserved and allocated bytes, the start included.
+    pub peak_reserved: u64,
+    pub peak_allocated: u64,
+    /// Highest 1 − largest cached block / cached bytes while reserved is at
+    /// least half its peak, and the smallest largest cached block then.
+    pub worst_fragmentation: f64,
+    /// 0 when no moment qualifies.
+    pub smallest_largest_gap: u64,
+    pub reserved_error: ReservedError,
+    /// Reserved bytes at the start (index 0) and after each trace event
+    /// (index i + 1), downsampled to [`super::SERIES_POINTS`].
+    pub reserved_points: Vec<(u32, u64)>,
     /// Segment and OOM events, with the trace event they happened at.
     pub events: Vec<(usize, SimEvent)>,
     pub ooms: Vec<SimOom>,
@@ -225,13 +261,88 @@ fn step(s: &Simulator) -> Step {
     }
 }
 
+/// The worst fragmentation near the peak, found without keeping every
+/// step: which moments count (reserved at least half the final peak) is
+/// only known at the end, so the steps are folded per reserved level, and
+/// levels below half the running peak, which can never count, are dropped.
+#[derive(Debug, Default)]
+struct NearPeak {
+    peak: u64,
+    /// Reserved level → (worst fragmentation, smallest largest gap).
+    levels: BTreeMap<u64, (f64, u64)>,
+    /// The level of the latest steps, not yet in `levels` (reserved changes
+    /// only at segment events, so most steps land here).
+    cur: Option<(u64, f64, u64)>,
+}
+
+impl NearPeak {
+    fn add(&mut self, s: &Step) {
+        if s.reserved > self.peak {
+            self.peak = s.reserved;
+            self.store();
+            let keep = self.levels.split_off(&self.peak.div_ceil(2));
+            self.levels = keep;
+        }
+        if s.reserved == 0 {
+            return;
+        }
+        let f = crate::stats::fragmentation(s.largest_free, s.inactive);
+        match &mut self.cur {
+            Some((r, w, g)) if *r == s.reserved => {
+                *w = w.max(f);
+                *g = (*g).min(s.largest_free);
+            }
+            _ => {
+                self.store();
+                self.cur = Some((s.reserved, f, s.largest_free));
+            }
+        }
+    }
+
+    fn store(&mut self) {
+        if let Some((r, w, g)) = self.cur.take() {
+            let e = self.levels.entry(r).or_insert((0.0, u64::MAX));
+            e.0 = e.0.max(w);
+            e.1 = e.1.min(g);
+        }
+    }
+
+    /// (worst fragmentation, smallest largest gap) over the steps with
+    /// reserved at least half the peak.
+    fn finish(mut self) -> (f64, u64) {
+        self.store();
+        let mut worst = 0.0f64;
+        let mut gap = u64::MAX;
+        for (&r, &(w, g)) in &self.levels {
+            if r.saturating_mul(2) >= self.peak {
+                worst = worst.max(w);
+                gap = gap.min(g);
+            }
+        }
+        (worst, if gap == u64::MAX { 0 } else { gap })
+    }
+}
+
 /// Replays a device's requests under one configuration.
 ///
 /// An allocation the model refuses is skipped and the run goes on (the
 /// program is assumed to survive it, as the recorded program did when its
 /// own OOM is in the trace); a recorded OOM the model serves is freed at
 /// once, since the program never used it.
+///
+/// A run keeps no per-event memory: its figures are summed up as the steps
+/// are produced (see [`run_observed`] for every step).
 pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
+    run_observed(input, cfg, |_, _| {})
+}
+
+/// [`run`], also handing `observe` the model's state after each trace
+/// event (index, step), in order.
+pub fn run_observed(
+    input: &DeviceInput,
+    cfg: &SimConfig,
+    mut observe: impl FnMut(usize, &Step),
+) -> Result<SimRun, SimError> {
     let mut sim = Simulator::with_initial(cfg.clone(), input.capacity, &input.start.segments)?;
     sim.set_record_block_events(false);
     sim.set_address_order(input.address_order);
@@ -244,10 +355,30 @@ pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
         }
     }
     let mut refused: HashSet<u64> = HashSet::new();
+    let start = step(&sim);
+    let start_err = start.reserved.abs_diff(input.recorded_start_reserved);
+    let mut err = ReservedError {
+        points: 1,
+        max: start_err,
+        max_event: None,
+        sum: start_err as f64,
+    };
+    let mut near = NearPeak::default();
+    near.add(&start);
+    let mut peak_allocated = start.allocated;
+    let mut curve = super::series::SeriesBuilder::new(input.events + 1, super::SERIES_POINTS);
+    curve.push(start.reserved);
+    let mut last = start;
     let mut out = SimRun {
         config: cfg.clone(),
-        start: step(&sim),
-        steps: Vec::with_capacity(input.events),
+        start,
+        end: start,
+        peak_reserved: 0,
+        peak_allocated: 0,
+        worst_fragmentation: 0.0,
+        smallest_largest_gap: 0,
+        reserved_error: ReservedError::default(),
+        reserved_points: Vec::new(),
         events: Vec::new(),
         ooms: Vec::new(),
         recorded_oom_avoided: Vec::new(),
@@ -258,7 +389,9 @@ pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
     };
     let mut reqs = input.requests.iter().peekable();
     for i in 0..input.events {
+        let mut completes = false;
         while let Some(r) = reqs.next_if(|r| r.event == i) {
+            completes = true;
             match r.request {
                 Request::Alloc {
                     key,
@@ -309,10 +442,32 @@ pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
                 Request::EmptyCache => sim.empty_cache(),
             }
         }
-        out.events
-            .extend(sim.take_events().into_iter().map(|e| (i, e)));
-        out.steps.push(step(&sim));
+        if !sim.events().is_empty() {
+            out.events
+                .extend(sim.take_events().into_iter().map(|e| (i, e)));
+        }
+        let s = step(&sim);
+        if completes {
+            let e = s.reserved.abs_diff(input.recorded_reserved[i]);
+            err.points += 1;
+            err.sum += e as f64;
+            if e > err.max {
+                err.max = e;
+                err.max_event = Some(i);
+            }
+        }
+        near.add(&s);
+        peak_allocated = peak_allocated.max(s.allocated);
+        curve.push(s.reserved);
+        observe(i, &s);
+        last = s;
     }
+    out.end = last;
+    out.peak_reserved = near.peak;
+    out.peak_allocated = peak_allocated;
+    (out.worst_fragmentation, out.smallest_largest_gap) = near.finish();
+    out.reserved_error = err;
+    out.reserved_points = curve.finish();
     out.counters = sim.counters();
     let mut finals: Vec<u64> = sim.segments().iter().map(|s| s.total_size).collect();
     finals.sort_unstable();
@@ -345,22 +500,13 @@ pub struct Summary {
 }
 
 pub fn summarize(run: &SimRun) -> Summary {
-    let all = std::iter::once(&run.start).chain(run.steps.iter());
-    let peak_reserved = all.clone().map(|s| s.reserved).max().unwrap_or(0);
-    let peak_allocated = all.clone().map(|s| s.allocated).max().unwrap_or(0);
-    let mut worst = 0.0f64;
-    let mut gap = u64::MAX;
-    for s in all.filter(|s| s.reserved > 0 && s.reserved.saturating_mul(2) >= peak_reserved) {
-        worst = worst.max(crate::stats::fragmentation(s.largest_free, s.inactive));
-        gap = gap.min(s.largest_free);
-    }
     Summary {
         config: run.config.label(),
-        peak_reserved,
-        end_reserved: run.steps.last().unwrap_or(&run.start).reserved,
-        peak_allocated,
-        worst_fragmentation: worst,
-        smallest_largest_gap: if gap == u64::MAX { 0 } else { gap },
+        peak_reserved: run.peak_reserved,
+        end_reserved: run.end.reserved,
+        peak_allocated: run.peak_allocated,
+        worst_fragmentation: run.worst_fragmentation,
+        smallest_largest_gap: run.smallest_largest_gap,
         device_allocs: run.counters.device_allocs,
         device_frees: run.counters.device_frees,
         ooms: run.ooms.len() as u64,

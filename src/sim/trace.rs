@@ -7,6 +7,7 @@
 //! the allocator model nor formats anything.
 
 use crate::model::{Action, Segment, Snapshot, TraceEvent};
+use crate::replay::ReplayReport;
 use serde::Serialize;
 use std::collections::HashSet;
 
@@ -44,6 +45,25 @@ pub struct StartState {
 /// trace that the trace frees, with sizes inferred from their requests.
 /// This is the one place the simulator takes its start state from.
 pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
+    // One rebuild of the start, and the report without the series.
+    let replayer = crate::replay::Replayer::new(snap, device);
+    start_state_from(
+        snap,
+        device,
+        replayer.state_at(None).segments,
+        &replayer.report(),
+    )
+}
+
+/// [`start_state`] from a replay the caller already ran: `segments` the
+/// replayer's start (`Replayer::state_at(None)`), `report` its report.
+/// Gives the same answer without replaying the trace again.
+pub fn start_state_from(
+    snap: &Snapshot,
+    device: i64,
+    segments: Vec<Segment>,
+    report: &ReplayReport,
+) -> StartState {
     let trace = snap.trace_of(device);
     // Completed frees of addresses the trace never allocated: blocks older
     // than the trace, which only the replay can put back.
@@ -62,9 +82,6 @@ pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
             _ => {}
         }
     }
-    // One rebuild of the start, and the report without the series.
-    let replayer = crate::replay::Replayer::new(snap, device);
-    let report = replayer.report();
     let anomalies: u64 = report.anomalies.iter().map(|a| a.count).sum();
     let first_anomaly = report
         .anomalies
@@ -72,7 +89,7 @@ pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
         .min_by_key(|a| (a.first_event, a.kind))
         .map(|a| a.example.clone());
     StartState {
-        segments: replayer.state_at(None).segments,
+        segments,
         exact: older == 0 && anomalies == 0,
         frees_of_older_blocks: older,
         first_older_free: first_older,
