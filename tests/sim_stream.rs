@@ -61,6 +61,11 @@ fn check_runs(name: &str, snap: &Snapshot) -> usize {
             // Reserved error at the start and after each event that
             // completes a request.
             let mut points: Vec<usize> = input.requests.iter().map(|q| q.event).collect();
+            assert_eq!(
+                input.requests.iter().collect::<Vec<_>>(),
+                sim::trace::requests(snap.trace_of(d), input.capacity, &input.recorded_reserved),
+                "{what}: packed requests"
+            );
             points.dedup();
             let start_err = r.start.reserved.abs_diff(input.recorded_start_reserved);
             let (mut max, mut at, mut sum) = (start_err, None, start_err as f64);

@@ -27,7 +27,9 @@ pub use allocator::{
 };
 pub use config::{ConfigError, SimConfig};
 pub use fidelity::Fidelity;
-pub use run::{CapacitySource, DeviceInput, OomDemand, ReservedError, SimRun, Step, Summary};
+pub use run::{
+    CapacitySource, DeviceInput, OomDemand, Requests, ReservedError, SimRun, Step, Summary,
+};
 pub use trace::{Request, StartState, TracedRequest, start_state, start_state_from};
 
 use rayon::prelude::*;
@@ -146,6 +148,7 @@ pub fn simulate_from(
     let runs: Vec<Result<SimRun, SimError>> = all.par_iter().map(|c| run::run(&input, c)).collect();
     let runs: Vec<SimRun> = runs.into_iter().collect::<Result<_, _>>()?;
     let fidelity = fidelity::measure(&input, &runs[0]);
+    let (floor_peak_requested, oom_demand) = run::program_demand(&input);
     let mut s = vec![series(
         "recorded".into(),
         input.recorded_start_reserved,
@@ -161,11 +164,7 @@ pub fn simulate_from(
         schema: SIMULATE_SCHEMA,
         device,
         events: input.events,
-        allocations: input
-            .requests
-            .iter()
-            .filter(|r| matches!(r.request, Request::Alloc { key: Some(_), .. }))
-            .count(),
+        allocations: input.requests.allocations(),
         model: MODEL_NOTE,
         capacity: input.capacity,
         capacity_source: input.capacity_source,
@@ -174,7 +173,7 @@ pub fn simulate_from(
         start_exact: input.start.exact,
         frees_of_older_blocks: input.start.frees_of_older_blocks,
         fidelity,
-        floor_peak_requested: run::peak_requested(&input),
+        floor_peak_requested,
         recorded_peak_reserved: input
             .recorded_reserved
             .iter()
@@ -188,7 +187,7 @@ pub fn simulate_from(
             .copied()
             .unwrap_or(input.recorded_start_reserved),
         recorded_ooms: input.recorded_ooms.clone(),
-        oom_demand: run::oom_demand(&input),
+        oom_demand,
         results: runs.iter().map(run::summarize).collect(),
         series: s,
         notes: input.notes,

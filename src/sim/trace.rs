@@ -167,7 +167,11 @@ pub fn segment_delta(e: &TraceEvent) -> i128 {
 /// reserved at the failure plus what the driver reported free. The lowest
 /// over all OOM events; `None` without one.
 pub fn capacity_from_ooms(snap: &Snapshot, device: i64) -> Option<u64> {
-    let rec = recorded_reserved(snap, device);
+    capacity_from_ooms_with(snap, device, &recorded_reserved(snap, device))
+}
+
+/// [`capacity_from_ooms`] given the device's [`recorded_reserved`].
+pub fn capacity_from_ooms_with(snap: &Snapshot, device: i64, rec: &[u64]) -> Option<u64> {
     snap.trace_of(device)
         .iter()
         .enumerate()
@@ -187,11 +191,23 @@ pub fn requests(
     recorded: &[u64],
 ) -> Vec<TracedRequest> {
     let mut out = Vec::new();
+    requests_into(events, capacity, recorded, |r| out.push(r));
+    out
+}
+
+/// [`requests`], handing each request to `out` in order instead of
+/// collecting them.
+pub fn requests_into(
+    events: &[TraceEvent],
+    capacity: Option<u64>,
+    recorded: &[u64],
+    mut out: impl FnMut(TracedRequest),
+) {
     let mut i = 0;
     while i < events.len() {
         let e = &events[i];
         match e.action {
-            Action::Alloc => out.push(TracedRequest {
+            Action::Alloc => out(TracedRequest {
                 event: i,
                 request: Request::Alloc {
                     key: Some(e.addr),
@@ -200,7 +216,7 @@ pub fn requests(
                     pool: e.pool_id.unwrap_or((0, 0)),
                 },
             }),
-            Action::Oom => out.push(TracedRequest {
+            Action::Oom => out(TracedRequest {
                 event: i,
                 request: Request::Alloc {
                     key: None,
@@ -209,11 +225,11 @@ pub fn requests(
                     pool: e.pool_id.unwrap_or((0, 0)),
                 },
             }),
-            Action::FreeRequested => out.push(TracedRequest {
+            Action::FreeRequested => out(TracedRequest {
                 event: i,
                 request: Request::FreeRequested { key: e.addr },
             }),
-            Action::FreeCompleted => out.push(TracedRequest {
+            Action::FreeCompleted => out(TracedRequest {
                 event: i,
                 request: Request::FreeCompleted { key: e.addr },
             }),
@@ -244,14 +260,14 @@ pub fn requests(
                 // Completions inside the run stay requests of their own.
                 for (k, ev) in events.iter().enumerate().take(j + 1).skip(i) {
                     if ev.action == Action::FreeCompleted {
-                        out.push(TracedRequest {
+                        out(TracedRequest {
                             event: k,
                             request: Request::FreeCompleted { key: ev.addr },
                         });
                     }
                 }
                 if !retry {
-                    out.push(TracedRequest {
+                    out(TracedRequest {
                         event: j,
                         request: Request::EmptyCache,
                     });
@@ -263,7 +279,6 @@ pub fn requests(
         }
         i += 1;
     }
-    out
 }
 
 /// Recorded segment events of a trace, in order: (action, size).
