@@ -107,19 +107,20 @@ pub fn build_report(
     device: Option<i64>,
     at: Option<Moment>,
 ) -> anyhow::Result<Report> {
-    build_report_with(snap, loaded, device, at, |_, _| {})
+    build_report_with(snap, loaded, device, at, |_, _| {}, |_| {})
 }
 
-/// [`build_report`], handing each device's replay to `on_replay` as soon
-/// as it is made (see [`report::gather_with`]).
+/// [`build_report`], handing each device's replayer and replay on as soon
+/// as they are made (see [`report::gather_with`]).
 pub fn build_report_with(
     snap: &Snapshot,
     loaded: &Loaded,
     device: Option<i64>,
     at: Option<Moment>,
-    on_replay: impl FnMut(&crate::replay::Replayer, &crate::replay::DeviceReplay),
+    on_start: impl FnMut(i64, &crate::replay::Replayer),
+    on_replay: impl FnMut(&crate::replay::DeviceReplay),
 ) -> anyhow::Result<Report> {
-    let inputs = report::gather_with(snap, device, at, on_replay)
+    let inputs = report::gather_with(snap, device, at, on_start, on_replay)
         .map_err(|e| anyhow::anyhow!("{}: {e}", loaded.name))?;
     let culprits = device_culprits(snap, &inputs);
     Ok(report::build(
@@ -179,8 +180,9 @@ fn what_if_run(
 
 /// Builds the report and, unless `no_what_if`, runs the what-if model of
 /// each device it can run from the start state the report's own replay
-/// rebuilt: each device's model starts on another thread as soon as its
-/// replay is done, while the report goes on (the moment, the culprits).
+/// rebuilt: each device's model starts on another thread as soon as that
+/// start is rebuilt, while the report goes on (the series, the moment,
+/// the culprits), and is summed up once the replay's report is known.
 /// The same answer as [`build_report`] then [`attach_what_if`].
 pub fn build_report_what_if(
     snap: &Snapshot,
@@ -192,25 +194,63 @@ pub fn build_report_what_if(
     if no_what_if {
         return build_report(snap, loaded, device, at);
     }
+    enum Handoff {
+        Start(i64, Vec<crate::model::Segment>),
+        Replay(i64, Box<crate::replay::ReplayReport>),
+    }
     let simulable = sim::trace::simulable_devices(snap);
     let configs = what_if_configs(snap);
     let (r, what_if) = std::thread::scope(|s| {
-        let (tx, rx) = std::sync::mpsc::channel::<(i64, sim::StartState)>();
+        let (tx, rx) = std::sync::mpsc::channel::<Handoff>();
         let configs = &configs;
         let worker = s.spawn(move || {
-            rx.into_iter()
-                .map(|(d, start)| what_if_run(snap, d, configs, start))
-                .collect::<Vec<_>>()
-        });
-        let r = build_report_with(snap, loaded, device, at, move |replayer, replay| {
-            let d = replay.device;
-            if simulable.contains(&d) {
-                let segments = replayer.state_at(None).segments;
-                let start = sim::start_state_from(snap, d, segments, &replay.report);
-                // The receiver lives until every start is sent.
-                let _ = tx.send((d, start));
+            let mut out = Vec::new();
+            let mut running = None;
+            for m in rx {
+                match m {
+                    Handoff::Start(d, segments) => {
+                        let start = sim::start_state_unreported(segments);
+                        let input = sim::run::prepare_from(snap, d, None, start);
+                        let runs = sim::run_configs(&input, configs);
+                        running = Some((d, input, runs));
+                    }
+                    Handoff::Replay(d, report) => {
+                        let Some((rd, mut input, runs)) = running.take() else {
+                            continue;
+                        };
+                        debug_assert_eq!(rd, d, "a device's replay follows its start");
+                        let segments = std::mem::take(&mut input.start.segments);
+                        input.set_start(snap, sim::start_state_from(snap, d, segments, &report));
+                        out.push(runs.map(|r| sim::report_of(input, r)).map_err(|e| {
+                            format!("device {d}: the what-if model could not run: {e}")
+                        }));
+                    }
+                }
             }
+            out
         });
+        let (tx_start, tx_replay) = (tx.clone(), tx);
+        let simulable = &simulable;
+        // The receiver lives until every handoff is sent.
+        let r = build_report_with(
+            snap,
+            loaded,
+            device,
+            at,
+            move |d, replayer| {
+                if simulable.contains(&d) {
+                    let _ = tx_start.send(Handoff::Start(d, replayer.state_at(None).segments));
+                }
+            },
+            move |replay| {
+                if simulable.contains(&replay.device) {
+                    let _ = tx_replay.send(Handoff::Replay(
+                        replay.device,
+                        Box::new(replay.report.clone()),
+                    ));
+                }
+            },
+        );
         let w = worker
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));

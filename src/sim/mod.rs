@@ -30,7 +30,9 @@ pub use fidelity::Fidelity;
 pub use run::{
     CapacitySource, DeviceInput, OomDemand, Requests, ReservedError, SimRun, Step, Summary,
 };
-pub use trace::{Request, StartState, TracedRequest, start_state, start_state_from};
+pub use trace::{
+    Request, StartState, TracedRequest, start_state, start_state_from, start_state_unreported,
+};
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -143,10 +145,22 @@ pub fn simulate_from(
     start: StartState,
 ) -> Result<SimReport, SimError> {
     let input = run::prepare_from(snap, device, capacity, start);
+    let runs = run_configs(&input, configs)?;
+    Ok(report_of(input, runs))
+}
+
+/// Runs the recorded settings, then `configs`, in parallel (the result
+/// does not depend on it). Uses only the start state's segments.
+pub fn run_configs(input: &DeviceInput, configs: &[SimConfig]) -> Result<Vec<SimRun>, SimError> {
     let mut all = vec![input.recorded_config.clone()];
     all.extend(configs.iter().cloned());
-    let runs: Vec<Result<SimRun, SimError>> = all.par_iter().map(|c| run::run(&input, c)).collect();
-    let runs: Vec<SimRun> = runs.into_iter().collect::<Result<_, _>>()?;
+    let runs: Vec<Result<SimRun, SimError>> = all.par_iter().map(|c| run::run(input, c)).collect();
+    runs.into_iter().collect()
+}
+
+/// Sums up the runs of [`run_configs`] on `input`.
+pub fn report_of(input: DeviceInput, runs: Vec<SimRun>) -> SimReport {
+    let device = input.device;
     let fidelity = fidelity::measure(&input, &runs[0]);
     let (floor_peak_requested, oom_demand) = run::program_demand(&input);
     let mut s = vec![series(
@@ -160,7 +174,7 @@ pub fn simulate_from(
             points: r.reserved_points.clone(),
         });
     }
-    Ok(SimReport {
+    SimReport {
         schema: SIMULATE_SCHEMA,
         device,
         events: input.events,
@@ -191,5 +205,5 @@ pub fn simulate_from(
         results: runs.iter().map(run::summarize).collect(),
         series: s,
         notes: input.notes,
-    })
+    }
 }

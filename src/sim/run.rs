@@ -257,33 +257,7 @@ pub fn prepare_from(
         (None, Some(c)) => (Some(c), CapacitySource::RecordedOom),
         (None, None) => (None, CapacitySource::Unlimited),
     };
-    if start.frees_of_older_blocks > 0 {
-        notes.push(format!(
-            "the trace starts mid-run: {} free(s) of blocks allocated before its first event (first at event {}); the replay put those blocks back in the start state with sizes inferred from their requests{}",
-            start.frees_of_older_blocks,
-            start.first_older_free.map_or("?".into(), |i| i.to_string()),
-            if start.widened_blocks > 0 {
-                format!(
-                    " ({} taking an unsplittable remainder of their segment)",
-                    start.widened_blocks
-                )
-            } else {
-                String::new()
-            }
-        ));
-    }
-    if start.replay_anomalies > 0 {
-        notes.push(format!(
-            "the replay that rebuilt the start state met {} event(s) it could not apply as recorded ({})",
-            start.replay_anomalies,
-            start.first_replay_anomaly.as_deref().unwrap_or("no example")
-        ));
-    }
-    if !start.final_state_reproduced {
-        notes.push(
-            "replaying the trace does not reproduce the recorded final state exactly, so the start state may be off (see `fragscope timeline`)".into(),
-        );
-    }
+    notes.extend(start_notes(&start));
     let mut requests = Requests::default();
     trace::requests_into(events, capacity, &recorded_reserved, |r| requests.push(r));
     requests.packed.shrink_to_fit();
@@ -329,6 +303,51 @@ pub fn prepare_from(
         recorded_config,
         settings_recorded,
         notes,
+    }
+}
+
+/// What the reader should know about a start state (each note once).
+pub fn start_notes(start: &StartState) -> Vec<String> {
+    let mut out = Vec::new();
+    if start.frees_of_older_blocks > 0 {
+        out.push(format!(
+            "the trace starts mid-run: {} free(s) of blocks allocated before its first event (first at event {}); the replay put those blocks back in the start state with sizes inferred from their requests{}",
+            start.frees_of_older_blocks,
+            start.first_older_free.map_or("?".into(), |i| i.to_string()),
+            if start.widened_blocks > 0 {
+                format!(
+                    " ({} taking an unsplittable remainder of their segment)",
+                    start.widened_blocks
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if start.replay_anomalies > 0 {
+        out.push(format!(
+            "the replay that rebuilt the start state met {} event(s) it could not apply as recorded ({})",
+            start.replay_anomalies,
+            start.first_replay_anomaly.as_deref().unwrap_or("no example")
+        ));
+    }
+    if !start.final_state_reproduced {
+        out.push(
+            "replaying the trace does not reproduce the recorded final state exactly, so the start state may be off (see `fragscope timeline`)".into(),
+        );
+    }
+    out
+}
+
+impl DeviceInput {
+    /// Replaces the start state by one with the same segments (the
+    /// replay's report known at last, see [`trace::start_state_from`]) and
+    /// its notes.
+    pub fn set_start(&mut self, snap: &Snapshot, start: StartState) {
+        let (_, _, mut notes) = recorded_config(snap);
+        notes.extend(start_notes(&start));
+        self.notes = notes;
+        self.start = start;
     }
 }
 

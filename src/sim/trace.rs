@@ -55,6 +55,23 @@ pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
     )
 }
 
+/// A start state whose replay report is not known yet: `segments` and
+/// what the trace alone tells; [`start_state_from`] gives the whole one.
+/// Enough to run the model ([`super::run_configs`] reads only the
+/// segments), not to report on it.
+pub fn start_state_unreported(segments: Vec<Segment>) -> StartState {
+    StartState {
+        segments,
+        exact: false,
+        frees_of_older_blocks: 0,
+        first_older_free: None,
+        widened_blocks: 0,
+        replay_anomalies: 0,
+        first_replay_anomaly: None,
+        final_state_reproduced: false,
+    }
+}
+
 /// [`start_state`] from a replay the caller already ran: `segments` the
 /// replayer's start (`Replayer::state_at(None)`), `report` its report.
 /// Gives the same answer without replaying the trace again.
