@@ -233,6 +233,20 @@ pub fn gather(
     device: Option<i64>,
     at: Option<Moment>,
 ) -> Result<Vec<DeviceInput>, String> {
+    gather_with(snap, device, at, |_, _| {}, |_| {})
+}
+
+/// [`gather`], handing `on_start` each device's replayer as soon as it has
+/// rebuilt the start, and `on_replay` its replay once made, so later stages
+/// (the what-if model's start state) reuse them instead of replaying the
+/// trace again, and may start while the rest is gathered.
+pub fn gather_with(
+    snap: &Snapshot,
+    device: Option<i64>,
+    at: Option<Moment>,
+    mut on_start: impl FnMut(i64, &crate::replay::Replayer),
+    mut on_replay: impl FnMut(&crate::replay::DeviceReplay),
+) -> Result<Vec<DeviceInput>, String> {
     let devices: Vec<i64> = match device {
         Some(d) => {
             if !snap.devices().contains(&d) {
@@ -249,7 +263,9 @@ pub fn gather(
     for d in devices {
         // One rebuild of the start serves the series and the moment.
         let replayer = crate::replay::Replayer::new(snap, d);
+        on_start(d, &replayer);
         let replay = replayer.replay();
+        on_replay(&replay);
         let key_moments = replay.key_moments(snap);
         let (at, label) = match at {
             Some(m) => (

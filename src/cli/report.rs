@@ -107,8 +107,21 @@ pub fn build_report(
     device: Option<i64>,
     at: Option<Moment>,
 ) -> anyhow::Result<Report> {
-    let inputs =
-        report::gather(snap, device, at).map_err(|e| anyhow::anyhow!("{}: {e}", loaded.name))?;
+    build_report_with(snap, loaded, device, at, |_, _| {}, |_| {})
+}
+
+/// [`build_report`], handing each device's replayer and replay on as soon
+/// as they are made (see [`report::gather_with`]).
+pub fn build_report_with(
+    snap: &Snapshot,
+    loaded: &Loaded,
+    device: Option<i64>,
+    at: Option<Moment>,
+    on_start: impl FnMut(i64, &crate::replay::Replayer),
+    on_replay: impl FnMut(&crate::replay::DeviceReplay),
+) -> anyhow::Result<Report> {
+    let inputs = report::gather_with(snap, device, at, on_start, on_replay)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", loaded.name))?;
     let culprits = device_culprits(snap, &inputs);
     Ok(report::build(
         snap,
@@ -132,31 +145,120 @@ pub fn attach_what_if(r: &mut Report, snap: &Snapshot) {
 /// snapshot, so it may run while the rest of the report is built.
 pub fn what_if_runs(snap: &Snapshot, devices: &[i64]) -> Vec<Result<SimReport, String>> {
     let simulable = sim::trace::simulable_devices(snap);
-    let tried: Vec<SimConfig> = WHAT_IF_CONFIGS
+    let configs = what_if_configs(snap);
+    devices
+        .iter()
+        .filter(|d| simulable.contains(d))
+        .map(|&d| what_if_run(snap, d, &configs, sim::start_state(snap, d)))
+        .collect()
+}
+
+/// The settings the what-if model tries on `snap`: [`WHAT_IF_CONFIGS`]
+/// less the recorded ones, which run anyway (trying them twice adds
+/// nothing).
+pub fn what_if_configs(snap: &Snapshot) -> Vec<SimConfig> {
+    let recorded = match &snap.allocator_settings {
+        Some(s) => SimConfig::from_settings(s).ok(),
+        None => Some(SimConfig::default()),
+    };
+    WHAT_IF_CONFIGS
         .iter()
         .map(|s| SimConfig::parse(s).expect("built-in configurations parse"))
-        .collect();
-    let mut runs = Vec::new();
-    for &d in devices {
-        if !simulable.contains(&d) {
-            continue;
-        }
-        // The recorded settings run anyway; trying them twice adds nothing.
-        let recorded = match &snap.allocator_settings {
-            Some(s) => SimConfig::from_settings(s).ok(),
-            None => Some(SimConfig::default()),
-        };
-        let configs: Vec<SimConfig> = tried
-            .iter()
-            .filter(|c| Some(*c) != recorded.as_ref())
-            .cloned()
-            .collect();
-        runs.push(
-            sim::simulate_device(snap, d, &configs, None)
-                .map_err(|e| format!("device {d}: the what-if model could not run: {e}")),
-        );
+        .filter(|c| Some(c) != recorded.as_ref())
+        .collect()
+}
+
+fn what_if_run(
+    snap: &Snapshot,
+    d: i64,
+    configs: &[SimConfig],
+    start: sim::StartState,
+) -> Result<SimReport, String> {
+    sim::simulate_from(snap, d, configs, None, start)
+        .map_err(|e| format!("device {d}: the what-if model could not run: {e}"))
+}
+
+/// Builds the report and, unless `no_what_if`, runs the what-if model of
+/// each device it can run from the start state the report's own replay
+/// rebuilt: each device's model starts on another thread as soon as that
+/// start is rebuilt, while the report goes on (the series, the moment,
+/// the culprits), and is summed up once the replay's report is known.
+/// The same answer as [`build_report`] then [`attach_what_if`].
+pub fn build_report_what_if(
+    snap: &Snapshot,
+    loaded: &Loaded,
+    device: Option<i64>,
+    at: Option<Moment>,
+    no_what_if: bool,
+) -> anyhow::Result<Report> {
+    if no_what_if {
+        return build_report(snap, loaded, device, at);
     }
-    runs
+    enum Handoff {
+        Start(i64, Vec<crate::model::Segment>),
+        Replay(i64, Box<crate::replay::ReplayReport>),
+    }
+    let simulable = sim::trace::simulable_devices(snap);
+    let configs = what_if_configs(snap);
+    let (r, what_if) = std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel::<Handoff>();
+        let configs = &configs;
+        let worker = s.spawn(move || {
+            let mut out = Vec::new();
+            let mut running = None;
+            for m in rx {
+                match m {
+                    Handoff::Start(d, segments) => {
+                        let start = sim::start_state_unreported(segments);
+                        let input = sim::run::prepare_from(snap, d, None, start);
+                        let runs = sim::run_configs(&input, configs);
+                        running = Some((d, input, runs));
+                    }
+                    Handoff::Replay(d, report) => {
+                        let Some((rd, mut input, runs)) = running.take() else {
+                            continue;
+                        };
+                        debug_assert_eq!(rd, d, "a device's replay follows its start");
+                        let segments = std::mem::take(&mut input.start.segments);
+                        input.set_start(snap, sim::start_state_from(snap, d, segments, &report));
+                        out.push(runs.map(|r| sim::report_of(input, r)).map_err(|e| {
+                            format!("device {d}: the what-if model could not run: {e}")
+                        }));
+                    }
+                }
+            }
+            out
+        });
+        let (tx_start, tx_replay) = (tx.clone(), tx);
+        let simulable = &simulable;
+        // The receiver lives until every handoff is sent.
+        let r = build_report_with(
+            snap,
+            loaded,
+            device,
+            at,
+            move |d, replayer| {
+                if simulable.contains(&d) {
+                    let _ = tx_start.send(Handoff::Start(d, replayer.state_at(None).segments));
+                }
+            },
+            move |replay| {
+                if simulable.contains(&replay.device) {
+                    let _ = tx_replay.send(Handoff::Replay(
+                        replay.device,
+                        Box::new(replay.report.clone()),
+                    ));
+                }
+            },
+        );
+        let w = worker
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (r, w)
+    });
+    let mut r = r?;
+    attach_what_if_runs(&mut r, what_if);
+    Ok(r)
 }
 
 /// Adds the answers of [`what_if_runs`] to the report.
@@ -333,20 +435,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let inputs = std::slice::from_ref(file);
     match &l.content {
         Content::Snapshot(snap) => {
-            // The what-if model needs only the snapshot: it runs on the
-            // other core while the report is assembled.
-            let devices: Vec<i64> = match a.device {
-                Some(d) => vec![d],
-                None => snap.devices(),
-            };
-            let (r, what_if) = rayon::join(
-                || build_report(snap, &l, a.device, a.at),
-                || (!a.no_what_if).then(|| what_if_runs(snap, &devices)),
-            );
-            let mut r = r?;
-            if let Some(w) = what_if {
-                attach_what_if_runs(&mut r, w);
-            }
+            let r = build_report_what_if(snap, &l, a.device, a.at, a.no_what_if)?;
             write_forms(
                 &a,
                 &kinds,

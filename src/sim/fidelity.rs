@@ -109,10 +109,9 @@ pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
         .and_then(|k| input.recorded_segment_event_index.get(k).copied());
 
     // Reserved bytes at the start and after every event that completes a
-    // request: between a recorded segment_alloc and its alloc the recording
-    // is one event ahead of the model, which is not an error.
-    let mut points: Vec<usize> = input.requests.iter().map(|r| r.event).collect();
-    points.dedup();
+    // request (summed up by the run as it went): between a recorded
+    // segment_alloc and its alloc the recording is one event ahead of the
+    // model, which is not an error.
     let peak = input
         .recorded_reserved
         .iter()
@@ -120,19 +119,8 @@ pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
         .chain(std::iter::once(input.recorded_start_reserved))
         .max()
         .unwrap_or(0);
-    let start_err = run.start.reserved.abs_diff(input.recorded_start_reserved);
-    let mut max_err = start_err;
-    let mut max_at = None;
-    let mut sum = start_err as f64;
-    for &i in &points {
-        let e = run.steps[i].reserved.abs_diff(input.recorded_reserved[i]);
-        sum += e as f64;
-        if e > max_err {
-            max_err = e;
-            max_at = Some(i);
-        }
-    }
-    let n = points.len() + 1;
+    let err = &run.reserved_error;
+    let (max_err, max_at, sum, n) = (err.max, err.max_event, err.sum, err.points);
     let denom = peak.max(1) as f64;
 
     let fin = sorted_intersection(&input.recorded_final_segments, &run.final_segments);

@@ -19,6 +19,7 @@ pub mod config;
 pub mod fidelity;
 pub mod policy;
 pub mod run;
+pub mod series;
 pub mod trace;
 
 pub use allocator::{
@@ -26,8 +27,12 @@ pub use allocator::{
 };
 pub use config::{ConfigError, SimConfig};
 pub use fidelity::Fidelity;
-pub use run::{CapacitySource, DeviceInput, OomDemand, SimRun, Step, Summary};
-pub use trace::{Request, StartState, TracedRequest, start_state};
+pub use run::{
+    CapacitySource, DeviceInput, OomDemand, Requests, ReservedError, SimRun, Step, Summary,
+};
+pub use trace::{
+    Request, StartState, TracedRequest, start_state, start_state_from, start_state_unreported,
+};
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -100,23 +105,15 @@ pub const MODEL_NOTE: &str = "a model of PyTorch's CUDA caching allocator (2025 
 /// Most points per chart curve.
 pub const SERIES_POINTS: usize = 600;
 
-fn series(label: String, start: u64, values: impl Iterator<Item = u64>) -> Series {
-    use crate::replay::{Sample, downsample::downsample};
-    let samples: Vec<Sample> = std::iter::once(start)
-        .chain(values)
-        .enumerate()
-        .map(|(i, r)| Sample {
-            event: Some(i as u32),
-            reserved: r,
-            ..Default::default()
-        })
-        .collect();
+fn series(label: String, start: u64, values: impl ExactSizeIterator<Item = u64>) -> Series {
+    let mut b = series::SeriesBuilder::new(values.len() + 1, SERIES_POINTS);
+    b.push(start);
+    for v in values {
+        b.push(v);
+    }
     Series {
         label,
-        points: downsample(&samples, SERIES_POINTS)
-            .iter()
-            .map(|s| (s.event.unwrap_or(0), s.reserved))
-            .collect(),
+        points: b.finish(),
     }
 }
 
@@ -128,33 +125,60 @@ pub fn simulate_device(
     configs: &[SimConfig],
     capacity: Option<u64>,
 ) -> Result<SimReport, SimError> {
-    let input = run::prepare(snap, device, capacity);
+    simulate_from(
+        snap,
+        device,
+        configs,
+        capacity,
+        trace::start_state(snap, device),
+    )
+}
+
+/// [`simulate_device`] from a start state the caller already rebuilt
+/// ([`trace::start_state_from`] on its own replay): the same answer
+/// without replaying the trace again.
+pub fn simulate_from(
+    snap: &crate::model::Snapshot,
+    device: i64,
+    configs: &[SimConfig],
+    capacity: Option<u64>,
+    start: StartState,
+) -> Result<SimReport, SimError> {
+    let input = run::prepare_from(snap, device, capacity, start);
+    let runs = run_configs(&input, configs)?;
+    Ok(report_of(input, runs))
+}
+
+/// Runs the recorded settings, then `configs`, in parallel (the result
+/// does not depend on it). Uses only the start state's segments.
+pub fn run_configs(input: &DeviceInput, configs: &[SimConfig]) -> Result<Vec<SimRun>, SimError> {
     let mut all = vec![input.recorded_config.clone()];
     all.extend(configs.iter().cloned());
-    let runs: Vec<Result<SimRun, SimError>> = all.par_iter().map(|c| run::run(&input, c)).collect();
-    let runs: Vec<SimRun> = runs.into_iter().collect::<Result<_, _>>()?;
+    let runs: Vec<Result<SimRun, SimError>> = all.par_iter().map(|c| run::run(input, c)).collect();
+    runs.into_iter().collect()
+}
+
+/// Sums up the runs of [`run_configs`] on `input`.
+pub fn report_of(input: DeviceInput, runs: Vec<SimRun>) -> SimReport {
+    let device = input.device;
     let fidelity = fidelity::measure(&input, &runs[0]);
+    let (floor_peak_requested, oom_demand) = run::program_demand(&input);
     let mut s = vec![series(
         "recorded".into(),
         input.recorded_start_reserved,
         input.recorded_reserved.iter().copied(),
     )];
     for r in &runs {
-        s.push(series(
-            r.config.label(),
-            r.start.reserved,
-            r.steps.iter().map(|x| x.reserved),
-        ));
+        s.push(Series {
+            label: r.config.label(),
+            points: r.reserved_points.clone(),
+        });
     }
-    Ok(SimReport {
+    SimReport {
         schema: SIMULATE_SCHEMA,
         device,
         events: input.events,
-        allocations: input
-            .requests
-            .iter()
-            .filter(|r| matches!(r.request, Request::Alloc { key: Some(_), .. }))
-            .count(),
+        allocations: input.requests.allocations(),
         model: MODEL_NOTE,
         capacity: input.capacity,
         capacity_source: input.capacity_source,
@@ -163,7 +187,7 @@ pub fn simulate_device(
         start_exact: input.start.exact,
         frees_of_older_blocks: input.start.frees_of_older_blocks,
         fidelity,
-        floor_peak_requested: run::peak_requested(&input),
+        floor_peak_requested,
         recorded_peak_reserved: input
             .recorded_reserved
             .iter()
@@ -177,9 +201,9 @@ pub fn simulate_device(
             .copied()
             .unwrap_or(input.recorded_start_reserved),
         recorded_ooms: input.recorded_ooms.clone(),
-        oom_demand: run::oom_demand(&input),
+        oom_demand,
         results: runs.iter().map(run::summarize).collect(),
         series: s,
         notes: input.notes,
-    })
+    }
 }

@@ -1,6 +1,7 @@
 //! Driving the allocator model with a recorded request stream: one device,
 //! one configuration. Maps recorded block addresses to the model's, keeps
-//! one set of figures per trace event, and sums a run up.
+//! the figures of each trace event as they are produced, and sums a run
+//! up.
 //!
 //! Owns the per-run bookkeeping; the policy itself is `allocator.rs`, the
 //! comparison with the recording `fidelity.rs`.
@@ -10,7 +11,7 @@ use super::config::SimConfig;
 use super::trace::{self, Request, StartState, TracedRequest};
 use crate::model::{Action, BlockState, Snapshot};
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Where the device capacity came from.
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +32,7 @@ pub struct DeviceInput {
     pub device: i64,
     pub events: usize,
     pub start: StartState,
-    pub requests: Vec<TracedRequest>,
+    pub requests: Requests,
     /// Reserved bytes after each trace event, as recorded.
     pub recorded_reserved: Vec<u64>,
     pub recorded_start_reserved: u64,
@@ -52,6 +53,153 @@ pub struct DeviceInput {
     /// Things the reader should know about the inputs (each once).
     pub notes: Vec<String>,
 }
+
+/// A device's request stream, packed: 32 bytes a request instead of the
+/// 64 of a [`TracedRequest`], since every configuration tried reads the
+/// whole stream and it stays alive while the report is built.
+#[derive(Serialize, Debug, Clone, Default)]
+pub struct Requests {
+    packed: Vec<Packed>,
+    /// The distinct (stream, pool) pairs of the allocations.
+    places: Vec<(i64, (i64, i64))>,
+}
+
+#[derive(Serialize, Debug, Clone, Copy)]
+struct Packed {
+    key: u64,
+    size: u64,
+    /// Trace index (traces are indexed by `u32` throughout, as samples are).
+    event: u32,
+    /// Index in `places` (allocations only).
+    place: u32,
+    kind: Kind,
+}
+
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Alloc,
+    /// The request of a recorded `oom`: no key.
+    OomAlloc,
+    FreeRequested,
+    FreeCompleted,
+    EmptyCache,
+}
+
+impl Requests {
+    pub fn push(&mut self, r: TracedRequest) {
+        let (kind, key, size, place) = match r.request {
+            Request::Alloc {
+                key,
+                size,
+                stream,
+                pool,
+            } => {
+                let at = (stream, pool);
+                // Few distinct pairs: the latest ones are looked at first.
+                let place = match self.places.iter().rposition(|p| *p == at) {
+                    Some(i) => i,
+                    None => {
+                        self.places.push(at);
+                        self.places.len() - 1
+                    }
+                };
+                match key {
+                    Some(k) => (Kind::Alloc, k, size, place),
+                    None => (Kind::OomAlloc, 0, size, place),
+                }
+            }
+            Request::FreeRequested { key } => (Kind::FreeRequested, key, 0, 0),
+            Request::FreeCompleted { key } => (Kind::FreeCompleted, key, 0, 0),
+            Request::EmptyCache => (Kind::EmptyCache, 0, 0, 0),
+        };
+        self.packed.push(Packed {
+            key,
+            size,
+            event: r.event as u32,
+            place: place as u32,
+            kind,
+        });
+    }
+
+    pub fn len(&self) -> usize {
+        self.packed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.packed.is_empty()
+    }
+
+    /// The requests in order, as [`trace::requests`] gives them.
+    pub fn iter(&self) -> impl Iterator<Item = TracedRequest> + '_ {
+        self.packed.iter().map(|p| TracedRequest {
+            event: p.event as usize,
+            request: match p.kind {
+                Kind::Alloc | Kind::OomAlloc => {
+                    let (stream, pool) = self.places[p.place as usize];
+                    Request::Alloc {
+                        key: (p.kind == Kind::Alloc).then_some(p.key),
+                        size: p.size,
+                        stream,
+                        pool,
+                    }
+                }
+                Kind::FreeRequested => Request::FreeRequested { key: p.key },
+                Kind::FreeCompleted => Request::FreeCompleted { key: p.key },
+                Kind::EmptyCache => Request::EmptyCache,
+            },
+        })
+    }
+
+    /// Allocations with a recorded address (recorded OOMs left out).
+    pub fn allocations(&self) -> usize {
+        self.packed.iter().filter(|p| p.kind == Kind::Alloc).count()
+    }
+}
+
+/// Hashing for maps keyed by block address: a keyed multiply-fold instead
+/// of SipHash, which was a tenth of a run. The key is drawn per map, so a
+/// crafted file cannot pick colliding addresses in advance.
+#[derive(Clone)]
+struct AddrHashing(u64);
+
+impl Default for AddrHashing {
+    fn default() -> Self {
+        use std::hash::BuildHasher;
+        AddrHashing(std::collections::hash_map::RandomState::new().hash_one(0u64) | 1)
+    }
+}
+
+impl std::hash::BuildHasher for AddrHashing {
+    type Hasher = AddrHasher;
+    fn build_hasher(&self) -> AddrHasher {
+        AddrHasher { key: self.0, h: 0 }
+    }
+}
+
+struct AddrHasher {
+    key: u64,
+    h: u64,
+}
+
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.h
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        // Both halves of the 128-bit product: the low bits of an address
+        // are mostly zero, and hashbrown indexes by the low bits.
+        let m = ((self.h ^ x) as u128).wrapping_mul(self.key as u128 ^ 0x9e37_79b9_7f4a_7c15);
+        self.h = (m as u64) ^ ((m >> 64) as u64);
+    }
+}
+
+type AddrMap<V> = HashMap<u64, V, AddrHashing>;
+type AddrSet = HashSet<u64, AddrHashing>;
 
 /// The settings the file recorded as a configuration (PyTorch's defaults
 /// when it has none), whether it recorded any, and notes on reading them.
@@ -89,44 +237,30 @@ pub fn recorded_config(snap: &Snapshot) -> (SimConfig, bool, Vec<String>) {
 /// Reads one device of a snapshot for simulation. `capacity` overrides the
 /// capacity implied by recorded OOMs.
 pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInput {
+    prepare_from(snap, device, capacity, trace::start_state(snap, device))
+}
+
+/// [`prepare`] with the start state already rebuilt (see
+/// [`trace::start_state_from`]).
+pub fn prepare_from(
+    snap: &Snapshot,
+    device: i64,
+    capacity: Option<u64>,
+    start: StartState,
+) -> DeviceInput {
     let events = snap.trace_of(device);
     let (recorded_config, settings_recorded, mut notes) = recorded_config(snap);
     let recorded_reserved = trace::recorded_reserved(snap, device);
-    let from_oom = trace::capacity_from_ooms(snap, device);
+    let from_oom = trace::capacity_from_ooms_with(snap, device, &recorded_reserved);
     let (capacity, capacity_source) = match (capacity, from_oom) {
         (Some(c), _) => (Some(c), CapacitySource::Given),
         (None, Some(c)) => (Some(c), CapacitySource::RecordedOom),
         (None, None) => (None, CapacitySource::Unlimited),
     };
-    let start = trace::start_state(snap, device);
-    if start.frees_of_older_blocks > 0 {
-        notes.push(format!(
-            "the trace starts mid-run: {} free(s) of blocks allocated before its first event (first at event {}); the replay put those blocks back in the start state with sizes inferred from their requests{}",
-            start.frees_of_older_blocks,
-            start.first_older_free.map_or("?".into(), |i| i.to_string()),
-            if start.widened_blocks > 0 {
-                format!(
-                    " ({} taking an unsplittable remainder of their segment)",
-                    start.widened_blocks
-                )
-            } else {
-                String::new()
-            }
-        ));
-    }
-    if start.replay_anomalies > 0 {
-        notes.push(format!(
-            "the replay that rebuilt the start state met {} event(s) it could not apply as recorded ({})",
-            start.replay_anomalies,
-            start.first_replay_anomaly.as_deref().unwrap_or("no example")
-        ));
-    }
-    if !start.final_state_reproduced {
-        notes.push(
-            "replaying the trace does not reproduce the recorded final state exactly, so the start state may be off (see `fragscope timeline`)".into(),
-        );
-    }
-    let requests = trace::requests(events, capacity, &recorded_reserved);
+    notes.extend(start_notes(&start));
+    let mut requests = Requests::default();
+    trace::requests_into(events, capacity, &recorded_reserved, |r| requests.push(r));
+    requests.packed.shrink_to_fit();
     let seg: Vec<(usize, (Action, u64))> = events
         .iter()
         .enumerate()
@@ -172,6 +306,51 @@ pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInp
     }
 }
 
+/// What the reader should know about a start state (each note once).
+pub fn start_notes(start: &StartState) -> Vec<String> {
+    let mut out = Vec::new();
+    if start.frees_of_older_blocks > 0 {
+        out.push(format!(
+            "the trace starts mid-run: {} free(s) of blocks allocated before its first event (first at event {}); the replay put those blocks back in the start state with sizes inferred from their requests{}",
+            start.frees_of_older_blocks,
+            start.first_older_free.map_or("?".into(), |i| i.to_string()),
+            if start.widened_blocks > 0 {
+                format!(
+                    " ({} taking an unsplittable remainder of their segment)",
+                    start.widened_blocks
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if start.replay_anomalies > 0 {
+        out.push(format!(
+            "the replay that rebuilt the start state met {} event(s) it could not apply as recorded ({})",
+            start.replay_anomalies,
+            start.first_replay_anomaly.as_deref().unwrap_or("no example")
+        ));
+    }
+    if !start.final_state_reproduced {
+        out.push(
+            "replaying the trace does not reproduce the recorded final state exactly, so the start state may be off (see `fragscope timeline`)".into(),
+        );
+    }
+    out
+}
+
+impl DeviceInput {
+    /// Replaces the start state by one with the same segments (the
+    /// replay's report known at last, see [`trace::start_state_from`]) and
+    /// its notes.
+    pub fn set_start(&mut self, snap: &Snapshot, start: StartState) {
+        let (_, _, mut notes) = recorded_config(snap);
+        notes.extend(start_notes(&start));
+        self.notes = notes;
+        self.start = start;
+    }
+}
+
 /// The model's state after one trace event.
 #[derive(Serialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Step {
@@ -194,12 +373,37 @@ pub struct SimOom {
     pub recorded: bool,
 }
 
+/// The run's reserved bytes against the recording, at the start and after
+/// every event that completes a request (what [`super::fidelity`] compares).
+#[derive(Serialize, Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReservedError {
+    /// Moments compared, the start included.
+    pub points: usize,
+    pub max: u64,
+    /// Trace index of the largest error (`None` = the start).
+    pub max_event: Option<usize>,
+    /// Sum of the errors, in the order of the moments.
+    pub sum: f64,
+}
+
 #[derive(Serialize, Debug, Clone)]
 pub struct SimRun {
     pub config: SimConfig,
     pub start: Step,
-    /// `steps[i]`: after trace event `i`.
-    pub steps: Vec<Step>,
+    /// After the last trace event (the start for an empty trace).
+    pub end: Step,
+    /// Highest reserved and allocated bytes, the start included.
+    pub peak_reserved: u64,
+    pub peak_allocated: u64,
+    /// Highest 1 − largest cached block / cached bytes while reserved is at
+    /// least half its peak, and the smallest largest cached block then.
+    pub worst_fragmentation: f64,
+    /// 0 when no moment qualifies.
+    pub smallest_largest_gap: u64,
+    pub reserved_error: ReservedError,
+    /// Reserved bytes at the start (index 0) and after each trace event
+    /// (index i + 1), downsampled to [`super::SERIES_POINTS`].
+    pub reserved_points: Vec<(u32, u64)>,
     /// Segment and OOM events, with the trace event they happened at.
     pub events: Vec<(usize, SimEvent)>,
     pub ooms: Vec<SimOom>,
@@ -225,17 +429,92 @@ fn step(s: &Simulator) -> Step {
     }
 }
 
+/// The worst fragmentation near the peak, found without keeping every
+/// step: which moments count (reserved at least half the final peak) is
+/// only known at the end, so the steps are folded per reserved level, and
+/// levels below half the running peak, which can never count, are dropped.
+#[derive(Debug, Default)]
+struct NearPeak {
+    peak: u64,
+    /// Reserved level → (worst fragmentation, smallest largest gap).
+    levels: BTreeMap<u64, (f64, u64)>,
+    /// The level of the latest steps, not yet in `levels` (reserved changes
+    /// only at segment events, so most steps land here).
+    cur: Option<(u64, f64, u64)>,
+}
+
+impl NearPeak {
+    fn add(&mut self, s: &Step) {
+        if s.reserved > self.peak {
+            self.peak = s.reserved;
+            self.store();
+            let keep = self.levels.split_off(&self.peak.div_ceil(2));
+            self.levels = keep;
+        }
+        if s.reserved == 0 {
+            return;
+        }
+        let f = crate::stats::fragmentation(s.largest_free, s.inactive);
+        match &mut self.cur {
+            Some((r, w, g)) if *r == s.reserved => {
+                *w = w.max(f);
+                *g = (*g).min(s.largest_free);
+            }
+            _ => {
+                self.store();
+                self.cur = Some((s.reserved, f, s.largest_free));
+            }
+        }
+    }
+
+    fn store(&mut self) {
+        if let Some((r, w, g)) = self.cur.take() {
+            let e = self.levels.entry(r).or_insert((0.0, u64::MAX));
+            e.0 = e.0.max(w);
+            e.1 = e.1.min(g);
+        }
+    }
+
+    /// (worst fragmentation, smallest largest gap) over the steps with
+    /// reserved at least half the peak.
+    fn finish(mut self) -> (f64, u64) {
+        self.store();
+        let mut worst = 0.0f64;
+        let mut gap = u64::MAX;
+        for (&r, &(w, g)) in &self.levels {
+            if r.saturating_mul(2) >= self.peak {
+                worst = worst.max(w);
+                gap = gap.min(g);
+            }
+        }
+        (worst, if gap == u64::MAX { 0 } else { gap })
+    }
+}
+
 /// Replays a device's requests under one configuration.
 ///
 /// An allocation the model refuses is skipped and the run goes on (the
 /// program is assumed to survive it, as the recorded program did when its
 /// own OOM is in the trace); a recorded OOM the model serves is freed at
 /// once, since the program never used it.
+///
+/// A run keeps no per-event memory: its figures are summed up as the steps
+/// are produced (see [`run_observed`] for every step).
 pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
+    run_observed(input, cfg, |_, _| {})
+}
+
+/// [`run`], also handing `observe` the model's state after each trace
+/// event (index, step), in order.
+pub fn run_observed(
+    input: &DeviceInput,
+    cfg: &SimConfig,
+    mut observe: impl FnMut(usize, &Step),
+) -> Result<SimRun, SimError> {
     let mut sim = Simulator::with_initial(cfg.clone(), input.capacity, &input.start.segments)?;
     sim.set_record_block_events(false);
     sim.set_address_order(input.address_order);
-    let mut map: HashMap<u64, u64> = HashMap::new();
+    let mut map: AddrMap<u64> = AddrMap::default();
     for s in &input.start.segments {
         for b in &s.blocks {
             if b.state != BlockState::Inactive {
@@ -243,11 +522,31 @@ pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
             }
         }
     }
-    let mut refused: HashSet<u64> = HashSet::new();
+    let mut refused: AddrSet = AddrSet::default();
+    let start = step(&sim);
+    let start_err = start.reserved.abs_diff(input.recorded_start_reserved);
+    let mut err = ReservedError {
+        points: 1,
+        max: start_err,
+        max_event: None,
+        sum: start_err as f64,
+    };
+    let mut near = NearPeak::default();
+    near.add(&start);
+    let mut peak_allocated = start.allocated;
+    let mut curve = super::series::SeriesBuilder::new(input.events + 1, super::SERIES_POINTS);
+    curve.push(start.reserved);
+    let mut last = start;
     let mut out = SimRun {
         config: cfg.clone(),
-        start: step(&sim),
-        steps: Vec::with_capacity(input.events),
+        start,
+        end: start,
+        peak_reserved: 0,
+        peak_allocated: 0,
+        worst_fragmentation: 0.0,
+        smallest_largest_gap: 0,
+        reserved_error: ReservedError::default(),
+        reserved_points: Vec::new(),
         events: Vec::new(),
         ooms: Vec::new(),
         recorded_oom_avoided: Vec::new(),
@@ -258,7 +557,9 @@ pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
     };
     let mut reqs = input.requests.iter().peekable();
     for i in 0..input.events {
+        let mut completes = false;
         while let Some(r) = reqs.next_if(|r| r.event == i) {
+            completes = true;
             match r.request {
                 Request::Alloc {
                     key,
@@ -309,10 +610,32 @@ pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
                 Request::EmptyCache => sim.empty_cache(),
             }
         }
-        out.events
-            .extend(sim.take_events().into_iter().map(|e| (i, e)));
-        out.steps.push(step(&sim));
+        if !sim.events().is_empty() {
+            out.events
+                .extend(sim.take_events().into_iter().map(|e| (i, e)));
+        }
+        let s = step(&sim);
+        if completes {
+            let e = s.reserved.abs_diff(input.recorded_reserved[i]);
+            err.points += 1;
+            err.sum += e as f64;
+            if e > err.max {
+                err.max = e;
+                err.max_event = Some(i);
+            }
+        }
+        near.add(&s);
+        peak_allocated = peak_allocated.max(s.allocated);
+        curve.push(s.reserved);
+        observe(i, &s);
+        last = s;
     }
+    out.end = last;
+    out.peak_reserved = near.peak;
+    out.peak_allocated = peak_allocated;
+    (out.worst_fragmentation, out.smallest_largest_gap) = near.finish();
+    out.reserved_error = err;
+    out.reserved_points = curve.finish();
     out.counters = sim.counters();
     let mut finals: Vec<u64> = sim.segments().iter().map(|s| s.total_size).collect();
     finals.sort_unstable();
@@ -345,22 +668,13 @@ pub struct Summary {
 }
 
 pub fn summarize(run: &SimRun) -> Summary {
-    let all = std::iter::once(&run.start).chain(run.steps.iter());
-    let peak_reserved = all.clone().map(|s| s.reserved).max().unwrap_or(0);
-    let peak_allocated = all.clone().map(|s| s.allocated).max().unwrap_or(0);
-    let mut worst = 0.0f64;
-    let mut gap = u64::MAX;
-    for s in all.filter(|s| s.reserved > 0 && s.reserved.saturating_mul(2) >= peak_reserved) {
-        worst = worst.max(crate::stats::fragmentation(s.largest_free, s.inactive));
-        gap = gap.min(s.largest_free);
-    }
     Summary {
         config: run.config.label(),
-        peak_reserved,
-        end_reserved: run.steps.last().unwrap_or(&run.start).reserved,
-        peak_allocated,
-        worst_fragmentation: worst,
-        smallest_largest_gap: if gap == u64::MAX { 0 } else { gap },
+        peak_reserved: run.peak_reserved,
+        end_reserved: run.end.reserved,
+        peak_allocated: run.peak_allocated,
+        worst_fragmentation: run.worst_fragmentation,
+        smallest_largest_gap: run.smallest_largest_gap,
         device_allocs: run.counters.device_allocs,
         device_frees: run.counters.device_frees,
         ooms: run.ooms.len() as u64,
@@ -382,8 +696,8 @@ pub struct OomDemand {
 /// Walks the requests keeping the program's live requested bytes (from
 /// `alloc` to `free_requested`); returns the peak and the demand at each
 /// recorded OOM.
-fn program_demand(input: &DeviceInput) -> (u64, Vec<OomDemand>) {
-    let mut live: HashMap<u64, u64> = HashMap::new();
+pub fn program_demand(input: &DeviceInput) -> (u64, Vec<OomDemand>) {
+    let mut live: AddrMap<u64> = AddrMap::default();
     let mut cur: u64 = 0;
     for s in &input.start.segments {
         for b in &s.blocks {
@@ -396,7 +710,7 @@ fn program_demand(input: &DeviceInput) -> (u64, Vec<OomDemand>) {
     }
     let mut peak = cur;
     let mut ooms = Vec::new();
-    for r in &input.requests {
+    for r in input.requests.iter() {
         match r.request {
             Request::Alloc {
                 key: Some(k), size, ..

@@ -7,6 +7,7 @@
 //! the allocator model nor formats anything.
 
 use crate::model::{Action, Segment, Snapshot, TraceEvent};
+use crate::replay::ReplayReport;
 use serde::Serialize;
 use std::collections::HashSet;
 
@@ -44,6 +45,42 @@ pub struct StartState {
 /// trace that the trace frees, with sizes inferred from their requests.
 /// This is the one place the simulator takes its start state from.
 pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
+    // One rebuild of the start, and the report without the series.
+    let replayer = crate::replay::Replayer::new(snap, device);
+    start_state_from(
+        snap,
+        device,
+        replayer.state_at(None).segments,
+        &replayer.report(),
+    )
+}
+
+/// A start state whose replay report is not known yet: `segments` and
+/// what the trace alone tells; [`start_state_from`] gives the whole one.
+/// Enough to run the model ([`super::run_configs`] reads only the
+/// segments), not to report on it.
+pub fn start_state_unreported(segments: Vec<Segment>) -> StartState {
+    StartState {
+        segments,
+        exact: false,
+        frees_of_older_blocks: 0,
+        first_older_free: None,
+        widened_blocks: 0,
+        replay_anomalies: 0,
+        first_replay_anomaly: None,
+        final_state_reproduced: false,
+    }
+}
+
+/// [`start_state`] from a replay the caller already ran: `segments` the
+/// replayer's start (`Replayer::state_at(None)`), `report` its report.
+/// Gives the same answer without replaying the trace again.
+pub fn start_state_from(
+    snap: &Snapshot,
+    device: i64,
+    segments: Vec<Segment>,
+    report: &ReplayReport,
+) -> StartState {
     let trace = snap.trace_of(device);
     // Completed frees of addresses the trace never allocated: blocks older
     // than the trace, which only the replay can put back.
@@ -62,9 +99,6 @@ pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
             _ => {}
         }
     }
-    // One rebuild of the start, and the report without the series.
-    let replayer = crate::replay::Replayer::new(snap, device);
-    let report = replayer.report();
     let anomalies: u64 = report.anomalies.iter().map(|a| a.count).sum();
     let first_anomaly = report
         .anomalies
@@ -72,7 +106,7 @@ pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
         .min_by_key(|a| (a.first_event, a.kind))
         .map(|a| a.example.clone());
     StartState {
-        segments: replayer.state_at(None).segments,
+        segments,
         exact: older == 0 && anomalies == 0,
         frees_of_older_blocks: older,
         first_older_free: first_older,
@@ -150,7 +184,11 @@ pub fn segment_delta(e: &TraceEvent) -> i128 {
 /// reserved at the failure plus what the driver reported free. The lowest
 /// over all OOM events; `None` without one.
 pub fn capacity_from_ooms(snap: &Snapshot, device: i64) -> Option<u64> {
-    let rec = recorded_reserved(snap, device);
+    capacity_from_ooms_with(snap, device, &recorded_reserved(snap, device))
+}
+
+/// [`capacity_from_ooms`] given the device's [`recorded_reserved`].
+pub fn capacity_from_ooms_with(snap: &Snapshot, device: i64, rec: &[u64]) -> Option<u64> {
     snap.trace_of(device)
         .iter()
         .enumerate()
@@ -170,11 +208,23 @@ pub fn requests(
     recorded: &[u64],
 ) -> Vec<TracedRequest> {
     let mut out = Vec::new();
+    requests_into(events, capacity, recorded, |r| out.push(r));
+    out
+}
+
+/// [`requests`], handing each request to `out` in order instead of
+/// collecting them.
+pub fn requests_into(
+    events: &[TraceEvent],
+    capacity: Option<u64>,
+    recorded: &[u64],
+    mut out: impl FnMut(TracedRequest),
+) {
     let mut i = 0;
     while i < events.len() {
         let e = &events[i];
         match e.action {
-            Action::Alloc => out.push(TracedRequest {
+            Action::Alloc => out(TracedRequest {
                 event: i,
                 request: Request::Alloc {
                     key: Some(e.addr),
@@ -183,7 +233,7 @@ pub fn requests(
                     pool: e.pool_id.unwrap_or((0, 0)),
                 },
             }),
-            Action::Oom => out.push(TracedRequest {
+            Action::Oom => out(TracedRequest {
                 event: i,
                 request: Request::Alloc {
                     key: None,
@@ -192,11 +242,11 @@ pub fn requests(
                     pool: e.pool_id.unwrap_or((0, 0)),
                 },
             }),
-            Action::FreeRequested => out.push(TracedRequest {
+            Action::FreeRequested => out(TracedRequest {
                 event: i,
                 request: Request::FreeRequested { key: e.addr },
             }),
-            Action::FreeCompleted => out.push(TracedRequest {
+            Action::FreeCompleted => out(TracedRequest {
                 event: i,
                 request: Request::FreeCompleted { key: e.addr },
             }),
@@ -227,14 +277,14 @@ pub fn requests(
                 // Completions inside the run stay requests of their own.
                 for (k, ev) in events.iter().enumerate().take(j + 1).skip(i) {
                     if ev.action == Action::FreeCompleted {
-                        out.push(TracedRequest {
+                        out(TracedRequest {
                             event: k,
                             request: Request::FreeCompleted { key: ev.addr },
                         });
                     }
                 }
                 if !retry {
-                    out.push(TracedRequest {
+                    out(TracedRequest {
                         event: j,
                         request: Request::EmptyCache,
                     });
@@ -246,7 +296,6 @@ pub fn requests(
         }
         i += 1;
     }
-    out
 }
 
 /// Recorded segment events of a trace, in order: (action, size).

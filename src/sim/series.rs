@@ -1,0 +1,157 @@
+//! A reserved-bytes curve downsampled while it is produced: the same points
+//! as `replay::downsample::downsample` over the whole series (each bucket of
+//! consecutive values becomes its minimum and maximum, the one that happens
+//! first first), without keeping one value per trace event.
+//!
+//! Owns the streaming bucketing only; the bucket rule itself is the replay
+//! stage's, and a test checks the two agree.
+
+/// Builds the points of one curve from values pushed in order; the number
+/// of values must be known up front (it sets the bucket width).
+#[derive(Debug, Clone)]
+pub struct SeriesBuilder {
+    /// Values per bucket; 0 keeps every value (the series is short enough).
+    per: usize,
+    /// Index the next value gets.
+    next: usize,
+    points: Vec<(u32, u64)>,
+    bucket: Option<Bucket>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    first: usize,
+    last: usize,
+    lo: u64,
+    hi: u64,
+    /// First index of the minimum, last index of the maximum (the ties
+    /// `Iterator::min_by_key` / `max_by_key` pick).
+    imin: usize,
+    imax: usize,
+}
+
+impl SeriesBuilder {
+    /// For `len` values and at most `max_points` points (rounded up to an
+    /// even count, as the downsampler does).
+    pub fn new(len: usize, max_points: usize) -> SeriesBuilder {
+        let max_points = max_points.max(2);
+        let (per, cap) = if len <= max_points {
+            (0, len)
+        } else {
+            let buckets = max_points / 2;
+            (len.div_ceil(buckets), buckets * 2)
+        };
+        SeriesBuilder {
+            per,
+            next: 0,
+            points: Vec::with_capacity(cap),
+            bucket: None,
+        }
+    }
+
+    pub fn push(&mut self, v: u64) {
+        let i = self.next;
+        self.next += 1;
+        if self.per == 0 {
+            self.points.push((i as u32, v));
+            return;
+        }
+        match &mut self.bucket {
+            Some(b) if i - b.first < self.per => {
+                b.last = i;
+                if v < b.lo {
+                    b.lo = v;
+                    b.imin = i;
+                }
+                if v >= b.hi {
+                    b.hi = v;
+                    b.imax = i;
+                }
+            }
+            _ => {
+                self.flush();
+                self.bucket = Some(Bucket {
+                    first: i,
+                    last: i,
+                    lo: v,
+                    hi: v,
+                    imin: i,
+                    imax: i,
+                });
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let Some(b) = self.bucket.take() else {
+            return;
+        };
+        let (a, z) = if b.imax < b.imin {
+            (b.hi, b.lo)
+        } else {
+            (b.lo, b.hi)
+        };
+        self.points.push((b.first as u32, a));
+        if b.last > b.first {
+            self.points.push((b.last as u32, z));
+        }
+    }
+
+    /// The points: (index of the value, value).
+    pub fn finish(mut self) -> Vec<(u32, u64)> {
+        self.flush();
+        self.points
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::{Sample, downsample::downsample};
+
+    fn reference(vals: &[u64], max: usize) -> Vec<(u32, u64)> {
+        let s: Vec<Sample> = vals
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| Sample {
+                event: Some(i as u32),
+                reserved: r,
+                ..Default::default()
+            })
+            .collect();
+        downsample(&s, max)
+            .iter()
+            .map(|s| (s.event.unwrap_or(0), s.reserved))
+            .collect()
+    }
+
+    #[test]
+    fn same_points_as_the_downsampler() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for len in [
+            0usize, 1, 2, 3, 599, 600, 601, 602, 899, 1200, 1201, 4999, 20_011,
+        ] {
+            for max in [2usize, 3, 7, 600] {
+                for levels in [2u64, 5, 1 << 40] {
+                    let vals: Vec<u64> = (0..len)
+                        .map(|_| {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            x % levels
+                        })
+                        .collect();
+                    let mut b = SeriesBuilder::new(len, max);
+                    for &v in &vals {
+                        b.push(v);
+                    }
+                    assert_eq!(
+                        b.finish(),
+                        reference(&vals, max),
+                        "len {len}, max {max}, levels {levels}"
+                    );
+                }
+            }
+        }
+    }
+}

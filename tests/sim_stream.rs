@@ -1,0 +1,163 @@
+//! The what-if model sums each run up while it goes (no per-event memory),
+//! and `report` hands it the start state of its own replay. Both must give
+//! what the plain way gives: every step kept, then summed up (the
+//! reference below), and a model that replays the trace itself. Checked on
+//! a synthetic training run and on every real snapshot with a trace in
+//! ../shared/real.
+
+use fragscope::cli::report::{WHAT_IF_CONFIGS, attach_what_if, build_report, build_report_what_if};
+use fragscope::input::{Content, LoadOptions, Loaded, load_bytes, load_snapshot};
+use fragscope::model::Snapshot;
+use fragscope::replay::{Sample, downsample::downsample};
+use fragscope::sim::{self, SimConfig, Step, run};
+use fragscope::synth::{SynthOptions, generate, write_pickle};
+
+const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
+
+/// Worst fragmentation and smallest largest gap over the moments with
+/// reserved at least half the peak, from every step.
+fn near_peak(all: &[Step]) -> (u64, u64, f64, u64) {
+    let peak_reserved = all.iter().map(|s| s.reserved).max().unwrap_or(0);
+    let peak_allocated = all.iter().map(|s| s.allocated).max().unwrap_or(0);
+    let mut worst = 0.0f64;
+    let mut gap = u64::MAX;
+    for s in all
+        .iter()
+        .filter(|s| s.reserved > 0 && s.reserved.saturating_mul(2) >= peak_reserved)
+    {
+        worst = worst.max(fragscope::stats::fragmentation(s.largest_free, s.inactive));
+        gap = gap.min(s.largest_free);
+    }
+    let gap = if gap == u64::MAX { 0 } else { gap };
+    (peak_reserved, peak_allocated, worst, gap)
+}
+
+fn check_runs(name: &str, snap: &Snapshot) -> usize {
+    let mut checked = 0;
+    for d in sim::trace::simulable_devices(snap) {
+        let input = run::prepare(snap, d, None);
+        let mut configs = vec![input.recorded_config.clone()];
+        configs.extend(WHAT_IF_CONFIGS.iter().map(|s| SimConfig::parse(s).unwrap()));
+        for cfg in &configs {
+            let mut steps = Vec::new();
+            let Ok(r) = run::run_observed(&input, cfg, |i, s| {
+                assert_eq!(i, steps.len());
+                steps.push(*s)
+            }) else {
+                continue;
+            };
+            let what = format!("{name}: device {d}, {}", cfg.label());
+            assert_eq!(steps.len(), input.events, "{what}");
+            let all: Vec<Step> = std::iter::once(r.start)
+                .chain(steps.iter().copied())
+                .collect();
+            let (peak_r, peak_a, worst, gap) = near_peak(&all);
+            assert_eq!(r.peak_reserved, peak_r, "{what}: peak reserved");
+            assert_eq!(r.peak_allocated, peak_a, "{what}: peak allocated");
+            assert_eq!(r.worst_fragmentation.to_bits(), worst.to_bits(), "{what}");
+            assert_eq!(r.smallest_largest_gap, gap, "{what}: smallest gap");
+            assert_eq!(r.end, *all.last().unwrap(), "{what}: end");
+
+            // Reserved error at the start and after each event that
+            // completes a request.
+            let mut points: Vec<usize> = input.requests.iter().map(|q| q.event).collect();
+            assert_eq!(
+                input.requests.iter().collect::<Vec<_>>(),
+                sim::trace::requests(snap.trace_of(d), input.capacity, &input.recorded_reserved),
+                "{what}: packed requests"
+            );
+            points.dedup();
+            let start_err = r.start.reserved.abs_diff(input.recorded_start_reserved);
+            let (mut max, mut at, mut sum) = (start_err, None, start_err as f64);
+            for &i in &points {
+                let e = steps[i].reserved.abs_diff(input.recorded_reserved[i]);
+                sum += e as f64;
+                if e > max {
+                    max = e;
+                    at = Some(i);
+                }
+            }
+            let e = &r.reserved_error;
+            assert_eq!(e.points, points.len() + 1, "{what}: points");
+            assert_eq!((e.max, e.max_event), (max, at), "{what}: largest error");
+            assert_eq!(e.sum.to_bits(), sum.to_bits(), "{what}: error sum");
+
+            let samples: Vec<Sample> = all
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Sample {
+                    event: Some(i as u32),
+                    reserved: s.reserved,
+                    ..Default::default()
+                })
+                .collect();
+            let curve: Vec<(u32, u64)> = downsample(&samples, sim::SERIES_POINTS)
+                .iter()
+                .map(|s| (s.event.unwrap_or(0), s.reserved))
+                .collect();
+            assert_eq!(r.reserved_points, curve, "{what}: curve");
+            checked += 1;
+        }
+    }
+    checked
+}
+
+/// `report`'s what-if model from its own replay against the model
+/// replaying the trace itself.
+fn check_report(name: &str, snap: &Snapshot, loaded: &Loaded) {
+    let Ok(mut plain) = build_report(snap, loaded, None, None) else {
+        return;
+    };
+    attach_what_if(&mut plain, snap);
+    let shared = build_report_what_if(snap, loaded, None, None, false).unwrap();
+    assert_eq!(
+        serde_json::to_string(&plain.what_if).unwrap(),
+        serde_json::to_string(&shared.what_if).unwrap(),
+        "{name}: what-if model"
+    );
+    assert_eq!(plain.verdict, shared.verdict, "{name}: verdict");
+    assert_eq!(plain.quality, shared.quality, "{name}: data-quality notes");
+}
+
+#[test]
+fn synthetic_run() {
+    let s = generate(&SynthOptions {
+        events: 5_000,
+        seed: 5,
+        ..Default::default()
+    });
+    let mut bytes = Vec::new();
+    write_pickle(&s, &mut bytes).unwrap();
+    let l = load_bytes(&bytes, "synth").unwrap();
+    let Content::Snapshot(snap) = &l.content else {
+        panic!("not a snapshot")
+    };
+    assert!(check_runs("synth", snap) >= 4);
+    check_report("synth", snap, &l);
+}
+
+#[test]
+fn real_snapshots() {
+    let Ok(dir) = std::fs::read_dir(REAL) else {
+        eprintln!("note: {REAL} is absent; real-data checks skipped");
+        return;
+    };
+    let mut checked = 0;
+    let mut paths: Vec<_> = dir.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    paths.sort();
+    for p in paths {
+        if !p.extension().is_some_and(|x| x == "pickle" || x == "pkl") {
+            continue;
+        }
+        let Ok((snap, l)) = load_snapshot(&p.to_string_lossy(), &LoadOptions::default()) else {
+            continue;
+        };
+        if snap.traces().iter().all(|t| t.is_empty()) {
+            continue;
+        }
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        checked += check_runs(&name, &snap);
+        check_report(&name, &snap, &l);
+    }
+    assert!(checked > 0, "no real snapshot with a trace in {REAL}");
+}
