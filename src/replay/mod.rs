@@ -26,7 +26,9 @@
 mod backward;
 pub mod downsample;
 mod forward;
+mod gaps;
 pub(crate) mod policy;
+mod sorted;
 mod state;
 #[cfg(test)]
 mod tests;

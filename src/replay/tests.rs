@@ -654,12 +654,11 @@ mod prop {
                             // A free tail of the mapped run is used first.
                             let tail = l
                                 .segs
-                                .range(..mapped_end[k])
-                                .next_back()
-                                .filter(|(a, s)| **a + s.size == mapped_end[k])
+                                .last_before(mapped_end[k])
+                                .filter(|(a, s)| *a + s.size == mapped_end[k])
                                 .and_then(|(a, s)| {
                                     let last = s.blocks.iter().next_back();
-                                    let free_from = last.map_or(*a, |(b, lb)| b + lb.size);
+                                    let free_from = last.map_or(a, |(b, lb)| b + lb.size);
                                     (free_from < mapped_end[k]).then_some(free_from)
                                 });
                             let start = tail.unwrap_or(mapped_end[k]);
