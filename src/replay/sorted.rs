@@ -161,9 +161,22 @@ impl<V> VecMap<V> {
 
     /// The entry with the largest key `<= x`, when `inside(key, value)`
     /// holds for it; the remembered slot is tried first.
-    #[inline]
+    #[cfg(test)]
     pub fn containing(&self, x: u64, inside: impl Fn(u64, &V) -> bool) -> Option<u64> {
-        let h = self.hint.load(Ordering::Relaxed);
+        self.containing_via(x, &self.hint, inside)
+    }
+
+    /// Like `containing` (the entry with the largest key `<= x`, when
+    /// `inside` holds for it), with the slot to try first kept by the caller
+    /// (e.g. one per region of the key space).
+    #[inline]
+    pub fn containing_via(
+        &self,
+        x: u64,
+        memo: &AtomicUsize,
+        inside: impl Fn(u64, &V) -> bool,
+    ) -> Option<u64> {
+        let h = memo.load(Ordering::Relaxed);
         if let Some(&k) = self.keys.get(h)
             && k <= x
             && self.keys.get(h + 1).is_none_or(|&n| n > x)
@@ -174,7 +187,7 @@ impl<V> VecMap<V> {
         let i = self.upto(x).checked_sub(1)?;
         let k = self.keys[i];
         if inside(k, &self.vals[i]) {
-            self.hint.store(i, Ordering::Relaxed);
+            memo.store(i, Ordering::Relaxed);
             Some(k)
         } else {
             None

@@ -17,6 +17,7 @@ use super::policy::SMALL_SIZE;
 use super::sorted::VecMap;
 use super::{AnomalyKind, Origin, Sample};
 use crate::model::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// An anomaly found while applying one event.
 #[derive(Debug, Clone)]
@@ -151,9 +152,69 @@ impl Index {
     }
 }
 
+/// Regions of the address space with a remembered segment each.
+const PAGES: usize = 1024;
+/// 2 MiB: the smallest segment the allocator maps.
+const PAGE_SHIFT: u32 = 21;
+
+/// The segments by address, with the segment last found in each 2 MiB
+/// region of the address space remembered (regions share entries modulo
+/// [`PAGES`]): block events jump between segments, so one remembered
+/// segment would mostly miss, and a miss costs a binary search.
+#[derive(Debug)]
+pub(crate) struct Segs {
+    map: VecMap<Seg>,
+    /// A slot of `map` per region; a guess, checked before use.
+    pages: Box<[AtomicUsize]>,
+}
+
+impl Default for Segs {
+    fn default() -> Self {
+        Segs {
+            map: VecMap::default(),
+            pages: (0..PAGES).map(|_| AtomicUsize::new(0)).collect(),
+        }
+    }
+}
+
+impl Clone for Segs {
+    fn clone(&self) -> Self {
+        Segs {
+            map: self.map.clone(),
+            pages: self
+                .pages
+                .iter()
+                .map(|p| AtomicUsize::new(p.load(Ordering::Relaxed)))
+                .collect(),
+        }
+    }
+}
+
+impl std::ops::Deref for Segs {
+    type Target = VecMap<Seg>;
+    fn deref(&self) -> &VecMap<Seg> {
+        &self.map
+    }
+}
+
+impl std::ops::DerefMut for Segs {
+    fn deref_mut(&mut self) -> &mut VecMap<Seg> {
+        &mut self.map
+    }
+}
+
+impl Segs {
+    /// Start address of the segment holding `x`.
+    #[inline]
+    fn containing(&self, x: u64) -> Option<u64> {
+        let memo = &self.pages[(x >> PAGE_SHIFT) as usize % PAGES];
+        self.map.containing_via(x, memo, |a, s| x < a + s.size)
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Layout {
-    pub segs: VecMap<Seg>,
+    pub segs: Segs,
     idx: Index,
 }
 
@@ -274,7 +335,7 @@ impl Layout {
 
     /// Start address of the segment holding `x`.
     pub fn seg_containing(&self, x: u64) -> Option<u64> {
-        self.segs.containing(x, |a, s| x < a + s.size)
+        self.segs.containing(x)
     }
 
     /// Whether any segment intersects `[x, x + size)`.
@@ -637,7 +698,7 @@ impl Layout {
     #[cfg(test)]
     pub fn check(&self) -> Result<(), String> {
         let mut prev_end = 0;
-        for (a, s) in &self.segs {
+        for (a, s) in self.segs.iter() {
             if *a < prev_end {
                 return Err(format!("segment {a:#x} overlaps the one before it"));
             }
