@@ -260,7 +260,7 @@ mod tests {
         let largest = 2048;
         Sample {
             event: i.checked_sub(1).map(|e| e as u32),
-            time_us: (i % 3 != 0).then_some(1_700_000_000_000_000 + i as i64),
+            time_us: (!i.is_multiple_of(3)).then_some(1_700_000_000_000_000 + i as i64),
             allocated,
             active,
             reserved: active + pending + inactive,

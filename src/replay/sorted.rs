@@ -15,6 +15,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// A removed value, the entry before its place and the key after it.
+pub(crate) type Removed<'a, V> = (V, Option<(u64, &'a V)>, Option<u64>);
+
 #[derive(Debug)]
 pub(crate) struct VecMap<V> {
     keys: Vec<u64>,
@@ -109,7 +112,7 @@ impl<V> VecMap<V> {
 
     /// Removes `k`; with it, the entry now before its place and the key now
     /// after it (one search for the three).
-    pub fn remove_around(&mut self, k: &u64) -> Option<(V, Option<(u64, &V)>, Option<u64>)> {
+    pub fn remove_around(&mut self, k: &u64) -> Option<Removed<'_, V>> {
         let i = self.slot(*k)?;
         self.keys.remove(i);
         let v = self.vals.remove(i);
