@@ -115,7 +115,7 @@ fn stages(c: &mut Criterion) {
                             .find(|d| d.device == r.device)
                             .map(|d| d.stats.clone())
                             .unwrap_or_default();
-                        DeviceMetrics::from_parts(r.device, &end, &r.samples, 0)
+                        DeviceMetrics::from_parts(r.device, &end, &r.samples.to_vec(), 0)
                     })
                     .collect();
                 (fs, per_device)
@@ -140,13 +140,14 @@ fn stages(c: &mut Criterion) {
         });
         g.bench_with_input(
             BenchmarkId::new("timeline-csv", &label),
-            &replays,
+            &replays
+                .iter()
+                .map(|d| (d.device, d.samples.to_vec()))
+                .collect::<Vec<_>>(),
             |b, r| {
                 b.iter(|| {
                     fragscope::render::timeline::csv(
-                        black_box(r)
-                            .iter()
-                            .map(|d| (d.device, d.samples.as_slice())),
+                        black_box(r).iter().map(|(d, s)| (*d, s.as_slice())),
                     )
                 })
             },

@@ -360,7 +360,8 @@ impl Metrics {
                             .unwrap_or_default()
                     ));
                 }
-                r.samples
+                // Expanded for the figures, one device at a time.
+                r.samples.to_vec()
             };
             out.devices
                 .push(DeviceMetrics::from_parts(d, &end, &samples, n_oom));

@@ -22,8 +22,8 @@ use crate::culprits::Analysis;
 use crate::frames::{CallSite, filtered, frame_label};
 use crate::model::*;
 use crate::render::svg::timeline::OomMark;
-use crate::replay::downsample::downsample;
-use crate::replay::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample};
+use crate::replay::downsample::downsample_series;
+use crate::replay::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample, Series};
 use crate::stats::{StateStats, TraceCoverage, consistency_warnings, trace_coverage};
 use crate::units::{fmt_bytes, fmt_pct};
 use std::collections::HashMap;
@@ -195,7 +195,7 @@ pub fn base_name(path: &str) -> String {
 /// of the device, else the sample where the most reserved memory sat free
 /// in the cache (reserved − allocated − pending free: blocks still waiting
 /// on a stream are about to be free anyway; earliest on ties).
-pub fn default_moment(snap: &Snapshot, device: i64, samples: &[Sample]) -> (Option<usize>, String) {
+pub fn default_moment(snap: &Snapshot, device: i64, samples: &Series) -> (Option<usize>, String) {
     if let Some(i) = snap
         .trace_of(device)
         .iter()
@@ -208,9 +208,9 @@ pub fn default_moment(snap: &Snapshot, device: i64, samples: &[Sample]) -> (Opti
             .saturating_sub(s.allocated)
             .saturating_sub(s.pending_free)
     };
-    let mut best: Option<&Sample> = None;
+    let mut best: Option<Sample> = None;
     for s in samples {
-        if best.is_none_or(|b| cached(s) > cached(b)) {
+        if best.is_none_or(|b| cached(&s) > cached(&b)) {
             best = Some(s);
         }
     }
@@ -318,14 +318,14 @@ fn list_devices(snap: &Snapshot) -> String {
     }
 }
 
-fn first_max(samples: &[Sample], key: impl Fn(&Sample) -> u64) -> Sample {
-    let mut best: Option<&Sample> = None;
+fn first_max(samples: &Series, key: impl Fn(&Sample) -> u64) -> Sample {
+    let mut best: Option<Sample> = None;
     for s in samples {
-        if best.is_none_or(|b| key(s) > key(b)) {
+        if best.is_none_or(|b| key(&s) > key(&b)) {
             best = Some(s);
         }
     }
-    best.copied().unwrap_or_default()
+    best.unwrap_or_default()
 }
 
 fn setting_text(s: &Setting) -> String {
@@ -415,10 +415,10 @@ pub fn build(
             device: d,
             events: trace.len(),
             first_time_us: trace.iter().find_map(|e| e.time_us),
-            samples: downsample(samples, REPORT_POINTS),
+            samples: downsample_series(samples, REPORT_POINTS),
             peak_reserved: first_max(samples, |s| s.reserved),
             peak_allocated: first_max(samples, |s| s.allocated),
-            end: *inp.replay.end(),
+            end: inp.replay.end(),
             key_moments: inp.key_moments,
             ooms,
             moment_label: inp.moment_label,
@@ -784,12 +784,12 @@ mod tests {
             allocated,
             ..Default::default()
         };
-        let samples = [
+        let samples = Series::from(vec![
             s(None, 100, 90),
             s(Some(0), 100, 10),
             s(Some(1), 200, 110),
             s(Some(2), 100, 50),
-        ];
+        ]);
         snap.device_traces = Some(vec![vec![
             ev(Action::Alloc),
             ev(Action::FreeRequested),

@@ -406,7 +406,7 @@ fn fixture() -> Fixture {
         ],
         replay: DeviceReplay {
             device: 0,
-            samples,
+            samples: samples.into(),
             report: ReplayReport {
                 events: n,
                 clean_events: n - 2,
@@ -434,7 +434,7 @@ fn fixture() -> Fixture {
         key_moments: vec![],
         replay: DeviceReplay {
             device: 1,
-            samples: vec![sample_of(&dev1, None, None)],
+            samples: vec![sample_of(&dev1, None, None)].into(),
             report: ReplayReport::default(),
         },
         moment: MomentState {
@@ -600,7 +600,7 @@ fn long_series_are_downsampled_without_losing_the_peak() {
             ..Default::default()
         })
         .collect();
-    f.inputs[0].replay.samples = samples;
+    f.inputs[0].replay.samples = samples.into();
     let r = report::build(&f.snap, "x.pickle", "test", f.inputs, f.culprits);
     assert!(r.devices[0].samples.len() <= report::REPORT_POINTS + 1);
     assert_eq!(r.devices[0].peak_allocated.allocated, 1212 * MIB);
@@ -635,7 +635,7 @@ fn final_state_input(snap: &Snapshot, device: i64) -> DeviceInput {
     DeviceInput {
         replay: DeviceReplay {
             device,
-            samples: vec![sample_of(&segs, None, None)],
+            samples: vec![sample_of(&segs, None, None)].into(),
             report: ReplayReport::default(),
         },
         key_moments: vec![],

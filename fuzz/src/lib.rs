@@ -510,7 +510,7 @@ pub fn check_replay_model(snap: &Snapshot) {
                 want.and_then(|e| trace[e].time_us),
                 "device {d}: sample {i} time"
             );
-            check_sample_conserves(d, i, s);
+            check_sample_conserves(d, i, &s);
         }
         let r = &dr.report;
         assert_eq!(r.events, n, "device {d}: events in the report");
@@ -571,7 +571,7 @@ pub fn check_replay_model(snap: &Snapshot) {
             // The match is of addresses, sizes and states: requested sizes
             // come from the trace's allocations, so `allocated` may differ.
             let mut want = figures(rec.iter().copied());
-            let mut got = figures_of_sample(dr.end());
+            let mut got = figures_of_sample(&dr.end());
             (want.1, got.1) = (0, 0);
             assert_eq!(got, want, "device {d}: end sample");
         }
@@ -594,7 +594,7 @@ pub fn check_replay_model(snap: &Snapshot) {
             }
         }
         for k in dr.key_moments(snap) {
-            assert_eq!(&k.sample, dr.sample_at(k.at), "key moment {}", k.label);
+            assert_eq!(k.sample, dr.sample_at(k.at), "key moment {}", k.label);
         }
     }
 }
@@ -715,7 +715,7 @@ fn check_moment(
     );
     assert_eq!(
         figures(&st.segments),
-        figures_of_sample(dr.sample_at(st.at)),
+        figures_of_sample(&dr.sample_at(st.at)),
         "device {d}, {at:?}: the state's figures differ from its sample"
     );
 }

@@ -4,7 +4,7 @@ use super::common::{Exit, Global, print};
 use crate::input;
 use crate::model::Snapshot;
 use crate::render::timeline as rt;
-use crate::replay::{self, DeviceReplay, Moment, downsample::downsample};
+use crate::replay::{self, DeviceReplay, Moment, downsample::downsample_series};
 use serde::Serialize;
 
 #[derive(clap::Args, Debug)]
@@ -203,7 +203,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             &a.file,
             &moment_label(m),
             &st,
-            rt::first_time(&r.samples),
+            r.samples.iter().find_map(|s| s.time_us),
             &map,
             &r.report,
         ))?;
@@ -215,8 +215,8 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         .map(|d| replay::replay_device(&snap, *d))
         .collect();
     let series = |r: &DeviceReplay| match a.max_points {
-        Some(n) => downsample(&r.samples, n),
-        None => r.samples.clone(),
+        Some(n) => downsample_series(&r.samples, n),
+        None => r.samples.to_vec(),
     };
     if a.csv {
         let s: Vec<(i64, Vec<replay::Sample>)> =

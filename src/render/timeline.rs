@@ -61,7 +61,7 @@ pub fn device_text(r: &DeviceReplay, moments: &[KeyMoment]) -> String {
     if rep.events == 0 {
         out.push_str("no trace events: the figures are those of the recorded state\n");
     }
-    let t0 = first_time(&r.samples);
+    let t0 = r.samples.iter().find_map(|s| s.time_us);
     let mut t = new_table(&[
         "moment",
         "event",

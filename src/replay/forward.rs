@@ -73,7 +73,7 @@ impl<'a> Ctx<'a> {
                 pool_id: f.pool_id,
                 is_expandable: f.is_expandable.or(is_expandable),
                 frames: if f.address == x { f.frames } else { e.frames },
-                blocks: BTreeMap::new(),
+                blocks: Default::default(),
                 kind_inferred: false,
             },
             None => Seg {
@@ -94,7 +94,7 @@ impl<'a> Ctx<'a> {
                 pool_id: e.pool_id,
                 is_expandable,
                 frames: e.frames,
-                blocks: BTreeMap::new(),
+                blocks: Default::default(),
                 kind_inferred: true,
             },
         }

@@ -7,7 +7,8 @@
 //!   undoing events backwards from the final `segments`, then replays forward,
 //!   producing one [`Sample`] per event plus the start: `samples[0]` is the
 //!   start state, `samples[i + 1]` the state after event `i`. With no events,
-//!   `samples` holds exactly one sample (the final state).
+//!   `samples` holds exactly one sample (the final state). The samples are
+//!   kept as a compact [`Series`] (72 bytes each) and read back exactly.
 //! * `state_at` returns the block-level layout after an event (`None` = start).
 //! * Anomalies never abort; they are counted in [`ReplayReport`]. Records
 //!   of the final state no allocator could have written (overlapping
@@ -26,13 +27,17 @@
 mod backward;
 pub mod downsample;
 mod forward;
+mod gaps;
 pub(crate) mod policy;
+pub mod series;
+mod sorted;
 mod state;
 #[cfg(test)]
 mod tests;
 
 use crate::model::*;
 use serde::Serialize;
+pub use series::Series;
 use state::{Layout, Problem};
 use std::collections::{BTreeMap, HashMap};
 
@@ -185,7 +190,7 @@ pub struct ReplayReport {
 #[derive(Debug, Clone)]
 pub struct DeviceReplay {
     pub device: i64,
-    pub samples: Vec<Sample>,
+    pub samples: Series,
     pub report: ReplayReport,
 }
 
@@ -308,12 +313,12 @@ impl<'a> Replayer<'a> {
         moment_state(run, &l, self.device, at)
     }
 
-    fn forward(&self, keep_samples: bool) -> (Vec<Sample>, ReplayReport) {
+    fn forward(&self, keep_samples: bool) -> (Series, ReplayReport) {
         let (run, snap, device) = (&self.run, self.snap, self.device);
         let n = run.trace.len();
         let mut l = run.start.clone();
         let mut problems = run.problems.clone();
-        let mut samples = Vec::with_capacity(if keep_samples { n + 1 } else { 0 });
+        let mut samples = Series::with_capacity(if keep_samples { n + 1 } else { 0 });
         if keep_samples {
             samples.push(l.sample(None, None));
         }
@@ -573,7 +578,7 @@ impl DeviceReplay {
         let trace = snap.trace_of(self.device);
         let n = trace.len();
         let d = self.device;
-        let at_sample = |i: usize| self.samples[i].event.map(|e| e as usize);
+        let at_sample = |i: usize| self.samples.at(i).event.map(|e| e as usize);
         Ok(match m {
             Moment::Start => None,
             Moment::End => n.checked_sub(1),
@@ -624,13 +629,13 @@ impl DeviceReplay {
             }
         })
     }
-    pub fn sample_at(&self, at: Option<usize>) -> &Sample {
+    pub fn sample_at(&self, at: Option<usize>) -> Sample {
         match at {
-            None => &self.samples[0],
-            Some(i) => &self.samples[(i + 1).min(self.samples.len() - 1)],
+            None => self.samples.at(0),
+            Some(i) => self.samples.at((i + 1).min(self.samples.len() - 1)),
         }
     }
-    pub fn end(&self) -> &Sample {
+    pub fn end(&self) -> Sample {
         self.samples.last().expect("at least one sample")
     }
     /// Start, peaks, worst fragmentation, smallest largest gap under
@@ -642,7 +647,7 @@ impl DeviceReplay {
             return vec![KeyMoment {
                 label: "end".into(),
                 at: None,
-                sample: self.samples[0],
+                sample: self.samples.at(0),
             }];
         }
         let mut out = Vec::new();
@@ -651,7 +656,7 @@ impl DeviceReplay {
                 out.push(KeyMoment {
                     label,
                     at,
-                    sample: *self.sample_at(at),
+                    sample: self.sample_at(at),
                 });
             }
         };
@@ -676,7 +681,7 @@ impl DeviceReplay {
             out.push(KeyMoment {
                 label: format!("oom #{}", k + 1),
                 at: Some(i),
-                sample: *self.sample_at(Some(i)),
+                sample: self.sample_at(Some(i)),
             });
         }
         push(&mut out, "end".into(), Moment::End);
@@ -685,11 +690,17 @@ impl DeviceReplay {
 }
 
 /// Index of the first sample with the largest figure.
-fn first_max_by(samples: &[Sample], f: impl Fn(&Sample) -> f64) -> usize {
+fn first_max_by(samples: &Series, f: impl Fn(&Sample) -> f64) -> usize {
     let mut best = 0;
+    let mut top = f64::NAN;
     for (i, s) in samples.iter().enumerate() {
-        if f(s) > f(&samples[best]) {
+        let v = f(&s);
+        // `top` is the figure of sample `best` (NaN before the first).
+        if i == 0 {
+            top = v;
+        } else if v > top {
             best = i;
+            top = v;
         }
     }
     best
@@ -697,18 +708,18 @@ fn first_max_by(samples: &[Sample], f: impl Fn(&Sample) -> f64) -> usize {
 
 /// Index of the first sample with the smallest largest free gap among those
 /// whose reserved bytes are at least half the peak.
-fn min_gap_under_pressure(samples: &[Sample]) -> usize {
+fn min_gap_under_pressure(samples: &Series) -> usize {
     let peak = samples.iter().map(|s| s.reserved).max().unwrap_or(0);
-    let mut best: Option<usize> = None;
+    let mut best: Option<(usize, u64)> = None;
     for (i, s) in samples.iter().enumerate() {
         if s.reserved.saturating_mul(2) < peak {
             continue;
         }
-        if best.is_none_or(|b| s.largest_free_gap < samples[b].largest_free_gap) {
-            best = Some(i);
+        if best.is_none_or(|(_, g)| s.largest_free_gap < g) {
+            best = Some((i, s.largest_free_gap));
         }
     }
-    best.unwrap_or(0)
+    best.map_or(0, |(i, _)| i)
 }
 
 impl std::str::FromStr for Moment {

@@ -1,8 +1,9 @@
-//! The allocator layout of one device at one moment, built so that every
-//! trace action costs O(log n): segments in an ordered map by address, each
-//! with its live blocks (allocated or pending-free) in an ordered map by
-//! address, and the free blocks kept only as an index of `(size, address)`
-//! per pool class. Free blocks are not stored: the allocator merges a freed
+//! The allocator layout of one device at one moment, built so that a
+//! trace action costs a few binary searches over short vectors: segments in
+//! a sorted vector by address ([`VecMap`], which remembers the last segment
+//! found), each with its live blocks (allocated or pending-free) in a sorted
+//! vector by address, and the free blocks kept only as a multiset of sizes
+//! per pool class ([`GapSizes`], which answers the largest in O(1)). Free blocks are not stored: the allocator merges a freed
 //! block with free neighbours at once, so a free block is always the whole
 //! run between two live blocks (or a segment edge) — which the real
 //! snapshots confirm (no two neighbouring inactive blocks in any of them).
@@ -11,10 +12,12 @@
 //! remove, grow, cut a segment) and the running totals. Which step a trace
 //! event means, and in which direction, is decided in `forward`/`backward`.
 
+use super::gaps::GapSizes;
 use super::policy::SMALL_SIZE;
+use super::sorted::VecMap;
 use super::{AnomalyKind, Origin, Sample};
 use crate::model::*;
-use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// An anomaly found while applying one event.
 #[derive(Debug, Clone)]
@@ -55,7 +58,7 @@ pub(crate) struct Seg {
     pub pool_id: Option<(i64, i64)>,
     pub is_expandable: Option<bool>,
     pub frames: StackId,
-    pub blocks: BTreeMap<u64, Live>,
+    pub blocks: VecMap<Live>,
     /// Pool type guessed from the size (segment not in the final state).
     pub kind_inferred: bool,
 }
@@ -88,7 +91,9 @@ struct Index {
     /// figures, so the rebuild of the start skips the bookkeeping.
     on: bool,
     /// Free-block sizes per class, each with how many blocks have it.
-    gaps: [BTreeMap<u64, u32>; 3],
+    gaps: [GapSizes; 3],
+    /// The largest of `gaps[c]`, kept apart because every sample reads it.
+    max: [u64; 3],
     free_blocks: u64,
     reserved: u64,
     /// Requested bytes of allocated blocks.
@@ -102,7 +107,8 @@ struct Index {
 impl Index {
     fn add_gap(&mut self, class: usize, start: u64, end: u64) {
         if self.on && end > start {
-            *self.gaps[class].entry(end - start).or_insert(0) += 1;
+            self.gaps[class].add(end - start);
+            self.max[class] = self.max[class].max(end - start);
             self.free_blocks += 1;
             self.inactive += end - start;
         }
@@ -111,12 +117,10 @@ impl Index {
     fn remove_gap(&mut self, class: usize, start: u64, end: u64) {
         if self.on && end > start {
             let size = end - start;
-            match self.gaps[class].get_mut(&size) {
-                Some(n) if *n > 1 => *n -= 1,
-                Some(_) => {
-                    self.gaps[class].remove(&size);
-                }
-                None => debug_assert!(false, "gap index out of step at {start:#x}"),
+            let found = self.gaps[class].remove(size);
+            debug_assert!(found, "gap index out of step at {start:#x}");
+            if size == self.max[class] {
+                self.max[class] = self.gaps[class].max();
             }
             self.free_blocks -= 1;
             self.inactive -= size;
@@ -144,13 +148,73 @@ impl Index {
     }
 
     fn class_max(&self, c: usize) -> u64 {
-        self.gaps[c].last_key_value().map_or(0, |(k, _)| *k)
+        self.max[c]
+    }
+}
+
+/// Regions of the address space with a remembered segment each.
+const PAGES: usize = 1024;
+/// 2 MiB: the smallest segment the allocator maps.
+const PAGE_SHIFT: u32 = 21;
+
+/// The segments by address, with the segment last found in each 2 MiB
+/// region of the address space remembered (regions share entries modulo
+/// [`PAGES`]): block events jump between segments, so one remembered
+/// segment would mostly miss, and a miss costs a binary search.
+#[derive(Debug)]
+pub(crate) struct Segs {
+    map: VecMap<Seg>,
+    /// A slot of `map` per region; a guess, checked before use.
+    pages: Box<[AtomicUsize]>,
+}
+
+impl Default for Segs {
+    fn default() -> Self {
+        Segs {
+            map: VecMap::default(),
+            pages: (0..PAGES).map(|_| AtomicUsize::new(0)).collect(),
+        }
+    }
+}
+
+impl Clone for Segs {
+    fn clone(&self) -> Self {
+        Segs {
+            map: self.map.clone(),
+            pages: self
+                .pages
+                .iter()
+                .map(|p| AtomicUsize::new(p.load(Ordering::Relaxed)))
+                .collect(),
+        }
+    }
+}
+
+impl std::ops::Deref for Segs {
+    type Target = VecMap<Seg>;
+    fn deref(&self) -> &VecMap<Seg> {
+        &self.map
+    }
+}
+
+impl std::ops::DerefMut for Segs {
+    fn deref_mut(&mut self) -> &mut VecMap<Seg> {
+        &mut self.map
+    }
+}
+
+impl Segs {
+    /// Start address of the segment holding `x`.
+    #[inline]
+    fn containing(&self, x: u64) -> Option<u64> {
+        let memo = &self.pages[(x >> PAGE_SHIFT) as usize % PAGES];
+        self.map.containing_via(x, memo, |a, s| x < a + s.size)
     }
 }
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Layout {
-    pub segs: BTreeMap<u64, Seg>,
+    pub segs: Segs,
     idx: Index,
 }
 
@@ -217,7 +281,7 @@ impl Layout {
                 .filter(|b| b.state != BlockState::Inactive)
                 .collect();
             live.sort_by_key(|b| b.address);
-            let mut blocks = BTreeMap::new();
+            let mut blocks = VecMap::default();
             let mut cur = s.address;
             for b in live {
                 let inside = b.address >= cur
@@ -271,34 +335,31 @@ impl Layout {
 
     /// Start address of the segment holding `x`.
     pub fn seg_containing(&self, x: u64) -> Option<u64> {
-        let (a, s) = self.segs.range(..=x).next_back()?;
-        (x < a + s.size).then_some(*a)
+        self.segs.containing(x)
     }
 
     /// Whether any segment intersects `[x, x + size)`.
     pub fn overlaps_any(&self, x: u64, size: u64) -> bool {
         self.seg_containing(x).is_some()
-            || self.segs.range(x..x.saturating_add(size)).next().is_some()
+            || self
+                .segs
+                .first_at_or_after(x)
+                .is_some_and(|a| a < x.saturating_add(size))
     }
 
     /// The free block holding `x`, as `[start, end)`; `Err(start of the live
     /// block)` when `x` lies inside a live block.
     pub fn gap_at(&self, sa: u64, x: u64) -> Result<(u64, u64), u64> {
         let seg = &self.segs[&sa];
+        let (before, after) = seg.blocks.around(x);
         let mut g0 = sa;
-        if let Some((a, b)) = seg.blocks.range(..=x).next_back() {
+        if let Some((a, b)) = before {
             if a + b.size > x {
-                return Err(*a);
+                return Err(a);
             }
             g0 = a + b.size;
         }
-        let g1 = seg
-            .blocks
-            .range(x.saturating_add(1)..)
-            .next()
-            .map(|(a, _)| *a)
-            .unwrap_or(sa + seg.size);
-        Ok((g0, g1))
+        Ok((g0, after.unwrap_or(sa + seg.size)))
     }
 
     /// Block bytes of live blocks, pending ones included.
@@ -321,20 +382,11 @@ impl Layout {
     /// Removes the live block at `x`; its bytes merge with free neighbours.
     pub fn remove_live(&mut self, sa: u64, x: u64) -> Option<Live> {
         let seg = self.segs.get_mut(&sa)?;
-        let b = seg.blocks.remove(&x)?;
         let class = seg.class();
-        let g0 = seg
-            .blocks
-            .range(..x)
-            .next_back()
-            .map(|(a, p)| a + p.size)
-            .unwrap_or(sa);
-        let g1 = seg
-            .blocks
-            .range(x..)
-            .next()
-            .map(|(a, _)| *a)
-            .unwrap_or(sa + seg.size);
+        let seg_end = sa + seg.size;
+        let (b, before, after) = seg.blocks.remove_around(&x)?;
+        let g0 = before.map_or(sa, |(a, p)| a + p.size);
+        let g1 = after.unwrap_or(seg_end);
         self.idx.remove_gap(class, g0, x);
         self.idx.remove_gap(class, x + b.size, g1);
         self.idx.add_gap(class, g0, g1);
@@ -360,12 +412,7 @@ impl Layout {
         let g1_default = sa + seg.size;
         let old = seg.blocks[&x].size;
         let end = x + old;
-        let g1 = seg
-            .blocks
-            .range(end..)
-            .next()
-            .map(|(a, _)| *a)
-            .unwrap_or(g1_default);
+        let g1 = seg.blocks.first_at_or_after(end).unwrap_or(g1_default);
         debug_assert!(x + new_size <= g1 && new_size >= old);
         self.idx.remove_gap(class, end, g1);
         self.idx.add_gap(class, x + new_size, g1);
@@ -378,8 +425,8 @@ impl Layout {
     /// The live block that ends exactly at `g0`, when it may be widened.
     pub fn inferred_block_ending_at(&self, sa: u64, g0: u64) -> Option<u64> {
         let seg = &self.segs[&sa];
-        let (a, b) = seg.blocks.range(..g0).next_back()?;
-        (a + b.size == g0 && b.inferred).then_some(*a)
+        let (a, b) = seg.blocks.last_before(g0)?;
+        (a + b.size == g0 && b.inferred).then_some(a)
     }
 
     fn index_seg(&mut self, sa: u64) {
@@ -452,10 +499,9 @@ impl Layout {
         let joins = |s: &Seg| s.expandable() && s.stream == stream;
         let left = self
             .segs
-            .range(..x)
-            .next_back()
+            .last_before(x)
             .filter(|(a, s)| *a + s.size == x && joins(s))
-            .map(|(a, _)| *a);
+            .map(|(a, _)| a);
         let right = self
             .segs
             .get(&(x + size))
@@ -516,7 +562,7 @@ impl Layout {
                 ),
             ));
         }
-        if let Some((a, b)) = seg.blocks.range(..end).next_back()
+        if let Some((a, b)) = seg.blocks.last_before(end)
             && a + b.size > x
         {
             return Err(Problem::new(
@@ -527,7 +573,7 @@ impl Layout {
         self.unindex_seg(sa);
         let mut seg = self.segs.remove(&sa).expect("segment");
         let total = seg.size;
-        let right_blocks = seg.blocks.split_off(&end);
+        let right_blocks = seg.blocks.split_off(end);
         if end < sa + total {
             let right = Seg {
                 size: sa + total - end,
@@ -652,7 +698,7 @@ impl Layout {
     #[cfg(test)]
     pub fn check(&self) -> Result<(), String> {
         let mut prev_end = 0;
-        for (a, s) in &self.segs {
+        for (a, s) in self.segs.iter() {
             if *a < prev_end {
                 return Err(format!("segment {a:#x} overlaps the one before it"));
             }

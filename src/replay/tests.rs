@@ -142,8 +142,8 @@ fn alloc_in_the_small_pool_rounds_to_512_and_splits() {
     );
     let r = run(&s);
     assert_clean(&r);
-    assert_eq!(r.samples[0].reserved, 0);
-    let s1 = r.samples[1];
+    assert_eq!(r.samples.at(0).reserved, 0);
+    let s1 = r.samples.at(1);
     assert_eq!(
         (s1.reserved, s1.largest_free_gap, s1.free_gaps),
         (2 * MIB, 2 * MIB, 1)
@@ -152,7 +152,7 @@ fn alloc_in_the_small_pool_rounds_to_512_and_splits() {
         (s1.largest_small_request, s1.largest_large_request),
         (MIB, 0)
     );
-    let s2 = r.samples[2];
+    let s2 = r.samples.at(2);
     assert_eq!((s2.allocated, s2.active, s2.internal_free), (4, 512, 508));
     let e = r.end();
     assert_eq!((e.allocated, e.active, e.internal_free), (1004, 1536, 532));
@@ -244,9 +244,9 @@ fn free_requested_leaves_the_block_pending_until_free_completed() {
     );
     let r = run(&s);
     assert_clean(&r);
-    let s0 = r.samples[0];
+    let s0 = r.samples.at(0);
     assert_eq!((s0.reserved, s0.allocated, s0.free_gaps), (20 * MIB, 0, 1));
-    let s3 = r.samples[3];
+    let s3 = r.samples.at(3);
     assert_eq!((s3.pending_free, s3.allocated), (2 * MIB, 4 * MIB));
     assert_eq!(
         (s3.external_free, s3.largest_free_gap, s3.free_gaps),
@@ -289,7 +289,7 @@ fn free_completed_merges_with_free_neighbours() {
     assert_clean(&r);
     let gaps: Vec<u64> = r.samples.iter().map(|x| x.free_gaps).collect();
     assert_eq!(gaps, [1, 1, 1, 1, 1, 2, 2, 2, 2, 1]);
-    assert_eq!(r.samples[7].largest_free_gap, 8 * MIB);
+    assert_eq!(r.samples.at(7).largest_free_gap, 8 * MIB);
     assert_eq!(r.end().largest_free_gap, 20 * MIB);
 }
 
@@ -336,7 +336,7 @@ fn blocks_older_than_the_trace_get_inferred_sizes() {
     );
     let r = run(&s);
     assert_clean(&r);
-    let s0 = r.samples[0];
+    let s0 = r.samples.at(0);
     assert_eq!(
         (s0.pending_free, s0.allocated, s0.free_gaps),
         (16 * MIB, 4 * MIB, 0)
@@ -362,7 +362,7 @@ fn blocks_older_than_the_trace_get_inferred_sizes() {
     );
     let r = run(&s);
     assert_clean(&r);
-    let s0 = r.samples[0];
+    let s0 = r.samples.at(0);
     assert_eq!(
         (s0.pending_free, s0.free_gaps, s0.largest_free_gap),
         (11 * MIB / 2, 1, 29 * MIB / 2)
@@ -415,9 +415,9 @@ fn expandable_segments_grow_shrink_split_and_merge() {
     assert_eq!(segs(12), [(0, 60)]);
     assert_eq!(segs(13), [(0, 20), (40, 20)]);
     // Expandable segments split any remainder: 25 MiB of 40 MiB leaves 15 MiB.
-    assert_eq!(r.samples[2].largest_free_gap, 15 * MIB);
-    assert_eq!(r.samples[13].free_gaps, 1);
-    assert_eq!(r.samples[13].largest_free_gap, 50 * MIB);
+    assert_eq!(r.samples.at(2).largest_free_gap, 15 * MIB);
+    assert_eq!(r.samples.at(13).free_gaps, 1);
+    assert_eq!(r.samples.at(13).largest_free_gap, 50 * MIB);
 }
 
 #[test]
@@ -439,17 +439,17 @@ fn oom_snapshot_and_annotate_leave_the_layout_alone() {
     assert!(r.report.final_state_matches);
     // samples[i + 1] holds after event i.
     assert_eq!(
-        r.samples[2],
+        r.samples.at(2),
         Sample {
             event: Some(1),
-            ..r.samples[3]
+            ..r.samples.at(3)
         }
     );
     assert_eq!(
-        r.samples[3],
+        r.samples.at(3),
         Sample {
             event: Some(2),
-            ..r.samples[4]
+            ..r.samples.at(4)
         }
     );
     assert_eq!(r.report.clean_events, 4);
@@ -654,12 +654,11 @@ mod prop {
                             // A free tail of the mapped run is used first.
                             let tail = l
                                 .segs
-                                .range(..mapped_end[k])
-                                .next_back()
-                                .filter(|(a, s)| **a + s.size == mapped_end[k])
+                                .last_before(mapped_end[k])
+                                .filter(|(a, s)| *a + s.size == mapped_end[k])
                                 .and_then(|(a, s)| {
                                     let last = s.blocks.iter().next_back();
-                                    let free_from = last.map_or(*a, |(b, lb)| b + lb.size);
+                                    let free_from = last.map_or(a, |(b, lb)| b + lb.size);
                                     (free_from < mapped_end[k]).then_some(free_from)
                                 });
                             let start = tail.unwrap_or(mapped_end[k]);
@@ -771,7 +770,7 @@ mod prop {
         );
         // The start is recovered up to the sizes of blocks older than the
         // trace, which only the rules can guess.
-        let s0 = r.samples[0];
+        let s0 = r.samples.at(0);
         let t0 = start.sample(None, None);
         prop_assert_eq!(
             (s0.reserved, s0.allocated, s0.pending_free > 0),
