@@ -979,35 +979,26 @@ pub struct TraceSink {
     batch: (usize, u32, usize, bool),
 }
 
-/// Entries in fixed-size chunks: growing never copies, and the model's
-/// vector is built at its exact size from them, one chunk at a time (a
-/// doubling vector would hold up to twice the entries at its last growth).
+/// Entries of one trace list. A plain vector: its large buffers grow by
+/// `realloc`, which the system allocator serves by remapping pages rather
+/// than copying them, and capacity it never touches costs no memory; the
+/// model takes it shrunk to its length.
 #[derive(Default)]
 struct Chunked {
-    chunks: Vec<Vec<TraceEvent>>,
+    events: Vec<TraceEvent>,
     len: usize,
 }
 
-const CHUNK: usize = 1 << 16;
-
 impl Chunked {
+    #[inline]
     fn push(&mut self, e: TraceEvent) {
-        match self.chunks.last_mut() {
-            Some(c) if c.len() < CHUNK => c.push(e),
-            _ => {
-                let mut c = Vec::with_capacity(CHUNK);
-                c.push(e);
-                self.chunks.push(c);
-            }
-        }
+        self.events.push(e);
         self.len += 1;
     }
 
     fn into_vec(self) -> Vec<TraceEvent> {
-        let mut v = Vec::with_capacity(self.len);
-        for c in self.chunks {
-            v.extend(c);
-        }
+        let mut v = self.events;
+        v.shrink_to_fit();
         v
     }
 }
