@@ -959,6 +959,7 @@ fn classify(s: &str) -> Key {
 }
 
 const KEY_CACHE: usize = 64;
+const ACTION_CACHE: usize = 16;
 
 /// Takes the dicts of `device_traces[d]` while a pickle is read (see the
 /// module doc). The entries it builds hold provisional ids: `frames` is one
@@ -974,6 +975,8 @@ pub struct TraceSink {
     pstack_ix: HashMap<Box<[Vid]>, u32, FxBuild>,
     /// Key strings by node, direct-mapped (PyTorch shares one string per key).
     keys: [(Vid, Key); KEY_CACHE],
+    /// Action strings by node, direct-mapped, as read.
+    actions: [(Vid, Action); ACTION_CACHE],
     /// The batch being read: its MARK, its list, how far it is known to
     /// hold only this sink's entries, and whether something else sits in it.
     batch: (usize, u32, usize, bool),
@@ -1012,6 +1015,7 @@ impl Default for TraceSink {
             pstacks: Vec::new(),
             pstack_ix: HashMap::default(),
             keys: [(Vid::MAX, Key::Ignored); KEY_CACHE],
+            actions: std::array::from_fn(|_| (Vid::MAX, Action::Alloc)),
             batch: (usize::MAX, u32::MAX, 0, false),
         }
     }
@@ -1197,11 +1201,21 @@ impl TraceSink {
                 _ => {}
             }
         }
-        let action = string(a, action?)?;
-        let Node::Str(name) = a.get(action.0) else {
+        let Val::Node(action) = action? else {
             return None;
         };
-        e.action = Action::parse(name).unwrap_or(Action::Other(action));
+        // Every entry names one of a few shared action strings.
+        let slot = action as usize % ACTION_CACHE;
+        e.action = if self.actions[slot].0 == action {
+            self.actions[slot].1.clone()
+        } else {
+            let Node::Str(name) = a.get(action) else {
+                return None;
+            };
+            let parsed = Action::parse(name).unwrap_or(Action::Other(StrId(action)));
+            self.actions[slot] = (action, parsed.clone());
+            parsed
+        };
         if let Some(v) = frames {
             e.frames = StackId(self.frames(a, v)?);
         }
