@@ -759,7 +759,7 @@ pub fn from_arena(a: &Arena, root: Vid) -> Result<Snapshot, SchemaError> {
 /// Converts a value decoded with `sink` taking trace entries.
 pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot, SchemaError> {
     let TraceSink { pstacks, lists, .. } = sink;
-    let lists: Vec<Vec<TraceEvent>> = lists.into_iter().map(Chunked::into_vec).collect();
+    let lists: Vec<Vec<TraceEvent>> = lists.into_iter().map(Events::into_vec).collect();
     let mut cx = Cx {
         a,
         intern: Interner::new(),
@@ -970,7 +970,7 @@ pub struct TraceSink {
     dt: Vec<Vid>,
     /// Per-device trace lists and their number in `lists`.
     trace_lists: Vec<(Vid, u32)>,
-    lists: Vec<Chunked>,
+    lists: Vec<Events>,
     pstacks: Vec<Box<[Vid]>>,
     pstack_ix: HashMap<Box<[Vid]>, u32, FxBuild>,
     /// Key strings by node, direct-mapped (PyTorch shares one string per key).
@@ -987,12 +987,12 @@ pub struct TraceSink {
 /// than copying them, and capacity it never touches costs no memory; the
 /// model takes it shrunk to its length.
 #[derive(Default)]
-struct Chunked {
+struct Events {
     events: Vec<TraceEvent>,
     len: usize,
 }
 
-impl Chunked {
+impl Events {
     #[inline]
     fn push(&mut self, e: TraceEvent) {
         self.events.push(e);
@@ -1251,7 +1251,7 @@ impl Sink for TraceSink {
             });
         if in_dt {
             self.trace_lists.push((list, self.lists.len() as u32));
-            self.lists.push(Chunked::default());
+            self.lists.push(Events::default());
         }
     }
 
