@@ -986,6 +986,8 @@ pub struct TraceSink {
 /// `realloc`, which the system allocator serves by remapping pages rather
 /// than copying them, and capacity it never touches costs no memory; the
 /// model takes it shrunk to its length.
+const FIRST: usize = 1 << 16;
+
 #[derive(Default)]
 struct Events {
     events: Vec<TraceEvent>,
@@ -995,6 +997,12 @@ struct Events {
 impl Events {
     #[inline]
     fn push(&mut self, e: TraceEvent) {
+        if self.events.capacity() == 0 {
+            // Large enough that the allocator maps it apart from its heap
+            // (grown by remapping, returned whole), as a chunk of 64 Ki
+            // events was before; a short trace touches only what it uses.
+            self.events.reserve_exact(FIRST);
+        }
         self.events.push(e);
         self.len += 1;
     }
