@@ -1,6 +1,8 @@
 //! The reading path (trace entries taken while the pickle is decoded) gives
 //! the same model as decoding to the arena first and converting after, on
-//! every real file and on synthetic ones, and it does take the entries.
+//! every real file and on synthetic ones, and it does take the entries; and
+//! reads of any length (entries across every refill of the window) change
+//! nothing.
 
 use fragscope::input::pickle::{self, NoSink};
 use fragscope::input::snapshot::{TraceSink, from_arena, from_arena_with};
@@ -122,4 +124,67 @@ fn a_trace_entry_changed_after_it_was_read_is_refused() {
     assert!(slow_says.is_ok(), "{slow_says:?}");
     let e = fast_says.unwrap_err();
     assert!(e.contains("after it was read"), "{e}");
+}
+
+/// Hands out at most a few bytes per `read`, a different number each time,
+/// so that opcodes, their arguments and trace entries fall across every
+/// refill of the decoder's window.
+struct Trickle<'a> {
+    data: &'a [u8],
+    step: usize,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.step = (self.step * 7 + 3) % 4093;
+        let n = (self.step + 1).min(buf.len()).min(self.data.len());
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+fn trickled(bytes: &[u8]) -> Result<(Snapshot, usize), String> {
+    let mut sink = TraceSink::new();
+    let r = Trickle {
+        data: bytes,
+        step: 1,
+    };
+    let d = pickle::decode_from(r, &mut sink).map_err(|e| e.to_string())?;
+    let taken = sink.entries();
+    let s = from_arena_with(&d.arena, d.root, sink).map_err(|e| e.to_string())?;
+    Ok((s, taken))
+}
+
+#[test]
+fn reads_of_any_length_give_the_same_model() {
+    let mut inputs = vec![("synthetic".to_string(), synthetic(3000, 5))];
+    match std::fs::read_dir(REAL) {
+        Ok(dir) => {
+            let mut files: Vec<_> = dir
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| {
+                    let n = p.to_string_lossy();
+                    n.ends_with(".pickle") || n.ends_with(".pkl")
+                })
+                .collect();
+            files.sort();
+            for f in files {
+                let name = f.file_name().unwrap().to_string_lossy().to_string();
+                inputs.push((name, std::fs::read(&f).unwrap()));
+            }
+        }
+        Err(_) => eprintln!("{REAL} not found: only the synthetic file"),
+    }
+    for (name, bytes) in &inputs {
+        match (fast(bytes), trickled(bytes)) {
+            (Ok((a, ta)), Ok((b, tb))) => {
+                assert!(a == b, "{name}: reading in small pieces changes the model");
+                assert_eq!(ta, tb, "{name}: entries taken while reading");
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b, "{name}: different errors"),
+            (a, b) => panic!("{name}: {:?} vs {:?}", a.err(), b.err()),
+        }
+    }
 }

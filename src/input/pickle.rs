@@ -9,7 +9,7 @@
 //! bytes actually present.
 //!
 //! Built for gigabyte inputs: it reads from any [`Read`] through a window
-//! of a few megabytes (the input is never held whole), keeps integers, bools,
+//! of a few hundred kilobytes (the input is never held whole), keeps integers, bools,
 //! floats and None inline on its stack (a node is made only when a container
 //! keeps one), stores equal strings once and equal all-integer tuples
 //! (pool ids) once — values are immutable, so sharing them is invisible. A
@@ -148,8 +148,12 @@ impl Hasher for FxHasher {
 }
 pub type FxBuild = BuildHasherDefault<FxHasher>;
 
-/// The window the machine reads through.
-const WINDOW: usize = 4 << 20;
+/// The window the machine reads through. Small enough to stay in a core's
+/// L2 cache: each `read` then copies into cache-resident memory, which the
+/// machine reads back at once, instead of through main memory (measured
+/// faster than 4 MiB on 100 MB files; a length prefix longer than the window
+/// still grows it as bytes arrive).
+const WINDOW: usize = 256 << 10;
 
 struct Input<R> {
     r: R,
@@ -395,8 +399,19 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                 }
                 0x8a => {
                     let n = self.byte()? as usize;
-                    let v = long_from_le(self.take(n)?);
-                    self.stack.push(v)
+                    // Addresses and times: up to 8 bytes, read as one word
+                    // while the window holds 8 (no copy of a variable length).
+                    let (pos, end) = (self.inp.pos, self.inp.end);
+                    if n <= 8 && end - pos >= 8 {
+                        let w = u64::from_le_bytes(
+                            self.inp.buf[pos..pos + 8].try_into().expect("8 bytes"),
+                        );
+                        self.inp.pos += n;
+                        self.stack.push(Val::Int(sign_extend(w, n)));
+                    } else {
+                        let v = long_from_le(self.take(n)?);
+                        self.stack.push(v)
+                    }
                 }
                 0x8b => {
                     let n = self.len4()?;
@@ -939,6 +954,16 @@ fn val_kind(v: Val) -> &'static str {
     }
 }
 
+/// The low `n` bytes (0..=8) of `w` as a two's-complement integer.
+#[inline]
+fn sign_extend(w: u64, n: usize) -> i64 {
+    if n == 0 {
+        return 0;
+    }
+    let shift = 64 - 8 * n as u32;
+    ((w << shift) as i64) >> shift
+}
+
 /// Little-endian two's-complement integer of any length (LONG1/LONG4).
 fn long_from_le(b: &[u8]) -> Val {
     if b.is_empty() {
@@ -1112,6 +1137,35 @@ mod tests {
         };
         assert_eq!(d.arena.get(items[0].1), &Node::Int(42));
         assert_eq!(d.arena.as_str(items[1].0), Some("hé"));
+    }
+
+    #[test]
+    fn long1_word_read_agrees_with_the_byte_read() {
+        let samples: [&[u8]; 9] = [
+            b"",
+            b"\x7f",
+            b"\x80",
+            b"\xff\x00",
+            b"\x00\x80",
+            b"\x00\xa0\x3c\x8b\xfe\x7f",
+            b"\x45\x23\x01\x00\x00\x00\x06\x00",
+            b"\x00\x00\x00\x00\x00\x00\x00\x80",
+            b"\xff\xff\xff\xff\xff\xff\xff\xff",
+        ];
+        for b in samples {
+            let mut w = [0xa5u8; 8];
+            w[..b.len()].copy_from_slice(b);
+            let fast = Val::Int(sign_extend(u64::from_le_bytes(w), b.len()));
+            assert_eq!(fast, long_from_le(b), "{b:?}");
+        }
+        // Through the machine: a LONG1 near the end of the data takes the
+        // byte path, one further in the word path; both give the value.
+        let mut p = b"\x80\x04]\x94(\x8a\x03\xff\xff\x7f".to_vec();
+        p.extend_from_slice(b"\x8a\x02\x00\x80e.");
+        let d = decode(&p).unwrap();
+        let Node::List(v) = root(&d) else { panic!() };
+        assert_eq!(d.arena.get(v[0]), &Node::Int(0x7f_ffff));
+        assert_eq!(d.arena.get(v[1]), &Node::Int(-32768));
     }
 
     #[test]

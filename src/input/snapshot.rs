@@ -759,7 +759,7 @@ pub fn from_arena(a: &Arena, root: Vid) -> Result<Snapshot, SchemaError> {
 /// Converts a value decoded with `sink` taking trace entries.
 pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot, SchemaError> {
     let TraceSink { pstacks, lists, .. } = sink;
-    let lists: Vec<Vec<TraceEvent>> = lists.into_iter().map(Chunked::into_vec).collect();
+    let lists: Vec<Vec<TraceEvent>> = lists.into_iter().map(Events::into_vec).collect();
     let mut cx = Cx {
         a,
         intern: Interner::new(),
@@ -959,6 +959,7 @@ fn classify(s: &str) -> Key {
 }
 
 const KEY_CACHE: usize = 64;
+const ACTION_CACHE: usize = 16;
 
 /// Takes the dicts of `device_traces[d]` while a pickle is read (see the
 /// module doc). The entries it builds hold provisional ids: `frames` is one
@@ -969,45 +970,46 @@ pub struct TraceSink {
     dt: Vec<Vid>,
     /// Per-device trace lists and their number in `lists`.
     trace_lists: Vec<(Vid, u32)>,
-    lists: Vec<Chunked>,
+    lists: Vec<Events>,
     pstacks: Vec<Box<[Vid]>>,
     pstack_ix: HashMap<Box<[Vid]>, u32, FxBuild>,
     /// Key strings by node, direct-mapped (PyTorch shares one string per key).
     keys: [(Vid, Key); KEY_CACHE],
+    /// Action strings by node, direct-mapped, as read.
+    actions: [(Vid, Action); ACTION_CACHE],
     /// The batch being read: its MARK, its list, how far it is known to
     /// hold only this sink's entries, and whether something else sits in it.
     batch: (usize, u32, usize, bool),
 }
 
-/// Entries in fixed-size chunks: growing never copies, and the model's
-/// vector is built at its exact size from them, one chunk at a time (a
-/// doubling vector would hold up to twice the entries at its last growth).
+/// Entries of one trace list. A plain vector: its large buffers grow by
+/// `realloc`, which the system allocator serves by remapping pages rather
+/// than copying them, and capacity it never touches costs no memory; the
+/// model takes it shrunk to its length.
+const FIRST: usize = 1 << 16;
+
 #[derive(Default)]
-struct Chunked {
-    chunks: Vec<Vec<TraceEvent>>,
+struct Events {
+    events: Vec<TraceEvent>,
     len: usize,
 }
 
-const CHUNK: usize = 1 << 16;
-
-impl Chunked {
+impl Events {
+    #[inline]
     fn push(&mut self, e: TraceEvent) {
-        match self.chunks.last_mut() {
-            Some(c) if c.len() < CHUNK => c.push(e),
-            _ => {
-                let mut c = Vec::with_capacity(CHUNK);
-                c.push(e);
-                self.chunks.push(c);
-            }
+        if self.events.capacity() == 0 {
+            // Large enough that the allocator maps it apart from its heap
+            // (grown by remapping, returned whole), as a chunk of 64 Ki
+            // events was before; a short trace touches only what it uses.
+            self.events.reserve_exact(FIRST);
         }
+        self.events.push(e);
         self.len += 1;
     }
 
     fn into_vec(self) -> Vec<TraceEvent> {
-        let mut v = Vec::with_capacity(self.len);
-        for c in self.chunks {
-            v.extend(c);
-        }
+        let mut v = self.events;
+        v.shrink_to_fit();
         v
     }
 }
@@ -1021,6 +1023,7 @@ impl Default for TraceSink {
             pstacks: Vec::new(),
             pstack_ix: HashMap::default(),
             keys: [(Vid::MAX, Key::Ignored); KEY_CACHE],
+            actions: std::array::from_fn(|_| (Vid::MAX, Action::Alloc)),
             batch: (usize::MAX, u32::MAX, 0, false),
         }
     }
@@ -1206,11 +1209,21 @@ impl TraceSink {
                 _ => {}
             }
         }
-        let action = string(a, action?)?;
-        let Node::Str(name) = a.get(action.0) else {
+        let Val::Node(action) = action? else {
             return None;
         };
-        e.action = Action::parse(name).unwrap_or(Action::Other(action));
+        // Every entry names one of a few shared action strings.
+        let slot = action as usize % ACTION_CACHE;
+        e.action = if self.actions[slot].0 == action {
+            self.actions[slot].1.clone()
+        } else {
+            let Node::Str(name) = a.get(action) else {
+                return None;
+            };
+            let parsed = Action::parse(name).unwrap_or(Action::Other(StrId(action)));
+            self.actions[slot] = (action, parsed.clone());
+            parsed
+        };
         if let Some(v) = frames {
             e.frames = StackId(self.frames(a, v)?);
         }
@@ -1246,7 +1259,7 @@ impl Sink for TraceSink {
             });
         if in_dt {
             self.trace_lists.push((list, self.lists.len() as u32));
-            self.lists.push(Chunked::default());
+            self.lists.push(Events::default());
         }
     }
 
