@@ -8,19 +8,8 @@
 use fragscope::input::{self, Content, LoadOptions};
 use std::time::Instant;
 
-/// User + system CPU seconds of this process so far (as `stage_times`).
-fn cpu() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    let rest = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f
-        .get(11..13)
-        .map(|t| t.iter().filter_map(|x| x.parse::<f64>().ok()).sum())
-        .unwrap_or(0.0);
-    ticks / 100.0
-}
+mod common;
+use common::cpu;
 
 fn main() {
     let mut args = std::env::args().skip(1);
