@@ -4,13 +4,13 @@
 //! reads of any length (entries across every refill of the window) change
 //! nothing.
 
+mod util;
 use fragscope::input::pickle::{self, NoSink};
 use fragscope::input::snapshot::{TraceSink, from_arena, from_arena_with};
 use fragscope::input::{self, LoadOptions};
 use fragscope::model::Snapshot;
 use fragscope::synth::{SynthOptions, generate, write_pickle};
-
-const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
+use util::real_pickles;
 
 fn slow(bytes: &[u8]) -> Result<Snapshot, String> {
     let d = pickle::decode_from(bytes, &mut NoSink).map_err(|e| e.to_string())?;
@@ -38,19 +38,7 @@ fn synthetic(events: u64, seed: u64) -> Vec<u8> {
 
 #[test]
 fn both_paths_agree_on_real_files() {
-    let Ok(dir) = std::fs::read_dir(REAL) else {
-        eprintln!("{REAL} not found: skipping the real files");
-        return;
-    };
-    let mut files: Vec<_> = dir
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            let n = p.to_string_lossy();
-            n.ends_with(".pickle") || n.ends_with(".pkl")
-        })
-        .collect();
-    files.sort();
+    let Some(files) = real_pickles() else { return };
     let mut compared = 0;
     for f in files {
         let bytes = std::fs::read(&f).unwrap();
@@ -159,23 +147,9 @@ fn trickled(bytes: &[u8]) -> Result<(Snapshot, usize), String> {
 #[test]
 fn reads_of_any_length_give_the_same_model() {
     let mut inputs = vec![("synthetic".to_string(), synthetic(3000, 5))];
-    match std::fs::read_dir(REAL) {
-        Ok(dir) => {
-            let mut files: Vec<_> = dir
-                .filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| {
-                    let n = p.to_string_lossy();
-                    n.ends_with(".pickle") || n.ends_with(".pkl")
-                })
-                .collect();
-            files.sort();
-            for f in files {
-                let name = f.file_name().unwrap().to_string_lossy().to_string();
-                inputs.push((name, std::fs::read(&f).unwrap()));
-            }
-        }
-        Err(_) => eprintln!("{REAL} not found: only the synthetic file"),
+    for f in real_pickles().unwrap_or_default() {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        inputs.push((name, std::fs::read(&f).unwrap()));
     }
     for (name, bytes) in &inputs {
         match (fast(bytes), trickled(bytes)) {

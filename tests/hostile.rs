@@ -467,11 +467,7 @@ fn real_files_with_random_byte_flips() {
         let bytes = std::fs::read(&src).unwrap();
         let base = src.file_name().unwrap().to_string_lossy().into_owned();
         for flips in [1usize, 16, 256] {
-            let mut b = bytes.clone();
-            for _ in 0..flips {
-                let i = rng.below(b.len() as u64) as usize;
-                b[i] ^= 1 + rng.below(255) as u8;
-            }
+            let b = rng.flipped(&bytes, flips);
             let f = write(d.path(), &format!("flip{flips}-{base}"), &b);
             run_limited(
                 &["stats", &f],

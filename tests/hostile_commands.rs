@@ -139,11 +139,7 @@ fn every_command_answers_real_files_with_random_byte_flips() {
         let bytes = std::fs::read(&src).unwrap();
         let base = src.file_name().unwrap().to_string_lossy().into_owned();
         for flips in [1usize, 16, 256] {
-            let mut b = bytes.clone();
-            for _ in 0..flips {
-                let i = rng.below(b.len() as u64) as usize;
-                b[i] ^= 1 + rng.below(255) as u8;
-            }
+            let b = rng.flipped(&bytes, flips);
             let f = path_str(&d.path().join(format!("flip{flips}-{base}")));
             std::fs::write(&f, &b).unwrap();
             let cases = cmds.iter().map(|c| (with_file(c, &f), f.clone())).collect();

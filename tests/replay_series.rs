@@ -5,13 +5,13 @@
 //! generated training runs and on every real snapshot with a trace in
 //! ../shared/real.
 
+mod util;
 use fragscope::input::{LoadOptions, load_bytes, load_snapshot};
 use fragscope::model::Snapshot;
 use fragscope::replay::downsample::{downsample, downsample_series};
 use fragscope::replay::{Sample, Series, replay};
 use fragscope::synth::{SynthOptions, generate, write_pickle};
-
-const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
+use util::real_pickles;
 
 /// Bytes a replayed sample takes in a series.
 const COMPACT: usize = 72;
@@ -80,22 +80,14 @@ fn generated_runs() {
 
 #[test]
 fn real_snapshots() {
-    let Ok(dir) = std::fs::read_dir(REAL) else {
-        eprintln!("note: {REAL} is absent; real-data checks skipped");
-        return;
-    };
+    let Some(paths) = real_pickles() else { return };
     let mut checked = 0;
-    let mut paths: Vec<_> = dir.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-    paths.sort();
     for p in paths {
-        if !p.extension().is_some_and(|x| x == "pickle" || x == "pkl") {
-            continue;
-        }
         let Ok((snap, _)) = load_snapshot(&p.to_string_lossy(), &LoadOptions::default()) else {
             continue;
         };
         check(&p.file_name().unwrap().to_string_lossy(), &snap);
         checked += 1;
     }
-    assert!(checked > 0, "no real snapshot in {REAL}");
+    assert!(checked > 0, "no real snapshot in ../shared/real");
 }

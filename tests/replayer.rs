@@ -3,12 +3,12 @@
 //! carry anything from one forward pass to the next. Checked on a synthetic
 //! training run and on every real snapshot with a trace in ../shared/real.
 
+mod util;
 use fragscope::input::{LoadOptions, load_bytes, load_snapshot};
 use fragscope::model::Snapshot;
 use fragscope::replay::{Replayer, replay_device, state_at};
 use fragscope::synth::{SynthOptions, generate, write_pickle};
-
-const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
+use util::real_pickles;
 
 fn check(name: &str, snap: &Snapshot) {
     for d in snap.devices() {
@@ -56,17 +56,9 @@ fn synthetic_run() {
 
 #[test]
 fn real_snapshots() {
-    let Ok(dir) = std::fs::read_dir(REAL) else {
-        eprintln!("note: {REAL} is absent; real-data checks skipped");
-        return;
-    };
+    let Some(paths) = real_pickles() else { return };
     let mut checked = 0;
-    let mut paths: Vec<_> = dir.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-    paths.sort();
     for p in paths {
-        if !p.extension().is_some_and(|x| x == "pickle" || x == "pkl") {
-            continue;
-        }
         let Ok((snap, _)) = load_snapshot(&p.to_string_lossy(), &LoadOptions::default()) else {
             continue;
         };
@@ -76,5 +68,8 @@ fn real_snapshots() {
         check(&p.file_name().unwrap().to_string_lossy(), &snap);
         checked += 1;
     }
-    assert!(checked > 0, "no real snapshot with a trace in {REAL}");
+    assert!(
+        checked > 0,
+        "no real snapshot with a trace in ../shared/real"
+    );
 }

@@ -5,14 +5,14 @@
 //! a synthetic training run and on every real snapshot with a trace in
 //! ../shared/real.
 
+mod util;
 use fragscope::cli::report::{WHAT_IF_CONFIGS, attach_what_if, build_report, build_report_what_if};
 use fragscope::input::{Content, LoadOptions, Loaded, load_bytes, load_snapshot};
 use fragscope::model::Snapshot;
 use fragscope::replay::{Sample, downsample::downsample};
 use fragscope::sim::{self, SimConfig, Step, run};
 use fragscope::synth::{SynthOptions, generate, write_pickle};
-
-const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
+use util::real_pickles;
 
 /// Worst fragmentation and smallest largest gap over the moments with
 /// reserved at least half the peak, from every step.
@@ -138,17 +138,9 @@ fn synthetic_run() {
 
 #[test]
 fn real_snapshots() {
-    let Ok(dir) = std::fs::read_dir(REAL) else {
-        eprintln!("note: {REAL} is absent; real-data checks skipped");
-        return;
-    };
+    let Some(paths) = real_pickles() else { return };
     let mut checked = 0;
-    let mut paths: Vec<_> = dir.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-    paths.sort();
     for p in paths {
-        if !p.extension().is_some_and(|x| x == "pickle" || x == "pkl") {
-            continue;
-        }
         let Ok((snap, l)) = load_snapshot(&p.to_string_lossy(), &LoadOptions::default()) else {
             continue;
         };
@@ -159,5 +151,8 @@ fn real_snapshots() {
         checked += check_runs(&name, &snap);
         check_report(&name, &snap, &l);
     }
-    assert!(checked > 0, "no real snapshot with a trace in {REAL}");
+    assert!(
+        checked > 0,
+        "no real snapshot with a trace in ../shared/real"
+    );
 }

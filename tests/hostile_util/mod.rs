@@ -224,6 +224,15 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
+    /// `bytes` with `flips` bytes, at random places, changed to another value.
+    pub fn flipped(&mut self, bytes: &[u8], flips: usize) -> Vec<u8> {
+        let mut b = bytes.to_vec();
+        for _ in 0..flips {
+            let i = self.below(b.len() as u64) as usize;
+            b[i] ^= 1 + self.below(255) as u8;
+        }
+        b
+    }
 }
 
 /// Builds protocol-4 pickles by opcode.

@@ -48,6 +48,13 @@ pub fn real_files(exts: &[&str]) -> Vec<PathBuf> {
     v
 }
 
+/// The pickles of `../shared/real`, sorted, or `None` (with a printed note)
+/// when the folder is absent.
+pub fn real_pickles() -> Option<Vec<PathBuf>> {
+    real_dir()?;
+    Some(real_files(&[".pickle", ".pkl"]))
+}
+
 pub struct Run {
     pub cmd: String,
     pub out: Output,
