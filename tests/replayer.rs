@@ -4,11 +4,11 @@
 //! training run and on every real snapshot with a trace in ../shared/real.
 
 mod util;
-use fragscope::input::{LoadOptions, load_bytes, load_snapshot};
+use fragscope::input::load_bytes;
 use fragscope::model::Snapshot;
 use fragscope::replay::{Replayer, replay_device, state_at};
 use fragscope::synth::{SynthOptions, generate, write_pickle};
-use util::real_pickles;
+use util::each_real_snapshot;
 
 fn check(name: &str, snap: &Snapshot) {
     for d in snap.devices() {
@@ -56,20 +56,13 @@ fn synthetic_run() {
 
 #[test]
 fn real_snapshots() {
-    let Some(paths) = real_pickles() else { return };
     let mut checked = 0;
-    for p in paths {
-        let Ok((snap, _)) = load_snapshot(&p.to_string_lossy(), &LoadOptions::default()) else {
-            continue;
-        };
-        if snap.traces().iter().all(|t| t.is_empty()) {
-            continue;
-        }
-        check(&p.file_name().unwrap().to_string_lossy(), &snap);
+    let present = each_real_snapshot(true, |name, snap, _| {
+        check(name, snap);
         checked += 1;
-    }
+    });
     assert!(
-        checked > 0,
+        !present || checked > 0,
         "no real snapshot with a trace in ../shared/real"
     );
 }

@@ -7,12 +7,12 @@
 
 mod util;
 use fragscope::cli::report::{WHAT_IF_CONFIGS, attach_what_if, build_report, build_report_what_if};
-use fragscope::input::{Content, LoadOptions, Loaded, load_bytes, load_snapshot};
+use fragscope::input::{Content, Loaded, load_bytes};
 use fragscope::model::Snapshot;
 use fragscope::replay::{Sample, downsample::downsample};
 use fragscope::sim::{self, SimConfig, Step, run};
 use fragscope::synth::{SynthOptions, generate, write_pickle};
-use util::real_pickles;
+use util::each_real_snapshot;
 
 /// Worst fragmentation and smallest largest gap over the moments with
 /// reserved at least half the peak, from every step.
@@ -138,21 +138,13 @@ fn synthetic_run() {
 
 #[test]
 fn real_snapshots() {
-    let Some(paths) = real_pickles() else { return };
     let mut checked = 0;
-    for p in paths {
-        let Ok((snap, l)) = load_snapshot(&p.to_string_lossy(), &LoadOptions::default()) else {
-            continue;
-        };
-        if snap.traces().iter().all(|t| t.is_empty()) {
-            continue;
-        }
-        let name = p.file_name().unwrap().to_string_lossy().to_string();
-        checked += check_runs(&name, &snap);
-        check_report(&name, &snap, &l);
-    }
+    let present = each_real_snapshot(true, |name, snap, l| {
+        checked += check_runs(name, snap);
+        check_report(name, snap, l);
+    });
     assert!(
-        checked > 0,
+        !present || checked > 0,
         "no real snapshot with a trace in ../shared/real"
     );
 }

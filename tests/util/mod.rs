@@ -55,6 +55,29 @@ pub fn real_pickles() -> Option<Vec<PathBuf>> {
     Some(real_files(&[".pickle", ".pkl"]))
 }
 
+/// Calls `f` with the name, model and load of every real pickle that loads
+/// as a snapshot (those with a trace only, when `with_trace`); `false` when
+/// ../shared/real is absent.
+pub fn each_real_snapshot(
+    with_trace: bool,
+    mut f: impl FnMut(&str, &fragscope::model::Snapshot, &fragscope::input::Loaded),
+) -> bool {
+    let Some(paths) = real_pickles() else {
+        return false;
+    };
+    for p in paths {
+        let opts = fragscope::input::LoadOptions::default();
+        let Ok((snap, l)) = fragscope::input::load_snapshot(&p.to_string_lossy(), &opts) else {
+            continue;
+        };
+        if with_trace && snap.traces().iter().all(|t| t.is_empty()) {
+            continue;
+        }
+        f(&name_of(&p), &snap, &l);
+    }
+    true
+}
+
 pub struct Run {
     pub cmd: String,
     pub out: Output,
