@@ -5,10 +5,9 @@
 //! The wheel test needs maturin (`python3 -m pip install maturin`; .ci/run
 //! installs it); without it, it prints a note and returns. It builds the
 //! wheel with the `dev` profile in the target directory `cargo test` has just
-//! filled. That still compiles the crate again, with the few dependencies
-//! whose features the dev-dependencies widen under `cargo test` (about a
-//! minute and a half on 2 cores), but not every dependency in release mode,
-//! which would add several minutes to each CI run; the wheel's layout does
+//! filled, so it reuses every compiled dependency and the crate (Cargo.toml
+//! asks for one feature set whether or not dev-dependencies are in play) and
+//! only links the binary again; the wheel's layout does
 //! not depend on the profile. `FRAGSCOPE_WHEEL_PROFILE=release` builds the
 //! wheel exactly as `maturin build --release` does, into target/packaging.
 
