@@ -36,6 +36,7 @@ fn check_runs(name: &str, snap: &Snapshot) -> usize {
     let mut checked = 0;
     for d in sim::trace::simulable_devices(snap) {
         let input = run::prepare(snap, d, None);
+        check_recorded_reserved(name, snap, d, &input.recorded_reserved);
         let mut configs = vec![input.recorded_config.clone()];
         configs.extend(WHAT_IF_CONFIGS.iter().map(|s| SimConfig::parse(s).unwrap()));
         for cfg in &configs {
@@ -100,6 +101,31 @@ fn check_runs(name: &str, snap: &Snapshot) -> usize {
         }
     }
     checked
+}
+
+/// The recorded reserved bytes, kept as the events where they change,
+/// read back as one figure per event computed the plain way.
+fn check_recorded_reserved(
+    name: &str,
+    snap: &Snapshot,
+    d: i64,
+    rec: &sim::trace::RecordedReserved,
+) {
+    let trace = snap.trace_of(d);
+    let mut r: i128 = snap.segments_of(d).map(|s| s.total_size as i128).sum();
+    let mut want = vec![0u64; trace.len()];
+    for (i, e) in trace.iter().enumerate().rev() {
+        want[i] = r.max(0) as u64;
+        r -= sim::trace::segment_delta(e);
+    }
+    assert_eq!(rec.len(), want.len(), "{name}: device {d}");
+    assert_eq!(rec.iter().len(), want.len(), "{name}: device {d}");
+    assert_eq!(rec.iter().collect::<Vec<_>>(), want, "{name}: device {d}");
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!((rec.get(i), rec[i]), (Some(*w), *w), "{name}: event {i}");
+    }
+    assert_eq!(rec.get(want.len()), None);
+    assert_eq!(rec.last(), want.last().copied());
 }
 
 /// `report`'s what-if model from its own replay against the model

@@ -115,7 +115,6 @@ pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
     let peak = input
         .recorded_reserved
         .iter()
-        .copied()
         .chain(std::iter::once(input.recorded_start_reserved))
         .max()
         .unwrap_or(0);

@@ -166,7 +166,7 @@ pub fn report_of(input: DeviceInput, runs: Vec<SimRun>) -> SimReport {
     let mut s = vec![series(
         "recorded".into(),
         input.recorded_start_reserved,
-        input.recorded_reserved.iter().copied(),
+        input.recorded_reserved.iter(),
     )];
     for r in &runs {
         s.push(Series {
@@ -191,14 +191,12 @@ pub fn report_of(input: DeviceInput, runs: Vec<SimRun>) -> SimReport {
         recorded_peak_reserved: input
             .recorded_reserved
             .iter()
-            .copied()
             .chain(std::iter::once(input.recorded_start_reserved))
             .max()
             .unwrap_or(0),
         recorded_end_reserved: input
             .recorded_reserved
             .last()
-            .copied()
             .unwrap_or(input.recorded_start_reserved),
         recorded_ooms: input.recorded_ooms.clone(),
         oom_demand,

@@ -34,7 +34,7 @@ pub struct DeviceInput {
     pub start: StartState,
     pub requests: Requests,
     /// Reserved bytes after each trace event, as recorded.
-    pub recorded_reserved: Vec<u64>,
+    pub recorded_reserved: trace::RecordedReserved,
     pub recorded_start_reserved: u64,
     pub recorded_segment_events: Vec<(String, u64)>,
     /// Trace index of each recorded segment event.
@@ -556,7 +556,9 @@ pub fn run_observed(
         final_segments: Vec::new(),
     };
     let mut reqs = input.requests.iter().peekable();
+    let mut recorded = input.recorded_reserved.iter();
     for i in 0..input.events {
+        let recorded_here = recorded.next().unwrap_or(0);
         let mut completes = false;
         while let Some(r) = reqs.next_if(|r| r.event == i) {
             completes = true;
@@ -616,7 +618,7 @@ pub fn run_observed(
         }
         let s = step(&sim);
         if completes {
-            let e = s.reserved.abs_diff(input.recorded_reserved[i]);
+            let e = s.reserved.abs_diff(recorded_here);
             err.points += 1;
             err.sum += e as f64;
             if e > err.max {

@@ -153,16 +153,109 @@ pub struct TracedRequest {
 /// Recorded reserved bytes after each event of a device trace: the final
 /// reserved bytes minus the net segment changes still to come (exact
 /// whatever the start state).
-pub fn recorded_reserved(snap: &Snapshot, device: i64) -> Vec<u64> {
+pub fn recorded_reserved(snap: &Snapshot, device: i64) -> RecordedReserved {
     let trace = snap.trace_of(device);
     let end: i128 = snap.segments_of(device).map(|s| s.total_size as i128).sum();
-    let mut out = vec![0u64; trace.len()];
+    let mut steps = Vec::new();
     let mut r = end;
+    let mut last = None;
     for (i, e) in trace.iter().enumerate().rev() {
-        out[i] = r.max(0) as u64;
+        let v = r.max(0) as u64;
+        if last != Some(v) {
+            steps.push((i, v));
+            last = Some(v);
+        } else if let Some(s) = steps.last_mut() {
+            s.0 = i;
+        }
         r -= segment_delta(e);
     }
-    out
+    steps.reverse();
+    RecordedReserved {
+        len: trace.len(),
+        steps,
+    }
+}
+
+/// [`recorded_reserved`]: one figure per trace event, kept as the events
+/// where it changes. Only segment events change it, and they are few, so
+/// this costs a few bytes a segment event instead of 8 bytes an event (the
+/// what-if model keeps it while the report is built).
+#[derive(Serialize, Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordedReserved {
+    len: usize,
+    /// (first event of a run of equal figures, the figure), ascending; the
+    /// first run starts at event 0.
+    steps: Vec<(usize, u64)>,
+}
+
+impl RecordedReserved {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The figure after event `i`; `None` past the end.
+    pub fn get(&self, i: usize) -> Option<u64> {
+        if i >= self.len {
+            return None;
+        }
+        let k = self.steps.partition_point(|&(at, _)| at <= i);
+        Some(self.steps[k - 1].1)
+    }
+
+    pub fn last(&self) -> Option<u64> {
+        self.len.checked_sub(1).and_then(|i| self.get(i))
+    }
+
+    /// The figure after each event, in order.
+    pub fn iter(&self) -> ReservedIter<'_> {
+        ReservedIter {
+            of: self,
+            next: 0,
+            step: 0,
+        }
+    }
+}
+
+/// [`RecordedReserved::iter`].
+pub struct ReservedIter<'a> {
+    of: &'a RecordedReserved,
+    next: usize,
+    step: usize,
+}
+
+impl Iterator for ReservedIter<'_> {
+    type Item = u64;
+    #[inline]
+    fn next(&mut self) -> Option<u64> {
+        if self.next >= self.of.len {
+            return None;
+        }
+        let steps = &self.of.steps;
+        while steps.get(self.step + 1).is_some_and(|s| s.0 <= self.next) {
+            self.step += 1;
+        }
+        self.next += 1;
+        Some(steps[self.step].1)
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.of.len - self.next;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for ReservedIter<'_> {}
+
+impl std::ops::Index<usize> for RecordedReserved {
+    type Output = u64;
+    fn index(&self, i: usize) -> &u64 {
+        assert!(i < self.len, "event {i} of {}", self.len);
+        let k = self.steps.partition_point(|&(at, _)| at <= i);
+        &self.steps[k - 1].1
+    }
 }
 
 /// Reserved bytes before the first event.
@@ -188,7 +281,11 @@ pub fn capacity_from_ooms(snap: &Snapshot, device: i64) -> Option<u64> {
 }
 
 /// [`capacity_from_ooms`] given the device's [`recorded_reserved`].
-pub fn capacity_from_ooms_with(snap: &Snapshot, device: i64, rec: &[u64]) -> Option<u64> {
+pub fn capacity_from_ooms_with(
+    snap: &Snapshot,
+    device: i64,
+    rec: &RecordedReserved,
+) -> Option<u64> {
     snap.trace_of(device)
         .iter()
         .enumerate()
@@ -205,7 +302,7 @@ pub fn capacity_from_ooms_with(snap: &Snapshot, device: i64, rec: &[u64]) -> Opt
 pub fn requests(
     events: &[TraceEvent],
     capacity: Option<u64>,
-    recorded: &[u64],
+    recorded: &RecordedReserved,
 ) -> Vec<TracedRequest> {
     let mut out = Vec::new();
     requests_into(events, capacity, recorded, |r| out.push(r));
@@ -217,7 +314,7 @@ pub fn requests(
 pub fn requests_into(
     events: &[TraceEvent],
     capacity: Option<u64>,
-    recorded: &[u64],
+    recorded: &RecordedReserved,
     mut out: impl FnMut(TracedRequest),
 ) {
     let mut i = 0;
