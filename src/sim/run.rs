@@ -54,14 +54,23 @@ pub struct DeviceInput {
     pub notes: Vec<String>,
 }
 
-/// A device's request stream, packed: 32 bytes a request instead of the
+/// A device's request stream, packed: 24 bytes a request instead of the
 /// 64 of a [`TracedRequest`], since every configuration tried reads the
 /// whole stream and it stays alive while the report is built.
 #[derive(Serialize, Debug, Clone, Default)]
 pub struct Requests {
     packed: Vec<Packed>,
-    /// The distinct (stream, pool) pairs of the allocations.
-    places: Vec<(i64, (i64, i64))>,
+    /// The distinct (stream, pool, recorded OOM?) triples of the
+    /// allocations: an allocation's kind travels with its place.
+    places: Vec<Place>,
+}
+
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+struct Place {
+    stream: i64,
+    pool: (i64, i64),
+    /// The request of a recorded `oom`, which has no key.
+    oom: bool,
 }
 
 #[derive(Serialize, Debug, Clone, Copy)]
@@ -70,32 +79,33 @@ struct Packed {
     size: u64,
     /// Trace index (traces are indexed by `u32` throughout, as samples are).
     event: u32,
-    /// Index in `places` (allocations only).
-    place: u32,
-    kind: Kind,
+    /// Index in `places` for an allocation, else one of the three kinds
+    /// below (there are fewer places than trace events, so fewer than
+    /// `EMPTY_CACHE`).
+    what: u32,
 }
 
-#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Alloc,
-    /// The request of a recorded `oom`: no key.
-    OomAlloc,
-    FreeRequested,
-    FreeCompleted,
-    EmptyCache,
-}
+const _: () = assert!(std::mem::size_of::<Packed>() == 24);
+
+const FREE_REQUESTED: u32 = u32::MAX;
+const FREE_COMPLETED: u32 = u32::MAX - 1;
+const EMPTY_CACHE: u32 = u32::MAX - 2;
 
 impl Requests {
     pub fn push(&mut self, r: TracedRequest) {
-        let (kind, key, size, place) = match r.request {
+        let (what, key, size) = match r.request {
             Request::Alloc {
                 key,
                 size,
                 stream,
                 pool,
             } => {
-                let at = (stream, pool);
-                // Few distinct pairs: the latest ones are looked at first.
+                let at = Place {
+                    stream,
+                    pool,
+                    oom: key.is_none(),
+                };
+                // Few distinct places: the latest ones are looked at first.
                 let place = match self.places.iter().rposition(|p| *p == at) {
                     Some(i) => i,
                     None => {
@@ -103,21 +113,17 @@ impl Requests {
                         self.places.len() - 1
                     }
                 };
-                match key {
-                    Some(k) => (Kind::Alloc, k, size, place),
-                    None => (Kind::OomAlloc, 0, size, place),
-                }
+                (place as u32, key.unwrap_or(0), size)
             }
-            Request::FreeRequested { key } => (Kind::FreeRequested, key, 0, 0),
-            Request::FreeCompleted { key } => (Kind::FreeCompleted, key, 0, 0),
-            Request::EmptyCache => (Kind::EmptyCache, 0, 0, 0),
+            Request::FreeRequested { key } => (FREE_REQUESTED, key, 0),
+            Request::FreeCompleted { key } => (FREE_COMPLETED, key, 0),
+            Request::EmptyCache => (EMPTY_CACHE, 0, 0),
         };
         self.packed.push(Packed {
             key,
             size,
             event: r.event as u32,
-            place: place as u32,
-            kind,
+            what,
         });
     }
 
@@ -133,26 +139,29 @@ impl Requests {
     pub fn iter(&self) -> impl Iterator<Item = TracedRequest> + '_ {
         self.packed.iter().map(|p| TracedRequest {
             event: p.event as usize,
-            request: match p.kind {
-                Kind::Alloc | Kind::OomAlloc => {
-                    let (stream, pool) = self.places[p.place as usize];
+            request: match p.what {
+                FREE_REQUESTED => Request::FreeRequested { key: p.key },
+                FREE_COMPLETED => Request::FreeCompleted { key: p.key },
+                EMPTY_CACHE => Request::EmptyCache,
+                place => {
+                    let at = self.places[place as usize];
                     Request::Alloc {
-                        key: (p.kind == Kind::Alloc).then_some(p.key),
+                        key: (!at.oom).then_some(p.key),
                         size: p.size,
-                        stream,
-                        pool,
+                        stream: at.stream,
+                        pool: at.pool,
                     }
                 }
-                Kind::FreeRequested => Request::FreeRequested { key: p.key },
-                Kind::FreeCompleted => Request::FreeCompleted { key: p.key },
-                Kind::EmptyCache => Request::EmptyCache,
             },
         })
     }
 
     /// Allocations with a recorded address (recorded OOMs left out).
     pub fn allocations(&self) -> usize {
-        self.packed.iter().filter(|p| p.kind == Kind::Alloc).count()
+        self.packed
+            .iter()
+            .filter(|p| p.what < EMPTY_CACHE && !self.places[p.what as usize].oom)
+            .count()
     }
 }
 
