@@ -11,19 +11,7 @@ use std::hint::black_box;
 const MIB: u64 = 1 << 20;
 
 fn ev(action: Action, addr: u64, size: u64, t: i64) -> TraceEvent {
-    TraceEvent {
-        action,
-        addr,
-        size,
-        stream: 0,
-        time_us: Some(t),
-        frames: StackId::EMPTY,
-        device_free: None,
-        compile_context: None,
-        user_metadata: None,
-        pool_id: None,
-        category: None,
-    }
+    TraceEvent::new(action, addr, size, 0, StackId::EMPTY).with_time_us(Some(t))
 }
 
 /// `segs` 20 MiB segments; each round allocates five 4 MiB tensors in one

@@ -48,7 +48,7 @@ pub fn final_state(snap: &Snapshot, device: i64) -> MomentState {
     MomentState {
         device,
         at: trace.len().checked_sub(1),
-        time_us: trace.iter().rev().find_map(|e| e.time_us),
+        time_us: trace.iter().rev().find_map(|e| e.time_us()),
         segments,
         origins,
         failed_request: None,
@@ -379,7 +379,7 @@ pub fn analyze(snap: &Snapshot, state: &MomentState, opts: &Options) -> Analysis
             let (age_events, age_us) = match origin {
                 Origin::Event(i) => (
                     state.at.map(|a| (a as u64).saturating_sub(i as u64)),
-                    match (state.time_us, ev.and_then(|e| e.time_us)) {
+                    match (state.time_us, ev.and_then(|e| e.time_us())) {
                         (Some(now), Some(then)) => Some(now - then),
                         _ => None,
                     },

@@ -431,10 +431,12 @@ mod tests {
             if file.is_empty() {
                 return StackId::EMPTY;
             }
-            let name = i.string("forward");
-            let fname = i.string(file);
-            let torch = i.string("/usr/lib/python3/site-packages/torch/nn/modules/linear.py");
-            let lin = i.string("forward");
+            let name = i.string("forward").unwrap();
+            let fname = i.string(file).unwrap();
+            let torch = i
+                .string("/usr/lib/python3/site-packages/torch/nn/modules/linear.py")
+                .unwrap();
+            let lin = i.string("forward").unwrap();
             let inner = i.frame(Frame {
                 filename: torch,
                 line: 125,
@@ -484,19 +486,7 @@ mod tests {
         }
         let events = trace
             .iter()
-            .map(|(action, a, size, file)| TraceEvent {
-                action: action.clone(),
-                addr: *a,
-                size: *size,
-                stream: 0,
-                time_us: None,
-                frames: stack(file),
-                device_free: None,
-                compile_context: None,
-                user_metadata: None,
-                pool_id: None,
-                category: None,
-            })
+            .map(|(action, a, size, file)| TraceEvent::new(*action, *a, *size, 0, stack(file)))
             .collect();
         let mut s = Snapshot {
             segments,
@@ -611,7 +601,7 @@ mod tests {
     fn sites_are_named_like_every_other_command() {
         let mut i = Interner::new();
         let mut fr = |name: &str, file: &str, line| {
-            let (name, filename) = (i.string(name), i.string(file));
+            let (name, filename) = (i.string(name).unwrap(), i.string(file).unwrap());
             i.frame(Frame {
                 filename,
                 line,

@@ -84,25 +84,25 @@ fn event_json(snap: &Snapshot, e: &TraceEvent) -> Value {
     }
     m.insert("size".into(), json!(e.size));
     m.insert("stream".into(), json!(e.stream));
-    if let Some(t) = e.time_us {
+    if let Some(t) = e.time_us() {
         m.insert("time_us".into(), json!(t));
     }
     if e.frames != StackId::EMPTY {
         m.insert("frames".into(), frames_json(snap, e.frames));
     }
-    if let Some(v) = e.device_free {
+    if let Some(v) = e.device_free() {
         m.insert("device_free".into(), json!(v));
     }
-    if let Some(v) = e.compile_context {
+    if let Some(v) = e.compile_context() {
         m.insert("compile_context".into(), json!(snap.str(v)));
     }
-    if let Some(v) = e.user_metadata {
+    if let Some(v) = e.user_metadata() {
         m.insert("user_metadata".into(), json!(snap.str(v)));
     }
-    if let Some((a, b)) = e.pool_id {
+    if let Some((a, b)) = snap.pool_of(e) {
         m.insert("pool_id".into(), json!([a, b]));
     }
-    if let Some(v) = e.category {
+    if let Some(v) = e.category() {
         m.insert("category".into(), json!(snap.str(v)));
     }
     Value::Object(m)

@@ -347,9 +347,9 @@ mod tests {
             .iter()
             .map(|(file, line, name)| {
                 let f = Frame {
-                    filename: i.string(file),
+                    filename: i.string(file).unwrap(),
                     line: *line,
-                    name: i.string(name),
+                    name: i.string(name).unwrap(),
                 };
                 i.frame(f)
             })

@@ -131,7 +131,26 @@ impl Segment {
     }
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash)]
+/// An action this version does not know, by its place in
+/// [`Snapshot::other_actions`] (first seen, first numbered). Two bytes with
+/// no alignment, so that an [`Action`] takes three and a [`TraceEvent`]
+/// fits in 64; a file may name at most [`ActionName::MAX`] distinct unknown
+/// actions.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ActionName([u8; 2]);
+
+impl ActionName {
+    /// How many distinct unknown actions a snapshot can name.
+    pub const MAX: usize = 1 << 16;
+    pub fn new(index: u16) -> ActionName {
+        ActionName(index.to_le_bytes())
+    }
+    pub fn index(self) -> usize {
+        u16::from_le_bytes(self.0) as usize
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     Alloc,
     FreeRequested,
@@ -143,7 +162,7 @@ pub enum Action {
     Snapshot,
     Oom,
     Annotate,
-    Other(StrId),
+    Other(ActionName),
 }
 
 impl Action {
@@ -162,7 +181,7 @@ impl Action {
             _ => return None,
         })
     }
-    /// The PyTorch spelling; `Other` needs the string table.
+    /// The PyTorch spelling; `Other` needs the snapshot's tables.
     pub fn name<'a>(&self, snap: &'a Snapshot) -> &'a str {
         match self {
             Action::Alloc => "alloc",
@@ -175,25 +194,174 @@ impl Action {
             Action::Snapshot => "snapshot",
             Action::Oom => "oom",
             Action::Annotate => "annotate",
-            Action::Other(s) => snap.str(*s),
+            Action::Other(n) => snap.str(snap.other_actions[n.index()]),
         }
     }
 }
 
+/// Index into [`Snapshot::pools`]: the memory pool of a trace event.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PoolIdx(pub u32);
+
+/// "Absent" for the optional ids a [`TraceEvent`] keeps inline. The
+/// interner hands out ids below it ([`Interner::string`], [`Interner::pool`]
+/// refuse to reach it), so no file can make a present id read as absent.
+const NO_ID: u32 = u32::MAX;
+
+fn opt_id(raw: u32) -> Option<u32> {
+    (raw != NO_ID).then_some(raw)
+}
+
+/// One entry of a device trace.
+///
+/// Millions of these are most of a loaded snapshot, so the optional fields
+/// are packed: `time_us` and `device_free` as their raw values with a
+/// presence bit each (exact for every value, `i64::MIN` and `u64::MAX`
+/// included), the string ids with `u32::MAX` for absent, and the pool —
+/// present only in newer files, and then one of a few pairs — as an index
+/// into [`Snapshot::pools`]. Build one with [`TraceEvent::new`] and the
+/// setters; an absent value is always stored as zero (or `u32::MAX`), so
+/// equal events compare equal.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct TraceEvent {
     pub action: Action,
+    flags: u8,
     /// Absent for `oom` (0 here).
     pub addr: u64,
     pub size: u64,
     pub stream: i64,
-    pub time_us: Option<i64>,
     pub frames: StackId,
-    pub device_free: Option<u64>,
-    pub compile_context: Option<StrId>,
-    pub user_metadata: Option<StrId>,
-    pub pool_id: Option<(i64, i64)>,
-    pub category: Option<StrId>,
+    time_us: i64,
+    device_free: u64,
+    compile_context: u32,
+    user_metadata: u32,
+    category: u32,
+    pool: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<TraceEvent>() <= 64);
+
+impl TraceEvent {
+    const HAS_TIME: u8 = 1;
+    const HAS_DEVICE_FREE: u8 = 2;
+    /// Every flag bit a valid event may carry.
+    pub const FLAGS: u8 = Self::HAS_TIME | Self::HAS_DEVICE_FREE;
+
+    /// An event with no optional field; the setters add them.
+    pub fn new(action: Action, addr: u64, size: u64, stream: i64, frames: StackId) -> TraceEvent {
+        TraceEvent {
+            action,
+            flags: 0,
+            addr,
+            size,
+            stream,
+            frames,
+            time_us: 0,
+            device_free: 0,
+            compile_context: NO_ID,
+            user_metadata: NO_ID,
+            category: NO_ID,
+            pool: NO_ID,
+        }
+    }
+
+    pub fn time_us(&self) -> Option<i64> {
+        (self.flags & Self::HAS_TIME != 0).then_some(self.time_us)
+    }
+    pub fn device_free(&self) -> Option<u64> {
+        (self.flags & Self::HAS_DEVICE_FREE != 0).then_some(self.device_free)
+    }
+    pub fn compile_context(&self) -> Option<StrId> {
+        opt_id(self.compile_context).map(StrId)
+    }
+    pub fn user_metadata(&self) -> Option<StrId> {
+        opt_id(self.user_metadata).map(StrId)
+    }
+    pub fn category(&self) -> Option<StrId> {
+        opt_id(self.category).map(StrId)
+    }
+    /// The event's pool; [`Snapshot::pool_of`] gives the pair.
+    pub fn pool(&self) -> Option<PoolIdx> {
+        opt_id(self.pool).map(PoolIdx)
+    }
+
+    pub fn set_time_us(&mut self, v: Option<i64>) {
+        self.time_us = v.unwrap_or(0);
+        self.set_flag(Self::HAS_TIME, v.is_some());
+    }
+    pub fn set_device_free(&mut self, v: Option<u64>) {
+        self.device_free = v.unwrap_or(0);
+        self.set_flag(Self::HAS_DEVICE_FREE, v.is_some());
+    }
+    pub fn set_compile_context(&mut self, v: Option<StrId>) {
+        self.compile_context = raw_id(v.map(|s| s.0));
+    }
+    pub fn set_user_metadata(&mut self, v: Option<StrId>) {
+        self.user_metadata = raw_id(v.map(|s| s.0));
+    }
+    pub fn set_category(&mut self, v: Option<StrId>) {
+        self.category = raw_id(v.map(|s| s.0));
+    }
+    pub fn set_pool(&mut self, v: Option<PoolIdx>) {
+        self.pool = raw_id(v.map(|p| p.0));
+    }
+
+    /// The builder forms of the setters.
+    pub fn with_time_us(mut self, v: Option<i64>) -> TraceEvent {
+        self.set_time_us(v);
+        self
+    }
+    pub fn with_device_free(mut self, v: Option<u64>) -> TraceEvent {
+        self.set_device_free(v);
+        self
+    }
+    pub fn with_compile_context(mut self, v: Option<StrId>) -> TraceEvent {
+        self.set_compile_context(v);
+        self
+    }
+    pub fn with_user_metadata(mut self, v: Option<StrId>) -> TraceEvent {
+        self.set_user_metadata(v);
+        self
+    }
+    pub fn with_category(mut self, v: Option<StrId>) -> TraceEvent {
+        self.set_category(v);
+        self
+    }
+    pub fn with_pool(mut self, v: Option<PoolIdx>) -> TraceEvent {
+        self.set_pool(v);
+        self
+    }
+
+    fn set_flag(&mut self, bit: u8, on: bool) {
+        if on {
+            self.flags |= bit;
+        } else {
+            self.flags &= !bit;
+        }
+    }
+
+    /// What a MessagePack reader must check beyond the ids: no unknown flag
+    /// bit, and zero (or `u32::MAX`) behind every absent value, so that the
+    /// event equals the one the setters would build.
+    pub fn canonical_error(&self) -> Option<&'static str> {
+        if self.flags & !Self::FLAGS != 0 {
+            return Some("unknown flag bits");
+        }
+        if self.time_us().is_none() && self.time_us != 0 {
+            return Some("a value behind an absent time_us");
+        }
+        if self.device_free().is_none() && self.device_free != 0 {
+            return Some("a value behind an absent device_free");
+        }
+        None
+    }
+}
+
+fn raw_id(v: Option<u32>) -> u32 {
+    // The interner never hands out `NO_ID`; an id built by hand that equals
+    // it would read back as absent, which is a caller's bug.
+    debug_assert!(v != Some(NO_ID), "id u32::MAX is reserved for absent");
+    v.unwrap_or(NO_ID)
 }
 
 /// A value of `allocator_settings` or of an annotation, kept as written.
@@ -285,6 +453,10 @@ pub struct Snapshot {
     pub strings: Vec<String>,
     pub frames: Vec<Frame>,
     pub stacks: Vec<Vec<FrameId>>,
+    /// The distinct `pool_id`s of trace events, by [`PoolIdx`].
+    pub pools: Vec<(i64, i64)>,
+    /// The names of actions this version does not know, by [`ActionName`].
+    pub other_actions: Vec<StrId>,
 }
 
 impl Snapshot {
@@ -296,6 +468,10 @@ impl Snapshot {
     }
     pub fn stack(&self, id: StackId) -> &[FrameId] {
         &self.stacks[id.0 as usize]
+    }
+    /// A trace event's `pool_id`.
+    pub fn pool_of(&self, e: &TraceEvent) -> Option<(i64, i64)> {
+        e.pool().map(|p| self.pools[p.0 as usize])
     }
     pub fn traces(&self) -> &[Vec<TraceEvent>] {
         self.device_traces.as_deref().unwrap_or(&[])
@@ -324,6 +500,18 @@ impl Snapshot {
     }
 }
 
+/// An interned table is full: its ids would reach the value that stands
+/// for "absent".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("more than {limit} distinct {what} in one snapshot")]
+pub struct TableFull {
+    pub what: &'static str,
+    pub limit: u64,
+}
+
+/// Ids a table may hand out: `0..MAX_IDS`, so never `u32::MAX`.
+const MAX_IDS: usize = NO_ID as usize;
+
 /// Builds the interned tables while a snapshot is decoded.
 #[derive(Default)]
 pub struct Interner {
@@ -333,6 +521,10 @@ pub struct Interner {
     frame_ids: HashMap<Frame, FrameId>,
     stacks: Vec<Vec<FrameId>>,
     stack_ids: HashMap<Vec<FrameId>, StackId>,
+    pools: Vec<(i64, i64)>,
+    pool_ids: HashMap<(i64, i64), PoolIdx>,
+    other_actions: Vec<StrId>,
+    other_action_ids: HashMap<StrId, ActionName>,
 }
 
 impl Interner {
@@ -342,14 +534,22 @@ impl Interner {
         i.stack_ids.insert(Vec::new(), StackId::EMPTY);
         i
     }
-    pub fn string(&mut self, s: &str) -> StrId {
+    /// The id of `s`; refused once the table would hand out `u32::MAX`, the
+    /// id an event reads as an absent string.
+    pub fn string(&mut self, s: &str) -> Result<StrId, TableFull> {
         if let Some(id) = self.string_ids.get(s) {
-            return *id;
+            return Ok(*id);
+        }
+        if self.strings.len() >= MAX_IDS {
+            return Err(TableFull {
+                what: "strings",
+                limit: MAX_IDS as u64,
+            });
         }
         let id = StrId(self.strings.len() as u32);
         self.strings.push(s.to_owned());
         self.string_ids.insert(s.to_owned(), id);
-        id
+        Ok(id)
     }
     pub fn frame(&mut self, f: Frame) -> FrameId {
         if let Some(id) = self.frame_ids.get(&f) {
@@ -369,6 +569,42 @@ impl Interner {
         self.stack_ids.insert(frames, id);
         id
     }
+    /// A trace event's `pool_id`.
+    pub fn pool(&mut self, pair: (i64, i64)) -> Result<PoolIdx, TableFull> {
+        if let Some(id) = self.pool_ids.get(&pair) {
+            return Ok(*id);
+        }
+        if self.pools.len() >= MAX_IDS {
+            return Err(TableFull {
+                what: "trace pool ids",
+                limit: MAX_IDS as u64,
+            });
+        }
+        let id = PoolIdx(self.pools.len() as u32);
+        self.pools.push(pair);
+        self.pool_ids.insert(pair, id);
+        Ok(id)
+    }
+    /// The action named `name`: a known one, or the next unknown one.
+    pub fn action(&mut self, name: &str) -> Result<Action, TableFull> {
+        if let Some(a) = Action::parse(name) {
+            return Ok(a);
+        }
+        let s = self.string(name)?;
+        if let Some(n) = self.other_action_ids.get(&s) {
+            return Ok(Action::Other(*n));
+        }
+        let Ok(i) = u16::try_from(self.other_actions.len()) else {
+            return Err(TableFull {
+                what: "unknown trace actions",
+                limit: ActionName::MAX as u64,
+            });
+        };
+        let n = ActionName::new(i);
+        self.other_actions.push(s);
+        self.other_action_ids.insert(s, n);
+        Ok(Action::Other(n))
+    }
     /// The frames of an interned stack (while still building).
     pub fn stack_frames(&self, id: StackId) -> Vec<FrameId> {
         self.stacks[id.0 as usize].clone()
@@ -377,19 +613,162 @@ impl Interner {
         snap.strings = self.strings;
         snap.frames = self.frames;
         snap.stacks = self.stacks;
+        snap.pools = self.pools;
+        snap.other_actions = self.other_actions;
     }
     /// Starts from an existing snapshot's tables (for tools that add stacks).
     pub fn from_snapshot(snap: &Snapshot) -> Self {
         let mut i = Interner::new();
-        for s in &snap.strings {
-            i.string(s);
-        }
+        i.strings = snap.strings.clone();
+        i.string_ids = (snap.strings.iter().cloned())
+            .zip((0..).map(StrId))
+            .collect();
         for f in &snap.frames {
             i.frame(f.clone());
         }
         for st in snap.stacks.iter().skip(1) {
             i.stack(st.clone());
         }
+        i.pools = snap.pools.clone();
+        i.pool_ids = (snap.pools.iter().copied())
+            .zip((0..).map(PoolIdx))
+            .collect();
+        i.other_actions = snap.other_actions.clone();
+        i.other_action_ids = (snap.other_actions.iter().copied())
+            .zip((0..).map(ActionName::new))
+            .collect();
         i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bare() -> TraceEvent {
+        TraceEvent::new(Action::Alloc, 0x7f00_0000_0000, 512, -3, StackId(2))
+    }
+
+    #[test]
+    fn an_event_without_optional_fields_reads_back_none() {
+        let e = bare();
+        assert_eq!(
+            (e.action, e.addr, e.size, e.stream, e.frames),
+            (Action::Alloc, 0x7f00_0000_0000, 512, -3, StackId(2))
+        );
+        assert_eq!(e.time_us(), None);
+        assert_eq!(e.device_free(), None);
+        assert_eq!(e.compile_context(), None);
+        assert_eq!(e.user_metadata(), None);
+        assert_eq!(e.category(), None);
+        assert_eq!(e.pool(), None);
+        assert_eq!(e.canonical_error(), None);
+    }
+
+    #[test]
+    fn each_optional_field_reads_back_exactly_at_its_extremes() {
+        for t in [i64::MIN, -1, 0, 1, i64::MAX] {
+            let e = bare().with_time_us(Some(t));
+            assert_eq!(e.time_us(), Some(t));
+            assert_eq!(e.device_free(), None, "time_us {t} leaks into device_free");
+        }
+        for f in [0, 1, u64::MAX - 1, u64::MAX] {
+            let e = bare().with_device_free(Some(f));
+            assert_eq!(e.device_free(), Some(f));
+            assert_eq!(e.time_us(), None, "device_free {f} leaks into time_us");
+        }
+        for id in [0, 1, u32::MAX - 1] {
+            let s = Some(StrId(id));
+            let e = bare().with_compile_context(s);
+            assert_eq!(
+                (e.compile_context(), e.user_metadata(), e.category()),
+                (s, None, None)
+            );
+            let e = bare().with_user_metadata(s);
+            assert_eq!(
+                (e.compile_context(), e.user_metadata(), e.category()),
+                (None, s, None)
+            );
+            let e = bare().with_category(s);
+            assert_eq!(
+                (e.compile_context(), e.user_metadata(), e.category()),
+                (None, None, s)
+            );
+            let e = bare().with_pool(Some(PoolIdx(id)));
+            assert_eq!(e.pool(), Some(PoolIdx(id)));
+        }
+        let all = bare()
+            .with_time_us(Some(i64::MIN))
+            .with_device_free(Some(u64::MAX))
+            .with_compile_context(Some(StrId(1)))
+            .with_user_metadata(Some(StrId(2)))
+            .with_category(Some(StrId(3)))
+            .with_pool(Some(PoolIdx(4)));
+        assert_eq!(all.time_us(), Some(i64::MIN));
+        assert_eq!(all.device_free(), Some(u64::MAX));
+        assert_eq!(
+            (all.compile_context(), all.user_metadata(), all.category()),
+            (Some(StrId(1)), Some(StrId(2)), Some(StrId(3)))
+        );
+        assert_eq!(all.pool(), Some(PoolIdx(4)));
+        assert_eq!(all.canonical_error(), None);
+    }
+
+    #[test]
+    fn clearing_every_field_gives_back_the_bare_event() {
+        let mut e = bare()
+            .with_time_us(Some(-5))
+            .with_device_free(Some(7))
+            .with_compile_context(Some(StrId(1)))
+            .with_user_metadata(Some(StrId(2)))
+            .with_category(Some(StrId(3)))
+            .with_pool(Some(PoolIdx(0)));
+        assert_ne!(e, bare());
+        e.set_time_us(None);
+        e.set_device_free(None);
+        e.set_compile_context(None);
+        e.set_user_metadata(None);
+        e.set_category(None);
+        e.set_pool(None);
+        assert_eq!(e, bare());
+    }
+
+    #[test]
+    fn pools_and_unknown_actions_are_interned_once_in_order() {
+        let mut i = Interner::new();
+        let a = i.pool((1, 5)).unwrap();
+        let b = i.pool((0, 0)).unwrap();
+        assert_eq!(
+            (a, b, i.pool((1, 5)).unwrap()),
+            (PoolIdx(0), PoolIdx(1), PoolIdx(0))
+        );
+        let x = i.action("mystery").unwrap();
+        let y = i.action("enigma").unwrap();
+        assert_eq!(i.action("alloc").unwrap(), Action::Alloc);
+        assert_eq!(i.action("mystery").unwrap(), x);
+        assert_ne!(x, y);
+        let mut snap = Snapshot::default();
+        i.finish(&mut snap);
+        assert_eq!(snap.pools, vec![(1, 5), (0, 0)]);
+        assert_eq!((x.name(&snap), y.name(&snap)), ("mystery", "enigma"));
+        let e = TraceEvent::new(x, 0, 0, 0, StackId::EMPTY).with_pool(Some(b));
+        assert_eq!(snap.pool_of(&e), Some((0, 0)));
+        assert_eq!(snap.pool_of(&bare()), None);
+    }
+
+    #[test]
+    fn unknown_actions_past_the_limit_are_refused() {
+        let mut i = Interner::new();
+        for k in 0..ActionName::MAX {
+            i.action(&format!("a{k}")).unwrap();
+        }
+        let e = i.action("one-too-many").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "more than 65536 distinct unknown trace actions in one snapshot"
+        );
+        // A known action and an unknown one already numbered still resolve.
+        assert_eq!(i.action("free_completed").unwrap(), Action::FreeCompleted);
+        assert_eq!(i.action("a7").unwrap(), Action::Other(ActionName::new(7)));
     }
 }

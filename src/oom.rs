@@ -273,7 +273,7 @@ fn finding(
     } else {
         SegmentType::Large
     };
-    let pool = e.pool_id.unwrap_or((0, 0));
+    let pool = snap.pool_of(e).unwrap_or((0, 0));
     let (expandable, max_split, gc) = settings_figures(snap);
     let exp = expandable.unwrap_or(false);
     let usable = |s: &Segment| s.stream == e.stream && s.segment_type == kind && s.pool() == pool;
@@ -322,7 +322,7 @@ fn finding(
         requested: Some(rounded),
         alloc_size: None,
         capacity,
-        device_free: e.device_free,
+        device_free: e.device_free(),
         reserved: Some(f.reserved),
         allocated: Some(f.active + f.pending),
         largest_free_gap: Some(largest_usable.as_ref().map_or(0, |g| g.gap_size)),
@@ -334,15 +334,15 @@ fn finding(
     OomFinding {
         device: st.device,
         event: i,
-        time_us: e.time_us,
+        time_us: e.time_us(),
         stream: e.stream,
         rounded_request: rounded,
         pool: kind.as_str(),
         new_memory_needed,
         expandable_segments: exp,
-        device_free: e.device_free,
+        device_free: e.device_free(),
         capacity,
-        capacity_at_least: e.device_free.map(|d| d + f.reserved),
+        capacity_at_least: e.device_free().map(|d| d + f.reserved),
         reserved: f.reserved,
         allocated: f.allocated,
         active: f.active,

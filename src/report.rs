@@ -414,7 +414,7 @@ pub fn build(
         devices.push(DeviceReport {
             device: d,
             events: trace.len(),
-            first_time_us: trace.iter().find_map(|e| e.time_us),
+            first_time_us: trace.iter().find_map(|e| e.time_us()),
             samples: downsample_series(samples, REPORT_POINTS),
             peak_reserved: first_max(samples, |s| s.reserved),
             peak_allocated: first_max(samples, |s| s.allocated),
@@ -476,10 +476,10 @@ fn oom_findings(snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
         out.push(OomFinding {
             mark: OomMark {
                 event: i,
-                time_us: ev.time_us,
+                time_us: ev.time_us(),
                 request: ev.size,
                 largest_gap: Some(f.largest_usable_gap.as_ref().map_or(0, |g| g.gap_size)),
-                device_free: ev.device_free,
+                device_free: ev.device_free(),
             },
             diagnosis: f.diagnosis,
         });
@@ -643,11 +643,13 @@ mod tests {
 
     fn snap_with_frames() -> (Snapshot, StackId, StackId) {
         let mut i = Interner::new();
-        let torch = i.string("/usr/lib/python3/site-packages/torch/nn/modules/linear.py");
-        let user = i.string("/home/me/project/model.py");
-        let fwd = i.string("forward");
-        let other = i.string("train.py");
-        let step = i.string("step");
+        let torch = i
+            .string("/usr/lib/python3/site-packages/torch/nn/modules/linear.py")
+            .unwrap();
+        let user = i.string("/home/me/project/model.py").unwrap();
+        let fwd = i.string("forward").unwrap();
+        let other = i.string("train.py").unwrap();
+        let step = i.string("step").unwrap();
         let f0 = i.frame(Frame {
             filename: torch,
             line: 125,
@@ -765,19 +767,7 @@ mod tests {
     #[test]
     fn default_moment_prefers_oom_then_most_free() {
         let mut snap = Snapshot::default();
-        let ev = |action: Action| TraceEvent {
-            action,
-            addr: 0,
-            size: 10,
-            stream: 0,
-            time_us: None,
-            frames: StackId::EMPTY,
-            device_free: None,
-            compile_context: None,
-            user_metadata: None,
-            pool_id: None,
-            category: None,
-        };
+        let ev = |action: Action| TraceEvent::new(action, 0, 10, 0, StackId::EMPTY);
         let s = |e: Option<u32>, reserved: u64, allocated: u64| Sample {
             event: e,
             reserved,

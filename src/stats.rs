@@ -201,7 +201,7 @@ pub fn trace_coverage(snap: &Snapshot) -> Vec<TraceCoverage> {
                 Some((_, n)) => *n += 1,
                 None => counts.push((&e.action, 1)),
             }
-            if let Some(t) = e.time_us {
+            if let Some(t) = e.time_us() {
                 c.first_time_us = Some(c.first_time_us.map_or(t, |x: i64| x.min(t)));
                 c.last_time_us = Some(c.last_time_us.map_or(t, |x: i64| x.max(t)));
             }
@@ -247,8 +247,8 @@ pub fn oom_events(snap: &Snapshot) -> Vec<OomEvent> {
                     device: d as i64,
                     index: i as u64,
                     size: e.size,
-                    device_free: e.device_free,
-                    time_us: e.time_us,
+                    device_free: e.device_free(),
+                    time_us: e.time_us(),
                 });
             }
         }

@@ -194,19 +194,7 @@ fn blocks(start: u64, spec: &[(u64, u64, BlockState, StackId)]) -> Vec<Block> {
 }
 
 fn event(action: Action, addr: u64, size: u64, i: usize) -> TraceEvent {
-    TraceEvent {
-        action,
-        addr,
-        size,
-        stream: 0,
-        time_us: Some(T0 + i as i64 * 1500),
-        frames: StackId::EMPTY,
-        device_free: None,
-        compile_context: None,
-        user_metadata: None,
-        pool_id: None,
-        category: None,
-    }
+    TraceEvent::new(action, addr, size, 0, StackId::EMPTY).with_time_us(Some(T0 + i as i64 * 1500))
 }
 
 fn sample_of(segs: &[Segment], event: Option<u32>, time_us: Option<i64>) -> Sample {
@@ -230,11 +218,13 @@ fn sample_of(segs: &[Segment], event: Option<u32>, time_us: Option<i64>) -> Samp
 
 fn fixture() -> Fixture {
     let mut i = Interner::new();
-    let user = i.string("/home/me/proj/model.py");
-    let train = i.string("/home/me/proj/train.py");
-    let lin = i.string("/opt/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py");
-    let fwd = i.string("forward");
-    let step = i.string("train_step");
+    let user = i.string("/home/me/proj/model.py").unwrap();
+    let train = i.string("/home/me/proj/train.py").unwrap();
+    let lin = i
+        .string("/opt/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py")
+        .unwrap();
+    let fwd = i.string("forward").unwrap();
+    let step = i.string("train_step").unwrap();
     let f_lin = i.frame(Frame {
         filename: lin,
         line: 125,
@@ -333,7 +323,7 @@ fn fixture() -> Fixture {
     for k in 0..n {
         if k == oom_at {
             let mut ev = event(Action::Oom, 0, 96 * MIB, k);
-            ev.device_free = Some(50 * MIB);
+            ev.set_device_free(Some(50 * MIB));
             trace.push(ev);
         } else if k % 2 == 0 {
             trace.push(event(Action::Alloc, base + k as u64 * 4096, MIB, k));
@@ -341,7 +331,7 @@ fn fixture() -> Fixture {
             trace.push(event(Action::FreeCompleted, base + k as u64 * 4096, MIB, k));
         }
     }
-    let end = sample_of(&dev0, Some(n as u32 - 1), trace[n - 1].time_us);
+    let end = sample_of(&dev0, Some(n as u32 - 1), trace[n - 1].time_us());
     let mut samples = vec![Sample {
         event: None,
         time_us: None,
@@ -364,7 +354,7 @@ fn fixture() -> Fixture {
         let largest = free / gaps.max(1);
         samples.push(Sample {
             event: Some(k as u32),
-            time_us: ev.time_us,
+            time_us: ev.time_us(),
             allocated,
             active: allocated,
             reserved,
@@ -378,7 +368,7 @@ fn fixture() -> Fixture {
     }
     *samples.last_mut().unwrap() = end;
     // The moment the segment map shows agrees with the series.
-    samples[oom_at + 1] = sample_of(&dev0, Some(oom_at as u32), trace[oom_at].time_us);
+    samples[oom_at + 1] = sample_of(&dev0, Some(oom_at as u32), trace[oom_at].time_us());
     snap.segments = segs;
     snap.device_traces = Some(vec![trace, Vec::new()]);
     snap.allocator_settings = Some(AllocatorSettings {

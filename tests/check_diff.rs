@@ -63,8 +63,8 @@ fn fragscope(dir: &Path, args: &[&str]) -> Run {
 /// of (size, requested, state). Blocks of `site` carry a stack.
 fn snapshot(segs: &[&[(u64, u64, BlockState)]], site: &str) -> Snapshot {
     let mut i = Interner::new();
-    let file = i.string(site);
-    let name = i.string("forward");
+    let file = i.string(site).unwrap();
+    let name = i.string("forward").unwrap();
     let frame = i.frame(Frame {
         filename: file,
         line: 1,

@@ -29,19 +29,7 @@ fn fragscope(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn ev(action: Action, addr: u64, size: u64) -> TraceEvent {
-    TraceEvent {
-        action,
-        addr,
-        size,
-        stream: 0,
-        time_us: None,
-        frames: StackId::EMPTY,
-        device_free: None,
-        compile_context: None,
-        user_metadata: None,
-        pool_id: None,
-        category: None,
-    }
+    TraceEvent::new(action, addr, size, 0, StackId::EMPTY)
 }
 
 fn block(address: u64, size: u64, state: BlockState) -> Block {
@@ -92,7 +80,7 @@ fn fragmented() -> Snapshot {
         });
     }
     let mut oom = ev(Action::Oom, 0, 8 * MIB);
-    oom.device_free = Some(2 * MIB);
+    oom.set_device_free(Some(2 * MIB));
     trace.push(oom);
     Snapshot {
         segments,

@@ -78,3 +78,59 @@ fn refuses_to_overwrite_its_input_and_unknown_extension() {
     ]);
     r.expect_code(2);
 }
+
+/// Values only MessagePack can carry (a `device_free` past `i64::MAX`) and
+/// every optional field of a trace event, present and absent, come back
+/// exactly.
+#[test]
+fn messagepack_keeps_every_optional_event_field() {
+    use fragscope::encode::to_msgpack_bytes;
+    use fragscope::input::{Content, Format, load_bytes};
+    use fragscope::model::*;
+    let mut i = Interner::new();
+    let ctx = i.string("N/A").unwrap();
+    let meta = i.string("{\"step\": 3}").unwrap();
+    let cat = i.string("activation").unwrap();
+    let private = i.pool((1, 5)).unwrap();
+    let default = i.pool((0, 0)).unwrap();
+    let odd = i.action("mystery").unwrap();
+    let ev = |a| TraceEvent::new(a, 0x7f00_0000_0000, 512, 7, StackId::EMPTY);
+    let events = vec![
+        ev(Action::Alloc),
+        ev(Action::Alloc)
+            .with_time_us(Some(i64::MIN))
+            .with_pool(Some(private)),
+        ev(Action::Oom)
+            .with_time_us(Some(i64::MAX))
+            .with_device_free(Some(u64::MAX))
+            .with_pool(Some(default)),
+        ev(odd)
+            .with_device_free(Some(0))
+            .with_compile_context(Some(ctx))
+            .with_user_metadata(Some(meta))
+            .with_category(Some(cat)),
+        ev(Action::FreeCompleted).with_pool(Some(private)),
+    ];
+    let mut snap = Snapshot {
+        device_traces: Some(vec![events]),
+        ..Snapshot::default()
+    };
+    i.finish(&mut snap);
+    let l = load_bytes(&to_msgpack_bytes(&snap), "events.msgpack").unwrap();
+    assert_eq!(l.format, Format::MsgPack);
+    let Content::Snapshot(back) = l.content else {
+        panic!("not read back as a snapshot");
+    };
+    assert!(back == snap, "MessagePack round trip changed the model");
+    let t = back.trace_of(0);
+    assert_eq!(t[1].time_us(), Some(i64::MIN));
+    assert_eq!(t[2].device_free(), Some(u64::MAX));
+    assert_eq!(t[3].device_free(), Some(0));
+    let pools: Vec<_> = t.iter().map(|e| back.pool_of(e)).collect();
+    assert_eq!(
+        pools,
+        [None, Some((1, 5)), Some((0, 0)), None, Some((1, 5))]
+    );
+    assert_eq!(t[3].action.name(&back), "mystery");
+    assert_eq!(t[3].category().map(|c| back.str(c)), Some("activation"));
+}

@@ -162,3 +162,182 @@ fn reads_of_any_length_give_the_same_model() {
         }
     }
 }
+
+/// A PyTorch-shaped pickle (keys shared as CPython writes them) whose trace
+/// entries carry every optional field, pool ids and actions this version
+/// does not know.
+fn optional_fields_pickle() -> Vec<u8> {
+    use fragscope::synth::pickle_writer::{Ident, Pickler};
+    type Field = (&'static str, Value);
+    #[derive(Clone)]
+    enum Value {
+        Int(i64),
+        Str(&'static str),
+        Pair(i64, i64),
+    }
+    let base = |action: &'static str, addr: i64| -> Vec<Field> {
+        vec![
+            ("action", Value::Str(action)),
+            ("addr", Value::Int(addr)),
+            ("size", Value::Int(512)),
+            ("stream", Value::Int(0)),
+        ]
+    };
+    let with = |mut f: Vec<Field>, more: &[Field]| {
+        f.extend_from_slice(more);
+        f
+    };
+    // Unknown actions last: the sink leaves them to the arena, and with
+    // them the rest of their batch.
+    let entries: Vec<Vec<Field>> = vec![
+        base("alloc", 1 << 40),
+        with(
+            base("alloc", 2 << 40),
+            &[
+                ("time_us", Value::Int(i64::MIN)),
+                ("compile_context", Value::Str("N/A")),
+                ("user_metadata", Value::Str("")),
+                ("pool_id", Value::Pair(1, 5)),
+            ],
+        ),
+        with(
+            base("oom", 0),
+            &[
+                ("device_free", Value::Int(i64::MAX)),
+                ("category", Value::Str("activation")),
+                ("pool_id", Value::Pair(0, 0)),
+            ],
+        ),
+        with(
+            base("free_completed", 2 << 40),
+            &[("pool_id", Value::Pair(2, 0))],
+        ),
+        with(base("mystery_action", 0), &[("pool_id", Value::Pair(1, 5))]),
+        with(base("enigma", 0), &[("time_us", Value::Int(-1))]),
+        with(base("mystery_action", 0), &[("pool_id", Value::Pair(2, 0))]),
+    ];
+    // Every key string and action name written once, then referenced.
+    let names = [
+        "action",
+        "addr",
+        "size",
+        "stream",
+        "time_us",
+        "device_free",
+        "compile_context",
+        "user_metadata",
+        "pool_id",
+        "category",
+        "alloc",
+        "oom",
+        "free_completed",
+        "mystery_action",
+        "enigma",
+        "N/A",
+        "activation",
+    ];
+    let id = |s: &str| Ident::Shared(names.iter().position(|n| *n == s).unwrap() as u64);
+    let mut p = Pickler::new(Vec::new());
+    let top: [&str; 2] = ["segments", "device_traces"];
+    p.dict(Ident::Fresh, 2, |p, i| {
+        p.str(Ident::Fresh, top[i])?;
+        match i {
+            0 => p.list(Ident::Fresh, 0, |_, _| Ok(())),
+            _ => p.list(Ident::Fresh, 1, |p, _| {
+                p.list(Ident::Fresh, entries.len(), |p, j| {
+                    let e = &entries[j];
+                    p.dict(Ident::Fresh, e.len(), |p, k| {
+                        let (key, v) = &e[k];
+                        p.str(id(key), key)?;
+                        match v {
+                            Value::Int(x) => p.int(*x),
+                            Value::Str(s) if s.is_empty() => p.str(Ident::Fresh, s),
+                            Value::Str(s) => p.str(id(s), s),
+                            Value::Pair(a, b) => {
+                                let (a, b) = (*a, *b);
+                                p.tuple(Ident::Fresh, 2, move |p, n| p.int([a, b][n]))
+                            }
+                        }
+                    })
+                })
+            }),
+        }
+    })
+    .unwrap();
+    p.finish().unwrap().0
+}
+
+#[test]
+fn optional_trace_fields_read_the_same_both_ways_and_round_trip() {
+    use fragscope::encode::{to_json_bytes, to_msgpack_bytes};
+    use fragscope::input::{Content, load_bytes};
+    use fragscope::model::{Action, StrId};
+    let bytes = optional_fields_pickle();
+    let a = slow(&bytes).unwrap();
+    let (b, taken) = fast(&bytes).unwrap();
+    assert!(a == b, "the two paths give different models");
+    // The sink took every entry up to the first unknown action.
+    assert_eq!(taken, 4);
+    let t = a.trace_of(0);
+    assert_eq!(t.len(), 7);
+    let s = |id: Option<StrId>| id.map(|i| a.str(i));
+    let names: Vec<&str> = t.iter().map(|e| e.action.name(&a)).collect();
+    assert_eq!(
+        names,
+        [
+            "alloc",
+            "alloc",
+            "oom",
+            "free_completed",
+            "mystery_action",
+            "enigma",
+            "mystery_action"
+        ]
+    );
+    assert_eq!(t[4].action, t[6].action);
+    assert_ne!(t[4].action, t[5].action);
+    assert!(matches!(t[5].action, Action::Other(_)));
+    let pools: Vec<Option<(i64, i64)>> = t.iter().map(|e| a.pool_of(e)).collect();
+    assert_eq!(
+        pools,
+        [
+            None,
+            Some((1, 5)),
+            Some((0, 0)),
+            Some((2, 0)),
+            Some((1, 5)),
+            None,
+            Some((2, 0))
+        ]
+    );
+    assert_eq!(
+        a.pools,
+        [(1, 5), (0, 0), (2, 0)],
+        "each pair once, in order"
+    );
+    assert_eq!(t[0].time_us(), None);
+    assert_eq!(t[1].time_us(), Some(i64::MIN));
+    assert_eq!(t[5].time_us(), Some(-1));
+    assert_eq!(t[2].device_free(), Some(i64::MAX as u64));
+    assert_eq!(t[1].device_free(), None);
+    assert_eq!(s(t[1].compile_context()), Some("N/A"));
+    assert_eq!(s(t[1].user_metadata()), Some(""));
+    assert_eq!(s(t[2].category()), Some("activation"));
+    assert_eq!(
+        (
+            s(t[0].compile_context()),
+            s(t[0].user_metadata()),
+            s(t[0].category())
+        ),
+        (None, None, None)
+    );
+    for (what, out) in [
+        ("JSON", to_json_bytes(&a)),
+        ("MessagePack", to_msgpack_bytes(&a)),
+    ] {
+        let Content::Snapshot(back) = load_bytes(&out, "round trip").unwrap().content else {
+            panic!("{what}: not read back as a snapshot");
+        };
+        assert!(back == a, "{what} round trip changed the model");
+    }
+}

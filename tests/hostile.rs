@@ -891,36 +891,49 @@ fn absurd_sizes_and_times_neither_overflow_nor_allocate() {
 }
 
 #[test]
+fn messagepack_of_an_earlier_version_is_refused_with_what_to_do() {
+    // Version 1 was the serde form of the model before trace events were
+    // packed: its events cannot be read as the current ones.
+    let snap = fragscope::model::Snapshot {
+        stacks: vec![vec![]],
+        ..Default::default()
+    };
+    let mut v1 = fragscope::encode::to_msgpack_bytes(&snap);
+    let version = fragscope::input::MSGPACK_MAGIC.len() - 1;
+    assert_eq!(v1[version], 2);
+    v1[version] = 1;
+    let d = tmp();
+    let f = write(d.path(), "v1.msgpack", &v1);
+    run(&["stats", &f])
+        .assert_clean_error(&f)
+        .assert_stderr_has("fragscope MessagePack version 1 was written by an earlier fragscope")
+        .assert_stderr_has("convert the original snapshot again");
+}
+
+#[test]
 fn messagepack_ids_are_checked_before_use() {
     // fragscope's MessagePack deserialises straight into the model; an id
     // outside its table would make a later stage index past the end.
     use fragscope::model::*;
-    let ev = TraceEvent {
-        action: Action::Other(StrId(5)),
-        addr: 0,
-        size: 0,
-        stream: 0,
-        time_us: None,
-        frames: StackId::EMPTY,
-        device_free: None,
-        compile_context: None,
-        user_metadata: None,
-        pool_id: None,
-        category: None,
-    };
-    let bad_string = Snapshot {
-        device_traces: Some(vec![vec![ev.clone()]]),
+    let ev = TraceEvent::new(Action::Alloc, 0, 0, 0, StackId::EMPTY);
+    let one = |e: TraceEvent| Snapshot {
+        device_traces: Some(vec![vec![e]]),
         stacks: vec![vec![]],
         ..Default::default()
     };
-    let bad_stack = Snapshot {
-        device_traces: Some(vec![vec![TraceEvent {
-            action: Action::Alloc,
-            frames: StackId(3),
-            ..ev
-        }]]),
-        stacks: vec![vec![]],
-        ..Default::default()
+    let bad_string = one(ev.clone().with_user_metadata(Some(StrId(5))));
+    let bad_stack = one(TraceEvent::new(Action::Alloc, 0, 0, 0, StackId(3)));
+    let bad_pool = one(ev.clone().with_pool(Some(PoolIdx(2))));
+    let bad_action = one(TraceEvent::new(
+        Action::Other(ActionName::new(1)),
+        0,
+        0,
+        0,
+        StackId::EMPTY,
+    ));
+    let bad_action_name = Snapshot {
+        other_actions: vec![StrId(7)],
+        ..one(ev.clone())
     };
     let no_empty_stack = Snapshot::default();
     let d = tmp();
@@ -934,6 +947,21 @@ fn messagepack_ids_are_checked_before_use() {
             "stack.msgpack",
             bad_stack,
             "device_traces[0][0]: stack id 3 is not below 1",
+        ),
+        (
+            "pool.msgpack",
+            bad_pool,
+            "device_traces[0][0]: pool id 2 is not below 0",
+        ),
+        (
+            "action.msgpack",
+            bad_action,
+            "device_traces[0][0]: unknown-action id 1 is not below 0",
+        ),
+        (
+            "action-name.msgpack",
+            bad_action_name,
+            "other_actions[0]: string id 7 is not below 0",
         ),
         (
             "empty.msgpack",

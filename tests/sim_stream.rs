@@ -64,7 +64,12 @@ fn check_runs(name: &str, snap: &Snapshot) -> usize {
             let mut points: Vec<usize> = input.requests.iter().map(|q| q.event).collect();
             assert_eq!(
                 input.requests.iter().collect::<Vec<_>>(),
-                sim::trace::requests(snap.trace_of(d), input.capacity, &input.recorded_reserved),
+                sim::trace::requests(
+                    snap.trace_of(d),
+                    &snap.pools,
+                    input.capacity,
+                    &input.recorded_reserved
+                ),
                 "{what}: packed requests"
             );
             points.dedup();

@@ -82,7 +82,7 @@ fn segments_blocks_and_trace_agree() {
         "the ring buffer keeps exactly N events"
     );
     assert!(
-        trace.windows(2).all(|w| w[0].time_us <= w[1].time_us),
+        trace.windows(2).all(|w| w[0].time_us() <= w[1].time_us()),
         "time_us never decreases"
     );
     for seg in &snap.segments {

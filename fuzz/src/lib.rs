@@ -321,14 +321,17 @@ pub fn check_model(snap: &Snapshot, input_len: usize) {
         records += t.len();
         for e in t {
             assert!(stack_ok(e.frames), "event stack id out of range");
-            for s in [e.compile_context, e.user_metadata, e.category]
+            for s in [e.compile_context(), e.user_metadata(), e.category()]
                 .into_iter()
                 .flatten()
             {
                 assert!((s.0 as usize) < snap.strings.len());
             }
-            if let Action::Other(s) = e.action {
-                assert!((s.0 as usize) < snap.strings.len());
+            if let Action::Other(n) = e.action {
+                assert!(n.index() < snap.other_actions.len());
+            }
+            if let Some(p) = e.pool() {
+                assert!((p.0 as usize) < snap.pools.len());
             }
         }
     }
@@ -507,7 +510,7 @@ pub fn check_replay_model(snap: &Snapshot) {
             );
             assert_eq!(
                 s.time_us,
-                want.and_then(|e| trace[e].time_us),
+                want.and_then(|e| trace[e].time_us()),
                 "device {d}: sample {i} time"
             );
             check_sample_conserves(d, i, &s);

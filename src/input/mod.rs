@@ -20,8 +20,14 @@ use std::path::Path;
 /// Default bound on the (decompressed) bytes read from one input: 16 GiB.
 pub const DEFAULT_MAX_INPUT: u64 = 16 << 30;
 
-/// Magic prefix of fragscope's MessagePack form of the model.
-pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x01";
+/// Magic prefix of fragscope's MessagePack form of the model. The last byte
+/// is the version of the form: the serde form of the model, so it changes
+/// whenever the model does.
+pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x02";
+
+/// The prefix of every version of the MessagePack form, [`MSGPACK_MAGIC`]
+/// without its version byte.
+const MSGPACK_PREFIX: &[u8] = b"FRAGSCOPE-MSGPACK";
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -438,6 +444,20 @@ pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Loaded, LoadError> {
             })?;
         return Ok(mk(Format::MsgPack, Content::Snapshot(snap)));
     }
+    if let Some(&version) = bytes.strip_prefix(MSGPACK_PREFIX).and_then(|r| r.first()) {
+        return Err(LoadError::Format {
+            file: name.into(),
+            msg: format!(
+                "fragscope MessagePack version {version} was written by {} fragscope; \
+                 convert the original snapshot again",
+                if version < MSGPACK_MAGIC[MSGPACK_PREFIX.len()] {
+                    "an earlier"
+                } else {
+                    "a later"
+                }
+            ),
+        });
+    }
     // Pickle: PROTO (2+), or protocol 0/1 which start with a container or MARK.
     if bytes[0] == 0x80 || matches!(bytes[0], b'}' | b']' | b'(') {
         let snap = decode_pickle_snapshot(bytes, name, "")?;
@@ -490,6 +510,7 @@ fn decode_msgpack(bytes: &[u8]) -> Result<Snapshot, String> {
 
 fn check_ids(snap: &Snapshot) -> Result<(), String> {
     let (ns, nf, nk) = (snap.strings.len(), snap.frames.len(), snap.stacks.len());
+    let (np, na) = (snap.pools.len(), snap.other_actions.len());
     if snap.stacks.first().is_none_or(|s| !s.is_empty()) {
         return Err("stack 0 must be the empty stack".into());
     }
@@ -506,6 +527,16 @@ fn check_ids(snap: &Snapshot) -> Result<(), String> {
             return Err(format!("stacks[{i}]: {}", bad("frame", f.0, nf)));
         }
     }
+    if na > crate::model::ActionName::MAX {
+        return Err(format!(
+            "other_actions: more than {} unknown actions",
+            crate::model::ActionName::MAX
+        ));
+    }
+    if let Some((i, s)) = (snap.other_actions.iter().enumerate()).find(|(_, s)| s.0 as usize >= ns)
+    {
+        return Err(format!("other_actions[{i}]: {}", bad("string", s.0, ns)));
+    }
     for (i, seg) in snap.segments.iter().enumerate() {
         let stacks = std::iter::once(seg.frames).chain(seg.blocks.iter().map(|b| b.frames));
         if let Some(s) = stacks.into_iter().find(|s| s.0 as usize >= nk) {
@@ -514,22 +545,24 @@ fn check_ids(snap: &Snapshot) -> Result<(), String> {
     }
     for (d, tr) in snap.traces().iter().enumerate() {
         for (j, e) in tr.iter().enumerate() {
-            let other = match e.action {
-                crate::model::Action::Other(s) => Some(s),
-                _ => None,
-            };
-            let strs = [other, e.compile_context, e.user_metadata, e.category];
+            let at = |what: String| format!("device_traces[{d}][{j}]: {what}");
+            if let crate::model::Action::Other(n) = e.action
+                && n.index() >= na
+            {
+                return Err(at(bad("unknown-action", n.index() as u32, na)));
+            }
+            if let Some(p) = e.pool().filter(|p| p.0 as usize >= np) {
+                return Err(at(bad("pool", p.0, np)));
+            }
+            if let Some(what) = e.canonical_error() {
+                return Err(at(what.into()));
+            }
+            let strs = [e.compile_context(), e.user_metadata(), e.category()];
             if e.frames.0 as usize >= nk {
-                return Err(format!(
-                    "device_traces[{d}][{j}]: {}",
-                    bad("stack", e.frames.0, nk)
-                ));
+                return Err(at(bad("stack", e.frames.0, nk)));
             }
             if let Some(s) = strs.into_iter().flatten().find(|s| s.0 as usize >= ns) {
-                return Err(format!(
-                    "device_traces[{d}][{j}]: {}",
-                    bad("string", s.0, ns)
-                ));
+                return Err(at(bad("string", s.0, ns)));
             }
         }
     }

@@ -104,6 +104,8 @@ struct Cx<'a> {
     str_front: [(Vid, StrId); STR_FRONT],
     /// The sink's frames lists ([`Node::Stack`]) and their final ids.
     pstacks: &'a [Box<[Vid]>],
+    /// The sink's pool table (its entries' provisional pool numbers).
+    ppools: &'a [(i64, i64)],
     pstack_ids: Vec<Option<StackId>>,
     /// The sink's trace entries, per trace list; `mapped` once their ids
     /// are final.
@@ -172,6 +174,11 @@ fn err<T>(p: &P, msg: impl Into<String>) -> R<T> {
         path: p.render(),
         msg: msg.into(),
     })
+}
+
+/// An interned table that is full, as an error at `p`.
+fn full<T>(r: Result<T, TableFull>, p: &P) -> R<T> {
+    r.or_else(|e| err(p, e.to_string()))
 }
 
 impl<'a> Cx<'a> {
@@ -245,7 +252,7 @@ impl<'a> Cx<'a> {
             Some(id) => *id,
             None => {
                 let s = self.string(v, p)?;
-                let id = self.intern.string(s);
+                let id = full(self.intern.string(s), p)?;
                 self.str_cache.insert(v, id);
                 id
             }
@@ -290,11 +297,11 @@ impl<'a> Cx<'a> {
                 // on the key order of the file.
                 let filename = match filename {
                     Some(v) => self.str_id(v, &p.key("filename"))?,
-                    None => self.intern.string(""),
+                    None => full(self.intern.string(""), p)?,
                 };
                 let name = match name {
                     Some(v) => self.str_id(v, &p.key("name"))?,
-                    None => self.intern.string(""),
+                    None => full(self.intern.string(""), p)?,
                 };
                 Frame {
                     filename,
@@ -304,8 +311,8 @@ impl<'a> Cx<'a> {
             }
             // 2.0 `cpp_frames` and some converters: a frame as one string.
             Node::Str(s) => {
-                let empty = self.intern.string("");
-                let name = self.intern.string(s);
+                let empty = full(self.intern.string(""), p)?;
+                let name = full(self.intern.string(s), p)?;
                 Frame {
                     filename: empty,
                     line: 0,
@@ -658,10 +665,7 @@ impl<'a> Cx<'a> {
         };
         let pk = p.key("action");
         let name = self.string(action, &pk)?;
-        let action = match Action::parse(name) {
-            Some(a) => a,
-            None => Action::Other(self.intern.string(name)),
-        };
+        let action = full(self.intern.action(name), &pk)?;
         let frames = self.stack2(frames, cpp, p)?;
         let compile_context = match compile_context {
             Some(v) => Some(self.str_id(v, &p.key("compile_context"))?),
@@ -675,40 +679,39 @@ impl<'a> Cx<'a> {
             Some(v) => Some(self.str_id(v, &p.key("category"))?),
             None => None,
         };
-        Ok(TraceEvent {
-            action,
-            addr,
-            size,
-            stream,
-            time_us,
-            frames,
-            device_free,
-            compile_context,
-            user_metadata,
-            pool_id,
-            category,
-        })
+        let pool = match pool_id {
+            Some(pair) => Some(full(self.intern.pool(pair), &p.key("pool_id"))?),
+            None => None,
+        };
+        Ok(TraceEvent::new(action, addr, size, stream, frames)
+            .with_time_us(time_us)
+            .with_device_free(device_free)
+            .with_compile_context(compile_context)
+            .with_user_metadata(user_metadata)
+            .with_category(category)
+            .with_pool(pool))
     }
 
     /// Gives a sink entry's provisional ids their final numbers, interning
     /// in the order [`Cx::event`] would (action, frames, compile context,
-    /// user metadata, category).
+    /// user metadata, category, pool). The sink takes no unknown action.
     fn map_event(&mut self, e: &mut TraceEvent, p: &P) -> R<()> {
-        if let Action::Other(s) = e.action {
-            e.action = Action::Other(self.str_id(s.0, &p.key("action"))?);
-        }
         e.frames = match e.frames.0 {
             0 => StackId::EMPTY,
             s => self.pstack(s - 1, &p.key("frames"))?,
         };
-        if let Some(s) = e.compile_context {
-            e.compile_context = Some(self.str_id(s.0, &p.key("compile_context"))?);
+        if let Some(s) = e.compile_context() {
+            e.set_compile_context(Some(self.str_id(s.0, &p.key("compile_context"))?));
         }
-        if let Some(s) = e.user_metadata {
-            e.user_metadata = Some(self.str_id(s.0, &p.key("user_metadata"))?);
+        if let Some(s) = e.user_metadata() {
+            e.set_user_metadata(Some(self.str_id(s.0, &p.key("user_metadata"))?));
         }
-        if let Some(s) = e.category {
-            e.category = Some(self.str_id(s.0, &p.key("category"))?);
+        if let Some(s) = e.category() {
+            e.set_category(Some(self.str_id(s.0, &p.key("category"))?));
+        }
+        if let Some(i) = e.pool() {
+            let pair = self.ppools[i.0 as usize];
+            e.set_pool(Some(full(self.intern.pool(pair), &p.key("pool_id"))?));
         }
         Ok(())
     }
@@ -758,7 +761,12 @@ pub fn from_arena(a: &Arena, root: Vid) -> Result<Snapshot, SchemaError> {
 
 /// Converts a value decoded with `sink` taking trace entries.
 pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot, SchemaError> {
-    let TraceSink { pstacks, lists, .. } = sink;
+    let TraceSink {
+        pstacks,
+        lists,
+        ppools,
+        ..
+    } = sink;
     let lists: Vec<Vec<TraceEvent>> = lists.into_iter().map(Events::into_vec).collect();
     let mut cx = Cx {
         a,
@@ -768,6 +776,7 @@ pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot
         str_cache: HashMap::default(),
         str_front: [(Vid::MAX, StrId(0)); STR_FRONT],
         pstacks: &pstacks,
+        ppools: &ppools,
         pstack_ids: vec![None; pstacks.len()],
         mapped: vec![false; lists.len()],
         lists,
@@ -973,6 +982,9 @@ pub struct TraceSink {
     lists: Vec<Events>,
     pstacks: Vec<Box<[Vid]>>,
     pstack_ix: HashMap<Box<[Vid]>, u32, FxBuild>,
+    /// Pool ids by provisional number.
+    ppools: Vec<(i64, i64)>,
+    ppool_ix: HashMap<(i64, i64), u32, FxBuild>,
     /// Key strings by node, direct-mapped (PyTorch shares one string per key).
     keys: [(Vid, Key); KEY_CACHE],
     /// Action strings by node, direct-mapped, as read.
@@ -1022,6 +1034,8 @@ impl Default for TraceSink {
             lists: Vec::new(),
             pstacks: Vec::new(),
             pstack_ix: HashMap::default(),
+            ppools: Vec::new(),
+            ppool_ix: HashMap::default(),
             keys: [(Vid::MAX, Key::Ignored); KEY_CACHE],
             actions: std::array::from_fn(|_| (Vid::MAX, Action::Alloc)),
             batch: (usize::MAX, u32::MAX, 0, false),
@@ -1113,6 +1127,16 @@ impl TraceSink {
         }
     }
 
+    /// The provisional number of a pool id.
+    fn intern_pool(&mut self, pair: (i64, i64)) -> PoolIdx {
+        let n = self.ppools.len() as u32;
+        let i = *self.ppool_ix.entry(pair).or_insert(n);
+        if i == n {
+            self.ppools.push(pair);
+        }
+        PoolIdx(i)
+    }
+
     /// A frames list as a stack number (+1), or `None` when the arena path
     /// must look at it.
     fn frames(&mut self, a: &mut Arena, v: Val) -> Option<u32> {
@@ -1177,19 +1201,7 @@ impl TraceSink {
             }
         }
         let mut action = None;
-        let mut e = TraceEvent {
-            action: Action::Alloc,
-            addr: 0,
-            size: 0,
-            stream: 0,
-            time_us: None,
-            frames: StackId(0),
-            device_free: None,
-            compile_context: None,
-            user_metadata: None,
-            pool_id: None,
-            category: None,
-        };
+        let mut e = TraceEvent::new(Action::Alloc, 0, 0, 0, StackId(0));
         let mut frames = None;
         for kv in items.chunks_exact(2) {
             let v = kv[1];
@@ -1198,13 +1210,16 @@ impl TraceSink {
                 Key::Addr => e.addr = uint(a, v)?,
                 Key::Size => e.size = uint(a, v)?,
                 Key::Stream => e.stream = int(a, v)?,
-                Key::TimeUs if !is_none(a, v) => e.time_us = Some(int(a, v)?),
+                Key::TimeUs if !is_none(a, v) => e.set_time_us(Some(int(a, v)?)),
                 Key::Frames => frames = Some(v),
-                Key::DeviceFree => e.device_free = Some(uint(a, v)?),
-                Key::CompileContext => e.compile_context = Some(string(a, v)?),
-                Key::UserMetadata => e.user_metadata = Some(string(a, v)?),
-                Key::PoolId if !is_none(a, v) => e.pool_id = Some(pair(a, v)?),
-                Key::Category if !is_none(a, v) => e.category = Some(string(a, v)?),
+                Key::DeviceFree => e.set_device_free(Some(uint(a, v)?)),
+                Key::CompileContext => e.set_compile_context(Some(string(a, v)?)),
+                Key::UserMetadata => e.set_user_metadata(Some(string(a, v)?)),
+                Key::PoolId if !is_none(a, v) => {
+                    let pool = self.intern_pool(pair(a, v)?);
+                    e.set_pool(Some(pool));
+                }
+                Key::Category if !is_none(a, v) => e.set_category(Some(string(a, v)?)),
                 Key::Legacy => return None,
                 _ => {}
             }
@@ -1215,13 +1230,14 @@ impl TraceSink {
         // Every entry names one of a few shared action strings.
         let slot = action as usize % ACTION_CACHE;
         e.action = if self.actions[slot].0 == action {
-            self.actions[slot].1.clone()
+            self.actions[slot].1
         } else {
             let Node::Str(name) = a.get(action) else {
                 return None;
             };
-            let parsed = Action::parse(name).unwrap_or(Action::Other(StrId(action)));
-            self.actions[slot] = (action, parsed.clone());
+            // An unknown action (rare) is numbered by the arena path.
+            let parsed = Action::parse(name)?;
+            self.actions[slot] = (action, parsed);
             parsed
         };
         if let Some(v) = frames {

@@ -17,6 +17,8 @@ pub(crate) struct Ctx<'a> {
     pub finals: BTreeMap<u64, &'a Segment>,
     /// Whether the file records `is_expandable` at all.
     pub has_expandable_key: bool,
+    /// The snapshot's pool ids of trace events ([`Snapshot::pools`]).
+    pub pools: &'a [(i64, i64)],
 }
 
 impl<'a> Ctx<'a> {
@@ -42,6 +44,7 @@ impl<'a> Ctx<'a> {
             policy,
             has_expandable_key: snap.segments.iter().any(|s| s.is_expandable.is_some()),
             finals,
+            pools: &snap.pools,
         }
     }
 
@@ -91,7 +94,7 @@ impl<'a> Ctx<'a> {
                 } else {
                     SegmentType::Large
                 },
-                pool_id: e.pool_id,
+                pool_id: e.pool().map(|p| self.pools[p.0 as usize]),
                 is_expandable,
                 frames: e.frames,
                 blocks: Default::default(),

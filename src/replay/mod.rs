@@ -325,7 +325,7 @@ impl<'a> Replayer<'a> {
         for i in 0..n {
             run.step(&mut l, i, &mut problems);
             if keep_samples {
-                samples.push(l.sample(Some(i as u32), run.trace[i].time_us));
+                samples.push(l.sample(Some(i as u32), run.trace[i].time_us()));
             }
         }
         let recorded: Vec<&Segment> = snap.segments_of(device).collect();
@@ -395,7 +395,7 @@ fn moment_state(run: &Run, l: &Layout, device: i64, at: Option<usize>) -> Moment
     MomentState {
         device,
         at: at.and_then(|a| run.trace.len().checked_sub(1).map(|last| a.min(last))),
-        time_us: ev.and_then(|e| e.time_us),
+        time_us: ev.and_then(|e| e.time_us()),
         segments: l.to_segments(device),
         origins,
         failed_request: ev.filter(|e| e.action == Action::Oom).map(|e| e.size),
@@ -591,14 +591,14 @@ impl DeviceReplay {
                 Some(k)
             }
             Moment::TimeUs(t) => {
-                if trace.iter().all(|e| e.time_us.is_none()) {
+                if trace.iter().all(|e| e.time_us().is_none()) {
                     return Err(format!(
                         "device {d}'s trace records no time_us; name an event index instead"
                     ));
                 }
                 let mut found = None;
                 for (i, e) in trace.iter().enumerate() {
-                    match e.time_us {
+                    match e.time_us() {
                         Some(et) if et > t => break,
                         _ => found = Some(i),
                     }

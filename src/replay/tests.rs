@@ -9,19 +9,7 @@ pub(super) const MIB: u64 = 1 << 20;
 pub(super) const B: u64 = 0x7f00_0000_0000;
 
 pub(super) fn ev(action: Action, addr: u64, size: u64) -> TraceEvent {
-    TraceEvent {
-        action,
-        addr,
-        size,
-        stream: 0,
-        time_us: None,
-        frames: StackId::EMPTY,
-        device_free: None,
-        compile_context: None,
-        user_metadata: None,
-        pool_id: None,
-        category: None,
-    }
+    TraceEvent::new(action, addr, size, 0, StackId::EMPTY)
 }
 
 fn alloc(addr: u64, size: u64) -> TraceEvent {
@@ -91,6 +79,7 @@ pub(super) fn snap(segments: Vec<Segment>, trace: Vec<TraceEvent>) -> Snapshot {
         segments,
         device_traces: Some(vec![trace]),
         strings: vec!["mystery".into()],
+        other_actions: vec![StrId(0)],
         stacks: vec![vec![]],
         ..Default::default()
     }
@@ -227,7 +216,7 @@ fn free_requested_leaves_the_block_pending_until_free_completed() {
         ev(Action::FreeCompleted, B, 2 * MIB),
     ];
     for (i, e) in trace.iter_mut().enumerate() {
-        e.time_us = Some(100 * (i as i64 + 1));
+        e.set_time_us(Some(100 * (i as i64 + 1)));
     }
     let s = snap(
         vec![seg(
@@ -424,7 +413,7 @@ fn expandable_segments_grow_shrink_split_and_merge() {
 fn oom_snapshot_and_annotate_leave_the_layout_alone() {
     use SegmentType::Large;
     let mut oom = ev(Action::Oom, 0, 16 * MIB);
-    oom.device_free = Some(MIB);
+    oom.set_device_free(Some(MIB));
     let s = snap(
         vec![seg(B, 20 * MIB, Large, false, &[(0, 8 * MIB, 8 * MIB, A)])],
         vec![
@@ -465,7 +454,10 @@ fn unknown_actions_are_counted_and_skipped() {
     use SegmentType::Large;
     let s = snap(
         vec![seg(B, 20 * MIB, Large, false, &[(0, 4 * MIB, 4 * MIB, A)])],
-        vec![ev(Action::Other(StrId(0)), 0, 0), alloc(B, 4 * MIB)],
+        vec![
+            ev(Action::Other(ActionName::new(0)), 0, 0),
+            alloc(B, 4 * MIB),
+        ],
     );
     let r = run(&s);
     assert!(r.report.final_state_matches);
@@ -499,7 +491,7 @@ fn much_free_memory_but_no_large_gap() {
         ));
     }
     let mut oom = ev(Action::Oom, 0, 8 * MIB);
-    oom.device_free = Some(2 * MIB);
+    oom.set_device_free(Some(2 * MIB));
     trace.push(oom);
     let s = snap(fin, trace);
     let r = run(&s);

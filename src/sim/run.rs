@@ -268,7 +268,9 @@ pub fn prepare_from(
     };
     notes.extend(start_notes(&start));
     let mut requests = Requests::default();
-    trace::requests_into(events, capacity, &recorded_reserved, |r| requests.push(r));
+    trace::requests_into(events, &snap.pools, capacity, &recorded_reserved, |r| {
+        requests.push(r)
+    });
     requests.packed.shrink_to_fit();
     let seg: Vec<(usize, (Action, u64))> = events
         .iter()
@@ -282,7 +284,7 @@ pub fn prepare_from(
                     | Action::SegmentUnmap
             )
         })
-        .map(|(i, e)| (i, (e.action.clone(), e.size)))
+        .map(|(i, e)| (i, (e.action, e.size)))
         .collect();
     let mut recorded_final_segments: Vec<u64> =
         snap.segments_of(device).map(|s| s.total_size).collect();
