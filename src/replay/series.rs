@@ -575,4 +575,174 @@ mod tests {
         v[0].event = Some(0);
         assert_eq!(Series::from(v.clone()).to_vec(), v);
     }
+
+    #[test]
+    fn extremes_round_trip_across_checkpoints() {
+        // Every stored figure jumping between 0 and its largest value, and
+        // the time between i64::MIN and i64::MAX, on both sides of restarts.
+        let v: Vec<Sample> = (0..3 * CHECKPOINT + 5)
+            .map(|i| {
+                let big = i % 2 == 1;
+                let x = if big { u64::MAX } else { 0 };
+                Sample {
+                    event: i.checked_sub(1).map(|e| e as u32),
+                    time_us: Some(if big { i64::MAX } else { i64::MIN }),
+                    allocated: x,
+                    active: !x,
+                    reserved: x,
+                    internal_free: (!x).wrapping_sub(x),
+                    external_free: x,
+                    pending_free: x / 3,
+                    largest_free_gap: x,
+                    free_gaps: if big { (1 << 31) - 1 } else { 0 },
+                    fragmentation: fragmentation(x, x - x / 3),
+                    largest_small_request: if big { u64::from(u32::MAX) } else { 0 },
+                    largest_large_request: !x,
+                }
+            })
+            .collect();
+        let s = Series::from(v.clone());
+        assert!(s.is_compact());
+        assert_eq!(s.to_vec(), v);
+        for (i, x) in v.iter().enumerate() {
+            assert_eq!(s.get(i), Some(*x), "sample {i}");
+        }
+    }
+
+    use proptest::prelude::*;
+
+    /// A stored figure: small, arbitrary or at the ends of its range.
+    fn figure() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            3 => 0u64..4096,
+            2 => any::<u64>(),
+            1 => Just(0u64),
+            1 => Just(u64::MAX),
+            1 => (0u64..64).prop_map(|k| 1u64 << k),
+        ]
+    }
+
+    /// What changes at one step: a time (maybe none, maybe going back),
+    /// new values for the figures whose bit is set in the mask, and
+    /// whether the sample is one no replay gives.
+    type Step = (Option<i64>, u16, [u64; 9], bool);
+
+    fn step() -> impl Strategy<Value = Step> {
+        (
+            prop_oneof![
+                1 => Just(None),
+                4 => any::<i64>().prop_map(Some),
+                4 => (1_700_000_000_000_000i64..1_700_000_000_001_000).prop_map(Some),
+            ],
+            any::<u16>(),
+            prop::array::uniform9(figure()),
+            prop::bool::weighted(0.02),
+        )
+    }
+
+    /// The samples the steps make, each figure kept from the sample before
+    /// unless its mask bit is set; and whether every one adds up.
+    fn samples(steps: &[Step]) -> (Vec<Sample>, bool) {
+        let mut f = [0u64; 9];
+        let mut out = Vec::with_capacity(steps.len());
+        let mut all_fit = true;
+        for (i, &(time_us, mask, new, odd)) in steps.iter().enumerate() {
+            for k in 0..9 {
+                if mask & (1 << k) != 0 {
+                    f[k] = new[k];
+                }
+            }
+            let [
+                allocated,
+                active,
+                reserved,
+                pending,
+                inactive,
+                gap,
+                large,
+                gaps,
+                small,
+            ] = f;
+            let inactive = inactive.min(u64::MAX - pending);
+            let mut s = Sample {
+                event: i.checked_sub(1).map(|e| e as u32),
+                time_us,
+                allocated,
+                active,
+                reserved,
+                internal_free: active.wrapping_sub(allocated),
+                external_free: inactive + pending,
+                pending_free: pending,
+                largest_free_gap: gap,
+                free_gaps: gaps % (1 << 31),
+                fragmentation: fragmentation(gap, inactive),
+                largest_small_request: small % (1 << 32),
+                largest_large_request: large,
+            };
+            if odd {
+                s.internal_free = s.internal_free.wrapping_add(1);
+                all_fit = false;
+            }
+            out.push(s);
+        }
+        (out, all_fit)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn any_samples_read_back_exactly(
+            steps in prop::collection::vec(step(), 0..(4 * CHECKPOINT + 3)),
+            split in any::<prop::sample::Index>(),
+        ) {
+            let (v, all_fit) = samples(&steps);
+            let s = Series::from(v.clone());
+            prop_assert_eq!(s.is_compact(), all_fit);
+            prop_assert_eq!(s.len(), v.len());
+            for (i, x) in v.iter().enumerate() {
+                prop_assert_eq!(s.get(i), Some(*x), "sample {}", i);
+            }
+            prop_assert_eq!(s.get(v.len()), None);
+            prop_assert_eq!(s.first(), v.first().copied());
+            prop_assert_eq!(s.last(), v.last().copied());
+            prop_assert_eq!(s.to_vec(), v.clone());
+            let back: Vec<Sample> = s.iter().rev().collect();
+            prop_assert!(back.iter().rev().eq(v.iter()));
+            // From both ends at once: the two halves meet without a gap or
+            // an overlap.
+            let k = if v.is_empty() { 0 } else { split.index(v.len() + 1) };
+            let mut it = s.iter();
+            let head: Vec<Sample> = it.by_ref().take(k).collect();
+            let mut tail: Vec<Sample> = it.by_ref().rev().collect();
+            prop_assert_eq!(it.next(), None);
+            tail.reverse();
+            prop_assert_eq!(&head[..], &v[..k]);
+            prop_assert_eq!(&tail[..], &v[k..]);
+            prop_assert_eq!(&Series::from(v.clone()), &s);
+            if all_fit && !v.is_empty() {
+                // At most a mask of two bytes and ten varints of ten per
+                // row, and one offset per restart.
+                prop_assert!(
+                    s.heap_bytes()
+                        <= v.len() * MAX_ROW_BYTES
+                            + v.len().div_ceil(CHECKPOINT) * std::mem::size_of::<usize>()
+                );
+            }
+        }
+
+        #[test]
+        fn pushing_one_by_one_matches_collecting(
+            steps in prop::collection::vec(step(), 1..(2 * CHECKPOINT + 3)),
+        ) {
+            let (v, _) = samples(&steps);
+            let mut s = Series::default();
+            for (i, x) in v.iter().enumerate() {
+                s.push(*x);
+                prop_assert_eq!(s.last(), Some(*x));
+                prop_assert_eq!(s.len(), i + 1);
+            }
+            prop_assert_eq!(s.to_vec(), v);
+        }
+    }
 }
