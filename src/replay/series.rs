@@ -148,30 +148,27 @@ impl Row {
         c
     }
 
-    /// The row `changes` went to from `self`.
-    #[inline]
-    fn apply(&self, c: &[u64; FIELDS]) -> Row {
-        let p = &self.v;
+    /// Moves `self` by `changes` (the inverse of [`Row::changes`]).
+    #[inline(always)]
+    fn apply(&mut self, c: &[u64; FIELDS]) {
+        let v = &mut self.v;
         let active = c[D_ALLOCATED].wrapping_add(c[D_ACTIVE]);
         let inactive = c[D_INACTIVE].wrapping_sub(active);
         let gap = c[D_LARGEST_GAP];
-        let mut v = [0; FIELDS];
-        v[TIME] = p[TIME].wrapping_add(c[D_TIME]);
-        v[ALLOCATED] = p[ALLOCATED].wrapping_add(c[D_ALLOCATED]);
-        v[ACTIVE] = p[ACTIVE].wrapping_add(active);
-        v[RESERVED] = p[RESERVED].wrapping_add(
-            c[D_RESERVED]
-                .wrapping_add(active)
-                .wrapping_add(inactive)
-                .wrapping_add(c[D_PENDING]),
-        );
-        v[PENDING] = p[PENDING].wrapping_add(c[D_PENDING]);
-        v[INACTIVE] = p[INACTIVE].wrapping_add(inactive);
-        v[LARGEST_GAP] = p[LARGEST_GAP].wrapping_add(gap);
-        v[LARGEST_LARGE] = p[LARGEST_LARGE].wrapping_add(c[D_LARGEST_LARGE].wrapping_add(gap));
-        v[FREE_GAPS] = p[FREE_GAPS].wrapping_add(c[D_FREE_GAPS]);
-        v[LARGEST_SMALL] = p[LARGEST_SMALL].wrapping_add(c[D_LARGEST_SMALL]);
-        Row { v }
+        let reserved = c[D_RESERVED]
+            .wrapping_add(active)
+            .wrapping_add(inactive)
+            .wrapping_add(c[D_PENDING]);
+        v[TIME] = v[TIME].wrapping_add(c[D_TIME]);
+        v[ALLOCATED] = v[ALLOCATED].wrapping_add(c[D_ALLOCATED]);
+        v[ACTIVE] = v[ACTIVE].wrapping_add(active);
+        v[RESERVED] = v[RESERVED].wrapping_add(reserved);
+        v[PENDING] = v[PENDING].wrapping_add(c[D_PENDING]);
+        v[INACTIVE] = v[INACTIVE].wrapping_add(inactive);
+        v[LARGEST_GAP] = v[LARGEST_GAP].wrapping_add(gap);
+        v[LARGEST_LARGE] = v[LARGEST_LARGE].wrapping_add(c[D_LARGEST_LARGE].wrapping_add(gap));
+        v[FREE_GAPS] = v[FREE_GAPS].wrapping_add(c[D_FREE_GAPS]);
+        v[LARGEST_SMALL] = v[LARGEST_SMALL].wrapping_add(c[D_LARGEST_SMALL]);
     }
 
     /// Appends the row as changes from `prev` to `out`.
@@ -211,9 +208,10 @@ impl Row {
         out.extend_from_slice(&buf[..n]);
     }
 
-    /// The row written at `*pos` after `self`; moves `*pos` past it.
-    #[inline]
-    fn decode_next(&self, bytes: &[u8], pos: &mut usize) -> Row {
+    /// Moves `self` to the row written at `*pos` after it, and `*pos`
+    /// past that row.
+    #[inline(always)]
+    fn advance(&mut self, bytes: &[u8], pos: &mut usize) {
         let mut p = *pos;
         let b = bytes[p];
         p += 1;
@@ -240,7 +238,7 @@ impl Row {
             c[k] = (z >> 1) ^ (z & 1).wrapping_neg();
         }
         *pos = p;
-        self.apply(&c)
+        self.apply(&c);
     }
 }
 
@@ -287,7 +285,7 @@ impl Packed {
         let mut pos = self.checkpoints[i / CHECKPOINT];
         let mut r = Row::default();
         for _ in 0..=i % CHECKPOINT {
-            r = r.decode_next(&self.bytes, &mut pos);
+            r.advance(&self.bytes, &mut pos);
         }
         r
     }
@@ -299,7 +297,7 @@ impl Packed {
         let mut pos = self.checkpoints[first / CHECKPOINT];
         let mut r = Row::default();
         for _ in first..end {
-            r = r.decode_next(&self.bytes, &mut pos);
+            r.advance(&self.bytes, &mut pos);
             out.push(r);
         }
     }
@@ -470,7 +468,7 @@ impl Iterator for Iter<'_> {
                 if i.is_multiple_of(CHECKPOINT) {
                     self.prev = Row::default();
                 }
-                self.prev = self.prev.decode_next(&p.bytes, &mut self.pos);
+                self.prev.advance(&p.bytes, &mut self.pos);
                 Some(self.prev.sample(i))
             }
             Store::Plain(v) => v.get(i).copied(),
