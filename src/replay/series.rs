@@ -29,8 +29,8 @@ use super::Sample;
 use crate::stats::fragmentation;
 
 /// Rows from one restart of the stream to the next: `get` decodes at most
-/// this many, and the restarts cost about 45 bytes each (a whole row and
-/// its offset), under one byte per row at this spacing.
+/// this many, and a restart costs a whole row (a few dozen bytes) and
+/// its offset, under one byte per row at this spacing.
 const CHECKPOINT: usize = 64;
 
 /// The stored figures of a sample, by position in `Row::v`.
