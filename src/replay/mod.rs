@@ -8,7 +8,8 @@
 //!   producing one [`Sample`] per event plus the start: `samples[0]` is the
 //!   start state, `samples[i + 1]` the state after event `i`. With no events,
 //!   `samples` holds exactly one sample (the final state). The samples are
-//!   kept as a compact [`Series`] (72 bytes each) and read back exactly.
+//!   kept as a delta-encoded [`Series`] (about 10 bytes each) and read back
+//!   exactly.
 //! * `state_at` returns the block-level layout after an event (`None` = start).
 //! * Anomalies never abort; they are counted in [`ReplayReport`]. Records
 //!   of the final state no allocator could have written (overlapping
