@@ -326,7 +326,13 @@ struct Vm<'s, R, S> {
     f_items: Vec<Val>,
     f_memo: Vec<u32>,
     f_frames: Vec<Vid>,
+    /// Frames lists by their bytes (memo references only) and the stack
+    /// they were taken as, direct-mapped: the same few call sites recur
+    /// all through a trace. Emptied when a memo entry is written over.
+    f_cache: Vec<(Box<[u8]>, u32)>,
 }
+
+const FRAMES_CACHE: usize = 64;
 
 const NO_MEMO: Vid = Vid::MAX;
 
@@ -410,6 +416,7 @@ pub fn decode_reader<R: Read, S: Sink>(r: R, sink: &mut S) -> Result<Decoded, De
         f_items: Vec::new(),
         f_memo: Vec::new(),
         f_frames: Vec::new(),
+        f_cache: vec![(Box::default(), u32::MAX); FRAMES_CACHE],
     };
     let r = vm.run();
     if let Some(e) = vm.inp.err.take() {
@@ -810,6 +817,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             f_items,
             f_memo,
             f_frames,
+            f_cache,
             ..
         } = self;
         let b = &inp.buf[..inp.end];
@@ -884,6 +892,8 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         }
         i += 1;
         let mut list_at = None;
+        let mut frames_known = None;
+        let mut cache_at = None;
         loop {
             skip_frames(&mut i);
             let op = *b.get(i)?;
@@ -938,7 +948,13 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                     let id = if last_str.1 != NO_MEMO && s == &last_str.0[..] {
                         last_str.1
                     } else {
-                        *strings.get(std::str::from_utf8(s).ok()?)?
+                        let id = *strings.get(std::str::from_utf8(s).ok()?)?;
+                        if n <= 32 {
+                            last_str.0.clear();
+                            last_str.0.extend_from_slice(s);
+                            last_str.1 = id;
+                        }
+                        id
                     };
                     Val::Node(id)
                 }
@@ -954,13 +970,40 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                     match b.get(i) {
                         Some(b'(') => {
                             i += 1;
-                            loop {
+                            // References only, as CPython writes a list of
+                            // shared frames: the bytes name the stack.
+                            let from = i;
+                            let mut j = i;
+                            while let Some(&op) = b.get(j) {
+                                match op {
+                                    b'h' => j += 2,
+                                    b'j' => j += 5,
+                                    _ => break,
+                                }
+                            }
+                            let span = b.get(from..j).filter(|_| b.get(j) == Some(&b'e'));
+                            if let Some(span) = span {
+                                let mut h = FxHasher::default();
+                                h.write(span);
+                                let slot = h.finish() as usize % FRAMES_CACHE;
+                                let (bytes, s) = &f_cache[slot];
+                                if *s != u32::MAX && **bytes == *span {
+                                    frames_known = Some(*s);
+                                    i = j + 1;
+                                } else {
+                                    cache_at = Some((slot, from, j));
+                                }
+                            }
+                            while frames_known.is_none() {
                                 skip_frames(&mut i);
                                 if b.get(i) == Some(&b'e') {
                                     i += 1;
                                     break;
                                 }
                                 let idx = reference(&mut i)?;
+                                if idx >= memo_len {
+                                    cache_at = None;
+                                }
                                 let Val::Node(v) = lookup(f_memo, idx)? else {
                                     return None;
                                 };
@@ -1000,9 +1043,15 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         }
         let mut stack = None;
         if let Some(at) = list_at {
-            let s = self.sink.take_stack(&self.f_frames)?;
+            let s = match frames_known {
+                Some(s) => s,
+                None => self.sink.take_stack(&self.f_frames)?,
+            };
             if s >= PAYLOAD {
                 return None;
+            }
+            if let Some((slot, from, to)) = cache_at {
+                self.f_cache[slot] = (self.inp.buf[from..to].into(), s);
             }
             self.f_items[at] = Val::Stack(s);
             stack = Some(s);
@@ -1314,6 +1363,8 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         let len = self.memo.len() as u64;
         if idx < len {
             self.memo[idx as usize] = top;
+            // The bytes of a frames list no longer name the same frames.
+            self.f_cache.iter_mut().for_each(|c| c.1 = u32::MAX);
         } else if idx < len + 64 {
             self.memo.resize(idx as usize, NO_MEMO);
             self.memo.push(top);
