@@ -983,9 +983,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                             }
                             let span = b.get(from..j).filter(|_| b.get(j) == Some(&b'e'));
                             if let Some(span) = span {
-                                let mut h = FxHasher::default();
-                                h.write(span);
-                                let slot = h.finish() as usize % FRAMES_CACHE;
+                                let slot = span_slot(span);
                                 let (bytes, s) = &f_cache[slot];
                                 if *s != u32::MAX && **bytes == *span {
                                     frames_known = Some(*s);
@@ -1423,6 +1421,25 @@ fn val_kind(v: Val) -> &'static str {
         Val::Record(..) => "dict",
         Val::Stack(_) => "list",
     }
+}
+
+/// The slot of a frames list's bytes in the fast path's cache: three words
+/// of it (every stack of a program shares its innermost and outermost
+/// frames, so its two ends alone would put most stacks in one slot) and its
+/// length; a full comparison follows.
+#[inline]
+fn span_slot(span: &[u8]) -> usize {
+    let n = span.len();
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        let part = &span[at.min(n)..(at + 8).min(n)];
+        w[..part.len()].copy_from_slice(part);
+        u64::from_le_bytes(w)
+    };
+    let h = (word(0) ^ word(n / 2).rotate_left(21) ^ word(n.saturating_sub(8)).rotate_left(42))
+        .wrapping_add(n as u64)
+        .wrapping_mul(FX);
+    (h >> 58) as usize % FRAMES_CACHE
 }
 
 /// Records appended, in order, to a list that so far holds the records
