@@ -17,6 +17,21 @@
 //! record node in its place: that is how the schema layer turns millions of
 //! trace entries into the model while reading, instead of first building
 //! them as dicts.
+//!
+//! Trace entries, nearly all of a large file, have a faster road still
+//! ([`Vm::entry`]): where a sink says a dict would be a trace entry, the
+//! bytes CPython's pickler writes for one (`EMPTY_DICT MEMOIZE MARK`, keys
+//! and values as memo references, short strings and integers, a frames list
+//! of memo references, `SETITEMS`) are read straight into the entry with no
+//! value stack and no node: the entry stays on the stack as a
+//! [`Val::Record`], its memo entry is a tagged number naming the record, its
+//! frames list one naming the sink's stack, and the trace list that receives
+//! the records is one [`Node::Trace`]. Anything else the bytes hold (another
+//! opcode, a string not seen before, a key the sink will not take, the end
+//! of the window) leaves the entry, from its first byte and with nothing
+//! changed, to the general machine, which decodes it to the same model.
+//! Records and stacks get a node only if the file names them somewhere else
+//! too (a memo reference PyTorch never writes, but a hand-made file may).
 
 use super::value::{Arena, Node, Vid};
 use std::collections::HashMap;
@@ -50,6 +65,11 @@ pub enum Val {
     Int(i64),
     BigInt,
     Float(f64),
+    /// A trace entry the sink took, without a node: (list, index), as
+    /// [`Node::Record`].
+    Record(u32, u32),
+    /// A frames list the sink took, without a node: as [`Node::Stack`].
+    Stack(u32),
 }
 
 /// Lets the schema layer take records while the machine reads.
@@ -84,6 +104,31 @@ pub trait Sink {
         _items: &[Val],
     ) -> Option<Node> {
         None
+    }
+    /// Whether trace entries may be read by the fast path ([`Vm::entry`]).
+    fn fast_entries(&self) -> bool {
+        false
+    }
+    /// The trace list that would receive a dict pushed on `stack` now, if
+    /// this sink would take it.
+    fn entry_owner(&mut self, _arena: &Arena, _stack: &[Val], _marks: &[usize]) -> Option<u32> {
+        None
+    }
+    /// Takes a trace entry for `list` (`items`: keys and values
+    /// alternating, as in [`Sink::dict_filled`]); its index in the list, or
+    /// `None` to leave it to the arena.
+    fn take_entry(&mut self, _arena: &mut Arena, _list: u32, _items: &[Val]) -> Option<u32> {
+        None
+    }
+    /// The stack number of a frames list with these items.
+    fn take_stack(&mut self, _items: &[Vid]) -> Option<u32> {
+        None
+    }
+    /// After STOP: the [`Node::Trace`] lists to turn into lists of
+    /// [`Node::Record`]s, because the file names them elsewhere than where
+    /// the schema layer reads them whole.
+    fn finish(&mut self, _arena: &Arena, _root: Vid) -> Vec<Vid> {
+        Vec::new()
     }
 }
 
@@ -267,14 +312,51 @@ struct Vm<'s, R, S> {
     scratch: Vec<Vid>,
     tuples: HashMap<[i64; 4], Vid, FxBuild>,
     sink: &'s mut S,
+    /// Whether the fast path for trace entries is on.
+    fast: bool,
+    /// Records taken by the fast path, numbered in order (their memo tag).
+    records: u32,
+    /// Runs of those numbers: (first number, list, index in the list).
+    runs: Vec<(u32, u32, u32)>,
+    /// Nodes made for records and stacks the file names again.
+    record_nodes: HashMap<(u32, u32), Vid, FxBuild>,
+    stack_nodes: HashMap<u32, Vid, FxBuild>,
+    /// Scratch of the fast path: the entry's items, its memo entries, its
+    /// frames.
+    f_items: Vec<Val>,
+    f_memo: Vec<u32>,
+    f_frames: Vec<Vid>,
+    /// Frames lists by their bytes (memo references only) and the stack
+    /// they were taken as, direct-mapped: the same few call sites recur
+    /// all through a trace. Emptied when a memo entry is written over.
+    f_cache: Vec<(Box<[u8]>, u32)>,
 }
+
+const FRAMES_CACHE: usize = 64;
 
 const NO_MEMO: Vid = Vid::MAX;
 
-/// Node ids are u32 (half the memory of usize on the large files); one
-/// opcode makes at most one node, so only an input of more than 4 Gi
-/// opcodes can run out of them, and it is refused rather than wrapped.
-const MAX_NODES: usize = NO_MEMO as usize - 1;
+/// A memo entry is a node id below [`TAG`]; above, a record of the fast
+/// path (`TAG | number`) or a stack (`TAG_STACK | number`), which have no
+/// node. 4 bytes each, like a node id.
+const TAG: u32 = 1 << 31;
+const TAG_STACK: u32 = 3 << 30;
+const PAYLOAD: u32 = (1 << 30) - 1;
+/// Memo entries of the fast path not yet stored: the entry's dict, its
+/// frames list.
+const PENDING_DICT: u32 = u32::MAX;
+const PENDING_LIST: u32 = u32::MAX - 1;
+
+/// Node ids are u32 (half the memory of usize on the large files) and
+/// below [`TAG`]; one opcode makes at most one node, so only an input of
+/// more than 2 Gi opcodes can run out of them, and it is refused rather
+/// than wrapped.
+const MAX_NODES: usize = TAG as usize - 1;
+
+/// How many bytes the window should hold where a trace entry starts: more
+/// than any entry CPython writes with known keys (a few hundred bytes); a
+/// longer one is read by the general machine.
+const ENTRY_MAX: usize = 8 << 10;
 
 /// Decodes one pickle held in memory. Trailing bytes after STOP are ignored
 /// (as `pickle.load` does).
@@ -325,7 +407,16 @@ pub fn decode_reader<R: Read, S: Sink>(r: R, sink: &mut S) -> Result<Decoded, De
         last_str: (Vec::new(), NO_MEMO),
         scratch: Vec::new(),
         tuples: HashMap::default(),
+        fast: sink.fast_entries(),
         sink,
+        records: 0,
+        runs: Vec::new(),
+        record_nodes: HashMap::default(),
+        stack_nodes: HashMap::default(),
+        f_items: Vec::new(),
+        f_memo: Vec::new(),
+        f_frames: Vec::new(),
+        f_cache: vec![(Box::default(), u32::MAX); FRAMES_CACHE],
     };
     let r = vm.run();
     if let Some(e) = vm.inp.err.take() {
@@ -341,7 +432,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         loop {
             self.op_start = self.inp.offset();
             if self.arena.nodes.len() >= MAX_NODES {
-                return Err(self.err("more than 4 billion values; fragscope cannot index them"));
+                return Err(self.err("more than 2 billion values; fragscope cannot index them"));
             }
             let Some(op) = self.inp.byte() else {
                 return Err(self.err_at(self.op_start, "unexpected end of data (no STOP opcode)"));
@@ -362,6 +453,9 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                         return Err(self.err("STOP with values left on the stack"));
                     }
                     let root = self.vid(root);
+                    for t in self.sink.finish(&self.arena, root) {
+                        self.materialize_trace(t);
+                    }
                     return Ok(Decoded {
                         arena: std::mem::take(&mut self.arena),
                         root,
@@ -499,7 +593,11 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                     self.list_of_references(id);
                 }
                 b')' => self.push_node(Node::Tuple(Box::new([]))),
-                b'}' => self.push_node(Node::Dict(Vec::new())),
+                b'}' => {
+                    if !(self.fast && self.entry()) {
+                        self.push_node(Node::Dict(Vec::new()))
+                    }
+                }
                 0x8f => self.push_node(Node::List(Vec::new())), // EMPTY_SET, kept as a list
                 b'l' | 0x91 => {
                     let m = self.pop_mark()?;
@@ -529,8 +627,10 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                 b'a' => {
                     let v = self.pop()?;
                     let target = self.top()?;
-                    let v = self.vid(v);
-                    self.list_extend(target, &[v])?
+                    if !(self.fast && append_records(&mut self.arena, target, &[v])) {
+                        let v = self.vid(v);
+                        self.list_extend(target, &[v])?
+                    }
                 }
                 b'e' | 0x90 => {
                     let m = self.pop_mark()?;
@@ -538,6 +638,10 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                         return Err(self.err("stack underflow (a malformed or truncated pickle)"));
                     }
                     let target = self.stack[m - 1];
+                    if self.fast && append_records(&mut self.arena, target, &self.stack[m..]) {
+                        self.stack.truncate(m);
+                        continue;
+                    }
                     let items = self.vids_from(m);
                     // The first batch into an empty list is the list.
                     if let Val::Node(t) = target
@@ -659,7 +763,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                 _ => return,
             };
             match self.memo.get(idx) {
-                Some(&v) if v != NO_MEMO => items.push(v),
+                Some(&v) if v < TAG => items.push(v),
                 _ => return,
             }
         }
@@ -670,6 +774,303 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             .list_filled(&self.arena, &self.stack, &self.marks, &self.scratch)
             .unwrap_or_else(|| Node::List(self.scratch.clone()));
         self.arena.nodes[id as usize] = node;
+    }
+
+    /// The fast path for one trace entry, called just after its
+    /// `EMPTY_DICT`: true when the entry was read whole (and stands on the
+    /// stack as a [`Val::Record`]); false, with the input back at the byte
+    /// after `EMPTY_DICT` and nothing else changed, when the general machine
+    /// must read it. Memo entries are numbered exactly as the general
+    /// machine numbers them.
+    #[inline(never)]
+    fn entry(&mut self) -> bool {
+        let Some(l) = self.sink.entry_owner(&self.arena, &self.stack, &self.marks) else {
+            return false;
+        };
+        if self.records >= PAYLOAD {
+            return false;
+        }
+        if self.inp.end - self.inp.pos < ENTRY_MAX && !self.inp.eof {
+            self.inp.fill(ENTRY_MAX);
+        }
+        let start = self.inp.pos;
+        match self.read_entry(l) {
+            Some(end) => {
+                self.inp.pos = end;
+                true
+            }
+            None => {
+                self.inp.pos = start;
+                false
+            }
+        }
+    }
+
+    /// [`Vm::entry`] once the window holds the entry: parses it, then hands
+    /// it to the sink, then stores its memo entries. The end of the entry.
+    fn read_entry(&mut self, l: u32) -> Option<usize> {
+        let Vm {
+            inp,
+            memo,
+            strings,
+            last_str,
+            f_items,
+            f_memo,
+            f_frames,
+            f_cache,
+            ..
+        } = self;
+        let b = &inp.buf[..inp.end];
+        let mut i = inp.pos;
+        f_items.clear();
+        f_memo.clear();
+        f_frames.clear();
+        let memo_len = memo.len();
+        // A memo reference as a value: a node or a stack, never a record or
+        // an entry of this dict still pending.
+        let lookup = |f_memo: &[u32], idx: usize| -> Option<Val> {
+            let v = match memo.get(idx) {
+                Some(&v) => v,
+                None => *f_memo.get(idx - memo_len)?,
+            };
+            if v < TAG {
+                Some(Val::Node(v))
+            } else if (TAG_STACK..PENDING_LIST).contains(&v) {
+                Some(Val::Stack(v & PAYLOAD))
+            } else {
+                None
+            }
+        };
+        // MEMOIZE, or BINPUT/LONG_BINPUT of the next index.
+        let memo_op = |i: &mut usize, next: usize| -> Option<bool> {
+            match b.get(*i) {
+                Some(0x94) => {
+                    *i += 1;
+                    Some(true)
+                }
+                Some(b'q') => {
+                    (*b.get(*i + 1)? as usize == next).then_some(())?;
+                    *i += 2;
+                    Some(true)
+                }
+                Some(b'r') => {
+                    let n = u32::from_le_bytes(b.get(*i + 1..*i + 5)?.try_into().ok()?);
+                    (n as usize == next).then_some(())?;
+                    *i += 5;
+                    Some(true)
+                }
+                _ => Some(false),
+            }
+        };
+        // FRAME opcodes may stand between any two others.
+        let skip_frames = |i: &mut usize| {
+            while b.get(*i) == Some(&0x95) {
+                *i += 9;
+            }
+        };
+        let reference = |i: &mut usize| -> Option<usize> {
+            match *b.get(*i)? {
+                b'h' => {
+                    let n = *b.get(*i + 1)? as usize;
+                    *i += 2;
+                    Some(n)
+                }
+                b'j' => {
+                    let n = u32::from_le_bytes(b.get(*i + 1..*i + 5)?.try_into().ok()?);
+                    *i += 5;
+                    Some(n as usize)
+                }
+                _ => None,
+            }
+        };
+        if memo_op(&mut i, memo_len)? {
+            f_memo.push(PENDING_DICT);
+        }
+        skip_frames(&mut i);
+        if b.get(i) != Some(&b'(') {
+            return None;
+        }
+        i += 1;
+        let mut list_at = None;
+        let mut frames_known = None;
+        let mut cache_at = None;
+        loop {
+            skip_frames(&mut i);
+            let op = *b.get(i)?;
+            if op == b'u' {
+                i += 1;
+                break;
+            }
+            i += 1;
+            let v = match op {
+                b'K' => {
+                    i += 1;
+                    Val::Int(*b.get(i - 1)? as i64)
+                }
+                b'M' => {
+                    i += 2;
+                    Val::Int(u16::from_le_bytes(b.get(i - 2..i)?.try_into().ok()?) as i64)
+                }
+                b'J' => {
+                    i += 4;
+                    Val::Int(i32::from_le_bytes(b.get(i - 4..i)?.try_into().ok()?) as i64)
+                }
+                0x8a => {
+                    let n = *b.get(i)? as usize;
+                    if n > 8 {
+                        return None;
+                    }
+                    let v = match b.get(i + 1..i + 9) {
+                        Some(w) => Val::Int(sign_extend(u64::from_le_bytes(w.try_into().ok()?), n)),
+                        None => long_from_le(b.get(i + 1..i + 1 + n)?),
+                    };
+                    i += 1 + n;
+                    v
+                }
+                b'N' => Val::None,
+                0x88 => Val::Bool(true),
+                0x89 => Val::Bool(false),
+                b'G' => {
+                    i += 8;
+                    Val::Float(f64::from_be_bytes(b.get(i - 8..i)?.try_into().ok()?))
+                }
+                b'h' | b'j' => {
+                    i -= 1;
+                    let idx = reference(&mut i)?;
+                    lookup(f_memo, idx)?
+                }
+                0x8c => {
+                    let n = *b.get(i)? as usize;
+                    let s = b.get(i + 1..i + 1 + n)?;
+                    i += 1 + n;
+                    // Only strings already read: a new one makes a node,
+                    // which is the general machine's to make.
+                    let id = if last_str.1 != NO_MEMO && s == &last_str.0[..] {
+                        last_str.1
+                    } else {
+                        let id = *strings.get(std::str::from_utf8(s).ok()?)?;
+                        if n <= 32 {
+                            last_str.0.clear();
+                            last_str.0.extend_from_slice(s);
+                            last_str.1 = id;
+                        }
+                        id
+                    };
+                    Val::Node(id)
+                }
+                b']' => {
+                    if list_at.is_some() || f_items.len() % 2 == 0 {
+                        return None;
+                    }
+                    let memoized = memo_op(&mut i, memo_len + f_memo.len())?;
+                    if memoized {
+                        f_memo.push(PENDING_LIST);
+                    }
+                    skip_frames(&mut i);
+                    match b.get(i) {
+                        Some(b'(') => {
+                            i += 1;
+                            // References only, as CPython writes a list of
+                            // shared frames: the bytes name the stack.
+                            let from = i;
+                            let mut j = i;
+                            while let Some(&op) = b.get(j) {
+                                match op {
+                                    b'h' => j += 2,
+                                    b'j' => j += 5,
+                                    _ => break,
+                                }
+                            }
+                            let span = b.get(from..j).filter(|_| b.get(j) == Some(&b'e'));
+                            if let Some(span) = span {
+                                let slot = span_slot(span);
+                                let (bytes, s) = &f_cache[slot];
+                                if *s != u32::MAX && **bytes == *span {
+                                    frames_known = Some(*s);
+                                    i = j + 1;
+                                } else {
+                                    cache_at = Some((slot, from, j));
+                                }
+                            }
+                            while frames_known.is_none() {
+                                skip_frames(&mut i);
+                                if b.get(i) == Some(&b'e') {
+                                    i += 1;
+                                    break;
+                                }
+                                let idx = reference(&mut i)?;
+                                if idx >= memo_len {
+                                    cache_at = None;
+                                }
+                                let Val::Node(v) = lookup(f_memo, idx)? else {
+                                    return None;
+                                };
+                                f_frames.push(v);
+                            }
+                        }
+                        // One frame: the reference, then APPEND.
+                        Some(b'h' | b'j') => {
+                            let mut j = i;
+                            let idx = reference(&mut j)?;
+                            if b.get(j) == Some(&b'a') {
+                                let Val::Node(v) = lookup(f_memo, idx)? else {
+                                    return None;
+                                };
+                                f_frames.push(v);
+                                i = j + 1;
+                            }
+                        }
+                        _ => {}
+                    }
+                    list_at = Some(f_items.len());
+                    f_items.push(Val::Stack(0));
+                    continue;
+                }
+                _ => return None,
+            };
+            if memo_op(&mut i, memo_len + f_memo.len())? {
+                let Val::Node(id) = v else {
+                    return None;
+                };
+                f_memo.push(id);
+            }
+            f_items.push(v);
+        }
+        if f_items.len() % 2 != 0 {
+            return None;
+        }
+        let mut stack = None;
+        if let Some(at) = list_at {
+            let s = match frames_known {
+                Some(s) => s,
+                None => self.sink.take_stack(&self.f_frames)?,
+            };
+            if s >= PAYLOAD {
+                return None;
+            }
+            if let Some((slot, from, to)) = cache_at {
+                self.f_cache[slot] = (self.inp.buf[from..to].into(), s);
+            }
+            self.f_items[at] = Val::Stack(s);
+            stack = Some(s);
+        }
+        let idx = self.sink.take_entry(&mut self.arena, l, &self.f_items)?;
+        let g = self.records;
+        self.records += 1;
+        match self.runs.last() {
+            Some(&(g0, l0, i0)) if l0 == l && i0.wrapping_add(g - g0) == idx => {}
+            _ => self.runs.push((g, l, idx)),
+        }
+        for &v in &self.f_memo {
+            self.memo.push(match v {
+                PENDING_DICT => TAG | g,
+                PENDING_LIST => TAG_STACK | stack.unwrap_or(PAYLOAD),
+                v => v,
+            });
+        }
+        self.arena.taken += 1 + stack.is_some() as u64;
+        self.stack.push(Val::Record(l, idx));
+        Some(i)
     }
 
     fn err_at(&self, offset: u64, msg: impl Into<String>) -> PickleError {
@@ -734,6 +1135,34 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             Val::Int(i) => self.arena.push(Node::Int(i)),
             Val::BigInt => self.arena.push(Node::BigInt),
             Val::Float(f) => self.arena.push(Node::Float(f)),
+            Val::Record(l, i) => self.record_node(l, i),
+            Val::Stack(s) => self.stack_node(s),
+        }
+    }
+    /// The node of a record of the fast path, made when first needed.
+    fn record_node(&mut self, l: u32, i: u32) -> Vid {
+        if let Some(&id) = self.record_nodes.get(&(l, i)) {
+            return id;
+        }
+        let id = self.arena.push(Node::Record(l, i));
+        self.arena.taken = self.arena.taken.saturating_sub(1);
+        self.record_nodes.insert((l, i), id);
+        id
+    }
+    fn stack_node(&mut self, s: u32) -> Vid {
+        if let Some(&id) = self.stack_nodes.get(&s) {
+            return id;
+        }
+        let id = self.arena.push(Node::Stack(s));
+        self.arena.taken = self.arena.taken.saturating_sub(1);
+        self.stack_nodes.insert(s, id);
+        id
+    }
+    /// A [`Node::Trace`] made the list of `Record`s it stands for.
+    fn materialize_trace(&mut self, t: Vid) {
+        if let Some(&Node::Trace(l, n)) = self.arena.nodes.get(t as usize) {
+            let items = (0..n).map(|i| self.record_node(l, i)).collect();
+            self.arena.nodes[t as usize] = Node::List(items);
         }
     }
     #[inline]
@@ -852,9 +1281,18 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             .ok_or_else(|| self.err("no MARK on the stack"))
     }
     fn list_extend(&mut self, target: Val, items: &[Vid]) -> Result<(), PickleError> {
-        let Val::Node(target) = target else {
-            return Err(self.err(format!("APPEND to a {}, not a list", val_kind(target))));
+        let target = match target {
+            Val::Node(t) => t,
+            Val::Stack(_) => {
+                return Err(self.err(
+                    "APPEND to a stack list after a trace entry used it (PyTorch never writes this)",
+                ));
+            }
+            _ => return Err(self.err(format!("APPEND to a {}, not a list", val_kind(target)))),
         };
+        if let Node::Trace(..) = self.arena.get(target) {
+            self.materialize_trace(target);
+        }
         let kind = self.arena.get(target).kind();
         match &mut self.arena.nodes[target as usize] {
             Node::List(v) => {
@@ -870,8 +1308,14 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
     /// SETITEM(S): the dict is `stack[at - 1]`, the items `stack[at..]`.
     fn dict_extend(&mut self, at: usize) -> Result<(), PickleError> {
         let target = self.stack[at - 1];
-        let Val::Node(t) = target else {
-            return Err(self.err(format!("SETITEM on a {}, not a dict", val_kind(target))));
+        let t = match target {
+            Val::Node(t) => t,
+            Val::Record(..) => {
+                return Err(self.err(
+                    "SETITEM on a trace entry after it was read (PyTorch never writes this)",
+                ));
+            }
+            _ => return Err(self.err(format!("SETITEM on a {}, not a dict", val_kind(target)))),
         };
         let empty = match self.arena.get(t) {
             Node::Dict(d) => d.is_empty(),
@@ -911,9 +1355,14 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                 id
             }
         };
+        if top >= TAG {
+            return Err(self.err("more than 2 billion values; fragscope cannot index them"));
+        }
         let len = self.memo.len() as u64;
         if idx < len {
             self.memo[idx as usize] = top;
+            // The bytes of a frames list no longer name the same frames.
+            self.f_cache.iter_mut().for_each(|c| c.1 = u32::MAX);
         } else if idx < len + 64 {
             self.memo.resize(idx as usize, NO_MEMO);
             self.memo.push(top);
@@ -925,15 +1374,33 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
     #[inline(always)]
     fn get(&mut self, idx: u64) -> Result<(), PickleError> {
         match self.memo.get(idx as usize) {
-            Some(&v) if v != NO_MEMO => {
+            Some(&v) if v < TAG => {
                 self.stack.push(Val::Node(v));
                 Ok(())
             }
             _ => self.get_sparse(idx),
         }
     }
+    /// A memo entry that is not a node: a record or stack of the fast path
+    /// (tagged), or one stored out of order.
     #[cold]
     fn get_sparse(&mut self, idx: u64) -> Result<(), PickleError> {
+        if let Some(&v) = self.memo.get(idx as usize)
+            && v != NO_MEMO
+        {
+            let val = if v >= TAG_STACK {
+                Val::Stack(v & PAYLOAD)
+            } else {
+                let g = v & PAYLOAD;
+                let k = self.runs.partition_point(|r| r.0 <= g);
+                let Some(&(g0, l, i0)) = k.checked_sub(1).and_then(|k| self.runs.get(k)) else {
+                    return Err(self.err(format!("memo reference {idx} was never stored")));
+                };
+                Val::Record(l, i0 + (g - g0))
+            };
+            self.stack.push(val);
+            return Ok(());
+        }
         match self.memo_sparse.get(&idx).copied() {
             Some(v) => {
                 self.stack.push(Val::Node(v));
@@ -951,7 +1418,73 @@ fn val_kind(v: Val) -> &'static str {
         Val::Bool(_) => "bool",
         Val::Int(_) | Val::BigInt => "int",
         Val::Float(_) => "float",
+        Val::Record(..) => "dict",
+        Val::Stack(_) => "list",
     }
+}
+
+/// The slot of a frames list's bytes in the fast path's cache: three words
+/// of it (every stack of a program shares its innermost and outermost
+/// frames, so its two ends alone would put most stacks in one slot) and its
+/// length; a full comparison follows.
+#[inline]
+fn span_slot(span: &[u8]) -> usize {
+    let n = span.len();
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        let part = &span[at.min(n)..(at + 8).min(n)];
+        w[..part.len()].copy_from_slice(part);
+        u64::from_le_bytes(w)
+    };
+    let h = (word(0) ^ word(n / 2).rotate_left(21) ^ word(n.saturating_sub(8)).rotate_left(42))
+        .wrapping_add(n as u64)
+        .wrapping_mul(FX);
+    (h >> 58) as usize % FRAMES_CACHE
+}
+
+/// Records appended, in order, to a list that so far holds the records
+/// before them (or nothing): the list stays one [`Node::Trace`]. Records of
+/// the general machine (a node each: the first entries, with strings not
+/// seen before) count as well. False, with nothing changed, for anything
+/// else.
+fn append_records(arena: &mut Arena, target: Val, items: &[Val]) -> bool {
+    let record = |v: &Val| match *v {
+        Val::Record(l, i) => Some((l, i)),
+        Val::Node(x) => match arena.get(x) {
+            Node::Record(l, i) => Some((*l, *i)),
+            _ => None,
+        },
+        _ => None,
+    };
+    let Val::Node(t) = target else {
+        return false;
+    };
+    let Some((l, first)) = items.first().and_then(record) else {
+        return false;
+    };
+    let (tl, n) = match arena.get(t) {
+        Node::List(v) if v.is_empty() => (l, 0),
+        Node::Trace(tl, n) => (*tl, *n),
+        _ => return false,
+    };
+    if tl != l || first != n {
+        return false;
+    }
+    let Some(end) = u32::try_from(items.len())
+        .ok()
+        .and_then(|k| n.checked_add(k))
+    else {
+        return false;
+    };
+    let consecutive = items
+        .iter()
+        .zip(n..end)
+        .all(|(v, i)| record(v) == Some((l, i)));
+    if !consecutive {
+        return false;
+    }
+    arena.nodes[t as usize] = Node::Trace(l, end);
+    true
 }
 
 /// The low `n` bytes (0..=8) of `w` as a two's-complement integer.

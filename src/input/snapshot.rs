@@ -7,7 +7,10 @@
 //! arena: [`TraceSink`] takes each dict of `device_traces[d]` the moment the
 //! pickle machine has its items, builds the [`TraceEvent`] with provisional
 //! ids (arena node numbers) and leaves a small [`Node::Record`] behind; the
-//! frames lists they use shrink to [`Node::Stack`]. Whatever it is unsure of
+//! frames lists they use shrink to [`Node::Stack`]. With the pickle
+//! machine's fast path for trace entries ([`TraceSink::with_fast_path`], on
+//! by default) the entries and new frames lists get no node at all, and the
+//! list of a device's entries is one [`Node::Trace`]. Whatever it is unsure of
 //! (a legacy key, a type it would have to coerce, an entry that is not where
 //! a trace entry belongs) it leaves to the arena. [`from_arena_with`] then
 //! walks the file in the same order as ever and gives the provisional ids
@@ -138,10 +141,12 @@ pub fn expansion_budget(a: &Arena) -> u64 {
             Node::List(v) => v.len() as u64,
             Node::Tuple(v) => v.len() as u64,
             Node::Dict(v) => 2 * v.len() as u64,
+            // Its records are counted in `taken`.
+            Node::Trace(_, n) => *n as u64,
             _ => 0,
         })
         .sum();
-    2 * (a.nodes.len() as u64 + refs) + 4096
+    2 * (a.values() + refs) + 4096
 }
 
 /// Python dict semantics for a key the file repeats: the last value wins, in
@@ -198,7 +203,7 @@ impl<'a> Cx<'a> {
                      settings values, out of proportion to the {} values the file holds; refusing \
                      to expand them",
                     self.budget,
-                    self.a.nodes.len()
+                    self.a.values()
                 ),
             );
         }
@@ -216,6 +221,9 @@ impl<'a> Cx<'a> {
             Node::List(l) => Ok(l),
             Node::Tuple(l) => Ok(l),
             Node::Stack(s) => Ok(&self.pstacks[*s as usize]),
+            // Read whole by the `device_traces` loop; the decoder made every
+            // other one a `List`.
+            Node::Trace(..) => err(p, "expected a list, found a list of trace entries"),
             n => err(p, format!("expected a list, found {}", n.kind())),
         }
     }
@@ -434,6 +442,12 @@ impl<'a> Cx<'a> {
                     .collect::<R<_>>()?,
             ),
             Node::Record(..) => return err(p, "a trace entry where a settings value belongs"),
+            // As the `List` of `Record`s it stands for.
+            Node::Trace(_, n) if *n > 0 => {
+                self.spend(1, p)?;
+                return err(&p.idx(0), "a trace entry where a settings value belongs");
+            }
+            Node::Trace(..) => Setting::List(Vec::new()),
             Node::Dict(d) => {
                 let mut out = Vec::with_capacity(d.len());
                 for &(k, val) in d.iter() {
@@ -615,12 +629,7 @@ impl<'a> Cx<'a> {
 
     fn event(&mut self, v: Vid, p: &P) -> R<TraceEvent> {
         if let Node::Record(l, i) = *self.node(v) {
-            self.spend(1, p)?;
-            let mut e = self.lists[l as usize][i as usize].clone();
-            if !self.mapped[l as usize] {
-                self.map_event(&mut e, p)?;
-            }
-            return Ok(e);
+            return self.record(l, i, p);
         }
         let d = self.dict(v, p)?;
         self.spend(1, p)?;
@@ -690,6 +699,16 @@ impl<'a> Cx<'a> {
             .with_user_metadata(user_metadata)
             .with_category(category)
             .with_pool(pool))
+    }
+
+    /// The sink's entry `i` of list `l`, with final ids.
+    fn record(&mut self, l: u32, i: u32, p: &P) -> R<TraceEvent> {
+        self.spend(1, p)?;
+        let mut e = self.lists[l as usize][i as usize].clone();
+        if !self.mapped[l as usize] {
+            self.map_event(&mut e, p)?;
+        }
+        Ok(e)
     }
 
     /// Gives a sink entry's provisional ids their final numbers, interning
@@ -850,11 +869,27 @@ pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot
                 let mut traces = Vec::with_capacity(l.len());
                 for (i, &t) in l.iter().enumerate() {
                     let pt = p.idx(i);
-                    let el = cx.list(t, &pt)?;
+                    // The first entries of a sink list, without nodes.
+                    let whole = match *cx.node(t) {
+                        Node::Trace(s, n) if n as usize == cx.lists[s as usize].len() => Some(s),
+                        Node::Trace(s, n) => {
+                            let mut evs = Vec::with_capacity(n as usize);
+                            for j in 0..n {
+                                evs.push(cx.record(s, j, &pt.idx(j as usize))?);
+                            }
+                            traces.push(Trace::Built(evs));
+                            continue;
+                        }
+                        _ => None,
+                    };
+                    let el: &[Vid] = match whole {
+                        Some(_) => &[],
+                        None => cx.list(t, &pt)?,
+                    };
                     // The common case: the list is exactly one sink list,
                     // whose entries get their final ids in place.
-                    if let Some(s) = cx.whole_list(el) {
-                        cx.spend(el.len() as u64, &pt)?;
+                    if let Some(s) = whole.or_else(|| cx.whole_list(el)) {
+                        cx.spend(cx.lists[s as usize].len() as u64, &pt)?;
                         if !cx.mapped[s as usize] {
                             let mut evs = std::mem::take(&mut cx.lists[s as usize]);
                             for (j, e) in evs.iter_mut().enumerate() {
@@ -992,6 +1027,8 @@ pub struct TraceSink {
     /// The batch being read: its MARK, its list, how far it is known to
     /// hold only this sink's entries, and whether something else sits in it.
     batch: (usize, u32, usize, bool),
+    /// Whether the pickle machine may read entries by its fast path.
+    fast: bool,
 }
 
 /// Entries of one trace list. A plain vector: its large buffers grow by
@@ -1039,6 +1076,7 @@ impl Default for TraceSink {
             keys: [(Vid::MAX, Key::Ignored); KEY_CACHE],
             actions: std::array::from_fn(|_| (Vid::MAX, Action::Alloc)),
             batch: (usize::MAX, u32::MAX, 0, false),
+            fast: true,
         }
     }
 }
@@ -1046,6 +1084,13 @@ impl Default for TraceSink {
 impl TraceSink {
     pub fn new() -> TraceSink {
         TraceSink::default()
+    }
+
+    /// With `false`, every entry goes through the general pickle machine
+    /// (the model is the same; tests compare the two).
+    pub fn with_fast_path(mut self, on: bool) -> TraceSink {
+        self.fast = on;
+        self
     }
 
     /// Trace entries taken so far.
@@ -1102,8 +1147,11 @@ impl TraceSink {
             return None;
         }
         for v in &stack[self.batch.2..e] {
-            let ok =
-                matches!(*v, Val::Node(x) if matches!(a.get(x), Node::Record(y, _) if *y == l));
+            let ok = match *v {
+                Val::Record(y, _) => y == l,
+                Val::Node(x) => matches!(a.get(x), Node::Record(y, _) if *y == l),
+                _ => false,
+            };
             if !ok {
                 self.batch.3 = true;
                 return None;
@@ -1142,6 +1190,7 @@ impl TraceSink {
     fn frames(&mut self, a: &mut Arena, v: Val) -> Option<u32> {
         let id = match v {
             Val::None => return Some(0),
+            Val::Stack(s) => return Some(s + 1),
             Val::Node(id) => id,
             _ => return None,
         };
@@ -1322,9 +1371,90 @@ impl Sink for TraceSink {
             return None;
         }
         let l = self.owner(a, stack, marks, dict_pos)?;
+        let i = self.take_entry(a, l, items)?;
+        Some(Node::Record(l, i))
+    }
+
+    fn fast_entries(&self) -> bool {
+        self.fast
+    }
+
+    fn entry_owner(&mut self, a: &Arena, stack: &[Val], marks: &[usize]) -> Option<u32> {
+        if self.trace_lists.is_empty() {
+            return None;
+        }
+        self.owner(a, stack, marks, stack.len())
+    }
+
+    fn take_entry(&mut self, a: &mut Arena, l: u32, items: &[Val]) -> Option<u32> {
         let e = self.event(a, items)?;
         let list = &mut self.lists[l as usize];
         list.push(e);
-        Some(Node::Record(l, (list.len - 1) as u32))
+        Some((list.len - 1) as u32)
+    }
+
+    fn take_stack(&mut self, items: &[Vid]) -> Option<u32> {
+        Some(self.intern_stack(items))
+    }
+
+    /// A [`Node::Trace`] is read whole only as an item of the list the
+    /// schema layer reads as `device_traces`, named nowhere else; any other
+    /// becomes the list of records it stands for.
+    fn finish(&mut self, a: &Arena, root: Vid) -> Vec<Vid> {
+        let mut seen: HashMap<Vid, (u32, u32), FxBuild> = a
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| matches!(n, Node::Trace(..)))
+            .map(|(v, _)| (v as Vid, (0, 0)))
+            .collect();
+        if seen.is_empty() {
+            return Vec::new();
+        }
+        let mut count = |v: Vid| {
+            if let Some(c) = seen.get_mut(&v) {
+                c.0 += 1;
+            }
+        };
+        count(root);
+        for n in &a.nodes {
+            match n {
+                Node::List(v) => v.iter().for_each(|&c| count(c)),
+                Node::Tuple(v) => v.iter().for_each(|&c| count(c)),
+                Node::Dict(d) => d.iter().for_each(|&(k, v)| {
+                    count(k);
+                    count(v)
+                }),
+                _ => {}
+            }
+        }
+        for st in &self.pstacks {
+            st.iter().for_each(|&c| count(c));
+        }
+        // The value `from_arena_with` takes: the last of these keys.
+        let dt = match a.get(root) {
+            Node::Dict(d) => d
+                .iter()
+                .rev()
+                .find(|(k, _)| matches!(a.as_str(*k), Some("device_traces" | "traces")))
+                .map(|&(_, v)| v),
+            _ => None,
+        };
+        if let Some(dt) = dt
+            && let Node::List(items) = a.get(dt)
+        {
+            for c in items {
+                if let Some(c) = seen.get_mut(c) {
+                    c.1 += 1;
+                }
+            }
+        }
+        let mut out: Vec<Vid> = seen
+            .into_iter()
+            .filter(|(_, (refs, clean))| (*refs, *clean) != (1, 1))
+            .map(|(v, _)| v)
+            .collect();
+        out.sort_unstable();
+        out
     }
 }

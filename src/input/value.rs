@@ -4,10 +4,14 @@
 //! (BINGET) is a shared node, never a copy: a stack list shared by 100 000
 //! trace events is stored once.
 //!
-//! Two kinds of node stand for values the schema layer took while a pickle
+//! Three kinds of node stand for values the schema layer took while a pickle
 //! was read ([`crate::input::snapshot::TraceSink`]): a trace entry
-//! ([`Node::Record`]) and a frames list whose items it keeps
-//! ([`Node::Stack`]).
+//! ([`Node::Record`]), a frames list whose items it keeps ([`Node::Stack`])
+//! and a list holding the first entries of one of its trace lists, in order
+//! ([`Node::Trace`]), which stands for as many `Record` nodes without making
+//! them. The pickle machine makes a `Record` or `Stack` node only when such a
+//! value is used somewhere else than where PyTorch puts it; otherwise it
+//! costs no node at all, only [`Arena::taken`] counts it.
 
 /// Index of a node in a [`Arena`].
 pub type Vid = u32;
@@ -32,6 +36,9 @@ pub enum Node {
     /// A frames list taken while reading: its items are the sink's stack
     /// number `.0` (the same frame dicts, in order).
     Stack(u32),
+    /// A list whose items are the sink's entries `0..len` of its trace list
+    /// `.0`, in order: the same value as a `List` of those `Record`s.
+    Trace(u32, u32),
 }
 
 impl Node {
@@ -46,7 +53,7 @@ impl Node {
             Node::List(_) => "list",
             Node::Tuple(_) => "tuple",
             Node::Dict(_) | Node::Record(..) => "dict",
-            Node::Stack(_) => "list",
+            Node::Stack(_) | Node::Trace(..) => "list",
         }
     }
 }
@@ -54,6 +61,10 @@ impl Node {
 #[derive(Debug, Default)]
 pub struct Arena {
     pub nodes: Vec<Node>,
+    /// Values taken while reading that have no node (trace entries and
+    /// frames lists): what the node count alone would miss of the file's
+    /// size.
+    pub taken: u64,
 }
 
 impl Arena {
@@ -61,6 +72,10 @@ impl Arena {
         let id = self.nodes.len() as Vid;
         self.nodes.push(n);
         id
+    }
+    /// Decoded values, with or without a node.
+    pub fn values(&self) -> u64 {
+        self.nodes.len() as u64 + self.taken
     }
     #[inline]
     pub fn get(&self, id: Vid) -> &Node {
