@@ -134,7 +134,7 @@ def main():
     example = os.path.join(ROOT, "target", "release", "examples", "stage_times")
     os.makedirs(a.out_dir, exist_ok=True)
     report = has_command(exe, "report")
-    files = [generate(exe, a.out_dir, int(s), 1) for s in a.sizes.split(",")]
+    files = [generate(exe, a.out_dir, int(s), 1) for s in a.sizes.split(",") if s.strip()]
     real = a.real or ([] if a.no_real else largest_real())
     files += real
 
