@@ -512,6 +512,18 @@ pub struct TableFull {
 /// Ids a table may hand out: `0..MAX_IDS`, so never `u32::MAX`.
 const MAX_IDS: usize = NO_ID as usize;
 
+/// The id the next entry of a table holding `len` entries gets, unless it
+/// would reach [`MAX_IDS`].
+fn next_id(len: usize, what: &'static str) -> Result<u32, TableFull> {
+    if len >= MAX_IDS {
+        return Err(TableFull {
+            what,
+            limit: MAX_IDS as u64,
+        });
+    }
+    Ok(len as u32)
+}
+
 /// Builds the interned tables while a snapshot is decoded.
 #[derive(Default)]
 pub struct Interner {
@@ -540,13 +552,7 @@ impl Interner {
         if let Some(id) = self.string_ids.get(s) {
             return Ok(*id);
         }
-        if self.strings.len() >= MAX_IDS {
-            return Err(TableFull {
-                what: "strings",
-                limit: MAX_IDS as u64,
-            });
-        }
-        let id = StrId(self.strings.len() as u32);
+        let id = StrId(next_id(self.strings.len(), "strings")?);
         self.strings.push(s.to_owned());
         self.string_ids.insert(s.to_owned(), id);
         Ok(id)
@@ -574,13 +580,7 @@ impl Interner {
         if let Some(id) = self.pool_ids.get(&pair) {
             return Ok(*id);
         }
-        if self.pools.len() >= MAX_IDS {
-            return Err(TableFull {
-                what: "trace pool ids",
-                limit: MAX_IDS as u64,
-            });
-        }
-        let id = PoolIdx(self.pools.len() as u32);
+        let id = PoolIdx(next_id(self.pools.len(), "trace pool ids")?);
         self.pools.push(pair);
         self.pool_ids.insert(pair, id);
         Ok(id)

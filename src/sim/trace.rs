@@ -199,11 +199,12 @@ impl RecordedReserved {
 
     /// The figure after event `i`; `None` past the end.
     pub fn get(&self, i: usize) -> Option<u64> {
-        if i >= self.len {
-            return None;
-        }
-        let k = self.steps.partition_point(|&(at, _)| at <= i);
-        Some(self.steps[k - 1].1)
+        (i < self.len).then(|| self.steps[self.step_of(i)].1)
+    }
+
+    /// The step event `i < len` falls in.
+    fn step_of(&self, i: usize) -> usize {
+        self.steps.partition_point(|&(at, _)| at <= i) - 1
     }
 
     pub fn last(&self) -> Option<u64> {
@@ -253,8 +254,7 @@ impl std::ops::Index<usize> for RecordedReserved {
     type Output = u64;
     fn index(&self, i: usize) -> &u64 {
         assert!(i < self.len, "event {i} of {}", self.len);
-        let k = self.steps.partition_point(|&(at, _)| at <= i);
-        &self.steps[k - 1].1
+        &self.steps[self.step_of(i)].1
     }
 }
 
