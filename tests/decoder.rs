@@ -10,8 +10,8 @@ use fragscope::input::snapshot::{TraceSink, from_arena, from_arena_with};
 use fragscope::input::value::Node;
 use fragscope::input::{self, LoadOptions};
 use fragscope::model::Snapshot;
-use fragscope::synth::{SynthOptions, generate, write_pickle};
-use util::real_pickles;
+use fragscope::synth::SynthOptions;
+use util::{real_pickles, synthetic_pickle};
 
 fn slow(bytes: &[u8]) -> Result<Snapshot, String> {
     let d = pickle::decode_from(bytes, &mut NoSink).map_err(|e| e.to_string())?;
@@ -27,14 +27,11 @@ fn fast(bytes: &[u8]) -> Result<(Snapshot, usize), String> {
 }
 
 fn synthetic(events: u64, seed: u64) -> Vec<u8> {
-    let s = generate(&SynthOptions {
+    synthetic_pickle(&SynthOptions {
         events,
         seed,
         ..Default::default()
-    });
-    let mut out = Vec::new();
-    write_pickle(&s, &mut out).unwrap();
-    out
+    })
 }
 
 #[test]

@@ -10,8 +10,8 @@ use fragscope::input::load_bytes;
 use fragscope::model::Snapshot;
 use fragscope::replay::downsample::{downsample, downsample_series};
 use fragscope::replay::{Sample, Series, replay};
-use fragscope::synth::{SynthOptions, generate, write_pickle};
-use util::each_real_snapshot;
+use fragscope::synth::SynthOptions;
+use util::{each_real_snapshot, synthetic_pickle};
 
 /// Most bytes a replayed sample may take on average in a series of many.
 const BYTES_PER_SAMPLE: usize = 24;
@@ -73,8 +73,7 @@ fn generated_runs() {
         if let Some(c) = capacity {
             o.capacity = c;
         }
-        let mut bytes = Vec::new();
-        write_pickle(&generate(&o), &mut bytes).unwrap();
+        let bytes = synthetic_pickle(&o);
         let l = load_bytes(&bytes, "synth").unwrap();
         let fragscope::input::Content::Snapshot(snap) = &l.content else {
             panic!("not a snapshot")

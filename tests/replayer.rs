@@ -7,8 +7,8 @@ mod util;
 use fragscope::input::load_bytes;
 use fragscope::model::Snapshot;
 use fragscope::replay::{Replayer, replay_device, state_at};
-use fragscope::synth::{SynthOptions, generate, write_pickle};
-use util::each_real_snapshot;
+use fragscope::synth::SynthOptions;
+use util::{each_real_snapshot, synthetic_pickle};
 
 fn check(name: &str, snap: &Snapshot) {
     for d in snap.devices() {
@@ -39,13 +39,11 @@ fn check(name: &str, snap: &Snapshot) {
 
 #[test]
 fn synthetic_run() {
-    let s = generate(&SynthOptions {
+    let bytes = synthetic_pickle(&SynthOptions {
         events: 20_000,
         seed: 3,
         ..Default::default()
     });
-    let mut bytes = Vec::new();
-    write_pickle(&s, &mut bytes).unwrap();
     let l = load_bytes(&bytes, "synth").unwrap();
     let fragscope::input::Content::Snapshot(snap) = &l.content else {
         panic!("not a snapshot")

@@ -11,8 +11,8 @@ use fragscope::input::{Content, Loaded, load_bytes};
 use fragscope::model::Snapshot;
 use fragscope::replay::{Sample, downsample::downsample};
 use fragscope::sim::{self, SimConfig, Step, run};
-use fragscope::synth::{SynthOptions, generate, write_pickle};
-use util::each_real_snapshot;
+use fragscope::synth::SynthOptions;
+use util::{each_real_snapshot, synthetic_pickle};
 
 /// Worst fragmentation and smallest largest gap over the moments with
 /// reserved at least half the peak, from every step.
@@ -152,13 +152,11 @@ fn check_report(name: &str, snap: &Snapshot, loaded: &Loaded) {
 
 #[test]
 fn synthetic_run() {
-    let s = generate(&SynthOptions {
+    let bytes = synthetic_pickle(&SynthOptions {
         events: 5_000,
         seed: 5,
         ..Default::default()
     });
-    let mut bytes = Vec::new();
-    write_pickle(&s, &mut bytes).unwrap();
     let l = load_bytes(&bytes, "synth").unwrap();
     let Content::Snapshot(snap) = &l.content else {
         panic!("not a snapshot")

@@ -22,6 +22,14 @@ pub fn fixture(name: &str) -> String {
 }
 
 /// `../shared/real`, or `None` (with a printed note) when it is absent.
+/// A synthetic snapshot (`fragscope::synth`), pickled as PyTorch writes one.
+pub fn synthetic_pickle(o: &fragscope::synth::SynthOptions) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    fragscope::synth::write_pickle(&fragscope::synth::generate(o), &mut bytes)
+        .expect("writing to memory");
+    bytes
+}
+
 pub fn real_dir() -> Option<PathBuf> {
     let p = root().join("..").join("shared").join("real");
     if p.is_dir() {
