@@ -84,8 +84,12 @@ pub struct DeviceReport {
     pub first_time_us: Option<i64>,
     /// The replayed series, downsampled (min/max per bucket).
     pub samples: Vec<Sample>,
+    /// The first sample of the whole series where reserved peaks.
     pub peak_reserved: Sample,
+    /// The first sample where allocated peaks.
     pub peak_allocated: Sample,
+    /// The first sample where the fragmentation ratio is highest.
+    pub highest_fragmentation: Sample,
     pub end: Sample,
     pub key_moments: Vec<KeyMoment>,
     pub ooms: Vec<OomFinding>,
@@ -318,14 +322,37 @@ fn list_devices(snap: &Snapshot) -> String {
     }
 }
 
-fn first_max(samples: &Series, key: impl Fn(&Sample) -> u64) -> Sample {
-    let mut best: Option<Sample> = None;
-    for s in samples {
-        if best.is_none_or(|b| key(&s) > key(&b)) {
-            best = Some(s);
+/// The first samples where reserved, allocated and the fragmentation ratio
+/// peak, in one read of the series.
+fn peaks(samples: &Series) -> Peaks {
+    let mut it = samples.iter();
+    let Some(first) = it.next() else {
+        return Peaks::default();
+    };
+    let mut p = Peaks {
+        reserved: first,
+        allocated: first,
+        fragmentation: first,
+    };
+    for s in it {
+        if s.reserved > p.reserved.reserved {
+            p.reserved = s;
+        }
+        if s.allocated > p.allocated.allocated {
+            p.allocated = s;
+        }
+        if s.fragmentation > p.fragmentation.fragmentation {
+            p.fragmentation = s;
         }
     }
-    best.unwrap_or_default()
+    p
+}
+
+#[derive(Default)]
+struct Peaks {
+    reserved: Sample,
+    allocated: Sample,
+    fragmentation: Sample,
 }
 
 fn setting_text(s: &Setting) -> String {
@@ -411,13 +438,15 @@ pub fn build(
             quality.push(format!("device {d}: {i}"));
         }
         let moment_stats = StateStats::of(&inp.moment.segments);
+        let peaks = peaks(samples);
         devices.push(DeviceReport {
             device: d,
             events: trace.len(),
             first_time_us: trace.iter().find_map(|e| e.time_us()),
             samples: downsample_series(samples, REPORT_POINTS),
-            peak_reserved: first_max(samples, |s| s.reserved),
-            peak_allocated: first_max(samples, |s| s.allocated),
+            peak_reserved: peaks.reserved,
+            peak_allocated: peaks.allocated,
+            highest_fragmentation: peaks.fragmentation,
             end: inp.replay.end(),
             key_moments: inp.key_moments,
             ooms,

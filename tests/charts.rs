@@ -602,6 +602,66 @@ fn long_series_are_downsampled_without_losing_the_peak() {
     assert!(t.body.len() < 200_000, "{} bytes", t.body.len());
 }
 
+/// The marks of a downsampled chart name the exact moments of the whole
+/// series, as the tables do: a bucket's maximum is dated at the bucket's
+/// last event, and the first bucket loses the first event's time, so marks
+/// taken from the downsampled points would read a bucket late and the time
+/// axis would start late.
+#[test]
+fn chart_marks_name_the_exact_moments_of_a_long_series() {
+    let mut f = fixture();
+    let n = 50_000u32;
+    let first = f.snap.device_traces.as_ref().unwrap()[0][0].time_us().unwrap();
+    let start = Sample {
+        reserved: 1 << 30,
+        ..Default::default()
+    };
+    let samples: Vec<Sample> = std::iter::once(start)
+        .chain((0..n).map(|i| Sample {
+            event: Some(i),
+            time_us: Some(first + i as i64 * 1000),
+            reserved: (1 << 30) + if i == 12_345 { 64 * MIB } else { 0 },
+            allocated: 512 * MIB + if i == 31_337 { 700 * MIB } else { 0 },
+            fragmentation: if i == 20_001 { 0.9 } else { 0.1 },
+            ..Default::default()
+        }))
+        .collect();
+    f.inputs[0].replay.samples = samples.into();
+    let r = report::build(&f.snap, "x.pickle", "test", f.inputs, f.culprits);
+    let d = &r.devices[0];
+    assert!(d.samples.len() <= report::REPORT_POINTS + 1);
+    assert_eq!(d.peak_allocated.event, Some(31_337));
+    assert_eq!(d.peak_reserved.event, Some(12_345));
+    assert_eq!(d.highest_fragmentation.event, Some(20_001));
+    // What the downsampled points alone would say.
+    let bucket_peak = d.samples.iter().max_by_key(|s| s.allocated).unwrap();
+    assert_ne!(bucket_peak.event, Some(31_337), "the test needs a late date");
+    let t = charts::timeline(&r, d).unwrap().body;
+    assert!(
+        t.contains("peak allocated 1.18 GiB at t=31.337 s (event 31337)"),
+        "{}",
+        legend_lines(&t)
+    );
+    assert!(
+        t.contains("peak reserved 1.06 GiB at t=12.345 s (event 12345)"),
+        "{}",
+        legend_lines(&t)
+    );
+    let g = charts::fragmentation(&r, d).unwrap().body;
+    assert!(
+        g.contains("highest 90.0% at t=20.001 s (event 20001)"),
+        "{}",
+        legend_lines(&g)
+    );
+}
+
+fn legend_lines(svg: &str) -> String {
+    svg.lines()
+        .filter(|l| l.contains(" at "))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
 // ---------------------------------------------------------------------------
 // Real snapshots.
 

@@ -44,13 +44,20 @@ fn marks(d: &DeviceReport) -> Vec<OomMark> {
 pub fn timeline(r: &Report, d: &DeviceReport) -> Result<Svg, ChartError> {
     let t = title("Memory over time", r, d);
     let m = marks(d);
-    timeline_svg(&TimelineChart::new(&t, &d.samples, &m))
+    let mut c = TimelineChart::new(&t, &d.samples, &m);
+    c.peak_reserved = Some(d.peak_reserved);
+    c.peak_allocated = Some(d.peak_allocated);
+    c.first_time_us = d.first_time_us;
+    timeline_svg(&c)
 }
 
 pub fn fragmentation(r: &Report, d: &DeviceReport) -> Result<Svg, ChartError> {
     let t = title("Fragmentation over time", r, d);
     let m = marks(d);
-    fragmentation_svg(&FragmentationChart::new(&t, &d.samples, &m))
+    let mut c = FragmentationChart::new(&t, &d.samples, &m);
+    c.highest = Some(d.highest_fragmentation);
+    c.first_time_us = d.first_time_us;
+    fragmentation_svg(&c)
 }
 
 fn highlights(r: &Report, d: &DeviceReport) -> Vec<Highlight> {

@@ -11,7 +11,8 @@ use super::svg::compose::{Para, escape, stack, text_panel};
 use super::svg::timeline::{OomMark, TimelineChart, timeline_svg};
 use super::svg::{ChartError, Svg, WIDTH};
 use crate::profiler::Category;
-use crate::profiler::chrome::OpShare;
+use crate::profiler::chrome::{OpShare, Peak};
+use crate::replay::Sample;
 use crate::trace_report::{CategoryReport, TraceDeviceReport, TraceReport, moment_text};
 use crate::units::{fmt_bytes, fmt_pct};
 use std::fmt::Write;
@@ -34,6 +35,26 @@ pub fn timeline(r: &TraceReport, d: &TraceDeviceReport) -> Result<Svg, ChartErro
     let mut c = TimelineChart::new(&t, &d.samples, &marks);
     c.reserved = d.reserved_known;
     c.largest_gap = false;
+    c.first_time_us = d.first_time_us;
+    let at = |p: &Peak, set: fn(&mut Sample, u64)| {
+        let mut s = Sample {
+            event: p.event,
+            time_us: p.time_us,
+            ..Default::default()
+        };
+        set(&mut s, p.bytes);
+        s
+    };
+    c.peak_reserved = d
+        .summary
+        .peak_reserved
+        .as_ref()
+        .map(|p| at(p, |s, b| s.reserved = b));
+    c.peak_allocated = d
+        .summary
+        .peak_allocated
+        .as_ref()
+        .map(|p| at(p, |s, b| s.allocated = b));
     timeline_svg(&c)
 }
 

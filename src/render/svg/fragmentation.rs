@@ -12,6 +12,13 @@ pub struct FragmentationChart<'a> {
     pub ooms: &'a [OomMark],
     pub width: u32,
     pub height: u32,
+    /// The highest fragmentation of the whole series, where the caller has
+    /// it (see [`super::timeline::TimelineChart::peak_reserved`] for why);
+    /// `None` takes it from `samples`.
+    pub highest: Option<Sample>,
+    /// Time of the first trace event (see
+    /// [`super::timeline::TimelineChart::first_time_us`]).
+    pub first_time_us: Option<i64>,
 }
 
 impl<'a> FragmentationChart<'a> {
@@ -22,6 +29,8 @@ impl<'a> FragmentationChart<'a> {
             ooms,
             width: WIDTH,
             height: 380,
+            highest: None,
+            first_time_us: None,
         }
     }
 }
@@ -29,18 +38,19 @@ impl<'a> FragmentationChart<'a> {
 const CHART: &str = "fragmentation";
 
 pub fn fragmentation_svg(c: &FragmentationChart) -> Result<Svg, ChartError> {
-    let axis = XAxis::for_samples(c.samples);
+    let axis = XAxis::for_samples(c.samples).from_first(c.first_time_us);
     let pts = downsample(c.samples, MAX_POINTS);
     let max_gaps = c.samples.iter().map(|s| s.free_gaps).max().unwrap_or(0);
     let gap_top = ((max_gaps as f64) * 1.12).ceil().max(4.0);
-    let worst = c
-        .samples
-        .iter()
-        .fold(None::<&Sample>, |b, s| match b {
-            Some(b) if b.fragmentation >= s.fragmentation => Some(b),
-            _ => Some(s),
-        })
-        .copied();
+    let worst = c.highest.or_else(|| {
+        c.samples
+            .iter()
+            .fold(None::<&Sample>, |b, s| match b {
+                Some(b) if b.fragmentation >= s.fragmentation => Some(b),
+                _ => Some(s),
+            })
+            .copied()
+    });
     let mut legend = vec![
         LegendEntry::new(
             "fragmentation = 1 − largest free gap / free bytes (left)",

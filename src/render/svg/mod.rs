@@ -210,6 +210,20 @@ impl XAxis {
         }
     }
 
+    /// The axis with its origin at `first_us`, the time of the first event,
+    /// where the caller knows it: a downsampled series dates its first bucket
+    /// at the bucket's last event, so the earliest time among its samples
+    /// can be later than the first event's, and every moment on the chart
+    /// would then read early against the tables.
+    pub fn from_first(self, first_us: Option<i64>) -> XAxis {
+        match (self, first_us) {
+            (XAxis::Seconds { origin_us }, Some(f)) => XAxis::Seconds {
+                origin_us: origin_us.min(f),
+            },
+            (axis, _) => axis,
+        }
+    }
+
     /// Position of an event (`None` = the start) on this axis.
     pub fn x_event(&self, event: Option<u32>, time_us: Option<i64>) -> f64 {
         match self {

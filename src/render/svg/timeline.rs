@@ -44,6 +44,15 @@ pub struct TimelineChart<'a> {
     /// Draw the largest free gap (off for inputs without a segment layout,
     /// such as profiler traces; the legend then says it is not measurable).
     pub largest_gap: bool,
+    /// The exact peaks of the whole series, where the caller has them. The
+    /// downsampled `samples` keep every bucket's maximum but date it at the
+    /// bucket's last event, so a peak taken from them can be off by up to a
+    /// bucket; `None` takes it from `samples` all the same.
+    pub peak_reserved: Option<Sample>,
+    pub peak_allocated: Option<Sample>,
+    /// Time of the first trace event, the origin of a time axis (see
+    /// [`XAxis::from_first`]); `None` takes the earliest sample's.
+    pub first_time_us: Option<i64>,
 }
 
 impl<'a> TimelineChart<'a> {
@@ -56,6 +65,9 @@ impl<'a> TimelineChart<'a> {
             height: 440,
             reserved: true,
             largest_gap: true,
+            peak_reserved: None,
+            peak_allocated: None,
+            first_time_us: None,
         }
     }
 }
@@ -73,10 +85,14 @@ fn first_max_by(samples: &[Sample], key: impl Fn(&Sample) -> u64) -> Option<&Sam
 }
 
 pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
-    let axis = XAxis::for_samples(c.samples);
+    let axis = XAxis::for_samples(c.samples).from_first(c.first_time_us);
     let pts = downsample(c.samples, MAX_POINTS);
-    let peak_res = first_max_by(c.samples, |s| s.reserved).copied();
-    let peak_alloc = first_max_by(c.samples, |s| s.allocated).copied();
+    let peak_res = c
+        .peak_reserved
+        .or_else(|| first_max_by(c.samples, |s| s.reserved).copied());
+    let peak_alloc = c
+        .peak_allocated
+        .or_else(|| first_max_by(c.samples, |s| s.allocated).copied());
     let top = c
         .samples
         .iter()
