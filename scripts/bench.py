@@ -12,7 +12,7 @@ under /usr/bin/time -v, interleaved, several times, and reports medians of
 wall time, CPU time (user+sys) and peak RSS, with the ratios fragscope/Python
 taken per round (so a noisy machine affects both sides of a ratio alike).
 The stage figures (decoder MB/s, replay events/s) come from the
-`stage_times` example. Last, 8 rank files: one `stats` call (both cores)
+`stage_times` example, run once a round (medians). Last, 8 rank files: one `stats` call (both cores)
 against one call per file in sequence, and the output of the parallel call
 against the same call on one thread.
 
@@ -147,6 +147,7 @@ def main():
         res = {"stats": [], "report": [], "report_nw": [], "python": []}
         ratios = {"stats": [], "report": [], "report_nw": [], "stats_cpu": []}
         failed = set()
+        stages = []
         for r in range(a.rounds):
             print(f"{os.path.basename(f)}: round {r + 1}/{a.rounds}", file=sys.stderr)
             st = timed([exe, "stats", f])
@@ -163,7 +164,10 @@ def main():
                 ratios["stats_cpu"].append(st[1] / py[1])
             if py:
                 res["python"].append(py)
-        stage = stage_times(example, f)
+            stages.append(stage_times(example, f))
+        # The median of each phase over the rounds (a single run of a phase
+        # that takes a tenth of a second says little on a shared machine).
+        stage = {k: median([s[k] for s in stages if k in s]) for k in stages[0]}
         rows.append((f, size, res, ratios, stage, failed))
 
     print()
@@ -186,7 +190,7 @@ def main():
               f"| {mib(rss('stats')):.0f} MiB ({rss('stats') / size:.2f}x file) | {rep_rss} "
               f"| {mib(rss('python')):.0f} MiB ({rss('python') / size:.2f}x file) |")
     print()
-    print("Stages (`stage_times`, one thread; CPU seconds in brackets): decoder and replay "
+    print("Stages (`stage_times`, one thread, median of the rounds; CPU seconds in brackets): decoder and replay "
           "throughput, and where `report` spends its time.")
     print()
     print("| input | decode | decoder | replay | replay rate | report: replay + moment | report: what-if model | report: HTML |")
