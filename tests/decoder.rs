@@ -614,7 +614,11 @@ fn a_frames_list_read_again_after_its_memo_entry_changed_names_the_new_frames() 
     string(&mut p, "segments");
     p.extend_from_slice(b"]u.");
 
-    assert!(fast_path_agrees("memo written over", &p), "{:?}", fast(&p).err());
+    assert!(
+        fast_path_agrees("memo written over", &p),
+        "{:?}",
+        fast(&p).err()
+    );
     let (s, taken) = fast(&p).unwrap();
     assert_eq!(taken, 5);
     let frames = |e: &fragscope::model::TraceEvent| {
