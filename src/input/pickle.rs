@@ -998,7 +998,9 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                                             && b[from..from + bytes.len()] == **bytes
                                     });
                                     if let Some(w) = hit {
-                                        ways[..=w].rotate_right(1);
+                                        if w > 0 {
+                                            ways[..=w].rotate_right(1);
+                                        }
                                         frames_known = Some(ways[0].1);
                                         i = from + ways[0].0.len() + 1;
                                     }
