@@ -539,3 +539,94 @@ fn trace_entries_named_twice_decode_as_the_general_machine_decodes_them() {
     let (s, _) = fast(c).unwrap();
     assert_eq!(s.traces()[0][1], s.traces()[0][2]);
 }
+
+/// A hand-made file that writes a memo entry over (PyTorch never does)
+/// between two trace entries whose frames lists have the same bytes: the
+/// second list names the new frame, though its bytes were read before.
+#[test]
+fn a_frames_list_read_again_after_its_memo_entry_changed_names_the_new_frames() {
+    fn string(out: &mut Vec<u8>, s: &str) {
+        out.push(0x8c);
+        out.push(s.len() as u8);
+        out.extend_from_slice(s.as_bytes());
+        out.push(0x94);
+    }
+    fn get(out: &mut Vec<u8>, idx: u8) {
+        out.extend_from_slice(&[b'h', idx]);
+    }
+    // Keys and values of one entry after its first: action, addr, size,
+    // stream (memo 5..=9), then the frames key (10) and a list of sixteen
+    // references to memo 12 (longer than the bytes the fast path's cache
+    // is keyed by).
+    fn entry(out: &mut Vec<u8>, addr: u8) {
+        out.extend_from_slice(b"}\x94(");
+        for k in [5, 6, 7] {
+            get(out, k);
+        }
+        out.extend_from_slice(&[b'K', addr]);
+        get(out, 8);
+        out.extend_from_slice(b"M\x00\x02");
+        get(out, 9);
+        out.extend_from_slice(b"K\x00");
+        get(out, 10);
+        out.extend_from_slice(b"]\x94(");
+        for _ in 0..16 {
+            get(out, 12);
+        }
+        out.extend_from_slice(b"eu");
+    }
+    let mut p = b"\x80\x04}\x94(".to_vec();
+    string(&mut p, "device_traces"); // 1
+    p.extend_from_slice(b"]\x94]\x94("); // 2, 3: device_traces, its list
+    // The first entry makes the strings and frame A (memo 12).
+    p.extend_from_slice(b"}\x94("); // 4
+    string(&mut p, "action"); // 5
+    string(&mut p, "alloc"); // 6
+    string(&mut p, "addr"); // 7
+    p.extend_from_slice(b"K\x00");
+    string(&mut p, "size"); // 8
+    p.extend_from_slice(b"M\x00\x02");
+    string(&mut p, "stream"); // 9
+    p.extend_from_slice(b"K\x00");
+    string(&mut p, "frames"); // 10
+    p.extend_from_slice(b"]\x94(}\x94("); // 11, 12
+    string(&mut p, "filename"); // 13
+    string(&mut p, "a.py"); // 14
+    string(&mut p, "line"); // 15
+    p.extend_from_slice(b"K\x01");
+    string(&mut p, "name"); // 16
+    string(&mut p, "f"); // 17
+    p.extend_from_slice(b"ueu");
+    entry(&mut p, 1);
+    entry(&mut p, 2);
+    // Frame B, stored over memo 12, then dropped from the stack.
+    p.extend_from_slice(b"}(");
+    get(&mut p, 13);
+    string(&mut p, "b.py");
+    get(&mut p, 15);
+    p.extend_from_slice(b"K\x02");
+    get(&mut p, 16);
+    string(&mut p, "g");
+    p.extend_from_slice(b"uq\x0c0");
+    entry(&mut p, 3);
+    entry(&mut p, 4);
+    p.extend_from_slice(b"ea");
+    string(&mut p, "segments");
+    p.extend_from_slice(b"]u.");
+
+    assert!(
+        fast_path_agrees("memo written over", &p),
+        "{:?}",
+        fast(&p).err()
+    );
+    let (s, taken) = fast(&p).unwrap();
+    assert_eq!(taken, 5);
+    let frames = |e: &fragscope::model::TraceEvent| {
+        let st = s.stack(e.frames);
+        (st.len(), s.str(s.frame(st[0]).filename).to_string())
+    };
+    let frames: Vec<(usize, String)> = s.traces()[0].iter().map(frames).collect();
+    let a = |n| (n, "a.py".to_string());
+    let b = |n| (n, "b.py".to_string());
+    assert_eq!(frames, [a(1), a(16), a(16), b(16), b(16)]);
+}

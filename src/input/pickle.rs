@@ -326,13 +326,19 @@ struct Vm<'s, R, S> {
     f_items: Vec<Val>,
     f_memo: Vec<u32>,
     f_frames: Vec<Vid>,
-    /// Frames lists by their bytes (memo references only) and the stack
-    /// they were taken as, direct-mapped: the same few call sites recur
-    /// all through a trace. Emptied when a memo entry is written over.
-    f_cache: Vec<(Box<[u8]>, u32)>,
+    /// Frames lists by their bytes (memo references only), the stack they
+    /// were taken as and the generation they were read in:
+    /// [`FRAMES_SETS`] sets of [`FRAMES_WAYS`], most recent first, a set
+    /// chosen by the bytes where a list starts, so a list is found before
+    /// its end is known. The same call sites recur all through a trace.
+    f_cache: Vec<(Box<[u8]>, u32, u32)>,
+    /// Bumped when a memo entry is written over: the bytes of a frames list
+    /// read before may no longer name the same frames.
+    f_gen: u32,
 }
 
-const FRAMES_CACHE: usize = 64;
+const FRAMES_SETS: usize = 128;
+const FRAMES_WAYS: usize = 4;
 
 const NO_MEMO: Vid = Vid::MAX;
 
@@ -416,7 +422,8 @@ pub fn decode_reader<R: Read, S: Sink>(r: R, sink: &mut S) -> Result<Decoded, De
         f_items: Vec::new(),
         f_memo: Vec::new(),
         f_frames: Vec::new(),
-        f_cache: vec![(Box::default(), u32::MAX); FRAMES_CACHE],
+        f_cache: vec![(Box::default(), u32::MAX, 0); FRAMES_SETS * FRAMES_WAYS],
+        f_gen: 0,
     };
     let r = vm.run();
     if let Some(e) = vm.inp.err.take() {
@@ -818,6 +825,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             f_memo,
             f_frames,
             f_cache,
+            f_gen,
             ..
         } = self;
         let b = &inp.buf[..inp.end];
@@ -902,131 +910,145 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                 break;
             }
             i += 1;
-            let v = match op {
-                b'K' => {
-                    i += 1;
-                    Val::Int(*b.get(i - 1)? as i64)
-                }
-                b'M' => {
-                    i += 2;
-                    Val::Int(u16::from_le_bytes(b.get(i - 2..i)?.try_into().ok()?) as i64)
-                }
-                b'J' => {
-                    i += 4;
-                    Val::Int(i32::from_le_bytes(b.get(i - 4..i)?.try_into().ok()?) as i64)
-                }
-                0x8a => {
-                    let n = *b.get(i)? as usize;
-                    if n > 8 {
-                        return None;
+            // Keys, and most values, are memo references: tested before the
+            // table of the other opcodes.
+            let v = if op == b'j' || op == b'h' {
+                i -= 1;
+                let idx = reference(&mut i)?;
+                lookup(f_memo, idx)?
+            } else {
+                match op {
+                    b'K' => {
+                        i += 1;
+                        Val::Int(*b.get(i - 1)? as i64)
                     }
-                    let v = match b.get(i + 1..i + 9) {
-                        Some(w) => Val::Int(sign_extend(u64::from_le_bytes(w.try_into().ok()?), n)),
-                        None => long_from_le(b.get(i + 1..i + 1 + n)?),
-                    };
-                    i += 1 + n;
-                    v
-                }
-                b'N' => Val::None,
-                0x88 => Val::Bool(true),
-                0x89 => Val::Bool(false),
-                b'G' => {
-                    i += 8;
-                    Val::Float(f64::from_be_bytes(b.get(i - 8..i)?.try_into().ok()?))
-                }
-                b'h' | b'j' => {
-                    i -= 1;
-                    let idx = reference(&mut i)?;
-                    lookup(f_memo, idx)?
-                }
-                0x8c => {
-                    let n = *b.get(i)? as usize;
-                    let s = b.get(i + 1..i + 1 + n)?;
-                    i += 1 + n;
-                    // Only strings already read: a new one makes a node,
-                    // which is the general machine's to make.
-                    let id = if last_str.1 != NO_MEMO && s == &last_str.0[..] {
-                        last_str.1
-                    } else {
-                        let id = *strings.get(std::str::from_utf8(s).ok()?)?;
-                        if n <= 32 {
-                            last_str.0.clear();
-                            last_str.0.extend_from_slice(s);
-                            last_str.1 = id;
+                    b'M' => {
+                        i += 2;
+                        Val::Int(u16::from_le_bytes(b.get(i - 2..i)?.try_into().ok()?) as i64)
+                    }
+                    b'J' => {
+                        i += 4;
+                        Val::Int(i32::from_le_bytes(b.get(i - 4..i)?.try_into().ok()?) as i64)
+                    }
+                    0x8a => {
+                        let n = *b.get(i)? as usize;
+                        if n > 8 {
+                            return None;
                         }
-                        id
-                    };
-                    Val::Node(id)
-                }
-                b']' => {
-                    if list_at.is_some() || f_items.len() % 2 == 0 {
-                        return None;
+                        let v = match b.get(i + 1..i + 9) {
+                            Some(w) => {
+                                Val::Int(sign_extend(u64::from_le_bytes(w.try_into().ok()?), n))
+                            }
+                            None => long_from_le(b.get(i + 1..i + 1 + n)?),
+                        };
+                        i += 1 + n;
+                        v
                     }
-                    let memoized = memo_op(&mut i, memo_len + f_memo.len())?;
-                    if memoized {
-                        f_memo.push(PENDING_LIST);
+                    b'N' => Val::None,
+                    0x88 => Val::Bool(true),
+                    0x89 => Val::Bool(false),
+                    b'G' => {
+                        i += 8;
+                        Val::Float(f64::from_be_bytes(b.get(i - 8..i)?.try_into().ok()?))
                     }
-                    skip_frames(&mut i);
-                    match b.get(i) {
-                        Some(b'(') => {
-                            i += 1;
-                            // References only, as CPython writes a list of
-                            // shared frames: the bytes name the stack.
-                            let from = i;
-                            let mut j = i;
-                            while let Some(&op) = b.get(j) {
-                                match op {
-                                    b'h' => j += 2,
-                                    b'j' => j += 5,
-                                    _ => break,
+                    0x8c => {
+                        let n = *b.get(i)? as usize;
+                        let s = b.get(i + 1..i + 1 + n)?;
+                        i += 1 + n;
+                        // Only strings already read: a new one makes a node,
+                        // which is the general machine's to make.
+                        let id = if last_str.1 != NO_MEMO && s == &last_str.0[..] {
+                            last_str.1
+                        } else {
+                            let id = *strings.get(std::str::from_utf8(s).ok()?)?;
+                            if n <= 32 {
+                                last_str.0.clear();
+                                last_str.0.extend_from_slice(s);
+                                last_str.1 = id;
+                            }
+                            id
+                        };
+                        Val::Node(id)
+                    }
+                    b']' => {
+                        if list_at.is_some() || f_items.len() % 2 == 0 {
+                            return None;
+                        }
+                        let memoized = memo_op(&mut i, memo_len + f_memo.len())?;
+                        if memoized {
+                            f_memo.push(PENDING_LIST);
+                        }
+                        skip_frames(&mut i);
+                        match b.get(i) {
+                            Some(b'(') => {
+                                i += 1;
+                                // References only, as CPython writes a list of
+                                // shared frames: the bytes name the stack.
+                                let from = i;
+                                let set = frames_set(&b[from..]);
+                                // A list seen before is found by its bytes
+                                // without walking them: same bytes (references
+                                // only) followed by APPENDS are the same list.
+                                if let Some(set) = set {
+                                    let ways = &mut f_cache[set * FRAMES_WAYS..][..FRAMES_WAYS];
+                                    let hit = ways.iter().position(|(bytes, s, g)| {
+                                        *g == *f_gen
+                                            && *s != u32::MAX
+                                            && b.get(from + bytes.len()) == Some(&b'e')
+                                            && b[from..from + bytes.len()] == **bytes
+                                    });
+                                    if let Some(w) = hit {
+                                        if w > 0 {
+                                            ways[..=w].rotate_right(1);
+                                        }
+                                        frames_known = Some(ways[0].1);
+                                        i = from + ways[0].0.len() + 1;
+                                    }
+                                }
+                                if frames_known.is_none() {
+                                    let j = references_end(b, from);
+                                    if let Some(set) = set
+                                        && b.get(j) == Some(&b'e')
+                                    {
+                                        cache_at = Some((set, from, j));
+                                    }
+                                }
+                                while frames_known.is_none() {
+                                    skip_frames(&mut i);
+                                    if b.get(i) == Some(&b'e') {
+                                        i += 1;
+                                        break;
+                                    }
+                                    let idx = reference(&mut i)?;
+                                    if idx >= memo_len {
+                                        cache_at = None;
+                                    }
+                                    let Val::Node(v) = lookup(f_memo, idx)? else {
+                                        return None;
+                                    };
+                                    f_frames.push(v);
                                 }
                             }
-                            let span = b.get(from..j).filter(|_| b.get(j) == Some(&b'e'));
-                            if let Some(span) = span {
-                                let slot = span_slot(span);
-                                let (bytes, s) = &f_cache[slot];
-                                if *s != u32::MAX && **bytes == *span {
-                                    frames_known = Some(*s);
+                            // One frame: the reference, then APPEND.
+                            Some(b'h' | b'j') => {
+                                let mut j = i;
+                                let idx = reference(&mut j)?;
+                                if b.get(j) == Some(&b'a') {
+                                    let Val::Node(v) = lookup(f_memo, idx)? else {
+                                        return None;
+                                    };
+                                    f_frames.push(v);
                                     i = j + 1;
-                                } else {
-                                    cache_at = Some((slot, from, j));
                                 }
                             }
-                            while frames_known.is_none() {
-                                skip_frames(&mut i);
-                                if b.get(i) == Some(&b'e') {
-                                    i += 1;
-                                    break;
-                                }
-                                let idx = reference(&mut i)?;
-                                if idx >= memo_len {
-                                    cache_at = None;
-                                }
-                                let Val::Node(v) = lookup(f_memo, idx)? else {
-                                    return None;
-                                };
-                                f_frames.push(v);
-                            }
+                            _ => {}
                         }
-                        // One frame: the reference, then APPEND.
-                        Some(b'h' | b'j') => {
-                            let mut j = i;
-                            let idx = reference(&mut j)?;
-                            if b.get(j) == Some(&b'a') {
-                                let Val::Node(v) = lookup(f_memo, idx)? else {
-                                    return None;
-                                };
-                                f_frames.push(v);
-                                i = j + 1;
-                            }
-                        }
-                        _ => {}
+                        list_at = Some(f_items.len());
+                        f_items.push(Val::Stack(0));
+                        continue;
                     }
-                    list_at = Some(f_items.len());
-                    f_items.push(Val::Stack(0));
-                    continue;
+                    _ => return None,
                 }
-                _ => return None,
             };
             if memo_op(&mut i, memo_len + f_memo.len())? {
                 let Val::Node(id) = v else {
@@ -1048,8 +1070,10 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             if s >= PAYLOAD {
                 return None;
             }
-            if let Some((slot, from, to)) = cache_at {
-                self.f_cache[slot] = (self.inp.buf[from..to].into(), s);
+            if let Some((set, from, to)) = cache_at {
+                let ways = &mut self.f_cache[set * FRAMES_WAYS..][..FRAMES_WAYS];
+                ways.rotate_right(1);
+                ways[0] = (self.inp.buf[from..to].into(), s, self.f_gen);
             }
             self.f_items[at] = Val::Stack(s);
             stack = Some(s);
@@ -1362,7 +1386,11 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         if idx < len {
             self.memo[idx as usize] = top;
             // The bytes of a frames list no longer name the same frames.
-            self.f_cache.iter_mut().for_each(|c| c.1 = u32::MAX);
+            self.f_gen = self.f_gen.wrapping_add(1);
+            if self.f_gen == 0 {
+                // Entries of a generation 2^32 overwrites ago would look current.
+                self.f_cache.iter_mut().for_each(|c| c.1 = u32::MAX);
+            }
         } else if idx < len + 64 {
             self.memo.resize(idx as usize, NO_MEMO);
             self.memo.push(top);
@@ -1423,23 +1451,39 @@ fn val_kind(v: Val) -> &'static str {
     }
 }
 
-/// The slot of a frames list's bytes in the fast path's cache: three words
-/// of it (every stack of a program shares its innermost and outermost
-/// frames, so its two ends alone would put most stacks in one slot) and its
-/// length; a full comparison follows.
+/// The set of the fast path's frames cache for a list whose items start
+/// at `b[0]`: its first 32 bytes (several references; a shorter list adds
+/// the bytes after it, which only costs a miss where they differ). `None`
+/// near the end of the input.
 #[inline]
-fn span_slot(span: &[u8]) -> usize {
-    let n = span.len();
-    let word = |at: usize| {
-        let mut w = [0u8; 8];
-        let part = &span[at.min(n)..(at + 8).min(n)];
-        w[..part.len()].copy_from_slice(part);
-        u64::from_le_bytes(w)
-    };
-    let h = (word(0) ^ word(n / 2).rotate_left(21) ^ word(n.saturating_sub(8)).rotate_left(42))
-        .wrapping_add(n as u64)
+fn frames_set(b: &[u8]) -> Option<usize> {
+    let w: &[u8; 32] = b.get(..32)?.try_into().ok()?;
+    let word = |k: usize| u64::from_le_bytes(w[k * 8..k * 8 + 8].try_into().expect("8 bytes"));
+    let h = (word(0) ^ word(1).rotate_left(17) ^ word(2).rotate_left(31) ^ word(3).rotate_left(47))
         .wrapping_mul(FX);
-    (h >> 58) as usize % FRAMES_CACHE
+    Some((h >> 57) as usize % FRAMES_SETS)
+}
+
+/// Where a run of BINGET/LONG_BINGET opcodes starting at `b[i]` ends.
+/// Eight bytes at a time while they are four BINGETs (most references of
+/// a small memo), one opcode at a time otherwise.
+#[inline]
+fn references_end(b: &[u8], mut i: usize) -> usize {
+    const MASK: u64 = 0x00ff_00ff_00ff_00ff;
+    const GETS: u64 = 0x0068_0068_0068_0068;
+    loop {
+        if let Some(w) = b.get(i..i + 8)
+            && u64::from_le_bytes(w.try_into().expect("8 bytes")) & MASK == GETS
+        {
+            i += 8;
+            continue;
+        }
+        match b.get(i) {
+            Some(b'h') => i += 2,
+            Some(b'j') => i += 5,
+            _ => return i,
+        }
+    }
 }
 
 /// Records appended, in order, to a list that so far holds the records

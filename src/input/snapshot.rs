@@ -1110,6 +1110,7 @@ impl TraceSink {
         matches!(v, Val::Node(id) if self.dt.contains(&id))
     }
 
+    #[inline]
     fn key(&mut self, a: &Arena, v: Val) -> Key {
         let Val::Node(id) = v else {
             return Key::Ignored;
@@ -1118,6 +1119,13 @@ impl TraceSink {
         if self.keys[slot].0 == id {
             return self.keys[slot].1;
         }
+        self.key_missed(a, id)
+    }
+
+    /// [`TraceSink::key`] for a string not yet in its cache.
+    #[cold]
+    fn key_missed(&mut self, a: &Arena, id: Vid) -> Key {
+        let slot = id as usize % KEY_CACHE;
         let k = match a.get(id) {
             Node::Str(s) => classify(s),
             _ => Key::Ignored,
