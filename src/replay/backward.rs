@@ -41,9 +41,10 @@ fn widen_up_to(l: &mut Layout, ctx: &Ctx, sa: u64, x: u64) {
     if !widenable(l, ctx, sa) {
         return;
     }
-    let Ok((g0, _)) = l.gap_at(sa, x) else {
+    let Ok(gap) = l.gap_at(sa, x) else {
         return;
     };
+    let g0 = gap.start;
     if g0 >= x {
         return;
     }
@@ -144,7 +145,8 @@ fn unfree(l: &mut Layout, ctx: &Ctx, e: &TraceEvent) -> Result<(), Problem> {
         ));
     }
     widen_up_to(l, ctx, sa, x);
-    let (g0, g1) = l.gap_at(sa, x).expect("still free");
+    let gap = l.gap_at(sa, x).expect("still free");
+    let g1 = gap.end;
     let rounded = ctx.policy.round_size(e.size);
     let avail = g1 - x;
     let mut problem = Ok(());
@@ -175,8 +177,7 @@ fn unfree(l: &mut Layout, ctx: &Ctx, e: &TraceEvent) -> Result<(), Problem> {
             origin: Origin::OlderThanTrace,
             inferred: true,
         },
-        g0,
-        g1,
+        gap,
     );
     problem
 }

@@ -305,7 +305,9 @@ impl<'a> Replayer<'a> {
     /// What [`state_at`] returns.
     pub fn state_at(&self, at: Option<usize>) -> MomentState {
         let run = &self.run;
-        let mut l = run.start.clone();
+        // A moment's state is its blocks: the running totals and the
+        // free-block index, which only the samples read, are not kept.
+        let mut l = run.start.clone_unindexed();
         let mut problems = BTreeMap::new();
         let upto = at.map_or(0, |a| (a + 1).min(run.trace.len()));
         for i in 0..upto {
@@ -321,12 +323,12 @@ impl<'a> Replayer<'a> {
         let mut problems = run.problems.clone();
         let mut samples = Series::with_capacity(if keep_samples { n + 1 } else { 0 });
         if keep_samples {
-            samples.push(l.sample(None, None));
+            samples.push_figures(&l.figures(None));
         }
-        for i in 0..n {
+        for (i, e) in run.trace.iter().enumerate() {
             run.step(&mut l, i, &mut problems);
             if keep_samples {
-                samples.push(l.sample(Some(i as u32), run.trace[i].time_us()));
+                samples.push_figures(&l.figures(e.time_us()));
             }
         }
         let recorded: Vec<&Segment> = snap.segments_of(device).collect();
@@ -366,7 +368,7 @@ pub fn for_each_state_at(
 ) {
     let replayer = Replayer::new(snap, device);
     let run = &replayer.run;
-    let mut l = run.start.clone();
+    let mut l = run.start.clone_unindexed();
     let mut problems = BTreeMap::new();
     let mut done = 0;
     for &at in events {

@@ -69,6 +69,72 @@ const D_LARGEST_SMALL: usize = 9;
 /// A mask and ten varints of at most ten bytes.
 const MAX_ROW_BYTES: usize = 2 + FIELDS * 10;
 
+/// The figures of a replayed state that a [`Sample`] is made of (the
+/// others follow from them): what the replay hands the series, so that a
+/// row is built without making the sample and checking it adds up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Figures {
+    pub time_us: Option<i64>,
+    pub allocated: u64,
+    pub active: u64,
+    pub reserved: u64,
+    pub pending: u64,
+    /// Bytes of inactive blocks.
+    pub inactive: u64,
+    pub largest_gap: u64,
+    pub free_gaps: u64,
+    pub largest_small: u64,
+    pub largest_large: u64,
+}
+
+impl Figures {
+    /// The sample of these figures after `event` (`None`: the start).
+    #[inline]
+    pub fn sample(&self, event: Option<u32>) -> Sample {
+        Sample {
+            event,
+            time_us: self.time_us,
+            allocated: self.allocated,
+            active: self.active,
+            reserved: self.reserved,
+            internal_free: self.active.wrapping_sub(self.allocated),
+            external_free: self.inactive.wrapping_add(self.pending),
+            pending_free: self.pending,
+            largest_free_gap: self.largest_gap,
+            free_gaps: self.free_gaps,
+            fragmentation: fragmentation(self.largest_gap, self.inactive),
+            largest_small_request: self.largest_small,
+            largest_large_request: self.largest_large,
+        }
+    }
+
+    /// The row of these figures, when the series' form holds them:
+    /// `Row::of(&self.sample(..), pos)` wherever that is `Some`, without
+    /// the round trip (the derived figures are derived the same way).
+    #[inline]
+    fn row(&self, pos: usize) -> Option<Row> {
+        let fits = self.free_gaps < TIMED
+            && self.largest_small <= u64::from(u32::MAX)
+            && self.inactive.checked_add(self.pending).is_some()
+            && pos.checked_sub(1).is_none_or(|e| u32::try_from(e).is_ok());
+        if !fits {
+            return None;
+        }
+        let mut v = [0; FIELDS];
+        v[TIME] = self.time_us.unwrap_or(0) as u64;
+        v[ALLOCATED] = self.allocated;
+        v[ACTIVE] = self.active;
+        v[RESERVED] = self.reserved;
+        v[PENDING] = self.pending;
+        v[INACTIVE] = self.inactive;
+        v[LARGEST_GAP] = self.largest_gap;
+        v[LARGEST_LARGE] = self.largest_large;
+        v[FREE_GAPS] = self.free_gaps | if self.time_us.is_some() { TIMED } else { 0 };
+        v[LARGEST_SMALL] = self.largest_small;
+        Some(Row { v })
+    }
+}
+
 /// Figures as stored, the time as the bits of an `i64` (0 when untimed).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 struct Row {
@@ -196,14 +262,7 @@ impl Row {
             m &= m - 1;
             // Zigzag: small changes either way take few bytes.
             let x = c[k];
-            let mut z = (x << 1) ^ (((x as i64) >> 63) as u64);
-            while z >= 0x80 {
-                buf[n] = z as u8 | 0x80;
-                z >>= 7;
-                n += 1;
-            }
-            buf[n] = z as u8;
-            n += 1;
+            n = put_varint(&mut buf, n, (x << 1) ^ (((x as i64) >> 63) as u64));
         }
         out.extend_from_slice(&buf[..n]);
     }
@@ -240,6 +299,35 @@ impl Row {
         *pos = p;
         self.apply(&c);
     }
+}
+
+/// Writes `z` as a LEB128 varint at `buf[n..]`; returns the end.
+///
+/// Up to eight bytes (values below 2^56, nearly every change) are spread
+/// into one word and written at once, with no branch on the length, which
+/// varies from one change to the next and so defeats branch prediction;
+/// the rest, one byte at a time. The caller leaves eight bytes of room.
+#[inline(always)]
+fn put_varint(buf: &mut [u8; MAX_ROW_BYTES], mut n: usize, mut z: u64) -> usize {
+    if z < 1 << 56 {
+        let mut w = 0u64;
+        for j in 0..8 {
+            w |= ((z >> (7 * j)) & 0x7f) << (8 * j);
+        }
+        let bits = 64 - (z | 1).leading_zeros() as usize;
+        let len = bits.div_ceil(7);
+        // The top bit of every byte but the last: another byte follows.
+        w |= 0x8080_8080_8080_8080 & ((1u64 << (8 * (len - 1))) - 1);
+        buf[n..n + 8].copy_from_slice(&w.to_le_bytes());
+        return n + len;
+    }
+    while z >= 0x80 {
+        buf[n] = z as u8 | 0x80;
+        z >>= 7;
+        n += 1;
+    }
+    buf[n] = z as u8;
+    n + 1
 }
 
 /// The delta-encoded rows (see the module doc).
@@ -365,6 +453,19 @@ impl Series {
                 self.store = Store::Plain(plain);
             }
         }
+    }
+
+    /// Appends the sample of `f` as the next one (the event index is the
+    /// position's): the same as `push(f.sample(..))`, quicker.
+    #[inline]
+    pub(crate) fn push_figures(&mut self, f: &Figures) {
+        let pos = self.len();
+        if let Store::Compact(p) = &mut self.store
+            && let Some(r) = f.row(pos)
+        {
+            return p.push(r);
+        }
+        self.push(f.sample(pos.checked_sub(1).map(|e| e as u32)));
     }
 
     /// Sample `i`, decoded from at most [`CHECKPOINT`] rows; reading many in
@@ -607,6 +708,35 @@ mod tests {
         }
     }
 
+    /// LEB128 a byte at a time, as the reader takes it apart.
+    fn varint_bytewise(mut z: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        while z >= 0x80 {
+            out.push(z as u8 | 0x80);
+            z >>= 7;
+        }
+        out.push(z as u8);
+        out
+    }
+
+    #[test]
+    fn varints_are_written_as_leb128() {
+        let mut values = vec![0, 1, u64::MAX, u64::MAX - 1];
+        for k in 1..64 {
+            let p = 1u64 << k;
+            values.extend([p - 1, p, p + 1]);
+        }
+        for z in values {
+            // After a few bytes already written, and in the last place a
+            // row leaves for a varint.
+            for at in [0, 3, MAX_ROW_BYTES - 10] {
+                let mut buf = [0xAAu8; MAX_ROW_BYTES];
+                let end = put_varint(&mut buf, at, z);
+                assert_eq!(&buf[at..end], &varint_bytewise(z)[..], "{z:#x} at {at}");
+            }
+        }
+    }
+
     use proptest::prelude::*;
 
     /// A stored figure: small, arbitrary or at the ends of its range.
@@ -741,6 +871,44 @@ mod tests {
                 prop_assert_eq!(s.len(), i + 1);
             }
             prop_assert_eq!(s.to_vec(), v);
+        }
+
+        /// Pushing figures gives the series that pushing their samples
+        /// gives, in the compact form or not, whatever the figures.
+        #[test]
+        fn pushing_figures_matches_pushing_their_samples(
+            steps in prop::collection::vec((step(), figure(), figure()), 1..(2 * CHECKPOINT + 3)),
+        ) {
+            let mut by_figures = Series::default();
+            let mut by_samples = Series::default();
+            let mut f = [0u64; 9];
+            for (i, &((time_us, mask, new, _), gaps, small)) in steps.iter().enumerate() {
+                for k in 0..9 {
+                    if mask & (1 << k) != 0 {
+                        f[k] = new[k];
+                    }
+                }
+                let [allocated, active, reserved, pending, inactive, largest_gap, largest_large, _, _] = f;
+                let fig = Figures {
+                    time_us,
+                    allocated,
+                    active,
+                    reserved,
+                    pending,
+                    inactive,
+                    largest_gap,
+                    // Mostly in range, now and then past it.
+                    free_gaps: if gaps % 7 == 0 { gaps } else { gaps % (1 << 31) },
+                    largest_small: if small % 7 == 0 { small } else { small % (1 << 32) },
+                    largest_large,
+                };
+                by_figures.push_figures(&fig);
+                by_samples.push(fig.sample(i.checked_sub(1).map(|e| e as u32)));
+                prop_assert_eq!(by_figures.is_compact(), by_samples.is_compact());
+                prop_assert_eq!(by_figures.last(), by_samples.last());
+            }
+            prop_assert_eq!(by_figures.heap_bytes(), by_samples.heap_bytes());
+            prop_assert_eq!(&by_figures, &by_samples);
         }
     }
 }
