@@ -262,7 +262,14 @@ impl Row {
             m &= m - 1;
             // Zigzag: small changes either way take few bytes.
             let x = c[k];
-            n = put_varint(&mut buf, n, (x << 1) ^ (((x as i64) >> 63) as u64));
+            let mut z = (x << 1) ^ (((x as i64) >> 63) as u64);
+            while z >= 0x80 {
+                buf[n] = z as u8 | 0x80;
+                z >>= 7;
+                n += 1;
+            }
+            buf[n] = z as u8;
+            n += 1;
         }
         out.extend_from_slice(&buf[..n]);
     }
@@ -299,35 +306,6 @@ impl Row {
         *pos = p;
         self.apply(&c);
     }
-}
-
-/// Writes `z` as a LEB128 varint at `buf[n..]`; returns the end.
-///
-/// Up to eight bytes (values below 2^56, nearly every change) are spread
-/// into one word and written at once, with no branch on the length, which
-/// varies from one change to the next and so defeats branch prediction;
-/// the rest, one byte at a time. The caller leaves eight bytes of room.
-#[inline(always)]
-fn put_varint(buf: &mut [u8; MAX_ROW_BYTES], mut n: usize, mut z: u64) -> usize {
-    if z < 1 << 56 {
-        let mut w = 0u64;
-        for j in 0..8 {
-            w |= ((z >> (7 * j)) & 0x7f) << (8 * j);
-        }
-        let bits = 64 - (z | 1).leading_zeros() as usize;
-        let len = bits.div_ceil(7);
-        // The top bit of every byte but the last: another byte follows.
-        w |= 0x8080_8080_8080_8080 & ((1u64 << (8 * (len - 1))) - 1);
-        buf[n..n + 8].copy_from_slice(&w.to_le_bytes());
-        return n + len;
-    }
-    while z >= 0x80 {
-        buf[n] = z as u8 | 0x80;
-        z >>= 7;
-        n += 1;
-    }
-    buf[n] = z as u8;
-    n + 1
 }
 
 /// The delta-encoded rows (see the module doc).
@@ -705,35 +683,6 @@ mod tests {
         assert_eq!(s.to_vec(), v);
         for (i, x) in v.iter().enumerate() {
             assert_eq!(s.get(i), Some(*x), "sample {i}");
-        }
-    }
-
-    /// LEB128 a byte at a time, as the reader takes it apart.
-    fn varint_bytewise(mut z: u64) -> Vec<u8> {
-        let mut out = Vec::new();
-        while z >= 0x80 {
-            out.push(z as u8 | 0x80);
-            z >>= 7;
-        }
-        out.push(z as u8);
-        out
-    }
-
-    #[test]
-    fn varints_are_written_as_leb128() {
-        let mut values = vec![0, 1, u64::MAX, u64::MAX - 1];
-        for k in 1..64 {
-            let p = 1u64 << k;
-            values.extend([p - 1, p, p + 1]);
-        }
-        for z in values {
-            // After a few bytes already written, and in the last place a
-            // row leaves for a varint.
-            for at in [0, 3, MAX_ROW_BYTES - 10] {
-                let mut buf = [0xAAu8; MAX_ROW_BYTES];
-                let end = put_varint(&mut buf, at, z);
-                assert_eq!(&buf[at..end], &varint_bytewise(z)[..], "{z:#x} at {at}");
-            }
         }
     }
 
