@@ -23,9 +23,10 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A removed value, the entry before its place and the key after it
+/// A removed value, the entry before its place, the key after it and the
+/// place: the number of keys now below the removed one
 /// ([`SlabMap::remove_around`]).
-pub(crate) type Removed<'a, V> = (V, Option<(u64, &'a V)>, Option<u64>);
+pub(crate) type Removed<'a, V> = (V, Option<(u64, &'a V)>, Option<u64>, usize);
 
 #[derive(Debug)]
 pub(crate) struct VecMap<V> {
@@ -347,8 +348,8 @@ impl<V: Copy> SlabMap<V> {
         self.slots.insert(i, s);
     }
 
-    /// Removes `k`; with it, the entry now before its place and the key now
-    /// after it (one search for the three).
+    /// Removes `k`; with it, the entry now before its place, the key now
+    /// after it and the place (one search for the four).
     pub fn remove_around(&mut self, k: &u64) -> Option<Removed<'_, V>> {
         let i = self.slot(*k)?;
         self.keys.remove(i);
@@ -356,7 +357,13 @@ impl<V: Copy> SlabMap<V> {
         self.free.push(s);
         let v = self.slab[s as usize];
         let before = i.checked_sub(1).map(|j| (self.keys[j], self.val(j)));
-        Some((v, before, self.keys.get(i).copied()))
+        Some((v, before, self.keys.get(i).copied(), i))
+    }
+
+    /// The entry at position `i` of the key order.
+    #[inline]
+    pub fn entry(&self, i: usize) -> (u64, &V) {
+        (self.keys[i], self.val(i))
     }
 
     pub fn iter(&self) -> SlabIter<'_, V> {
@@ -492,8 +499,8 @@ mod tests {
                         }
                     }
                     2 => {
-                        let got = m.remove_around(&k).map(|(x, b, a)| (x, b.map(|(p, q)| (p, *q)), a));
-                        let want = r.remove(&k).map(|x| (x, r.range(..k).next_back().map(|(p, q)| (*p, *q)), r.range(k..).next().map(|(p, _)| *p)));
+                        let got = m.remove_around(&k).map(|(x, b, a, i)| (x, b.map(|(p, q)| (p, *q)), a, i));
+                        let want = r.remove(&k).map(|x| (x, r.range(..k).next_back().map(|(p, q)| (*p, *q)), r.range(k..).next().map(|(p, _)| *p), r.range(..k).count()));
                         prop_assert_eq!(got, want);
                     }
                     3 => {
@@ -525,6 +532,9 @@ mod tests {
                 prop_assert_eq!(m.iter().collect::<Vec<_>>(), r.iter().collect::<Vec<_>>());
                 prop_assert_eq!(m.iter().rev().collect::<Vec<_>>(), r.iter().rev().collect::<Vec<_>>());
                 prop_assert_eq!(m.values().copied().collect::<Vec<_>>(), r.values().copied().collect::<Vec<_>>());
+                for (i, (a, b)) in r.iter().enumerate() {
+                    prop_assert_eq!(m.entry(i), (*a, b));
+                }
                 // Every place of the slab is held by one entry or free.
                 prop_assert_eq!(m.slab.len(), m.keys.len() + m.free.len());
             }

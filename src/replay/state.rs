@@ -222,6 +222,14 @@ pub(crate) struct Gap {
     at: usize,
 }
 
+impl Gap {
+    /// The same free block after the live block before it grew to `start`.
+    pub fn from(self, start: u64) -> Gap {
+        debug_assert!(self.start <= start && start <= self.end);
+        Gap { start, ..self }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Layout {
     pub segs: Segs,
@@ -411,18 +419,27 @@ impl Layout {
     }
 
     /// Removes the live block at `x`; its bytes merge with free neighbours.
-    pub fn remove_live(&mut self, sa: u64, x: u64) -> Option<Live> {
+    /// Returns it and the free block that now holds `x` (as
+    /// [`Layout::gap_at`] would give it).
+    pub fn remove_live(&mut self, sa: u64, x: u64) -> Option<(Live, Gap)> {
         let seg = self.segs.get_mut(&sa)?;
         let class = seg.class();
         let seg_end = sa + seg.size;
-        let (b, before, after) = seg.blocks.remove_around(&x)?;
+        let (b, before, after, at) = seg.blocks.remove_around(&x)?;
         let g0 = before.map_or(sa, |(a, p)| a + p.size);
         let g1 = after.unwrap_or(seg_end);
         self.idx.remove_gap(class, g0, x);
         self.idx.remove_gap(class, x + b.size, g1);
         self.idx.add_gap(class, g0, g1);
         self.idx.count_live(&b, false);
-        Some(b)
+        Some((
+            b,
+            Gap {
+                start: g0,
+                end: g1,
+                at,
+            },
+        ))
     }
 
     pub fn set_pending(&mut self, sa: u64, x: u64, pending: bool) {
@@ -453,11 +470,12 @@ impl Layout {
         self.idx.count_live(b, true);
     }
 
-    /// The live block that ends exactly at `g0`, when it may be widened.
-    pub fn inferred_block_ending_at(&self, sa: u64, g0: u64) -> Option<u64> {
+    /// The live block that ends where `gap` (as [`Layout::gap_at`] gave it)
+    /// begins, when it may be widened: its address and requested bytes.
+    pub fn inferred_block_before(&self, sa: u64, gap: Gap) -> Option<(u64, u64)> {
         let seg = &self.segs[&sa];
-        let (a, b) = seg.blocks.last_before(g0)?;
-        (a + b.size == g0 && b.inferred).then_some(a)
+        let (a, b) = seg.blocks.entry(gap.at.checked_sub(1)?);
+        (a + b.size == gap.start && b.inferred).then_some((a, b.requested))
     }
 
     fn index_seg(&mut self, sa: u64) {
