@@ -493,9 +493,9 @@ mod tests {
                         let want = (r.range(..=k).next_back().map(|(a, b)| (*a, *b)), r.range(k + 1..).next().map(|(a, _)| *a));
                         prop_assert_eq!((before.map(|(a, b)| (a, *b)), after), want);
                         prop_assert_eq!(i, r.range(..=k).count());
-                        if !r.contains_key(&k) {
+                        if let std::collections::btree_map::Entry::Vacant(e) = r.entry(k) {
                             m.insert_at(i, k, v);
-                            r.insert(k, v);
+                            e.insert(v);
                         }
                     }
                     2 => {
