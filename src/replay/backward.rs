@@ -17,7 +17,7 @@
 
 use super::forward::{Ctx, add_segment, drop_segment};
 use super::policy::{LARGE_BUFFER, SMALL_SIZE};
-use super::state::{Layout, Live, Problem};
+use super::state::{Gap, Layout, Live, Problem};
 use super::{AnomalyKind, Origin};
 use crate::model::*;
 use std::collections::BTreeMap;
@@ -35,26 +35,23 @@ fn widenable(l: &Layout, ctx: &Ctx, sa: u64) -> bool {
     l.segs[&sa].kind == SegmentType::Large && !ctx.policy.expandable
 }
 
-/// Widens the inferred block that ends where the free block holding `x`
-/// begins, up to `x`, when the rules allow a block to hold that much.
-fn widen_up_to(l: &mut Layout, ctx: &Ctx, sa: u64, x: u64) {
-    if !widenable(l, ctx, sa) {
-        return;
+/// Widens the inferred block that ends where `gap`, the free block holding
+/// `x`, begins, up to `x`, when the rules allow a block to hold that much;
+/// returns the free block that then holds `x`.
+fn widen_up_to(l: &mut Layout, ctx: &Ctx, sa: u64, x: u64, gap: Gap) -> Gap {
+    if gap.start >= x || !widenable(l, ctx, sa) {
+        return gap;
     }
-    let Ok((g0, _)) = l.gap_at(sa, x) else {
-        return;
+    let Some((p, requested)) = l.inferred_block_before(sa, gap) else {
+        return gap;
     };
-    if g0 >= x {
-        return;
-    }
-    let Some(p) = l.inferred_block_ending_at(sa, g0) else {
-        return;
-    };
-    let rounded = ctx.policy.round_size(l.segs[&sa].blocks[&p].requested);
+    let rounded = ctx.policy.round_size(requested);
     let new_size = x - p;
     if new_size.saturating_sub(rounded) <= max_unsplit_slack(ctx, rounded) {
         l.widen_live(sa, p, new_size);
+        return gap.from(x);
     }
+    gap
 }
 
 fn record(problems: &mut BTreeMap<usize, Problem>, i: usize, r: Result<(), Problem>) {
@@ -79,18 +76,23 @@ pub(crate) fn start_state(
             continue;
         }
         let r = match e.action {
-            Action::Alloc => match l.seg_containing(x) {
-                Some(sa) if l.remove_live(sa, x).is_some() => {
-                    widen_up_to(&mut l, ctx, sa, x);
-                    Ok(())
+            Action::Alloc => {
+                let removed = l
+                    .seg_containing(x)
+                    .and_then(|sa| Some((sa, l.remove_live(sa, x)?.1)));
+                match removed {
+                    Some((sa, gap)) => {
+                        widen_up_to(&mut l, ctx, sa, x, gap);
+                        Ok(())
+                    }
+                    None => Err(Problem::new(
+                        AnomalyKind::Other,
+                        format!(
+                            "alloc at {x:#x}: the block is neither live at the end nor freed later in the trace"
+                        ),
+                    )),
                 }
-                _ => Err(Problem::new(
-                    AnomalyKind::Other,
-                    format!(
-                        "alloc at {x:#x}: the block is neither live at the end nor freed later in the trace"
-                    ),
-                )),
-            },
+            }
             Action::FreeRequested => {
                 match l
                     .seg_containing(x)
@@ -135,16 +137,19 @@ fn unfree(l: &mut Layout, ctx: &Ctx, e: &TraceEvent) -> Result<(), Problem> {
             format!("free_completed at {x:#x}, outside every segment"),
         ));
     };
-    if let Err(a) = l.gap_at(sa, x) {
-        return Err(Problem::new(
-            AnomalyKind::FreeOfUnknownAddress,
-            format!(
-                "free_completed at {x:#x}: the address lies in the block at {a:#x}, live at that point"
-            ),
-        ));
-    }
-    widen_up_to(l, ctx, sa, x);
-    let (g0, g1) = l.gap_at(sa, x).expect("still free");
+    let gap = match l.gap_at(sa, x) {
+        Ok(g) => g,
+        Err(a) => {
+            return Err(Problem::new(
+                AnomalyKind::FreeOfUnknownAddress,
+                format!(
+                    "free_completed at {x:#x}: the address lies in the block at {a:#x}, live at that point"
+                ),
+            ));
+        }
+    };
+    let gap = widen_up_to(l, ctx, sa, x, gap);
+    let g1 = gap.end;
     let rounded = ctx.policy.round_size(e.size);
     let avail = g1 - x;
     let mut problem = Ok(());
@@ -175,8 +180,7 @@ fn unfree(l: &mut Layout, ctx: &Ctx, e: &TraceEvent) -> Result<(), Problem> {
             origin: Origin::OlderThanTrace,
             inferred: true,
         },
-        g0,
-        g1,
+        gap,
     );
     problem
 }

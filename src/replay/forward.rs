@@ -245,7 +245,7 @@ fn alloc(l: &mut Layout, ctx: &Ctx, i: usize, e: &TraceEvent) -> Result<(), Prob
             format!("alloc of {} bytes at {x:#x}, outside every segment", e.size),
         );
     };
-    let (g0, g1) = match l.gap_at(sa, x) {
+    let gap = match l.gap_at(sa, x) {
         Ok(g) => g,
         Err(a) => {
             return anomaly(
@@ -257,6 +257,7 @@ fn alloc(l: &mut Layout, ctx: &Ctx, i: usize, e: &TraceEvent) -> Result<(), Prob
             );
         }
     };
+    let (g0, g1) = (gap.start, gap.end);
     let rounded = ctx.policy.round_size(e.size);
     let seg = &l.segs[&sa];
     if seg.kind_inferred && Policy::is_small(rounded) != (seg.kind == SegmentType::Small) {
@@ -316,8 +317,7 @@ fn alloc(l: &mut Layout, ctx: &Ctx, i: usize, e: &TraceEvent) -> Result<(), Prob
             origin: Origin::Event(i as u32),
             inferred: false,
         },
-        g0,
-        g1,
+        gap,
     );
     problem.map_or(Ok(()), Err)
 }

@@ -305,7 +305,9 @@ impl<'a> Replayer<'a> {
     /// What [`state_at`] returns.
     pub fn state_at(&self, at: Option<usize>) -> MomentState {
         let run = &self.run;
-        let mut l = run.start.clone();
+        // A moment's state is its blocks: the running totals and the
+        // free-block index, which only the samples read, are not kept.
+        let mut l = run.start.clone_unindexed();
         let mut problems = BTreeMap::new();
         let upto = at.map_or(0, |a| (a + 1).min(run.trace.len()));
         for i in 0..upto {
@@ -321,12 +323,12 @@ impl<'a> Replayer<'a> {
         let mut problems = run.problems.clone();
         let mut samples = Series::with_capacity(if keep_samples { n + 1 } else { 0 });
         if keep_samples {
-            samples.push(l.sample(None, None));
+            samples.push_figures(&l.figures(None));
         }
-        for i in 0..n {
+        for (i, e) in run.trace.iter().enumerate() {
             run.step(&mut l, i, &mut problems);
             if keep_samples {
-                samples.push(l.sample(Some(i as u32), run.trace[i].time_us()));
+                samples.push_figures(&l.figures(e.time_us()));
             }
         }
         let recorded: Vec<&Segment> = snap.segments_of(device).collect();
@@ -366,7 +368,7 @@ pub fn for_each_state_at(
 ) {
     let replayer = Replayer::new(snap, device);
     let run = &replayer.run;
-    let mut l = run.start.clone();
+    let mut l = run.start.clone_unindexed();
     let mut problems = BTreeMap::new();
     let mut done = 0;
     for &at in events {
@@ -662,14 +664,22 @@ impl DeviceReplay {
             }
         };
         push(&mut out, "start".into(), Moment::Start);
-        push(&mut out, "peak allocated".into(), Moment::PeakAllocated);
-        push(&mut out, "peak reserved".into(), Moment::PeakReserved);
-        push(
-            &mut out,
-            "max fragmentation".into(),
-            Moment::MaxFragmentation,
-        );
-        push(&mut out, "min largest gap".into(), Moment::MinLargestGap);
+        // The four moments read off the series, found together: `resolve`
+        // reads the whole series for each one.
+        let x = extremes(&self.samples);
+        for (label, i) in [
+            ("peak allocated", x.peak_allocated),
+            ("peak reserved", x.peak_reserved),
+            ("max fragmentation", x.max_fragmentation),
+            ("min largest gap", x.min_largest_gap),
+        ] {
+            let at = self.samples.at(i).event.map(|e| e as usize);
+            out.push(KeyMoment {
+                label: label.into(),
+                at,
+                sample: self.sample_at(at),
+            });
+        }
         // Listed once: resolving `Moment::Oom(k)` scans the trace, and a
         // file may hold an OOM per event.
         let ooms = snap
@@ -707,10 +717,49 @@ fn first_max_by(samples: &Series, f: impl Fn(&Sample) -> f64) -> usize {
     best
 }
 
+/// Indices of the samples of the moments [`first_max_by`] and
+/// [`min_gap_under_pressure`] find, as they find them, from two reads of
+/// the series instead of five.
+struct Extremes {
+    peak_allocated: usize,
+    peak_reserved: usize,
+    max_fragmentation: usize,
+    min_largest_gap: usize,
+}
+
+fn extremes(samples: &Series) -> Extremes {
+    let mut best = [0usize; 3];
+    let mut top = [f64::NAN; 3];
+    let mut peak = 0u64;
+    for (i, s) in samples.iter().enumerate() {
+        let v = [s.allocated as f64, s.reserved as f64, s.fragmentation];
+        for k in 0..3 {
+            if i == 0 {
+                top[k] = v[k];
+            } else if v[k] > top[k] {
+                best[k] = i;
+                top[k] = v[k];
+            }
+        }
+        peak = peak.max(s.reserved);
+    }
+    Extremes {
+        peak_allocated: best[0],
+        peak_reserved: best[1],
+        max_fragmentation: best[2],
+        min_largest_gap: min_gap_under(samples, peak),
+    }
+}
+
 /// Index of the first sample with the smallest largest free gap among those
 /// whose reserved bytes are at least half the peak.
 fn min_gap_under_pressure(samples: &Series) -> usize {
     let peak = samples.iter().map(|s| s.reserved).max().unwrap_or(0);
+    min_gap_under(samples, peak)
+}
+
+/// [`min_gap_under_pressure`] with the peak of reserved bytes known.
+fn min_gap_under(samples: &Series, peak: u64) -> usize {
     let mut best: Option<(usize, u64)> = None;
     for (i, s) in samples.iter().enumerate() {
         if s.reserved.saturating_mul(2) < peak {

@@ -2,7 +2,7 @@
 //! trace action costs a few binary searches over short vectors: segments in
 //! a sorted vector by address ([`VecMap`], which remembers the last segment
 //! found), each with its live blocks (allocated or pending-free) in a sorted
-//! vector by address, and the free blocks kept only as a multiset of sizes
+//! vector of addresses with the blocks out of line ([`SlabMap`]), and the free blocks kept only as a multiset of sizes
 //! per pool class ([`GapSizes`], which answers the largest in O(1)). Free blocks are not stored: the allocator merges a freed
 //! block with free neighbours at once, so a free block is always the whole
 //! run between two live blocks (or a segment edge) — which the real
@@ -14,8 +14,9 @@
 
 use super::gaps::GapSizes;
 use super::policy::SMALL_SIZE;
-use super::sorted::VecMap;
-use super::{AnomalyKind, Origin, Sample};
+use super::series::Figures;
+use super::sorted::{SlabMap, VecMap};
+use super::{AnomalyKind, Origin};
 use crate::model::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -32,7 +33,7 @@ impl Problem {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Live {
     pub size: u64,
     pub requested: u64,
@@ -58,7 +59,7 @@ pub(crate) struct Seg {
     pub pool_id: Option<(i64, i64)>,
     pub is_expandable: Option<bool>,
     pub frames: StackId,
-    pub blocks: VecMap<Live>,
+    pub blocks: SlabMap<Live>,
     /// Pool type guessed from the size (segment not in the final state).
     pub kind_inferred: bool,
 }
@@ -212,6 +213,23 @@ impl Segs {
     }
 }
 
+/// A free block found by [`Layout::gap_at`]: `[start, end)`, and the position
+/// among the segment's live blocks of a block inserted in it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Gap {
+    pub start: u64,
+    pub end: u64,
+    at: usize,
+}
+
+impl Gap {
+    /// The same free block after the live block before it grew to `start`.
+    pub fn from(self, start: u64) -> Gap {
+        debug_assert!(self.start <= start && start <= self.end);
+        Gap { start, ..self }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Layout {
     pub segs: Segs,
@@ -219,6 +237,15 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    /// The same layout without the totals and the free-block index, for a
+    /// replay that only wants the blocks (a moment's state).
+    pub fn clone_unindexed(&self) -> Layout {
+        Layout {
+            segs: self.segs.clone(),
+            idx: Index::default(),
+        }
+    }
+
     /// Starts (or stops) keeping the totals and the free-block index; starting
     /// builds them from the current layout.
     pub fn set_indexed(&mut self, on: bool) {
@@ -281,7 +308,7 @@ impl Layout {
                 .filter(|b| b.state != BlockState::Inactive)
                 .collect();
             live.sort_by_key(|b| b.address);
-            let mut blocks = VecMap::default();
+            let mut blocks = SlabMap::default();
             let mut cur = s.address;
             for b in live {
                 let inside = b.address >= cur
@@ -347,11 +374,13 @@ impl Layout {
                 .is_some_and(|a| a < x.saturating_add(size))
     }
 
-    /// The free block holding `x`, as `[start, end)`; `Err(start of the live
-    /// block)` when `x` lies inside a live block.
-    pub fn gap_at(&self, sa: u64, x: u64) -> Result<(u64, u64), u64> {
+    /// The free block holding `x`, as `[start, end)`, with the position a
+    /// block at `x` takes among the segment's live blocks (for
+    /// [`Layout::insert_live`], which then does not search again); `Err(start
+    /// of the live block)` when `x` lies inside a live block.
+    pub fn gap_at(&self, sa: u64, x: u64) -> Result<Gap, u64> {
         let seg = &self.segs[&sa];
-        let (before, after) = seg.blocks.around(x);
+        let (at, before, after) = seg.blocks.around_at(x);
         let mut g0 = sa;
         if let Some((a, b)) = before {
             if a + b.size > x {
@@ -359,7 +388,11 @@ impl Layout {
             }
             g0 = a + b.size;
         }
-        Ok((g0, after.unwrap_or(sa + seg.size)))
+        Ok(Gap {
+            start: g0,
+            end: after.unwrap_or(sa + seg.size),
+            at,
+        })
     }
 
     /// Block bytes of live blocks, pending ones included.
@@ -367,31 +400,46 @@ impl Layout {
         self.idx.active + self.idx.pending
     }
 
-    /// Puts a live block into the free block `[g0, g1)` that holds it.
-    pub fn insert_live(&mut self, sa: u64, x: u64, b: Live, g0: u64, g1: u64) {
+    /// Puts a live block into the free block that holds it, as
+    /// [`Layout::gap_at`] gave it (with nothing inserted or removed since).
+    pub fn insert_live(&mut self, sa: u64, x: u64, b: Live, gap: Gap) {
         let seg = self.segs.get_mut(&sa).expect("segment");
         let class = seg.class();
+        let Gap {
+            start: g0,
+            end: g1,
+            at,
+        } = gap;
         debug_assert!(g0 <= x && x + b.size <= g1);
         self.idx.remove_gap(class, g0, g1);
         self.idx.add_gap(class, g0, x);
         self.idx.add_gap(class, x + b.size, g1);
         self.idx.count_live(&b, true);
-        seg.blocks.insert(x, b);
+        seg.blocks.insert_at(at, x, b);
     }
 
     /// Removes the live block at `x`; its bytes merge with free neighbours.
-    pub fn remove_live(&mut self, sa: u64, x: u64) -> Option<Live> {
+    /// Returns it and the free block that now holds `x` (as
+    /// [`Layout::gap_at`] would give it).
+    pub fn remove_live(&mut self, sa: u64, x: u64) -> Option<(Live, Gap)> {
         let seg = self.segs.get_mut(&sa)?;
         let class = seg.class();
         let seg_end = sa + seg.size;
-        let (b, before, after) = seg.blocks.remove_around(&x)?;
+        let (b, before, after, at) = seg.blocks.remove_around(&x)?;
         let g0 = before.map_or(sa, |(a, p)| a + p.size);
         let g1 = after.unwrap_or(seg_end);
         self.idx.remove_gap(class, g0, x);
         self.idx.remove_gap(class, x + b.size, g1);
         self.idx.add_gap(class, g0, g1);
         self.idx.count_live(&b, false);
-        Some(b)
+        Some((
+            b,
+            Gap {
+                start: g0,
+                end: g1,
+                at,
+            },
+        ))
     }
 
     pub fn set_pending(&mut self, sa: u64, x: u64, pending: bool) {
@@ -422,11 +470,12 @@ impl Layout {
         self.idx.count_live(b, true);
     }
 
-    /// The live block that ends exactly at `g0`, when it may be widened.
-    pub fn inferred_block_ending_at(&self, sa: u64, g0: u64) -> Option<u64> {
+    /// The live block that ends where `gap` (as [`Layout::gap_at`] gave it)
+    /// begins, when it may be widened: its address and requested bytes.
+    pub fn inferred_block_before(&self, sa: u64, gap: Gap) -> Option<(u64, u64)> {
         let seg = &self.segs[&sa];
-        let (a, b) = seg.blocks.last_before(g0)?;
-        (a + b.size == g0 && b.inferred).then_some(a)
+        let (a, b) = seg.blocks.entry(gap.at.checked_sub(1)?);
+        (a + b.size == gap.start && b.inferred).then_some((a, b.requested))
     }
 
     fn index_seg(&mut self, sa: u64) {
@@ -591,25 +640,29 @@ impl Layout {
         Ok(())
     }
 
-    pub fn sample(&self, event: Option<u32>, time_us: Option<i64>) -> Sample {
+    #[cfg(test)]
+    pub fn sample(&self, event: Option<u32>, time_us: Option<i64>) -> super::Sample {
+        self.figures(time_us).sample(event)
+    }
+
+    /// The figures of the running totals: what a [`super::Sample`] holds, less
+    /// what follows from them.
+    #[inline]
+    pub fn figures(&self, time_us: Option<i64>) -> Figures {
         let x = &self.idx;
         // One look-up per class for every sample (one per event).
         let max = [0, 1, 2].map(|c| x.class_max(c));
-        let largest = max[0].max(max[1]).max(max[2]);
-        Sample {
-            event,
+        Figures {
             time_us,
             allocated: x.allocated,
             active: x.active,
             reserved: x.reserved,
-            internal_free: x.active - x.allocated,
-            external_free: x.inactive + x.pending,
-            pending_free: x.pending,
-            largest_free_gap: largest,
+            pending: x.pending,
+            inactive: x.inactive,
+            largest_gap: max[0].max(max[1]).max(max[2]),
             free_gaps: x.free_blocks,
-            fragmentation: crate::stats::fragmentation(largest, x.inactive),
-            largest_small_request: max[CLASS_SMALL].min(SMALL_SIZE),
-            largest_large_request: max[CLASS_LARGE],
+            largest_small: max[CLASS_SMALL].min(SMALL_SIZE),
+            largest_large: max[CLASS_LARGE],
         }
     }
 

@@ -742,13 +742,35 @@ mod prop {
         let mut l = run.start.clone();
         let mut problems = run.problems.clone();
         prop_assert!(l.check().is_ok(), "start: {:?}", l.check());
+        // A moment's state is replayed without the index: its blocks are
+        // those of the indexed replay.
+        let moment = cut % run.trace.len().max(1);
+        let mut at_moment = None;
         for i in 0..run.trace.len() {
             run.step(&mut l, i, &mut problems);
             let x = l.sample(None, None);
             prop_assert_eq!(x.allocated + x.internal_free + x.external_free, x.reserved);
             prop_assert!(l.check().is_ok(), "after event {}: {:?}", i, l.check());
+            if i == moment {
+                at_moment = Some(l.to_segments(0));
+            }
+        }
+        if let Some(want) = at_moment {
+            prop_assert_eq!(state_at(&s, 0, Some(moment)).segments, want);
         }
         let r = replay_device(&s, 0);
+        // Key moments found together are those found one by one.
+        for (label, m) in [
+            ("peak allocated", Moment::PeakAllocated),
+            ("peak reserved", Moment::PeakReserved),
+            ("max fragmentation", Moment::MaxFragmentation),
+            ("min largest gap", Moment::MinLargestGap),
+        ] {
+            if r.samples.len() > 1 {
+                let k = r.key_moments(&s).into_iter().find(|k| k.label == label);
+                prop_assert_eq!(k.map(|k| k.at), Some(r.resolve(&s, m).expect("resolves")));
+            }
+        }
         prop_assert!(
             r.report.final_state_matches,
             "{:?}",
