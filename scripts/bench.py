@@ -13,8 +13,9 @@ wall time, CPU time (user+sys) and peak RSS, with the ratios fragscope/Python
 taken per round (so a noisy machine affects both sides of a ratio alike).
 The stage figures (decoder MB/s, replay events/s) come from the
 `stage_times` example, run once a round (medians). Last, 8 rank files: one `stats` call (both cores)
-against one call per file in sequence, and the output of the parallel call
-against the same call on one thread.
+against one call per file in sequence and against as many one-thread
+processes at once as there are cores (the machine's own ceiling), and the
+output of the parallel call against the same call on one thread.
 
 Prints the Markdown tables that docs/perf.md holds.
 
@@ -34,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY_LOAD = 'import pickle,sys; pickle.load(open(sys.argv[1],"rb"))'
@@ -101,6 +103,15 @@ def stage_times(example, path):
     if r.returncode != 0:
         print(f"FAILED: stage_times {path}: {r.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
     return out
+
+
+def wall_of_processes(cmds, env):
+    """Wall seconds of running every command at once, to the last one's end."""
+    t0 = time.monotonic()
+    ps = [subprocess.Popen(c, stdout=subprocess.DEVNULL, env=env) for c in cmds]
+    for p in ps:
+        p.wait()
+    return time.monotonic() - t0
 
 
 def largest_real():
@@ -217,7 +228,8 @@ def main():
 
     # Several rank files: one call (rayon, all cores) against one per file.
     ranks = [generate(exe, a.out_dir, a.rank_size, 100 + i) for i in range(a.ranks)]
-    par, seq, one = [], [], []
+    par, seq, one, procs = [], [], [], []
+    ncpu = os.cpu_count() or 1
     for r in range(a.rounds):
         par.append(timed([exe, "stats"] + ranks)[0])
         env1 = dict(os.environ, RAYON_NUM_THREADS="1")
@@ -226,6 +238,11 @@ def main():
         for f in ranks:
             t += timed([exe, "stats", f])[0]
         seq.append(t)
+        # The machine's own ceiling: as many separate one-thread processes as
+        # cores, the files dealt out between them. Where this is no faster
+        # than the one call, what is left is the hardware's, not the code's.
+        procs.append(wall_of_processes(
+            [[exe, "stats"] + ranks[k::ncpu] for k in range(ncpu)], env1))
     out_par = subprocess.run([exe, "stats"] + ranks, check=True, capture_output=True).stdout
     out_one = subprocess.run([exe, "stats"] + ranks, check=True, capture_output=True,
                              env=dict(os.environ, RAYON_NUM_THREADS="1")).stdout
@@ -235,7 +252,10 @@ def main():
     print(f"| one `stats` call, {os.cpu_count()} threads | {median(par):.2f} s |")
     print(f"| one `stats` call, RAYON_NUM_THREADS=1 | {median(one):.2f} s |")
     print(f"| {a.ranks} `stats` calls in sequence | {median(seq):.2f} s |")
+    print(f"| {ncpu} one-thread processes at once, the files dealt out | {median(procs):.2f} s |")
     print(f"| parallel / sequential calls | {median(par) / median(seq):.2f}x |")
+    print(f"| {ncpu} processes at once / sequential calls (the machine's ceiling) "
+          f"| {median(procs) / median(seq):.2f}x |")
     print(f"| parallel output = one-thread output | {'yes' if out_par == out_one else 'NO'} |")
     print()
     print(f"load average at the end: {os.getloadavg()[0]:.1f}; medians of {a.rounds} rounds")
