@@ -611,7 +611,9 @@ fn long_series_are_downsampled_without_losing_the_peak() {
 fn chart_marks_name_the_exact_moments_of_a_long_series() {
     let mut f = fixture();
     let n = 50_000u32;
-    let first = f.snap.device_traces.as_ref().unwrap()[0][0].time_us().unwrap();
+    let first = f.snap.device_traces.as_ref().unwrap()[0][0]
+        .time_us()
+        .unwrap();
     let start = Sample {
         reserved: 1 << 30,
         ..Default::default()
@@ -635,7 +637,11 @@ fn chart_marks_name_the_exact_moments_of_a_long_series() {
     assert_eq!(d.highest_fragmentation.event, Some(20_001));
     // What the downsampled points alone would say.
     let bucket_peak = d.samples.iter().max_by_key(|s| s.allocated).unwrap();
-    assert_ne!(bucket_peak.event, Some(31_337), "the test needs a late date");
+    assert_ne!(
+        bucket_peak.event,
+        Some(31_337),
+        "the test needs a late date"
+    );
     let t = charts::timeline(&r, d).unwrap().body;
     assert!(
         t.contains("peak allocated 1.18 GiB at t=31.337 s (event 31337)"),
