@@ -148,20 +148,19 @@ impl Row {
             None => None,
             Some(e) => Some(u32::try_from(e).ok()?),
         };
-        let inactive = s.external_free.checked_sub(s.pending_free)?;
-        let gaps = Some(s.free_gaps).filter(|g| *g < TIMED)?;
-        let mut v = [0; FIELDS];
-        v[TIME] = s.time_us.unwrap_or(0) as u64;
-        v[ALLOCATED] = s.allocated;
-        v[ACTIVE] = s.active;
-        v[RESERVED] = s.reserved;
-        v[PENDING] = s.pending_free;
-        v[INACTIVE] = inactive;
-        v[LARGEST_GAP] = s.largest_free_gap;
-        v[LARGEST_LARGE] = s.largest_large_request;
-        v[FREE_GAPS] = gaps | if s.time_us.is_some() { TIMED } else { 0 };
-        v[LARGEST_SMALL] = Some(s.largest_small_request).filter(|x| *x <= u64::from(u32::MAX))?;
-        let r = Row { v };
+        let r = Figures {
+            time_us: s.time_us,
+            allocated: s.allocated,
+            active: s.active,
+            reserved: s.reserved,
+            pending: s.pending_free,
+            inactive: s.external_free.checked_sub(s.pending_free)?,
+            largest_gap: s.largest_free_gap,
+            free_gaps: s.free_gaps,
+            largest_small: s.largest_small_request,
+            largest_large: s.largest_large_request,
+        }
+        .row(pos)?;
         // Bitwise, so a NaN or a rounding difference falls back too.
         let same = |a: &Sample, b: &Sample| {
             (a.event, a.internal_free, a.fragmentation.to_bits())

@@ -57,17 +57,24 @@ impl<V: Clone> Clone for VecMap<V> {
     }
 }
 
+/// Position of `k` in the sorted `keys`, trying the position last found
+/// (`hint`) first: the same key is usually asked for several times in a row.
+#[inline]
+fn hinted_search(keys: &[u64], hint: &AtomicUsize, k: u64) -> Option<usize> {
+    let h = hint.load(Ordering::Relaxed);
+    if keys.get(h) == Some(&k) {
+        return Some(h);
+    }
+    let i = keys.binary_search(&k).ok()?;
+    hint.store(i, Ordering::Relaxed);
+    Some(i)
+}
+
 impl<V> VecMap<V> {
     /// Slot of `k`.
     #[inline]
     fn slot(&self, k: u64) -> Option<usize> {
-        let h = self.hint.load(Ordering::Relaxed);
-        if self.keys.get(h) == Some(&k) {
-            return Some(h);
-        }
-        let i = self.keys.binary_search(&k).ok()?;
-        self.hint.store(i, Ordering::Relaxed);
-        Some(i)
+        hinted_search(&self.keys, &self.hint, k)
     }
 
     /// Number of keys `<= k`: the slot of the last such key is one less.
@@ -302,13 +309,7 @@ impl<V: Copy> SlabMap<V> {
     /// Position of `k`.
     #[inline]
     fn slot(&self, k: u64) -> Option<usize> {
-        let h = self.hint.load(Ordering::Relaxed);
-        if self.keys.get(h) == Some(&k) {
-            return Some(h);
-        }
-        let i = self.keys.binary_search(&k).ok()?;
-        self.hint.store(i, Ordering::Relaxed);
-        Some(i)
+        hinted_search(&self.keys, &self.hint, k)
     }
 
     pub fn get(&self, k: &u64) -> Option<&V> {
