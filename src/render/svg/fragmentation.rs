@@ -14,7 +14,7 @@ pub struct FragmentationChart<'a> {
     pub height: u32,
     /// The highest fragmentation of the whole series, where the caller has
     /// it (see [`super::timeline::TimelineChart::peak_reserved`] for why);
-    /// `None` takes it from `samples`.
+    /// `None` draws no mark.
     pub highest: Option<Sample>,
     /// Time of the first trace event (see
     /// [`super::timeline::TimelineChart::first_time_us`]).
@@ -42,15 +42,7 @@ pub fn fragmentation_svg(c: &FragmentationChart) -> Result<Svg, ChartError> {
     let pts = downsample(c.samples, MAX_POINTS);
     let max_gaps = c.samples.iter().map(|s| s.free_gaps).max().unwrap_or(0);
     let gap_top = ((max_gaps as f64) * 1.12).ceil().max(4.0);
-    let worst = c.highest.or_else(|| {
-        c.samples
-            .iter()
-            .fold(None::<&Sample>, |b, s| match b {
-                Some(b) if b.fragmentation >= s.fragmentation => Some(b),
-                _ => Some(s),
-            })
-            .copied()
-    });
+    let worst = c.highest;
     let mut legend = vec![
         LegendEntry::new(
             "fragmentation = 1 − largest free gap / free bytes (left)",

@@ -47,7 +47,7 @@ pub struct TimelineChart<'a> {
     /// The exact peaks of the whole series, where the caller has them. The
     /// downsampled `samples` keep every bucket's maximum but date it at the
     /// bucket's last event, so a peak taken from them can be off by up to a
-    /// bucket; `None` takes it from `samples` all the same.
+    /// bucket, so the caller hands them in; `None` draws no mark.
     pub peak_reserved: Option<Sample>,
     pub peak_allocated: Option<Sample>,
     /// Time of the first trace event, the origin of a time axis (see
@@ -74,25 +74,10 @@ impl<'a> TimelineChart<'a> {
 
 const CHART: &str = "memory timeline";
 
-fn first_max_by(samples: &[Sample], key: impl Fn(&Sample) -> u64) -> Option<&Sample> {
-    let mut best: Option<&Sample> = None;
-    for s in samples {
-        if best.is_none_or(|b| key(s) > key(b)) {
-            best = Some(s);
-        }
-    }
-    best
-}
-
 pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
     let axis = XAxis::for_samples(c.samples).from_first(c.first_time_us);
     let pts = downsample(c.samples, MAX_POINTS);
-    let peak_res = c
-        .peak_reserved
-        .or_else(|| first_max_by(c.samples, |s| s.reserved).copied());
-    let peak_alloc = c
-        .peak_allocated
-        .or_else(|| first_max_by(c.samples, |s| s.allocated).copied());
+    let (peak_res, peak_alloc) = (c.peak_reserved, c.peak_allocated);
     let top = c
         .samples
         .iter()
