@@ -630,3 +630,89 @@ fn a_frames_list_read_again_after_its_memo_entry_changed_names_the_new_frames() 
     let b = |n| (n, "b.py".to_string());
     assert_eq!(frames, [a(1), a(16), a(16), b(16), b(16)]);
 }
+
+/// Hand-made files whose entries change their keys: a key's memo entry
+/// written over between entries of the same bytes (PyTorch never does), and
+/// entries whose keys differ from the entry before (as an `oom` entry's
+/// `device_free` does). The fast path matches the bytes of the last keys it
+/// read; each entry must still be read as the general machine reads it.
+#[test]
+fn entries_whose_keys_change_read_as_the_general_machine_reads_them() {
+    fn string(out: &mut Vec<u8>, s: &str) {
+        out.push(0x8c);
+        out.push(s.len() as u8);
+        out.extend_from_slice(s.as_bytes());
+        out.push(0x94);
+    }
+    fn get(out: &mut Vec<u8>, idx: u8) {
+        out.extend_from_slice(&[b'h', idx]);
+    }
+    // action=alloc (memo 5, 6), addr (7), size (8) = 512, stream (9) = 0,
+    // with `extra` the key at memo `extra` = 7 between size and stream.
+    fn entry(out: &mut Vec<u8>, addr: u8, extra: Option<u8>) {
+        out.extend_from_slice(b"}\x94(");
+        for k in [5, 6, 7] {
+            get(out, k);
+        }
+        out.extend_from_slice(&[b'K', addr]);
+        get(out, 8);
+        out.extend_from_slice(b"M\x00\x02");
+        if let Some(k) = extra {
+            get(out, k);
+            out.extend_from_slice(b"K\x07");
+        }
+        get(out, 9);
+        out.extend_from_slice(b"K\x00");
+        out.push(b'u');
+    }
+    let mut p = b"\x80\x04}\x94(".to_vec();
+    string(&mut p, "device_traces"); // 1
+    p.extend_from_slice(b"]\x94]\x94("); // 2, 3: device_traces, its list
+    p.extend_from_slice(b"}\x94("); // 4
+    string(&mut p, "action"); // 5
+    string(&mut p, "alloc"); // 6
+    string(&mut p, "addr"); // 7
+    p.extend_from_slice(b"K\x00");
+    string(&mut p, "size"); // 8
+    p.extend_from_slice(b"M\x00\x02");
+    string(&mut p, "stream"); // 9
+    p.extend_from_slice(b"K\x00");
+    string(&mut p, "device_free"); // 10
+    p.extend_from_slice(b"K\x07u");
+    entry(&mut p, 1, None);
+    entry(&mut p, 2, None);
+    entry(&mut p, 3, Some(10));
+    entry(&mut p, 4, None);
+    // "size" written over: the same bytes now name device_free.
+    string(&mut p, "device_free");
+    p.extend_from_slice(b"q\x080");
+    entry(&mut p, 5, None);
+    entry(&mut p, 6, None);
+    p.extend_from_slice(b"ea");
+    string(&mut p, "segments");
+    p.extend_from_slice(b"]u.");
+
+    assert!(
+        fast_path_agrees("keys that change", &p),
+        "{:?}",
+        fast(&p).err()
+    );
+    let (s, taken) = fast(&p).unwrap();
+    assert_eq!(taken, 7);
+    let fields: Vec<(u64, u64, Option<u64>)> = s.traces()[0]
+        .iter()
+        .map(|e| (e.addr, e.size, e.device_free()))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            (0, 512, Some(7)),
+            (1, 512, None),
+            (2, 512, None),
+            (3, 512, Some(7)),
+            (4, 512, None),
+            (5, 0, Some(512)),
+            (6, 0, Some(512)),
+        ]
+    );
+}

@@ -116,8 +116,21 @@ pub trait Sink {
     }
     /// Takes a trace entry for `list` (`items`: keys and values
     /// alternating, as in [`Sink::dict_filled`]); its index in the list, or
-    /// `None` to leave it to the arena.
-    fn take_entry(&mut self, _arena: &mut Arena, _list: u32, _items: &[Val]) -> Option<u32> {
+    /// `None` to leave it to the arena. With `shape`, the keys are those of
+    /// that number from [`Sink::entry_shape`], in its order.
+    fn take_entry(
+        &mut self,
+        _arena: &mut Arena,
+        _list: u32,
+        _items: &[Val],
+        _shape: Option<u32>,
+    ) -> Option<u32> {
+        None
+    }
+    /// A number for the keys of an entry just taken (`items` as in
+    /// [`Sink::take_entry`]), which later entries with the same keys in the
+    /// same order pass to it; `None` when it keeps no such number.
+    fn entry_shape(&mut self, _arena: &Arena, _items: &[Val]) -> Option<u32> {
         None
     }
     /// The stack number of a frames list with these items.
@@ -335,6 +348,18 @@ struct Vm<'s, R, S> {
     /// Bumped when a memo entry is written over: the bytes of a frames list
     /// read before may no longer name the same frames.
     f_gen: u32,
+    /// The keys of the last entry whose keys were all memo references and
+    /// not those of the shape before: each as its opcode's bytes (up to 5,
+    /// little-endian) with their length and the value they stand for; the
+    /// sink's number for them ([`Sink::entry_shape`]); the generation they
+    /// were read in. A trace repeats its keys entry after entry: matching
+    /// those bytes spares each key's memo lookup here and its
+    /// classification in the sink.
+    shape: Vec<(u64, u8, Val)>,
+    shape_id: u32,
+    shape_gen: u32,
+    /// Scratch: the current entry's keys as `shape` holds them.
+    f_keys: Vec<(u64, u8, Val)>,
 }
 
 const FRAMES_SETS: usize = 128;
@@ -424,6 +449,10 @@ pub fn decode_reader<R: Read, S: Sink>(r: R, sink: &mut S) -> Result<Decoded, De
         f_frames: Vec::new(),
         f_cache: vec![(Box::default(), u32::MAX, 0); FRAMES_SETS * FRAMES_WAYS],
         f_gen: 0,
+        shape: Vec::new(),
+        shape_id: 0,
+        shape_gen: 0,
+        f_keys: Vec::new(),
     };
     let r = vm.run();
     if let Some(e) = vm.inp.err.take() {
@@ -826,6 +855,9 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             f_frames,
             f_cache,
             f_gen,
+            shape,
+            shape_gen,
+            f_keys,
             ..
         } = self;
         let b = &inp.buf[..inp.end];
@@ -902,6 +934,186 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         let mut list_at = None;
         let mut frames_known = None;
         let mut cache_at = None;
+        // One value from the opcode `$op` just read (at `i - 1`), with the
+        // memo opcode after it: (the value, whether it was memoized). Inline
+        // in both loops below.
+        macro_rules! value {
+            ($op:expr, $at_key:expr) => {{
+                let op = $op;
+                // Memo references, most values, are tested before the table
+                // of the other opcodes.
+                let v = if op == b'j' || op == b'h' {
+                    i -= 1;
+                    let idx = reference(&mut i)?;
+                    lookup(f_memo, idx)?
+                } else {
+                    match op {
+                        b'K' => {
+                            i += 1;
+                            Val::Int(*b.get(i - 1)? as i64)
+                        }
+                        b'M' => {
+                            i += 2;
+                            Val::Int(u16::from_le_bytes(b.get(i - 2..i)?.try_into().ok()?) as i64)
+                        }
+                        b'J' => {
+                            i += 4;
+                            Val::Int(i32::from_le_bytes(b.get(i - 4..i)?.try_into().ok()?) as i64)
+                        }
+                        0x8a => {
+                            let n = *b.get(i)? as usize;
+                            if n > 8 {
+                                return None;
+                            }
+                            let v = match b.get(i + 1..i + 9) {
+                                Some(w) => {
+                                    Val::Int(sign_extend(u64::from_le_bytes(w.try_into().ok()?), n))
+                                }
+                                None => long_from_le(b.get(i + 1..i + 1 + n)?),
+                            };
+                            i += 1 + n;
+                            v
+                        }
+                        b'N' => Val::None,
+                        0x88 => Val::Bool(true),
+                        0x89 => Val::Bool(false),
+                        b'G' => {
+                            i += 8;
+                            Val::Float(f64::from_be_bytes(b.get(i - 8..i)?.try_into().ok()?))
+                        }
+                        0x8c => {
+                            let n = *b.get(i)? as usize;
+                            let s = b.get(i + 1..i + 1 + n)?;
+                            i += 1 + n;
+                            // Only strings already read: a new one makes a node,
+                            // which is the general machine's to make.
+                            let id = if last_str.1 != NO_MEMO && s == &last_str.0[..] {
+                                last_str.1
+                            } else {
+                                let id = *strings.get(std::str::from_utf8(s).ok()?)?;
+                                if n <= 32 {
+                                    last_str.0.clear();
+                                    last_str.0.extend_from_slice(s);
+                                    last_str.1 = id;
+                                }
+                                id
+                            };
+                            Val::Node(id)
+                        }
+                        b']' => {
+                            if list_at.is_some() || $at_key {
+                                return None;
+                            }
+                            let memoized = memo_op(&mut i, memo_len + f_memo.len())?;
+                            if memoized {
+                                f_memo.push(PENDING_LIST);
+                            }
+                            skip_frames(&mut i);
+                            match b.get(i) {
+                                Some(b'(') => {
+                                    i += 1;
+                                    // References only, as CPython writes a list of
+                                    // shared frames: the bytes name the stack.
+                                    let from = i;
+                                    let set = frames_set(&b[from..]);
+                                    // A list seen before is found by its bytes
+                                    // without walking them: same bytes (references
+                                    // only) followed by APPENDS are the same list.
+                                    if let Some(set) = set {
+                                        let ways = &mut f_cache[set * FRAMES_WAYS..][..FRAMES_WAYS];
+                                        let hit = ways.iter().position(|(bytes, s, g)| {
+                                            *g == *f_gen
+                                                && *s != u32::MAX
+                                                && b.get(from + bytes.len()) == Some(&b'e')
+                                                && b[from..from + bytes.len()] == **bytes
+                                        });
+                                        if let Some(w) = hit {
+                                            if w > 0 {
+                                                ways[..=w].rotate_right(1);
+                                            }
+                                            frames_known = Some(ways[0].1);
+                                            i = from + ways[0].0.len() + 1;
+                                        }
+                                    }
+                                    if frames_known.is_none() {
+                                        let j = references_end(b, from);
+                                        if let Some(set) = set
+                                            && b.get(j) == Some(&b'e')
+                                        {
+                                            cache_at = Some((set, from, j));
+                                        }
+                                    }
+                                    while frames_known.is_none() {
+                                        skip_frames(&mut i);
+                                        if b.get(i) == Some(&b'e') {
+                                            i += 1;
+                                            break;
+                                        }
+                                        let idx = reference(&mut i)?;
+                                        if idx >= memo_len {
+                                            cache_at = None;
+                                        }
+                                        let Val::Node(v) = lookup(f_memo, idx)? else {
+                                            return None;
+                                        };
+                                        f_frames.push(v);
+                                    }
+                                }
+                                // One frame: the reference, then APPEND.
+                                Some(b'h' | b'j') => {
+                                    let mut j = i;
+                                    let idx = reference(&mut j)?;
+                                    if b.get(j) == Some(&b'a') {
+                                        let Val::Node(v) = lookup(f_memo, idx)? else {
+                                            return None;
+                                        };
+                                        f_frames.push(v);
+                                        i = j + 1;
+                                    }
+                                }
+                                _ => {}
+                            }
+                            list_at = Some(f_items.len());
+                            Val::Stack(0)
+                        }
+                        _ => return None,
+                    }
+                };
+                let memoized = memo_op(&mut i, memo_len + f_memo.len())?;
+                if memoized {
+                    let Val::Node(id) = v else {
+                        return None;
+                    };
+                    f_memo.push(id);
+                }
+                (v, memoized)
+            }};
+        }
+        f_keys.clear();
+        // The keys of `shape`, as far as they match, each read as the bytes
+        // it was last time; then the general loop from wherever they stop.
+        let mut shaped = 0;
+        if *shape_gen == *f_gen {
+            for &(w, n, key) in shape.iter() {
+                skip_frames(&mut i);
+                let Some(x) = b.get(i..i + 8) else { break };
+                if u64::from_le_bytes(x.try_into().ok()?) & (u64::MAX >> (64 - 8 * n as u32)) != w {
+                    break;
+                }
+                i += n as usize;
+                f_items.push(key);
+                skip_frames(&mut i);
+                let op = *b.get(i)?;
+                i += 1;
+                let (v, _) = value!(op, false);
+                f_items.push(v);
+                shaped += 1;
+            }
+            f_keys.extend_from_slice(&shape[..shaped]);
+        }
+        // Whether the keys so far are all memo references (not memoized
+        // again), the keys a new shape would hold.
+        let mut keys_are_refs = true;
         loop {
             skip_frames(&mut i);
             let op = *b.get(i)?;
@@ -909,158 +1121,25 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                 i += 1;
                 break;
             }
+            let at_key = f_items.len() % 2 == 0;
+            let from = i;
             i += 1;
-            // Keys, and most values, are memo references: tested before the
-            // table of the other opcodes.
-            let v = if op == b'j' || op == b'h' {
-                i -= 1;
-                let idx = reference(&mut i)?;
-                lookup(f_memo, idx)?
-            } else {
-                match op {
-                    b'K' => {
-                        i += 1;
-                        Val::Int(*b.get(i - 1)? as i64)
-                    }
-                    b'M' => {
-                        i += 2;
-                        Val::Int(u16::from_le_bytes(b.get(i - 2..i)?.try_into().ok()?) as i64)
-                    }
-                    b'J' => {
-                        i += 4;
-                        Val::Int(i32::from_le_bytes(b.get(i - 4..i)?.try_into().ok()?) as i64)
-                    }
-                    0x8a => {
-                        let n = *b.get(i)? as usize;
-                        if n > 8 {
-                            return None;
-                        }
-                        let v = match b.get(i + 1..i + 9) {
-                            Some(w) => {
-                                Val::Int(sign_extend(u64::from_le_bytes(w.try_into().ok()?), n))
-                            }
-                            None => long_from_le(b.get(i + 1..i + 1 + n)?),
-                        };
-                        i += 1 + n;
-                        v
-                    }
-                    b'N' => Val::None,
-                    0x88 => Val::Bool(true),
-                    0x89 => Val::Bool(false),
-                    b'G' => {
-                        i += 8;
-                        Val::Float(f64::from_be_bytes(b.get(i - 8..i)?.try_into().ok()?))
-                    }
-                    0x8c => {
-                        let n = *b.get(i)? as usize;
-                        let s = b.get(i + 1..i + 1 + n)?;
-                        i += 1 + n;
-                        // Only strings already read: a new one makes a node,
-                        // which is the general machine's to make.
-                        let id = if last_str.1 != NO_MEMO && s == &last_str.0[..] {
-                            last_str.1
-                        } else {
-                            let id = *strings.get(std::str::from_utf8(s).ok()?)?;
-                            if n <= 32 {
-                                last_str.0.clear();
-                                last_str.0.extend_from_slice(s);
-                                last_str.1 = id;
-                            }
-                            id
-                        };
-                        Val::Node(id)
-                    }
-                    b']' => {
-                        if list_at.is_some() || f_items.len() % 2 == 0 {
-                            return None;
-                        }
-                        let memoized = memo_op(&mut i, memo_len + f_memo.len())?;
-                        if memoized {
-                            f_memo.push(PENDING_LIST);
-                        }
-                        skip_frames(&mut i);
-                        match b.get(i) {
-                            Some(b'(') => {
-                                i += 1;
-                                // References only, as CPython writes a list of
-                                // shared frames: the bytes name the stack.
-                                let from = i;
-                                let set = frames_set(&b[from..]);
-                                // A list seen before is found by its bytes
-                                // without walking them: same bytes (references
-                                // only) followed by APPENDS are the same list.
-                                if let Some(set) = set {
-                                    let ways = &mut f_cache[set * FRAMES_WAYS..][..FRAMES_WAYS];
-                                    let hit = ways.iter().position(|(bytes, s, g)| {
-                                        *g == *f_gen
-                                            && *s != u32::MAX
-                                            && b.get(from + bytes.len()) == Some(&b'e')
-                                            && b[from..from + bytes.len()] == **bytes
-                                    });
-                                    if let Some(w) = hit {
-                                        if w > 0 {
-                                            ways[..=w].rotate_right(1);
-                                        }
-                                        frames_known = Some(ways[0].1);
-                                        i = from + ways[0].0.len() + 1;
-                                    }
-                                }
-                                if frames_known.is_none() {
-                                    let j = references_end(b, from);
-                                    if let Some(set) = set
-                                        && b.get(j) == Some(&b'e')
-                                    {
-                                        cache_at = Some((set, from, j));
-                                    }
-                                }
-                                while frames_known.is_none() {
-                                    skip_frames(&mut i);
-                                    if b.get(i) == Some(&b'e') {
-                                        i += 1;
-                                        break;
-                                    }
-                                    let idx = reference(&mut i)?;
-                                    if idx >= memo_len {
-                                        cache_at = None;
-                                    }
-                                    let Val::Node(v) = lookup(f_memo, idx)? else {
-                                        return None;
-                                    };
-                                    f_frames.push(v);
-                                }
-                            }
-                            // One frame: the reference, then APPEND.
-                            Some(b'h' | b'j') => {
-                                let mut j = i;
-                                let idx = reference(&mut j)?;
-                                if b.get(j) == Some(&b'a') {
-                                    let Val::Node(v) = lookup(f_memo, idx)? else {
-                                        return None;
-                                    };
-                                    f_frames.push(v);
-                                    i = j + 1;
-                                }
-                            }
-                            _ => {}
-                        }
-                        list_at = Some(f_items.len());
-                        f_items.push(Val::Stack(0));
-                        continue;
-                    }
-                    _ => return None,
+            let (v, memoized) = value!(op, at_key);
+            if at_key && keys_are_refs {
+                keys_are_refs = (op == b'j' || op == b'h') && !memoized;
+                if keys_are_refs {
+                    let mut w = [0u8; 8];
+                    w[..i - from].copy_from_slice(&b[from..i]);
+                    f_keys.push((u64::from_le_bytes(w), (i - from) as u8, v));
                 }
-            };
-            if memo_op(&mut i, memo_len + f_memo.len())? {
-                let Val::Node(id) = v else {
-                    return None;
-                };
-                f_memo.push(id);
             }
             f_items.push(v);
         }
         if f_items.len() % 2 != 0 {
             return None;
         }
+        let shaped = *shape_gen == *f_gen && shaped == shape.len() && f_items.len() == 2 * shaped;
+        let new_shape = !shaped && keys_are_refs && f_keys.len() * 2 == f_items.len();
         let mut stack = None;
         if let Some(at) = list_at {
             let s = match frames_known {
@@ -1078,7 +1157,17 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             self.f_items[at] = Val::Stack(s);
             stack = Some(s);
         }
-        let idx = self.sink.take_entry(&mut self.arena, l, &self.f_items)?;
+        let idx = self.sink.take_entry(
+            &mut self.arena,
+            l,
+            &self.f_items,
+            shaped.then_some(self.shape_id),
+        )?;
+        if new_shape && let Some(id) = self.sink.entry_shape(&self.arena, &self.f_items) {
+            std::mem::swap(&mut self.shape, &mut self.f_keys);
+            self.shape_id = id;
+            self.shape_gen = self.f_gen;
+        }
         let g = self.records;
         self.records += 1;
         match self.runs.last() {

@@ -1003,6 +1003,8 @@ fn classify(s: &str) -> Key {
 }
 
 const KEY_CACHE: usize = 64;
+/// Key sets ([`Sink::entry_shape`]) kept; a trace has one or two.
+const MAX_SHAPES: usize = 16;
 const ACTION_CACHE: usize = 16;
 
 /// Takes the dicts of `device_traces[d]` while a pickle is read (see the
@@ -1029,6 +1031,9 @@ pub struct TraceSink {
     batch: (usize, u32, usize, bool),
     /// Whether the pickle machine may read entries by its fast path.
     fast: bool,
+    /// Key sets numbered for the pickle machine ([`Sink::entry_shape`]):
+    /// the keys' nodes and what each key is.
+    shapes: Vec<(Box<[Val]>, Box<[Key]>)>,
 }
 
 /// Entries of one trace list. A plain vector: its large buffers grow by
@@ -1077,6 +1082,7 @@ impl Default for TraceSink {
             actions: std::array::from_fn(|_| (Vid::MAX, Action::Alloc)),
             batch: (usize::MAX, u32::MAX, 0, false),
             fast: true,
+            shapes: Vec::new(),
         }
     }
 }
@@ -1138,6 +1144,18 @@ impl TraceSink {
     /// right above the list (a one-entry list), or in a batch over the
     /// list's MARK that so far holds only entries taken here.
     fn owner(&mut self, a: &Arena, stack: &[Val], marks: &[usize], e: usize) -> Option<u32> {
+        // The next entry of a batch: right above the entry this sink took
+        // last, under the same MARK (what the general case below finds, in
+        // a few comparisons).
+        let (bm, bl, upto, blocked) = self.batch;
+        if !blocked
+            && upto + 1 == e
+            && marks.last() == Some(&bm)
+            && matches!(stack.get(upto), Some(Val::Record(y, _)) if *y == bl)
+        {
+            self.batch.2 = e;
+            return Some(bl);
+        }
         if e >= 1
             && let Some(l) = self.trace_list(stack[e - 1])
         {
@@ -1218,7 +1236,7 @@ impl TraceSink {
 
     /// [`Cx::event`] for the common case; `None` for anything it would
     /// coerce, reject or read as a legacy format.
-    fn event(&mut self, a: &mut Arena, items: &[Val]) -> Option<TraceEvent> {
+    fn event(&mut self, a: &mut Arena, items: &[Val], shape: Option<u32>) -> Option<TraceEvent> {
         fn int(a: &Arena, v: Val) -> Option<i64> {
             match v {
                 Val::Int(i) => Some(i),
@@ -1260,9 +1278,13 @@ impl TraceSink {
         let mut action = None;
         let mut e = TraceEvent::new(Action::Alloc, 0, 0, 0, StackId(0));
         let mut frames = None;
-        for kv in items.chunks_exact(2) {
+        for (n, kv) in items.chunks_exact(2).enumerate() {
             let v = kv[1];
-            match self.key(a, kv[0]) {
+            let key = match shape {
+                Some(s) => *self.shapes.get(s as usize)?.1.get(n)?,
+                None => self.key(a, kv[0]),
+            };
+            match key {
                 Key::Action => action = Some(v),
                 Key::Addr => e.addr = uint(a, v)?,
                 Key::Size => e.size = uint(a, v)?,
@@ -1379,7 +1401,7 @@ impl Sink for TraceSink {
             return None;
         }
         let l = self.owner(a, stack, marks, dict_pos)?;
-        let i = self.take_entry(a, l, items)?;
+        let i = self.take_entry(a, l, items, None)?;
         Some(Node::Record(l, i))
     }
 
@@ -1394,11 +1416,34 @@ impl Sink for TraceSink {
         self.owner(a, stack, marks, stack.len())
     }
 
-    fn take_entry(&mut self, a: &mut Arena, l: u32, items: &[Val]) -> Option<u32> {
-        let e = self.event(a, items)?;
+    fn take_entry(
+        &mut self,
+        a: &mut Arena,
+        l: u32,
+        items: &[Val],
+        shape: Option<u32>,
+    ) -> Option<u32> {
+        let e = self.event(a, items, shape)?;
         let list = &mut self.lists[l as usize];
         list.push(e);
         Some((list.len - 1) as u32)
+    }
+
+    fn entry_shape(&mut self, a: &Arena, items: &[Val]) -> Option<u32> {
+        let keys = items.iter().step_by(2);
+        if let Some(n) = self
+            .shapes
+            .iter()
+            .position(|(k, _)| k.len() == items.len() / 2 && keys.clone().eq(k.iter()))
+        {
+            return Some(n as u32);
+        }
+        if self.shapes.len() >= MAX_SHAPES {
+            return None;
+        }
+        let kinds = keys.clone().map(|&k| self.key(a, k)).collect();
+        self.shapes.push((keys.copied().collect(), kinds));
+        Some(self.shapes.len() as u32 - 1)
     }
 
     fn take_stack(&mut self, items: &[Vid]) -> Option<u32> {
