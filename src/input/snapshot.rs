@@ -1003,6 +1003,14 @@ fn classify(s: &str) -> Key {
 }
 
 const KEY_CACHE: usize = 64;
+
+/// A key set of trace entries ([`Sink::entry_shape`]).
+struct KeySet {
+    /// The keys' nodes, in order.
+    keys: Box<[Val]>,
+    /// What each of them is.
+    kinds: Box<[Key]>,
+}
 /// Key sets ([`Sink::entry_shape`]) kept; a trace has one or two.
 const MAX_SHAPES: usize = 16;
 const ACTION_CACHE: usize = 16;
@@ -1033,7 +1041,7 @@ pub struct TraceSink {
     fast: bool,
     /// Key sets numbered for the pickle machine ([`Sink::entry_shape`]):
     /// the keys' nodes and what each key is.
-    shapes: Vec<(Box<[Val]>, Box<[Key]>)>,
+    shapes: Vec<KeySet>,
 }
 
 /// Entries of one trace list. A plain vector: its large buffers grow by
@@ -1281,7 +1289,7 @@ impl TraceSink {
         for (n, kv) in items.chunks_exact(2).enumerate() {
             let v = kv[1];
             let key = match shape {
-                Some(s) => *self.shapes.get(s as usize)?.1.get(n)?,
+                Some(s) => *self.shapes.get(s as usize)?.kinds.get(n)?,
                 None => self.key(a, kv[0]),
             };
             match key {
@@ -1434,7 +1442,7 @@ impl Sink for TraceSink {
         if let Some(n) = self
             .shapes
             .iter()
-            .position(|(k, _)| k.len() == items.len() / 2 && keys.clone().eq(k.iter()))
+            .position(|s| s.keys.len() == items.len() / 2 && keys.clone().eq(s.keys.iter()))
         {
             return Some(n as u32);
         }
@@ -1442,7 +1450,10 @@ impl Sink for TraceSink {
             return None;
         }
         let kinds = keys.clone().map(|&k| self.key(a, k)).collect();
-        self.shapes.push((keys.copied().collect(), kinds));
+        self.shapes.push(KeySet {
+            keys: keys.copied().collect(),
+            kinds,
+        });
         Some(self.shapes.len() as u32 - 1)
     }
 
