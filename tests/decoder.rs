@@ -648,8 +648,12 @@ fn entries_whose_keys_change_read_as_the_general_machine_reads_them() {
         out.extend_from_slice(&[b'h', idx]);
     }
     // action=alloc (memo 5, 6), addr (7), size (8) = 512, stream (9) = 0,
-    // with `extra` the key at memo `extra` = 7 between size and stream.
+    // with `extra` the key at memo `extra` = 7 between size and stream, and
+    // `last` the same after stream.
     fn entry(out: &mut Vec<u8>, addr: u8, extra: Option<u8>) {
+        entry_with(out, addr, extra, None);
+    }
+    fn entry_with(out: &mut Vec<u8>, addr: u8, extra: Option<u8>, last: Option<u8>) {
         out.extend_from_slice(b"}\x94(");
         for k in [5, 6, 7] {
             get(out, k);
@@ -663,6 +667,10 @@ fn entries_whose_keys_change_read_as_the_general_machine_reads_them() {
         }
         get(out, 9);
         out.extend_from_slice(b"K\x00");
+        if let Some(k) = last {
+            get(out, k);
+            out.extend_from_slice(b"K\x07");
+        }
         out.push(b'u');
     }
     let mut p = b"\x80\x04}\x94(".to_vec();
@@ -683,6 +691,8 @@ fn entries_whose_keys_change_read_as_the_general_machine_reads_them() {
     entry(&mut p, 2, None);
     entry(&mut p, 3, Some(10));
     entry(&mut p, 4, None);
+    entry_with(&mut p, 8, None, Some(10));
+    entry(&mut p, 9, None);
     // "size" written over: the same bytes now name device_free.
     string(&mut p, "device_free");
     p.extend_from_slice(b"q\x080");
@@ -698,7 +708,14 @@ fn entries_whose_keys_change_read_as_the_general_machine_reads_them() {
         fast(&p).err()
     );
     let (s, taken) = fast(&p).unwrap();
-    assert_eq!(taken, 7);
+    assert_eq!(taken, 9);
+    // Only the first entry, which makes its strings, needs the general
+    // machine (a node of its own); the fast path reads the rest, whichever
+    // of their keys match the entry before.
+    let mut sink = TraceSink::new();
+    let d = pickle::decode_from(&p[..], &mut sink).unwrap();
+    let records = d.arena.nodes.iter();
+    assert_eq!(records.filter(|n| matches!(n, Node::Record(..))).count(), 1);
     let fields: Vec<(u64, u64, Option<u64>)> = s.traces()[0]
         .iter()
         .map(|e| (e.addr, e.size, e.device_free()))
@@ -711,6 +728,8 @@ fn entries_whose_keys_change_read_as_the_general_machine_reads_them() {
             (2, 512, None),
             (3, 512, Some(7)),
             (4, 512, None),
+            (8, 512, Some(7)),
+            (9, 512, None),
             (5, 0, Some(512)),
             (6, 0, Some(512)),
         ]

@@ -116,8 +116,9 @@ pub trait Sink {
     }
     /// Takes a trace entry for `list` (`items`: keys and values
     /// alternating, as in [`Sink::dict_filled`]); its index in the list, or
-    /// `None` to leave it to the arena. With `shape`, the keys are those of
-    /// that number from [`Sink::entry_shape`], in its order.
+    /// `None` to leave it to the arena. With `shape`, `items` are the values
+    /// alone, of the keys numbered so by [`Sink::entry_shape`], in their
+    /// order.
     fn take_entry(
         &mut self,
         _arena: &mut Arena,
@@ -358,8 +359,10 @@ struct Vm<'s, R, S> {
     shape: Vec<(u64, u8, Val)>,
     shape_id: u32,
     shape_gen: u32,
-    /// Scratch: the current entry's keys as `shape` holds them.
+    /// Scratch: the current entry's keys as `shape` holds them; a second
+    /// item buffer, for when a shape stops matching part way.
     f_keys: Vec<(u64, u8, Val)>,
+    f_items_spare: Vec<Val>,
 }
 
 const FRAMES_SETS: usize = 128;
@@ -453,6 +456,7 @@ pub fn decode_reader<R: Read, S: Sink>(r: R, sink: &mut S) -> Result<Decoded, De
         shape_id: 0,
         shape_gen: 0,
         f_keys: Vec::new(),
+        f_items_spare: Vec::new(),
     };
     let r = vm.run();
     if let Some(e) = vm.inp.err.take() {
@@ -858,6 +862,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             shape,
             shape_gen,
             f_keys,
+            f_items_spare,
             ..
         } = self;
         let b = &inp.buf[..inp.end];
@@ -1094,14 +1099,13 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         // it was last time; then the general loop from wherever they stop.
         let mut shaped = 0;
         if *shape_gen == *f_gen {
-            for &(w, n, key) in shape.iter() {
+            for &(w, n, _) in shape.iter() {
                 skip_frames(&mut i);
                 let Some(x) = b.get(i..i + 8) else { break };
                 if u64::from_le_bytes(x.try_into().ok()?) & (u64::MAX >> (64 - 8 * n as u32)) != w {
                     break;
                 }
                 i += n as usize;
-                f_items.push(key);
                 skip_frames(&mut i);
                 let op = *b.get(i)?;
                 i += 1;
@@ -1109,12 +1113,27 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                 f_items.push(v);
                 shaped += 1;
             }
-            f_keys.extend_from_slice(&shape[..shaped]);
+        }
+        skip_frames(&mut i);
+        // Every key of the shape and nothing after them: `f_items` holds
+        // the values alone. Otherwise keys and values alternate from here.
+        let shaped = shaped > 0 && shaped == shape.len() && b.get(i) == Some(&b'u');
+        if shaped {
+            i += 1;
+        } else if !f_items.is_empty() {
+            std::mem::swap(f_items, f_items_spare);
+            f_items.clear();
+            for (&(_, _, key), &v) in shape.iter().zip(f_items_spare.iter()) {
+                f_items.push(key);
+                f_items.push(v);
+            }
+            f_keys.extend_from_slice(&shape[..f_items_spare.len()]);
+            list_at = list_at.map(|k| 2 * k + 1);
         }
         // Whether the keys so far are all memo references (not memoized
         // again), the keys a new shape would hold.
         let mut keys_are_refs = true;
-        loop {
+        while !shaped {
             skip_frames(&mut i);
             let op = *b.get(i)?;
             if op == b'u' {
@@ -1135,10 +1154,9 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             }
             f_items.push(v);
         }
-        if f_items.len() % 2 != 0 {
+        if !shaped && f_items.len() % 2 != 0 {
             return None;
         }
-        let shaped = *shape_gen == *f_gen && shaped == shape.len() && f_items.len() == 2 * shaped;
         let new_shape = !shaped && keys_are_refs && f_keys.len() * 2 == f_items.len();
         let mut stack = None;
         if let Some(at) = list_at {

@@ -1286,11 +1286,16 @@ impl TraceSink {
         let mut action = None;
         let mut e = TraceEvent::new(Action::Alloc, 0, 0, 0, StackId(0));
         let mut frames = None;
-        for (n, kv) in items.chunks_exact(2).enumerate() {
-            let v = kv[1];
-            let key = match shape {
-                Some(s) => *self.shapes.get(s as usize)?.kinds.get(n)?,
-                None => self.key(a, kv[0]),
+        // With a key set, `items` are its values alone.
+        let fields = match shape {
+            Some(s) if self.shapes.get(s as usize)?.kinds.len() != items.len() => return None,
+            Some(_) => items.len(),
+            None => items.len() / 2,
+        };
+        for n in 0..fields {
+            let (key, v) = match shape {
+                Some(s) => (self.shapes[s as usize].kinds[n], items[n]),
+                None => (self.key(a, items[2 * n]), items[2 * n + 1]),
             };
             match key {
                 Key::Action => action = Some(v),
