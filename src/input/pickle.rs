@@ -1133,26 +1133,28 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         // Whether the keys so far are all memo references (not memoized
         // again), the keys a new shape would hold.
         let mut keys_are_refs = true;
-        while !shaped {
-            skip_frames(&mut i);
-            let op = *b.get(i)?;
-            if op == b'u' {
-                i += 1;
-                break;
-            }
-            let at_key = f_items.len() % 2 == 0;
-            let from = i;
-            i += 1;
-            let (v, memoized) = value!(op, at_key);
-            if at_key && keys_are_refs {
-                keys_are_refs = (op == b'j' || op == b'h') && !memoized;
-                if keys_are_refs {
-                    let mut w = [0u8; 8];
-                    w[..i - from].copy_from_slice(&b[from..i]);
-                    f_keys.push((u64::from_le_bytes(w), (i - from) as u8, v));
+        if !shaped {
+            loop {
+                skip_frames(&mut i);
+                let op = *b.get(i)?;
+                if op == b'u' {
+                    i += 1;
+                    break;
                 }
+                let at_key = f_items.len() % 2 == 0;
+                let from = i;
+                i += 1;
+                let (v, memoized) = value!(op, at_key);
+                if at_key && keys_are_refs {
+                    keys_are_refs = (op == b'j' || op == b'h') && !memoized;
+                    if keys_are_refs {
+                        let mut w = [0u8; 8];
+                        w[..i - from].copy_from_slice(&b[from..i]);
+                        f_keys.push((u64::from_le_bytes(w), (i - from) as u8, v));
+                    }
+                }
+                f_items.push(v);
             }
-            f_items.push(v);
         }
         if !shaped && f_items.len() % 2 != 0 {
             return None;
