@@ -249,6 +249,7 @@ impl<'a> Cx<'a> {
             n => err(p, format!("expected a str, found {}", n.kind())),
         }
     }
+    #[inline]
     fn str_id(&mut self, v: Vid, p: &P) -> R<StrId> {
         // Every trace entry names the same few strings (`compile_context`,
         // `user_metadata`): a direct-mapped cache in front of the table.
@@ -256,6 +257,12 @@ impl<'a> Cx<'a> {
         if self.str_front[slot].0 == v {
             return Ok(self.str_front[slot].1);
         }
+        self.str_id_missed(v, p)
+    }
+    /// [`Cx::str_id`] past its cache.
+    #[cold]
+    fn str_id_missed(&mut self, v: Vid, p: &P) -> R<StrId> {
+        let slot = v as usize % STR_FRONT;
         let id = match self.str_cache.get(&v) {
             Some(id) => *id,
             None => {
@@ -356,10 +363,16 @@ impl<'a> Cx<'a> {
     }
 
     /// A frames list the sink took, by its number.
+    #[inline]
     fn pstack(&mut self, s: u32, p: &P) -> R<StackId> {
         if let Some(id) = self.pstack_ids[s as usize] {
             return Ok(id);
         }
+        self.pstack_new(s, p)
+    }
+    /// [`Cx::pstack`] for a stack not yet interned.
+    #[cold]
+    fn pstack_new(&mut self, s: u32, p: &P) -> R<StackId> {
         let l = &self.pstacks[s as usize];
         self.spend(l.len() as u64, p)?;
         let mut frames = Vec::with_capacity(l.len());
@@ -714,6 +727,7 @@ impl<'a> Cx<'a> {
     /// Gives a sink entry's provisional ids their final numbers, interning
     /// in the order [`Cx::event`] would (action, frames, compile context,
     /// user metadata, category, pool). The sink takes no unknown action.
+    #[inline]
     fn map_event(&mut self, e: &mut TraceEvent, p: &P) -> R<()> {
         e.frames = match e.frames.0 {
             0 => StackId::EMPTY,
@@ -1283,38 +1297,64 @@ impl TraceSink {
                 _ => None,
             }
         }
-        let mut action = None;
-        let mut e = TraceEvent::new(Action::Alloc, 0, 0, 0, StackId(0));
-        let mut frames = None;
-        // With a key set, `items` are its values alone.
-        let fields = match shape {
-            Some(s) if self.shapes.get(s as usize)?.kinds.len() != items.len() => return None,
-            Some(_) => items.len(),
-            None => items.len() / 2,
-        };
-        for n in 0..fields {
-            let (key, v) = match shape {
-                Some(s) => (self.shapes[s as usize].kinds[n], items[n]),
-                None => (self.key(a, items[2 * n]), items[2 * n + 1]),
-            };
+        /// An entry's fields as they are read.
+        struct Fields {
+            e: TraceEvent,
+            action: Option<Val>,
+            frames: Option<Val>,
+            pool: Option<(i64, i64)>,
+        }
+        #[inline(always)]
+        fn field(f: &mut Fields, a: &Arena, key: Key, v: Val) -> Option<()> {
+            let e = &mut f.e;
             match key {
-                Key::Action => action = Some(v),
+                Key::Action => f.action = Some(v),
                 Key::Addr => e.addr = uint(a, v)?,
                 Key::Size => e.size = uint(a, v)?,
                 Key::Stream => e.stream = int(a, v)?,
                 Key::TimeUs if !is_none(a, v) => e.set_time_us(Some(int(a, v)?)),
-                Key::Frames => frames = Some(v),
+                Key::Frames => f.frames = Some(v),
                 Key::DeviceFree => e.set_device_free(Some(uint(a, v)?)),
                 Key::CompileContext => e.set_compile_context(Some(string(a, v)?)),
                 Key::UserMetadata => e.set_user_metadata(Some(string(a, v)?)),
-                Key::PoolId if !is_none(a, v) => {
-                    let pool = self.intern_pool(pair(a, v)?);
-                    e.set_pool(Some(pool));
-                }
+                Key::PoolId if !is_none(a, v) => f.pool = Some(pair(a, v)?),
                 Key::Category if !is_none(a, v) => e.set_category(Some(string(a, v)?)),
                 Key::Legacy => return None,
                 _ => {}
             }
+            Some(())
+        }
+        let mut f = Fields {
+            e: TraceEvent::new(Action::Alloc, 0, 0, 0, StackId(0)),
+            action: None,
+            frames: None,
+            pool: None,
+        };
+        match shape {
+            // With a key set, `items` are its values alone.
+            Some(s) => {
+                let kinds = &self.shapes.get(s as usize)?.kinds;
+                if kinds.len() != items.len() {
+                    return None;
+                }
+                for (&k, &v) in kinds.iter().zip(items) {
+                    field(&mut f, a, k, v)?;
+                }
+            }
+            None => {
+                for kv in items.chunks_exact(2) {
+                    field(&mut f, a, self.key(a, kv[0]), kv[1])?;
+                }
+            }
+        }
+        let Fields {
+            mut e,
+            action,
+            frames,
+            pool,
+        } = f;
+        if let Some(pair) = pool {
+            e.set_pool(Some(self.intern_pool(pair)));
         }
         let Val::Node(action) = action? else {
             return None;
