@@ -1084,7 +1084,11 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                         _ => return None,
                     }
                 };
-                let memoized = memo_op(&mut i, memo_len + f_memo.len())?;
+                // CPython memoizes strings, not numbers, None or memo
+                // references: a memo opcode after any of those is read as
+                // the next item, which fails, and the general machine reads
+                // the entry.
+                let memoized = op == 0x8c && memo_op(&mut i, memo_len + f_memo.len())?;
                 if memoized {
                     let Val::Node(id) = v else {
                         return None;
