@@ -1360,7 +1360,9 @@ impl TraceSink {
             return None;
         };
         // Every entry names one of a few shared action strings.
-        let slot = action as usize % ACTION_CACHE;
+        // Hashed: the few action strings are nodes made close together,
+        // whose numbers may share their low bits.
+        let slot = (action.wrapping_mul(0x9e37_79b9) >> 28) as usize % ACTION_CACHE;
         e.action = if self.actions[slot].0 == action {
             self.actions[slot].1
         } else {
