@@ -540,79 +540,104 @@ fn trace_entries_named_twice_decode_as_the_general_machine_decodes_them() {
     assert_eq!(s.traces()[0][1], s.traces()[0][2]);
 }
 
+/// Builders of the hand-made pickles below, written as CPython writes
+/// `_dump_snapshot`'s dict (protocol 4, every string memoized).
+fn pickle_str(out: &mut Vec<u8>, s: &str) {
+    out.push(0x8c);
+    out.push(s.len() as u8);
+    out.extend_from_slice(s.as_bytes());
+    out.push(0x94);
+}
+
+fn binget(out: &mut Vec<u8>, idx: u8) {
+    out.extend_from_slice(&[b'h', idx]);
+}
+
+/// The file up to the first entry's `stream` field: `device_traces` (memo
+/// 1), its list and the device's (2, 3), the entry's dict (4), then
+/// action=alloc (5, 6), addr (7) = 0, size (8) = 512, stream (9) = 0. The
+/// entry's dict is left open for more keys.
+fn first_entry() -> Vec<u8> {
+    let mut p = b"\x80\x04}\x94(".to_vec();
+    pickle_str(&mut p, "device_traces"); // 1
+    p.extend_from_slice(b"]\x94]\x94("); // 2, 3: device_traces, its list
+    p.extend_from_slice(b"}\x94("); // 4
+    pickle_str(&mut p, "action"); // 5
+    pickle_str(&mut p, "alloc"); // 6
+    pickle_str(&mut p, "addr"); // 7
+    p.extend_from_slice(b"K\x00");
+    pickle_str(&mut p, "size"); // 8
+    p.extend_from_slice(b"M\x00\x02");
+    pickle_str(&mut p, "stream"); // 9
+    p.extend_from_slice(b"K\x00");
+    p
+}
+
+/// A later entry's dict up to its `size` field, every key and the action
+/// named by memo reference: action=alloc, addr, size = 512.
+fn entry_start(out: &mut Vec<u8>, addr: u8) {
+    out.extend_from_slice(b"}\x94(");
+    for k in [5, 6, 7] {
+        binget(out, k);
+    }
+    out.extend_from_slice(&[b'K', addr]);
+    binget(out, 8);
+    out.extend_from_slice(b"M\x00\x02");
+}
+
+/// Closes the device's list and `device_traces`, adds empty `segments`,
+/// and ends the pickle.
+fn finish(p: &mut Vec<u8>) {
+    p.extend_from_slice(b"ea");
+    pickle_str(p, "segments");
+    p.extend_from_slice(b"]u.");
+}
+
 /// A hand-made file that writes a memo entry over (PyTorch never does)
 /// between two trace entries whose frames lists have the same bytes: the
 /// second list names the new frame, though its bytes were read before.
 #[test]
 fn a_frames_list_read_again_after_its_memo_entry_changed_names_the_new_frames() {
-    fn string(out: &mut Vec<u8>, s: &str) {
-        out.push(0x8c);
-        out.push(s.len() as u8);
-        out.extend_from_slice(s.as_bytes());
-        out.push(0x94);
-    }
-    fn get(out: &mut Vec<u8>, idx: u8) {
-        out.extend_from_slice(&[b'h', idx]);
-    }
     // Keys and values of one entry after its first: action, addr, size,
     // stream (memo 5..=9), then the frames key (10) and a list of sixteen
     // references to memo 12 (longer than the bytes the fast path's cache
     // is keyed by).
     fn entry(out: &mut Vec<u8>, addr: u8) {
-        out.extend_from_slice(b"}\x94(");
-        for k in [5, 6, 7] {
-            get(out, k);
-        }
-        out.extend_from_slice(&[b'K', addr]);
-        get(out, 8);
-        out.extend_from_slice(b"M\x00\x02");
-        get(out, 9);
+        entry_start(out, addr);
+        binget(out, 9);
         out.extend_from_slice(b"K\x00");
-        get(out, 10);
+        binget(out, 10);
         out.extend_from_slice(b"]\x94(");
         for _ in 0..16 {
-            get(out, 12);
+            binget(out, 12);
         }
         out.extend_from_slice(b"eu");
     }
-    let mut p = b"\x80\x04}\x94(".to_vec();
-    string(&mut p, "device_traces"); // 1
-    p.extend_from_slice(b"]\x94]\x94("); // 2, 3: device_traces, its list
     // The first entry makes the strings and frame A (memo 12).
-    p.extend_from_slice(b"}\x94("); // 4
-    string(&mut p, "action"); // 5
-    string(&mut p, "alloc"); // 6
-    string(&mut p, "addr"); // 7
-    p.extend_from_slice(b"K\x00");
-    string(&mut p, "size"); // 8
-    p.extend_from_slice(b"M\x00\x02");
-    string(&mut p, "stream"); // 9
-    p.extend_from_slice(b"K\x00");
-    string(&mut p, "frames"); // 10
+    let mut p = first_entry();
+    pickle_str(&mut p, "frames"); // 10
     p.extend_from_slice(b"]\x94(}\x94("); // 11, 12
-    string(&mut p, "filename"); // 13
-    string(&mut p, "a.py"); // 14
-    string(&mut p, "line"); // 15
+    pickle_str(&mut p, "filename"); // 13
+    pickle_str(&mut p, "a.py"); // 14
+    pickle_str(&mut p, "line"); // 15
     p.extend_from_slice(b"K\x01");
-    string(&mut p, "name"); // 16
-    string(&mut p, "f"); // 17
+    pickle_str(&mut p, "name"); // 16
+    pickle_str(&mut p, "f"); // 17
     p.extend_from_slice(b"ueu");
     entry(&mut p, 1);
     entry(&mut p, 2);
     // Frame B, stored over memo 12, then dropped from the stack.
     p.extend_from_slice(b"}(");
-    get(&mut p, 13);
-    string(&mut p, "b.py");
-    get(&mut p, 15);
+    binget(&mut p, 13);
+    pickle_str(&mut p, "b.py");
+    binget(&mut p, 15);
     p.extend_from_slice(b"K\x02");
-    get(&mut p, 16);
-    string(&mut p, "g");
+    binget(&mut p, 16);
+    pickle_str(&mut p, "g");
     p.extend_from_slice(b"uq\x0c0");
     entry(&mut p, 3);
     entry(&mut p, 4);
-    p.extend_from_slice(b"ea");
-    string(&mut p, "segments");
-    p.extend_from_slice(b"]u.");
+    finish(&mut p);
 
     assert!(
         fast_path_agrees("memo written over", &p),
@@ -638,54 +663,28 @@ fn a_frames_list_read_again_after_its_memo_entry_changed_names_the_new_frames() 
 /// read; each entry must still be read as the general machine reads it.
 #[test]
 fn entries_whose_keys_change_read_as_the_general_machine_reads_them() {
-    fn string(out: &mut Vec<u8>, s: &str) {
-        out.push(0x8c);
-        out.push(s.len() as u8);
-        out.extend_from_slice(s.as_bytes());
-        out.push(0x94);
-    }
-    fn get(out: &mut Vec<u8>, idx: u8) {
-        out.extend_from_slice(&[b'h', idx]);
-    }
-    // action=alloc (memo 5, 6), addr (7), size (8) = 512, stream (9) = 0,
-    // with `extra` the key at memo `extra` = 7 between size and stream, and
-    // `last` the same after stream.
+    // action=alloc, addr, size = 512, stream (9) = 0, with `extra` the key
+    // at memo `extra` = 7 between size and stream, and `last` the same
+    // after stream.
     fn entry(out: &mut Vec<u8>, addr: u8, extra: Option<u8>) {
         entry_with(out, addr, extra, None);
     }
     fn entry_with(out: &mut Vec<u8>, addr: u8, extra: Option<u8>, last: Option<u8>) {
-        out.extend_from_slice(b"}\x94(");
-        for k in [5, 6, 7] {
-            get(out, k);
-        }
-        out.extend_from_slice(&[b'K', addr]);
-        get(out, 8);
-        out.extend_from_slice(b"M\x00\x02");
+        entry_start(out, addr);
         if let Some(k) = extra {
-            get(out, k);
+            binget(out, k);
             out.extend_from_slice(b"K\x07");
         }
-        get(out, 9);
+        binget(out, 9);
         out.extend_from_slice(b"K\x00");
         if let Some(k) = last {
-            get(out, k);
+            binget(out, k);
             out.extend_from_slice(b"K\x07");
         }
         out.push(b'u');
     }
-    let mut p = b"\x80\x04}\x94(".to_vec();
-    string(&mut p, "device_traces"); // 1
-    p.extend_from_slice(b"]\x94]\x94("); // 2, 3: device_traces, its list
-    p.extend_from_slice(b"}\x94("); // 4
-    string(&mut p, "action"); // 5
-    string(&mut p, "alloc"); // 6
-    string(&mut p, "addr"); // 7
-    p.extend_from_slice(b"K\x00");
-    string(&mut p, "size"); // 8
-    p.extend_from_slice(b"M\x00\x02");
-    string(&mut p, "stream"); // 9
-    p.extend_from_slice(b"K\x00");
-    string(&mut p, "device_free"); // 10
+    let mut p = first_entry();
+    pickle_str(&mut p, "device_free"); // 10
     p.extend_from_slice(b"K\x07u");
     entry(&mut p, 1, None);
     entry(&mut p, 2, None);
@@ -694,13 +693,11 @@ fn entries_whose_keys_change_read_as_the_general_machine_reads_them() {
     entry_with(&mut p, 8, None, Some(10));
     entry(&mut p, 9, None);
     // "size" written over: the same bytes now name device_free.
-    string(&mut p, "device_free");
+    pickle_str(&mut p, "device_free");
     p.extend_from_slice(b"q\x080");
     entry(&mut p, 5, None);
     entry(&mut p, 6, None);
-    p.extend_from_slice(b"ea");
-    string(&mut p, "segments");
-    p.extend_from_slice(b"]u.");
+    finish(&mut p);
 
     assert!(
         fast_path_agrees("keys that change", &p),
