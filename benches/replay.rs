@@ -10,6 +10,10 @@ use std::hint::black_box;
 
 const MIB: u64 = 1 << 20;
 
+/// The allocator of the binary, so that the figures are the binary's.
+#[global_allocator]
+static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+
 fn ev(action: Action, addr: u64, size: u64, t: i64) -> TraceEvent {
     TraceEvent::new(action, addr, size, 0, StackId::EMPTY).with_time_us(Some(t))
 }

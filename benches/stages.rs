@@ -22,6 +22,10 @@ use std::time::Duration;
 
 const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
 
+/// The allocator of the binary, so that the figures are the binary's.
+#[global_allocator]
+static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+
 /// (label, pickle bytes) of every input benchmarked.
 fn inputs() -> Vec<(String, Vec<u8>)> {
     let events = std::env::var("FRAGSCOPE_BENCH_EVENTS")

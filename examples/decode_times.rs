@@ -16,6 +16,10 @@ use std::time::Instant;
 mod common;
 use common::cpu;
 
+/// The allocator of the binary, so that the figures are the binary's.
+#[global_allocator]
+static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let path = args.next().expect("usage: decode_times FILE [ROUNDS]");

@@ -21,6 +21,10 @@ fn best<T>(mut f: impl FnMut() -> T) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// The allocator of the binary, so that the figures are the binary's.
+#[global_allocator]
+static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+
 fn main() {
     let path = std::env::args().nth(1).expect("usage: series_size FILE");
     let l = input::load(&path, &LoadOptions::default()).expect("a readable snapshot");

@@ -30,6 +30,10 @@ fn phase<T>(name: &str, f: impl FnOnce() -> T) -> T {
     r
 }
 
+/// The allocator of the binary, so that the figures are the binary's.
+#[global_allocator]
+static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+
 fn main() {
     let path = std::env::args().nth(1).expect("usage: stage_times FILE");
     let l = phase("decode", || {

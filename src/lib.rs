@@ -5,6 +5,7 @@
 //! See `docs/architecture.md`.
 
 pub mod advice;
+pub mod alloc;
 pub mod check;
 pub mod cli;
 pub mod culprits;
