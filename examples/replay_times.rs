@@ -1,0 +1,49 @@
+//! Times the replay phase alone (`replay::replay`, as `stage_times`
+//! measures it), a few rounds in a row on one decoded snapshot: prints each
+//! round's wall seconds and millions of events a second, then the median.
+//! For work on the replay, where decoding every round costs more than the
+//! phase measured.
+//!
+//!     cargo run --release --example replay_times -- snapshot.pickle [ROUNDS]
+
+use fragscope::input::{self, Content, LoadOptions};
+use std::time::Instant;
+
+mod common;
+use common::cpu;
+
+/// The allocator of the binary, so that the figures are the binary's.
+#[global_allocator]
+static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().expect("usage: replay_times FILE [ROUNDS]");
+    let rounds: usize = args
+        .next()
+        .map_or(3, |r| r.parse().expect("a number of rounds"));
+    let l = input::load(&path, &LoadOptions::default()).expect("a readable snapshot");
+    let Content::Snapshot(snap) = &l.content else {
+        panic!("{path}: not a snapshot")
+    };
+    let events: usize = snap.traces().iter().map(|t| t.len()).sum();
+    let mut walls = Vec::new();
+    for _ in 0..rounds.max(1) {
+        let (t, c) = (Instant::now(), cpu());
+        let r = fragscope::replay::replay(snap);
+        let wall = t.elapsed().as_secs_f64();
+        let used = cpu() - c;
+        drop(std::hint::black_box(r));
+        println!(
+            "replay_s={wall:.4} cpu_s={used:.2} mev_s={:.2} events={events}",
+            events as f64 / wall / 1e6
+        );
+        walls.push(wall);
+    }
+    walls.sort_by(f64::total_cmp);
+    let m = walls[walls.len() / 2];
+    println!(
+        "median replay_s={m:.4} mev_s={:.2}",
+        events as f64 / m / 1e6
+    );
+}
