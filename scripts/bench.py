@@ -12,7 +12,7 @@ under /usr/bin/time -v, interleaved, several times, and reports medians of
 wall time, CPU time (user+sys) and peak RSS, with the ratios fragscope/Python
 taken per round (so a noisy machine affects both sides of a ratio alike).
 The stage figures (decoder MB/s, replay events/s) come from the
-`stage_times` example, run once a round (medians). Last, 8 rank files: one `stats` call (both cores)
+`stage_times` example, run --stage-runs times a round (medians of all). Last, 8 rank files: one `stats` call (both cores)
 against one call per file in sequence and against as many one-thread
 processes at once as there are cores (the machine's own ceiling), and the
 output of the parallel call against the same call on one thread.
@@ -132,6 +132,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--real", action="append", default=[], help="also measure these files")
     ap.add_argument("--no-real", action="store_true", help="skip the largest real file")
+    ap.add_argument("--stage-runs", type=int, default=3,
+                    help="stage_times runs per round (a phase of a tenth of a second varies "
+                         "a lot on a shared machine; they are cheap beside Python's)")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--rank-size", type=int, default=50, help="MB per rank file")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "target", "bench-inputs"))
@@ -175,7 +178,8 @@ def main():
                 ratios["stats_cpu"].append(st[1] / py[1])
             if py:
                 res["python"].append(py)
-            stages.append(stage_times(example, f))
+            for _ in range(max(a.stage_runs, 1)):
+                stages.append(stage_times(example, f))
         # The median of each phase over the rounds (a single run of a phase
         # that takes a tenth of a second says little on a shared machine).
         stage = {k: median([s[k] for s in stages if k in s]) for k in stages[0]}
@@ -201,7 +205,8 @@ def main():
               f"| {mib(rss('stats')):.0f} MiB ({rss('stats') / size:.2f}x file) | {rep_rss} "
               f"| {mib(rss('python')):.0f} MiB ({rss('python') / size:.2f}x file) |")
     print()
-    print("Stages (`stage_times`, one thread, median of the rounds; CPU seconds in brackets): decoder and replay "
+    print(f"Stages (`stage_times`, one thread, median of {a.rounds * max(a.stage_runs, 1)} runs, "
+          f"{max(a.stage_runs, 1)} a round; CPU seconds in brackets): decoder and replay "
           "throughput, and where `report` spends its time.")
     print()
     print("| input | decode | decoder | replay | replay rate | report: replay + moment | report: what-if model | report: HTML |")
