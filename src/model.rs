@@ -524,19 +524,24 @@ fn next_id(len: usize, what: &'static str) -> Result<u32, TableFull> {
     Ok(len as u32)
 }
 
+/// The interner's maps: keyed by what an untrusted file holds, so seeded
+/// per process (foldhash's `RandomState`), yet several times quicker than
+/// SipHash on the stacks and frames of a real trace.
+type IdMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Builds the interned tables while a snapshot is decoded.
 #[derive(Default)]
 pub struct Interner {
     strings: Vec<String>,
-    string_ids: HashMap<String, StrId>,
+    string_ids: IdMap<String, StrId>,
     frames: Vec<Frame>,
-    frame_ids: HashMap<Frame, FrameId>,
+    frame_ids: IdMap<Frame, FrameId>,
     stacks: Vec<Vec<FrameId>>,
-    stack_ids: HashMap<Vec<FrameId>, StackId>,
+    stack_ids: IdMap<Vec<FrameId>, StackId>,
     pools: Vec<(i64, i64)>,
-    pool_ids: HashMap<(i64, i64), PoolIdx>,
+    pool_ids: IdMap<(i64, i64), PoolIdx>,
     other_actions: Vec<StrId>,
-    other_action_ids: HashMap<StrId, ActionName>,
+    other_action_ids: IdMap<StrId, ActionName>,
 }
 
 impl Interner {
