@@ -525,8 +525,9 @@ fn next_id(len: usize, what: &'static str) -> Result<u32, TableFull> {
 }
 
 /// The interner's maps: keyed by what an untrusted file holds, so seeded
-/// per process (foldhash's `RandomState`), yet several times quicker than
-/// SipHash on the stacks and frames of a real trace.
+/// at random per map (foldhash's `RandomState`, as `sim::run` keys its
+/// address maps), yet several times quicker than SipHash on the stacks and
+/// frames of a real trace.
 type IdMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Builds the interned tables while a snapshot is decoded.

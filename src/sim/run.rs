@@ -165,47 +165,10 @@ impl Requests {
     }
 }
 
-/// Hashing for maps keyed by block address: a keyed multiply-fold instead
-/// of SipHash, which was a tenth of a run. The key is drawn per map, so a
-/// crafted file cannot pick colliding addresses in advance.
-#[derive(Clone)]
-struct AddrHashing(u64);
-
-impl Default for AddrHashing {
-    fn default() -> Self {
-        use std::hash::BuildHasher;
-        AddrHashing(std::collections::hash_map::RandomState::new().hash_one(0u64) | 1)
-    }
-}
-
-impl std::hash::BuildHasher for AddrHashing {
-    type Hasher = AddrHasher;
-    fn build_hasher(&self) -> AddrHasher {
-        AddrHasher { key: self.0, h: 0 }
-    }
-}
-
-struct AddrHasher {
-    key: u64,
-    h: u64,
-}
-
-impl std::hash::Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.h
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        // Both halves of the 128-bit product: the low bits of an address
-        // are mostly zero, and hashbrown indexes by the low bits.
-        let m = ((self.h ^ x) as u128).wrapping_mul(self.key as u128 ^ 0x9e37_79b9_7f4a_7c15);
-        self.h = (m as u64) ^ ((m >> 64) as u64);
-    }
-}
+/// Hashing for maps keyed by block address: foldhash's multiply-fold
+/// instead of SipHash, which was a tenth of a run. Its seed is drawn per
+/// map, so a crafted file cannot pick colliding addresses in advance.
+type AddrHashing = foldhash::fast::RandomState;
 
 type AddrMap<V> = HashMap<u64, V, AddrHashing>;
 type AddrSet = HashSet<u64, AddrHashing>;
