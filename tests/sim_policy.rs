@@ -14,6 +14,14 @@ fn seg_events(s: &Simulator) -> Vec<(SimAction, u64)> {
         .collect()
 }
 
+fn seg_events_since(s: &Simulator, n: usize) -> Vec<(SimAction, u64)> {
+    s.events()[n..]
+        .iter()
+        .filter(|e| e.action.is_segment_event())
+        .map(|e| (e.action, e.size))
+        .collect()
+}
+
 fn sim(conf: &str, capacity: Option<u64>) -> Simulator {
     Simulator::new(SimConfig::parse(conf).unwrap(), capacity)
 }
@@ -480,4 +488,61 @@ fn new_segments_use_the_other_side_once_their_side_is_full() {
     assert_eq!(addrs[..2], [at + 30 * MIB, at - 30 * MIB], "{addrs:x?}");
     assert!(addrs[1..].iter().all(|&a| a < at), "{addrs:x?}");
     assert_eq!(s.counters().ooms, 0);
+}
+
+/// `seg` moved to start at `at`, blocks and all.
+fn relocated(seg: &fragscope::model::Segment, at: u64) -> fragscope::model::Segment {
+    let mut s = seg.clone();
+    for b in &mut s.blocks {
+        b.address = b.address - seg.address + at;
+    }
+    s.address = at;
+    s
+}
+
+#[test]
+fn recorded_expandable_segments_keep_the_reservations_the_file_shows() {
+    // A 30 MiB request on stream 0 and a 4 MiB one on stream 1: expandable
+    // segments map whole 20 MiB pages, so 40 MiB and 20 MiB segments.
+    let conf = "expandable_segments:True";
+    let mut first = sim(conf, None);
+    first.malloc(30 * MIB, 0).unwrap();
+    first.malloc(4 * MIB, 1).unwrap();
+    let segs = first.segments();
+    let a = segs.iter().find(|g| g.stream == 0).unwrap();
+    let other = segs.iter().find(|g| g.stream == 1).unwrap();
+    assert_eq!((a.is_expandable, a.total_size), (Some(true), 40 * MIB));
+    assert_eq!(other.total_size, 20 * MIB);
+    let base = 1u64 << 40;
+
+    // Another stream's segment between two runs of stream 0: one
+    // reservation could not hold both, so there are two.
+    let layout = vec![
+        relocated(a, base),
+        relocated(other, base + 40 * MIB),
+        relocated(a, base + 60 * MIB),
+    ];
+    let s = Simulator::with_initial(SimConfig::parse(conf).unwrap(), None, &layout).unwrap();
+    checked(&s);
+    assert_eq!(s.segments(), layout);
+
+    // Two runs that touch: one reservation would have reported them as one
+    // 80 MiB segment, so they are two reservations and stay two segments.
+    let layout = vec![relocated(a, base), relocated(a, base + 40 * MIB)];
+    let mut s = Simulator::with_initial(SimConfig::parse(conf).unwrap(), None, &layout).unwrap();
+    checked(&s);
+    assert_eq!(s.segments(), layout);
+    // Freed, the two 40 MiB runs do not serve one 60 MiB request together
+    // (one reservation would have, from `base`, mapping nothing): it goes
+    // to the upper run, which maps 20 MiB more above itself.
+    for g in &layout {
+        s.free(g.blocks[0].address).unwrap();
+    }
+    let n = s.events().len();
+    assert_eq!(s.malloc(60 * MIB, 0).unwrap(), base + 40 * MIB);
+    checked(&s);
+    assert_eq!(
+        seg_events_since(&s, n),
+        vec![(SimAction::SegmentMap, 20 * MIB)]
+    );
 }

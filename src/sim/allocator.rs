@@ -256,6 +256,10 @@ pub struct Simulator {
     record_block_events: bool,
 }
 
+/// What expandable segments of one reservation share: (pool, stream,
+/// small pool).
+type ReservationKey = ((i64, i64), i64, bool);
+
 /// Virtual range of one expandable reservation when the device size is
 /// unknown.
 const UNKNOWN_DEVICE_RESERVATION: u64 = 1 << 40;
@@ -297,8 +301,11 @@ impl Simulator {
 
     /// Starts from recorded segments (one device): `active_allocated` and
     /// `active_pending_free` blocks are live, `inactive` ones cached.
-    /// Expandable segments of one (pool, stream, size class) are placed in
-    /// one virtual reservation starting at the lowest of them.
+    /// Expandable segments of one (pool, stream, size class) share a
+    /// virtual reservation starting at the lowest of them, except where the
+    /// file shows two: another segment lies between them, or one ends where
+    /// the next begins (a reservation reports each contiguous mapped run as
+    /// one segment, so touching runs belong to different reservations).
     pub fn with_initial(
         cfg: SimConfig,
         capacity: Option<u64>,
@@ -307,7 +314,7 @@ impl Simulator {
         let mut s = Simulator::new(cfg, capacity);
         let mut order: Vec<usize> = (0..segments.len()).collect();
         order.sort_by_key(|&i| (segments[i].address, i));
-        let mut groups: BTreeMap<((i64, i64), i64, bool), Vec<usize>> = BTreeMap::new();
+        let mut groups: BTreeMap<ReservationKey, Vec<usize>> = BTreeMap::new();
         let mut top = 0u64;
         let mut extents: Vec<(u64, u64)> = Vec::new();
         for &i in &order {
@@ -366,7 +373,25 @@ impl Simulator {
             s.fig.reserved += seg.total_size;
             s.place_blocks(seg, pool, None, seg.stream)?;
         }
-        for ((pool_id, stream, small), idx) in groups {
+        // Position of each segment in address order.
+        let mut rank = vec![0usize; segments.len()];
+        for (k, &i) in order.iter().enumerate() {
+            rank[i] = k;
+        }
+        let mut runs: Vec<(ReservationKey, Vec<usize>)> = Vec::new();
+        for (key, idx) in groups {
+            let mut run: Vec<usize> = Vec::new();
+            for i in idx {
+                if let Some(&p) = run.last()
+                    && (rank[i] > rank[p] + 1 || segments[p].end() == segments[i].address)
+                {
+                    runs.push((key, std::mem::take(&mut run)));
+                }
+                run.push(i);
+            }
+            runs.push((key, run));
+        }
+        for ((pool_id, stream, small), idx) in runs {
             let page = if small {
                 SMALL_BUFFER
             } else {
@@ -374,18 +399,9 @@ impl Simulator {
             };
             let base = segments[idx[0]].address;
             let end = idx.iter().map(|&i| segments[i].end()).max().unwrap_or(base);
-            // A reservation is one contiguous virtual range: nothing else may
-            // sit inside it, and it must stop short of the next segment.
-            if let Some(&j) = order.iter().find(|&&j| {
-                let a = segments[j].address;
-                a > base && a < end && !idx.contains(&j)
-            }) {
-                return Err(SimError::BadInitial {
-                    index: j,
-                    address: segments[j].address,
-                    msg: format!("lies inside the expandable range {base:#x}..{end:#x}"),
-                });
-            }
+            // A reservation is one contiguous virtual range; only its own
+            // segments lie inside it (the runs above), and it stops short of
+            // the next segment.
             let limit = order
                 .iter()
                 .map(|&j| segments[j].address)
