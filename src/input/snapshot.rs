@@ -1060,8 +1060,11 @@ pub struct TraceSink {
 
 /// Entries of one trace list. A plain vector: its large buffers grow by
 /// `realloc`, which the system allocator serves by remapping pages rather
-/// than copying them, and capacity it never touches costs no memory; the
-/// model takes it shrunk to its length.
+/// than copying them, and capacity it never touches costs no memory. The
+/// model takes it as it is: shrinking a short list out of its first chunk
+/// copied it into memory new to the process (on the largest real file,
+/// 350 page faults of 900 and a tenth of a decode), and spare capacity is
+/// address space it never touches, not resident memory.
 const FIRST: usize = 1 << 16;
 
 #[derive(Default)]
@@ -1084,9 +1087,7 @@ impl Events {
     }
 
     fn into_vec(self) -> Vec<TraceEvent> {
-        let mut v = self.events;
-        v.shrink_to_fit();
-        v
+        self.events
     }
 }
 
