@@ -656,6 +656,82 @@ fn a_frames_list_read_again_after_its_memo_entry_changed_names_the_new_frames() 
     assert_eq!(frames, [a(1), a(16), a(16), b(16), b(16)]);
 }
 
+/// A hand-made file whose frames lists all start with the same sixteen
+/// frames and differ after them, as the call sites of one program share
+/// their innermost frames: more lists than the fast path's cache keeps for
+/// one start, in cycles and out of order. Each entry still names its own
+/// frames.
+#[test]
+fn frames_lists_that_share_their_start_each_name_their_own_frames() {
+    // After the first entry: action, addr, size, stream (memo 5..=9), the
+    // frames key (10), then sixteen references to frame A (memo 12) and six
+    // to A or B (memo 18) by the bits of `k`.
+    fn entry(out: &mut Vec<u8>, addr: u8, k: u32) {
+        entry_start(out, addr);
+        binget(out, 9);
+        out.extend_from_slice(b"K\x00");
+        binget(out, 10);
+        out.extend_from_slice(b"]\x94(");
+        for _ in 0..16 {
+            binget(out, 12);
+        }
+        for bit in 0..6 {
+            binget(out, if k >> bit & 1 == 1 { 18 } else { 12 });
+        }
+        out.extend_from_slice(b"eu");
+    }
+    // The first entry makes the strings and frames A (12) and B (18).
+    let mut p = first_entry();
+    pickle_str(&mut p, "frames"); // 10
+    p.extend_from_slice(b"]\x94(}\x94("); // 11, 12
+    pickle_str(&mut p, "filename"); // 13
+    pickle_str(&mut p, "a.py"); // 14
+    pickle_str(&mut p, "line"); // 15
+    p.extend_from_slice(b"K\x01");
+    pickle_str(&mut p, "name"); // 16
+    pickle_str(&mut p, "f"); // 17
+    p.extend_from_slice(b"u}\x94("); // 18
+    binget(&mut p, 13);
+    pickle_str(&mut p, "b.py"); // 19
+    binget(&mut p, 15);
+    p.extend_from_slice(b"K\x02");
+    binget(&mut p, 16);
+    pickle_str(&mut p, "g"); // 20
+    p.extend_from_slice(b"ueu");
+    // 48 lists (more than one start's ways) three times over in order,
+    // then in a scrambled order, each list more than once.
+    let mut ks: Vec<u32> = (0..3).flat_map(|_| 0..48).collect();
+    let mut x = 7u64;
+    for _ in 0..200 {
+        ks.push((xorshift(&mut x) % 64) as u32);
+    }
+    for (i, &k) in ks.iter().enumerate() {
+        entry(&mut p, (i % 250) as u8, k);
+    }
+    finish(&mut p);
+
+    assert!(
+        fast_path_agrees("lists sharing their start", &p),
+        "{:?}",
+        fast(&p).err()
+    );
+    let (s, taken) = fast(&p).unwrap();
+    assert_eq!(taken, 1 + ks.len());
+    let named: Vec<u32> = s.traces()[0][1..]
+        .iter()
+        .map(|e| {
+            let st = s.stack(e.frames);
+            assert_eq!(st.len(), 22);
+            let file = |i: usize| s.str(s.frame(st[i]).filename).to_string();
+            assert!((0..16).all(|i| file(i) == "a.py"));
+            (0..6)
+                .map(|bit| ((file(16 + bit) == "b.py") as u32) << bit)
+                .sum()
+        })
+        .collect();
+    assert_eq!(named, ks);
+}
+
 /// Hand-made files whose entries change their keys: a key's memo entry
 /// written over between entries of the same bytes (PyTorch never does), and
 /// entries whose keys differ from the entry before (as an `oom` entry's

@@ -35,7 +35,7 @@
 
 use super::value::{Arena, Node, Vid};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::io::{self, Read};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -340,12 +340,9 @@ struct Vm<'s, R, S> {
     f_items: Vec<Val>,
     f_memo: Vec<u32>,
     f_frames: Vec<Vid>,
-    /// Frames lists by their bytes (memo references only), the stack they
-    /// were taken as and the generation they were read in:
-    /// [`FRAMES_SETS`] sets of [`FRAMES_WAYS`], most recent first, a set
-    /// chosen by the bytes where a list starts, so a list is found before
-    /// its end is known. The same call sites recur all through a trace.
-    f_cache: Vec<(Box<[u8]>, u32, u32)>,
+    /// Frames lists by their bytes (memo references only): the same call
+    /// sites recur all through a trace.
+    f_cache: FramesCache,
     /// Bumped when a memo entry is written over: the bytes of a frames list
     /// read before may no longer name the same frames.
     f_gen: u32,
@@ -365,12 +362,163 @@ struct Vm<'s, R, S> {
     f_items_spare: Vec<Val>,
 }
 
-/// Few sets of many ways: the lists of many call sites start with the same
-/// innermost frames, so the same bytes, and land in one set. On the real
-/// files, 4 ways missed on one lookup in two (75.5 M instructions for one
-/// decode of the largest; 58.7 M with 32 ways).
+/// Frames lists read before, by their bytes: the stack each was taken as
+/// and the generation ([`Vm::f_gen`]) it was read in. [`FRAMES_SETS`] sets
+/// of [`FRAMES_WAYS`], a set chosen by the bytes where a list starts, so a
+/// list is found before its end is known; a way compared costs one byte
+/// (is there an APPENDS where the way's list ends?) unless it matches.
+///
+/// Lists of many call sites start with the same innermost frames, so the
+/// same bytes, and land in one set: hence many ways. A set is filled in
+/// turn and looked at first where it was last hit and just after: the
+/// same call site again, or the next of a cycle of them in the order they
+/// were first read, as a training step repeats its stacks. (Keeping each
+/// set's ways in order of use instead, the largest real file found 3 020
+/// of its 14 299 lists at the 14th way: a cycle of 14 stacks.)
+///
+/// Behind it, a list missed there is looked for by a hash of all its
+/// bytes ([`DEEP_SETS`] sets of [`DEEP_WAYS`], filled in turn), found at
+/// the cost of reading it to its end: on a file whose call sites share
+/// their innermost frames by the hundred (the OOM file among the real
+/// ones), one set's ways cannot hold them all.
+struct FramesCache {
+    slots: Vec<FramesSlot>,
+    /// Per set: the way filled next, and the way last hit or filled.
+    next: Vec<u8>,
+    last: Vec<u8>,
+    /// Empty until a list is cached there (most files never miss).
+    deep: Vec<DeepSlot>,
+    deep_next: Vec<u8>,
+    hasher: foldhash::fast::FixedState,
+}
+
+#[derive(Clone)]
+struct FramesSlot {
+    bytes: Box<[u8]>,
+    /// [`NO_STACK`]: the way is empty.
+    stack: u32,
+    generation: u32,
+}
+
+#[derive(Clone)]
+struct DeepSlot {
+    bytes: Box<[u8]>,
+    hash: u64,
+    /// [`NO_STACK`]: the way is empty.
+    stack: u32,
+    generation: u32,
+}
+
 const FRAMES_SETS: usize = 64;
 const FRAMES_WAYS: usize = 32;
+const DEEP_SETS: usize = 256;
+const DEEP_WAYS: usize = 8;
+const NO_STACK: u32 = u32::MAX;
+
+impl FramesCache {
+    fn new() -> FramesCache {
+        let empty = FramesSlot {
+            bytes: Box::default(),
+            stack: NO_STACK,
+            generation: 0,
+        };
+        FramesCache {
+            slots: vec![empty; FRAMES_SETS * FRAMES_WAYS],
+            next: vec![0; FRAMES_SETS],
+            last: vec![0; FRAMES_SETS],
+            deep: Vec::new(),
+            deep_next: Vec::new(),
+            hasher: foldhash::fast::FixedState::default(),
+        }
+    }
+
+    /// The stack of the list of references that starts at `b[from]` and
+    /// the end of its APPENDS, when it was read before in `generation`.
+    #[inline]
+    fn find(&mut self, b: &[u8], from: usize, set: usize, generation: u32) -> Option<(u32, usize)> {
+        let ways = &self.slots[set * FRAMES_WAYS..][..FRAMES_WAYS];
+        let is = |w: usize| {
+            let slot = &ways[w];
+            let n = slot.bytes.len();
+            slot.generation == generation
+                && slot.stack != NO_STACK
+                && b.get(from + n) == Some(&b'e')
+                && b[from..from + n] == *slot.bytes
+        };
+        let last = self.last[set] as usize;
+        let after = (last + 1) % FRAMES_WAYS;
+        let w = if is(last) {
+            last
+        } else if is(after) {
+            after
+        } else {
+            (0..FRAMES_WAYS).find(|&w| w != last && w != after && is(w))?
+        };
+        self.last[set] = w as u8;
+        let slot = &ways[w];
+        Some((slot.stack, from + slot.bytes.len() + 1))
+    }
+
+    /// Caches a list (its references, without the APPENDS) in `set`.
+    fn insert(&mut self, set: usize, bytes: &[u8], stack: u32, generation: u32) {
+        let w = self.next[set] as usize;
+        self.next[set] = ((w + 1) % FRAMES_WAYS) as u8;
+        self.last[set] = w as u8;
+        self.slots[set * FRAMES_WAYS + w] = FramesSlot {
+            bytes: bytes.into(),
+            stack,
+            generation,
+        };
+    }
+
+    /// The stack of a list missed by [`FramesCache::find`], by all its
+    /// bytes; else the hash to cache it under.
+    #[inline]
+    fn find_deep(&self, bytes: &[u8], generation: u32) -> Result<u32, u64> {
+        let hash = self.hasher.hash_one(bytes);
+        let set = (hash >> 56) as usize % DEEP_SETS;
+        self.deep
+            .get(set * DEEP_WAYS..(set + 1) * DEEP_WAYS)
+            .unwrap_or_default()
+            .iter()
+            .find(|d| {
+                d.hash == hash
+                    && d.generation == generation
+                    && d.stack != NO_STACK
+                    && *d.bytes == *bytes
+            })
+            .map(|d| d.stack)
+            .ok_or(hash)
+    }
+
+    fn insert_deep(&mut self, bytes: &[u8], hash: u64, stack: u32, generation: u32) {
+        if self.deep.is_empty() {
+            let empty = DeepSlot {
+                bytes: Box::default(),
+                hash: 0,
+                stack: NO_STACK,
+                generation: 0,
+            };
+            self.deep = vec![empty; DEEP_SETS * DEEP_WAYS];
+            self.deep_next = vec![0; DEEP_SETS];
+        }
+        let set = (hash >> 56) as usize % DEEP_SETS;
+        let w = self.deep_next[set] as usize;
+        self.deep_next[set] = ((w + 1) % DEEP_WAYS) as u8;
+        self.deep[set * DEEP_WAYS + w] = DeepSlot {
+            bytes: bytes.into(),
+            stack,
+            generation,
+            hash,
+        };
+    }
+
+    /// Forgets every list (when generations wrap around).
+    fn clear(&mut self) {
+        self.slots.iter_mut().for_each(|c| c.stack = NO_STACK);
+        self.deep.iter_mut().for_each(|c| c.stack = NO_STACK);
+    }
+}
 
 const NO_MEMO: Vid = Vid::MAX;
 
@@ -454,7 +602,7 @@ pub fn decode_reader<R: Read, S: Sink>(r: R, sink: &mut S) -> Result<Decoded, De
         f_items: Vec::new(),
         f_memo: Vec::new(),
         f_frames: Vec::new(),
-        f_cache: vec![(Box::default(), u32::MAX, 0); FRAMES_SETS * FRAMES_WAYS],
+        f_cache: FramesCache::new(),
         f_gen: 0,
         shape: Vec::new(),
         shape_id: 0,
@@ -1024,32 +1172,29 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                                     // References only, as CPython writes a list of
                                     // shared frames: the bytes name the stack.
                                     let from = i;
-                                    let set = frames_set(&b[from..]);
                                     // A list seen before is found by its bytes
                                     // without walking them: same bytes (references
                                     // only) followed by APPENDS are the same list.
-                                    if let Some(set) = set {
-                                        let ways = &mut f_cache[set * FRAMES_WAYS..][..FRAMES_WAYS];
-                                        let hit = ways.iter().position(|(bytes, s, g)| {
-                                            *g == *f_gen
-                                                && *s != u32::MAX
-                                                && b.get(from + bytes.len()) == Some(&b'e')
-                                                && b[from..from + bytes.len()] == **bytes
-                                        });
-                                        if let Some(w) = hit {
-                                            if w > 0 {
-                                                ways[..=w].rotate_right(1);
-                                            }
-                                            frames_known = Some(ways[0].1);
-                                            i = from + ways[0].0.len() + 1;
-                                        }
+                                    let set = frames_set(&b[from..]);
+                                    if let Some(set) = set
+                                        && let Some((s, end)) = f_cache.find(b, from, set, *f_gen)
+                                    {
+                                        frames_known = Some(s);
+                                        i = end;
                                     }
                                     if frames_known.is_none() {
                                         let j = references_end(b, from);
                                         if let Some(set) = set
                                             && b.get(j) == Some(&b'e')
                                         {
-                                            cache_at = Some((set, from, j));
+                                            match f_cache.find_deep(&b[from..j], *f_gen) {
+                                                Ok(s) => {
+                                                    f_cache.insert(set, &b[from..j], s, *f_gen);
+                                                    frames_known = Some(s);
+                                                    i = j + 1;
+                                                }
+                                                Err(hash) => cache_at = Some((set, from, j, hash)),
+                                            }
                                         }
                                     }
                                     while frames_known.is_none() {
@@ -1177,10 +1322,10 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             if s >= PAYLOAD {
                 return None;
             }
-            if let Some((set, from, to)) = cache_at {
-                let ways = &mut self.f_cache[set * FRAMES_WAYS..][..FRAMES_WAYS];
-                ways.rotate_right(1);
-                ways[0] = (self.inp.buf[from..to].into(), s, self.f_gen);
+            if let Some((set, from, to, hash)) = cache_at {
+                let bytes = &self.inp.buf[from..to];
+                self.f_cache.insert(set, bytes, s, self.f_gen);
+                self.f_cache.insert_deep(bytes, hash, s, self.f_gen);
             }
             self.f_items[at] = Val::Stack(s);
             stack = Some(s);
@@ -1506,7 +1651,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             self.f_gen = self.f_gen.wrapping_add(1);
             if self.f_gen == 0 {
                 // Entries of a generation 2^32 overwrites ago would look current.
-                self.f_cache.iter_mut().for_each(|c| c.1 = u32::MAX);
+                self.f_cache.clear();
             }
         } else if idx < len + 64 {
             self.memo.resize(idx as usize, NO_MEMO);
