@@ -593,6 +593,37 @@ fn finish(p: &mut Vec<u8>) {
     p.extend_from_slice(b"]u.");
 }
 
+/// [`first_entry`], then the frames key (10), its list (11) and frame A
+/// (12: filename (13) a.py (14), line (15) 1, name (16) f (17)), closed;
+/// the list is left open for more frames.
+fn first_entry_with_frame_a() -> Vec<u8> {
+    let mut p = first_entry();
+    pickle_str(&mut p, "frames"); // 10
+    p.extend_from_slice(b"]\x94(}\x94("); // 11, 12
+    pickle_str(&mut p, "filename"); // 13
+    pickle_str(&mut p, "a.py"); // 14
+    pickle_str(&mut p, "line"); // 15
+    p.extend_from_slice(b"K\x01");
+    pickle_str(&mut p, "name"); // 16
+    pickle_str(&mut p, "f"); // 17
+    p.push(b'u');
+    p
+}
+
+/// A later entry ([`entry_start`]) with stream 0 and a frames list of
+/// these memo references, after [`first_entry_with_frame_a`].
+fn entry_with_frames(out: &mut Vec<u8>, addr: u8, refs: impl IntoIterator<Item = u8>) {
+    entry_start(out, addr);
+    binget(out, 9);
+    out.extend_from_slice(b"K\x00");
+    binget(out, 10);
+    out.extend_from_slice(b"]\x94(");
+    for r in refs {
+        binget(out, r);
+    }
+    out.extend_from_slice(b"eu");
+}
+
 /// A hand-made file that writes a memo entry over (PyTorch never does)
 /// between two trace entries whose frames lists have the same bytes: the
 /// second list names the new frame, though its bytes were read before.
@@ -603,27 +634,11 @@ fn a_frames_list_read_again_after_its_memo_entry_changed_names_the_new_frames() 
     // references to memo 12 (longer than the bytes the fast path's cache
     // is keyed by).
     fn entry(out: &mut Vec<u8>, addr: u8) {
-        entry_start(out, addr);
-        binget(out, 9);
-        out.extend_from_slice(b"K\x00");
-        binget(out, 10);
-        out.extend_from_slice(b"]\x94(");
-        for _ in 0..16 {
-            binget(out, 12);
-        }
-        out.extend_from_slice(b"eu");
+        entry_with_frames(out, addr, [12; 16]);
     }
     // The first entry makes the strings and frame A (memo 12).
-    let mut p = first_entry();
-    pickle_str(&mut p, "frames"); // 10
-    p.extend_from_slice(b"]\x94(}\x94("); // 11, 12
-    pickle_str(&mut p, "filename"); // 13
-    pickle_str(&mut p, "a.py"); // 14
-    pickle_str(&mut p, "line"); // 15
-    p.extend_from_slice(b"K\x01");
-    pickle_str(&mut p, "name"); // 16
-    pickle_str(&mut p, "f"); // 17
-    p.extend_from_slice(b"ueu");
+    let mut p = first_entry_with_frame_a();
+    p.extend_from_slice(b"eu");
     entry(&mut p, 1);
     entry(&mut p, 2);
     // Frame B, stored over memo 12, then dropped from the stack.
@@ -667,30 +682,12 @@ fn frames_lists_that_share_their_start_each_name_their_own_frames() {
     // frames key (10), then sixteen references to frame A (memo 12) and six
     // to A or B (memo 18) by the bits of `k`.
     fn entry(out: &mut Vec<u8>, addr: u8, k: u32) {
-        entry_start(out, addr);
-        binget(out, 9);
-        out.extend_from_slice(b"K\x00");
-        binget(out, 10);
-        out.extend_from_slice(b"]\x94(");
-        for _ in 0..16 {
-            binget(out, 12);
-        }
-        for bit in 0..6 {
-            binget(out, if k >> bit & 1 == 1 { 18 } else { 12 });
-        }
-        out.extend_from_slice(b"eu");
+        let tail = (0..6).map(|bit| if k >> bit & 1 == 1 { 18 } else { 12 });
+        entry_with_frames(out, addr, std::iter::repeat_n(12, 16).chain(tail));
     }
     // The first entry makes the strings and frames A (12) and B (18).
-    let mut p = first_entry();
-    pickle_str(&mut p, "frames"); // 10
-    p.extend_from_slice(b"]\x94(}\x94("); // 11, 12
-    pickle_str(&mut p, "filename"); // 13
-    pickle_str(&mut p, "a.py"); // 14
-    pickle_str(&mut p, "line"); // 15
-    p.extend_from_slice(b"K\x01");
-    pickle_str(&mut p, "name"); // 16
-    pickle_str(&mut p, "f"); // 17
-    p.extend_from_slice(b"u}\x94("); // 18
+    let mut p = first_entry_with_frame_a();
+    p.extend_from_slice(b"}\x94("); // 18
     binget(&mut p, 13);
     pickle_str(&mut p, "b.py"); // 19
     binget(&mut p, 15);

@@ -7,13 +7,10 @@ use fragscope::sim::{AddressOrder, SimAction, SimConfig, Simulator};
 const MIB: u64 = 1 << 20;
 
 fn seg_events(s: &Simulator) -> Vec<(SimAction, u64)> {
-    s.events()
-        .iter()
-        .filter(|e| e.action.is_segment_event())
-        .map(|e| (e.action, e.size))
-        .collect()
+    seg_events_since(s, 0)
 }
 
+/// Segment events from the `n`-th event on.
 fn seg_events_since(s: &Simulator, n: usize) -> Vec<(SimAction, u64)> {
     s.events()[n..]
         .iter()

@@ -415,6 +415,11 @@ const DEEP_SETS: usize = 256;
 const DEEP_WAYS: usize = 8;
 const NO_STACK: u32 = u32::MAX;
 
+/// The deep cache's set for a list's hash.
+fn deep_set(hash: u64) -> usize {
+    (hash >> 56) as usize % DEEP_SETS
+}
+
 impl FramesCache {
     fn new() -> FramesCache {
         let empty = FramesSlot {
@@ -476,7 +481,7 @@ impl FramesCache {
     #[inline]
     fn find_deep(&self, bytes: &[u8], generation: u32) -> Result<u32, u64> {
         let hash = self.hasher.hash_one(bytes);
-        let set = (hash >> 56) as usize % DEEP_SETS;
+        let set = deep_set(hash);
         self.deep
             .get(set * DEEP_WAYS..(set + 1) * DEEP_WAYS)
             .unwrap_or_default()
@@ -502,7 +507,7 @@ impl FramesCache {
             self.deep = vec![empty; DEEP_SETS * DEEP_WAYS];
             self.deep_next = vec![0; DEEP_SETS];
         }
-        let set = (hash >> 56) as usize % DEEP_SETS;
+        let set = deep_set(hash);
         let w = self.deep_next[set] as usize;
         self.deep_next[set] = ((w + 1) % DEEP_WAYS) as u8;
         self.deep[set * DEEP_WAYS + w] = DeepSlot {

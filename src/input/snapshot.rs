@@ -1070,7 +1070,6 @@ const FIRST: usize = 1 << 16;
 #[derive(Default)]
 struct Events {
     events: Vec<TraceEvent>,
-    len: usize,
 }
 
 impl Events {
@@ -1083,7 +1082,6 @@ impl Events {
             self.events.reserve_exact(FIRST);
         }
         self.events.push(e);
-        self.len += 1;
     }
 
     fn into_vec(self) -> Vec<TraceEvent> {
@@ -1124,7 +1122,7 @@ impl TraceSink {
 
     /// Trace entries taken so far.
     pub fn entries(&self) -> usize {
-        self.lists.iter().map(|l| l.len).sum()
+        self.lists.iter().map(|l| l.events.len()).sum()
     }
 
     fn trace_list(&self, v: Val) -> Option<u32> {
@@ -1482,7 +1480,7 @@ impl Sink for TraceSink {
         let e = self.event(a, items, shape)?;
         let list = &mut self.lists[l as usize];
         list.push(e);
-        Some((list.len - 1) as u32)
+        Some((list.events.len() - 1) as u32)
     }
 
     fn entry_shape(&mut self, a: &Arena, items: &[Val]) -> Option<u32> {
