@@ -395,6 +395,10 @@ struct FramesCache {
 #[derive(Clone)]
 struct FramesSlot {
     bytes: Box<[u8]>,
+    /// [`tail_word`] of `bytes`: the lists of a set share their first 32
+    /// bytes and most differ in their last 8, so most misses are told
+    /// without comparing all of them.
+    tail: u64,
     /// [`NO_STACK`]: the way is empty.
     stack: u32,
     generation: u32,
@@ -424,6 +428,7 @@ impl FramesCache {
     fn new() -> FramesCache {
         let empty = FramesSlot {
             bytes: Box::default(),
+            tail: 0,
             stack: NO_STACK,
             generation: 0,
         };
@@ -448,6 +453,7 @@ impl FramesCache {
             slot.generation == generation
                 && slot.stack != NO_STACK
                 && b.get(from + n) == Some(&b'e')
+                && tail_word(&b[from..from + n]) == slot.tail
                 && b[from..from + n] == *slot.bytes
         };
         let last = self.last[set] as usize;
@@ -470,6 +476,7 @@ impl FramesCache {
         self.next[set] = ((w + 1) % FRAMES_WAYS) as u8;
         self.last[set] = w as u8;
         self.slots[set * FRAMES_WAYS + w] = FramesSlot {
+            tail: tail_word(bytes),
             bytes: bytes.into(),
             stack,
             generation,
@@ -1097,51 +1104,68 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         let mut frames_known = None;
         let mut cache_at = None;
         // One value from the opcode `$op` just read (at `i - 1`), with the
-        // memo opcode after it: (the value, whether it was memoized). Inline
-        // in both loops below.
+        // memo opcode after it, pushed on `f_items`: whether it was
+        // memoized. Inline in both loops below. Each kind of value is pushed
+        // where it is made: a value made in pieces in one place and pushed
+        // from another is stored and loaded again whole, which the
+        // processor cannot forward from the pieces (a stall a value).
         macro_rules! value {
             ($op:expr, $at_key:expr) => {{
                 let op = $op;
                 // Memo references, most values, are tested before the table
                 // of the other opcodes.
-                let v = if op == b'j' || op == b'h' {
+                if op == b'j' || op == b'h' {
                     i -= 1;
                     let idx = reference(&mut i)?;
-                    lookup(f_memo, idx)?
+                    f_items.push(lookup(f_memo, idx)?);
+                    false
                 } else {
                     match op {
                         b'K' => {
                             i += 1;
-                            Val::Int(*b.get(i - 1)? as i64)
+                            f_items.push(Val::Int(*b.get(i - 1)? as i64));
+                            false
                         }
                         b'M' => {
                             i += 2;
-                            Val::Int(u16::from_le_bytes(b.get(i - 2..i)?.try_into().ok()?) as i64)
+                            let n = u16::from_le_bytes(b.get(i - 2..i)?.try_into().ok()?);
+                            f_items.push(Val::Int(n as i64));
+                            false
                         }
                         b'J' => {
                             i += 4;
-                            Val::Int(i32::from_le_bytes(b.get(i - 4..i)?.try_into().ok()?) as i64)
+                            let n = i32::from_le_bytes(b.get(i - 4..i)?.try_into().ok()?);
+                            f_items.push(Val::Int(n as i64));
+                            false
                         }
                         0x8a => {
                             let n = *b.get(i)? as usize;
                             if n > 8 {
                                 return None;
                             }
-                            let v = match b.get(i + 1..i + 9) {
-                                Some(w) => {
-                                    Val::Int(sign_extend(u64::from_le_bytes(w.try_into().ok()?), n))
-                                }
-                                None => long_from_le(b.get(i + 1..i + 1 + n)?),
-                            };
+                            match b.get(i + 1..i + 9) {
+                                Some(w) => f_items.push(Val::Int(sign_extend(
+                                    u64::from_le_bytes(w.try_into().ok()?),
+                                    n,
+                                ))),
+                                None => f_items.push(long_from_le(b.get(i + 1..i + 1 + n)?)),
+                            }
                             i += 1 + n;
-                            v
+                            false
                         }
-                        b'N' => Val::None,
-                        0x88 => Val::Bool(true),
-                        0x89 => Val::Bool(false),
+                        b'N' => {
+                            f_items.push(Val::None);
+                            false
+                        }
+                        0x88 | 0x89 => {
+                            f_items.push(Val::Bool(op == 0x88));
+                            false
+                        }
                         b'G' => {
                             i += 8;
-                            Val::Float(f64::from_be_bytes(b.get(i - 8..i)?.try_into().ok()?))
+                            let x = f64::from_be_bytes(b.get(i - 8..i)?.try_into().ok()?);
+                            f_items.push(Val::Float(x));
+                            false
                         }
                         0x8c => {
                             let n = *b.get(i)? as usize;
@@ -1160,7 +1184,16 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                                 }
                                 id
                             };
-                            Val::Node(id)
+                            f_items.push(Val::Node(id));
+                            // CPython memoizes strings, not numbers, None or
+                            // memo references: a memo opcode after any of
+                            // those is read as the next item, which fails,
+                            // and the general machine reads the entry.
+                            let memoized = memo_op(&mut i, memo_len + f_memo.len())?;
+                            if memoized {
+                                f_memo.push(id);
+                            }
+                            memoized
                         }
                         b']' => {
                             if list_at.is_some() || $at_key {
@@ -1233,23 +1266,12 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                                 _ => {}
                             }
                             list_at = Some(f_items.len());
-                            Val::Stack(0)
+                            f_items.push(Val::Stack(0));
+                            false
                         }
                         _ => return None,
                     }
-                };
-                // CPython memoizes strings, not numbers, None or memo
-                // references: a memo opcode after any of those is read as
-                // the next item, which fails, and the general machine reads
-                // the entry.
-                let memoized = op == 0x8c && memo_op(&mut i, memo_len + f_memo.len())?;
-                if memoized {
-                    let Val::Node(id) = v else {
-                        return None;
-                    };
-                    f_memo.push(id);
                 }
-                (v, memoized)
             }};
         }
         f_keys.clear();
@@ -1257,18 +1279,19 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
         // it was last time; then the general loop from wherever they stop.
         let mut shaped = 0;
         if *shape_gen == *f_gen {
+            // No FRAME opcode is looked for here: one (every 64 KiB of a
+            // file) where a key should be fails the comparison, and the
+            // general loop below skips it; one where a value should be is
+            // no value, and the general machine reads the entry.
             for &(w, n, _) in shape.iter() {
-                skip_frames(&mut i);
                 let Some(x) = b.get(i..i + 8) else { break };
                 if u64::from_le_bytes(x.try_into().ok()?) & (u64::MAX >> (64 - 8 * n as u32)) != w {
                     break;
                 }
                 i += n as usize;
-                skip_frames(&mut i);
                 let op = *b.get(i)?;
                 i += 1;
-                let (v, _) = value!(op, false);
-                f_items.push(v);
+                value!(op, false);
                 shaped += 1;
             }
         }
@@ -1302,16 +1325,16 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                 let at_key = f_items.len() % 2 == 0;
                 let from = i;
                 i += 1;
-                let (v, memoized) = value!(op, at_key);
+                let memoized = value!(op, at_key);
                 if at_key && keys_are_refs {
                     keys_are_refs = (op == b'j' || op == b'h') && !memoized;
                     if keys_are_refs {
                         let mut w = [0u8; 8];
                         w[..i - from].copy_from_slice(&b[from..i]);
+                        let v = *f_items.last()?;
                         f_keys.push((u64::from_le_bytes(w), (i - from) as u8, v));
                     }
                 }
-                f_items.push(v);
             }
         }
         if !shaped && f_items.len() % 2 != 0 {
@@ -1715,6 +1738,19 @@ fn val_kind(v: Val) -> &'static str {
         Val::Float(_) => "float",
         Val::Record(..) => "dict",
         Val::Stack(_) => "list",
+    }
+}
+
+/// The last 8 bytes of `b` (all of a shorter one) as a number.
+#[inline]
+fn tail_word(b: &[u8]) -> u64 {
+    match b.len().checked_sub(8) {
+        Some(k) => u64::from_le_bytes(b[k..].try_into().expect("8 bytes")),
+        None => {
+            let mut w = [0u8; 8];
+            w[..b.len()].copy_from_slice(b);
+            u64::from_le_bytes(w)
+        }
     }
 }
 
