@@ -805,3 +805,51 @@ fn entries_whose_keys_change_read_as_the_general_machine_reads_them() {
         ]
     );
 }
+
+/// A FRAME opcode (CPython writes one every 64 KiB, wherever the stream
+/// is) between any two opcodes of a trace entry whose keys the fast path
+/// reads as the last entry's: the same model as without it, both ways.
+#[test]
+fn a_frame_opcode_anywhere_in_a_trace_entry_changes_nothing() {
+    // The opcodes of an entry after the first (see `entry_with_frames`):
+    // action, addr 3, size, stream, frames of sixteen references to memo 12.
+    let mut ops: Vec<Vec<u8>> = [&b"}"[..], b"\x94", b"(", b"h\x05", b"h\x06", b"h\x07"]
+        .iter()
+        .map(|o| o.to_vec())
+        .collect();
+    for o in [&b"K\x03"[..], b"h\x08", b"M\x00\x02", b"h\x09", b"K\x00"] {
+        ops.push(o.to_vec());
+    }
+    for o in [&b"h\x0a"[..], b"]", b"\x94", b"("] {
+        ops.push(o.to_vec());
+    }
+    ops.extend(std::iter::repeat_n(b"h\x0c".to_vec(), 16));
+    ops.push(b"e".to_vec());
+    ops.push(b"u".to_vec());
+    let file = |frame_at: Option<usize>| {
+        let mut p = first_entry_with_frame_a();
+        p.extend_from_slice(b"eu");
+        entry_with_frames(&mut p, 1, [12; 16]);
+        entry_with_frames(&mut p, 2, [12; 16]);
+        for (k, op) in ops.iter().enumerate() {
+            if frame_at == Some(k) {
+                p.push(0x95);
+                p.extend_from_slice(&64u64.to_le_bytes());
+            }
+            p.extend_from_slice(op);
+        }
+        entry_with_frames(&mut p, 4, [12; 16]);
+        finish(&mut p);
+        p
+    };
+    let (want, taken) = fast(&file(None)).unwrap();
+    assert_eq!(taken, 5);
+    assert_eq!(want.traces()[0].len(), 5);
+    assert_eq!(want.traces()[0][3].addr, 3);
+    for k in 1..ops.len() {
+        let p = file(Some(k));
+        assert!(fast_path_agrees(&format!("FRAME before op {k}"), &p));
+        let (s, _) = fast(&p).unwrap();
+        assert!(s == want, "FRAME before op {k} changes the model");
+    }
+}
