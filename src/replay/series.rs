@@ -7,12 +7,16 @@
 //! allocated), `external_free` (inactive + pending) and `fragmentation`
 //! (from the largest gap and the inactive bytes). The ten that remain (a
 //! [`Row`]) are kept as a byte stream of differences from the row before,
-//! because one event moves only a few of them: a mask of the figures that
-//! changed, then each change as a zigzag LEB128 varint. The differences are
+//! because one event moves only a few of them: a header of ten bits saying
+//! which figures changed and three a changed figure saying how many bytes
+//! its change takes, then each change, zigzag-encoded, in that many bytes
+//! (little-endian). The lengths are in the header rather than in each
+//! byte (as in LEB128) so that neither writing nor reading a change
+//! branches on its length, which no processor predicts. The differences are
 //! taken against what the change of other figures predicts (an allocation
 //! moves `active` by about what it moves `allocated`, and `inactive` by the
 //! opposite; `reserved` is their sum with `pending`), so a typical event
-//! costs a mask byte and three or four short varints.
+//! costs a header of three bytes and three or four short changes.
 //!
 //! Every [`CHECKPOINT`] rows the stream restarts from zero (the row is
 //! written whole) and its byte offset is kept aside, so sample `i` is
@@ -66,8 +70,14 @@ const D_RESERVED: usize = 7;
 const D_PENDING: usize = 8;
 const D_LARGEST_SMALL: usize = 9;
 
-/// A mask and ten varints of at most ten bytes.
-const MAX_ROW_BYTES: usize = 2 + FIELDS * 10;
+/// Bits of a row's header that say which figures changed; after them,
+/// three a changed figure: its bytes, less one.
+const HEADER_MASK_BITS: u32 = FIELDS as u32;
+/// A header of at most five bytes and ten changes of at most eight.
+const MAX_ROW_BYTES: usize = 5 + FIELDS * 8;
+/// Room to write a row with a store of eight bytes a field, the last one
+/// starting at most at byte `MAX_ROW_BYTES - 8`.
+const ROW_BUF: usize = MAX_ROW_BYTES + 8;
 
 /// The figures of a replayed state that a [`Sample`] is made of (the
 /// others follow from them): what the replay hands the series, so that a
@@ -240,66 +250,65 @@ impl Row {
     #[inline]
     fn encode(&self, prev: &Row, out: &mut Vec<u8>) {
         let c = self.changes(prev);
-        let mut mask = 0u32;
+        let mut mask = 0u64;
         for (k, x) in c.iter().enumerate() {
-            mask |= u32::from(*x != 0) << k;
+            mask |= u64::from(*x != 0) << k;
         }
-        let mut buf = [0u8; MAX_ROW_BYTES];
-        let mut n = 0;
-        // Seven bits in the first byte, its top bit saying a second follows.
-        if mask < 0x80 {
-            buf[0] = mask as u8;
-            n = 1;
-        } else {
-            buf[0] = (mask & 0x7f) as u8 | 0x80;
-            buf[1] = (mask >> 7) as u8;
-            n += 2;
-        }
+        // Each change as many bytes as it needs, stored as a word (the
+        // bytes past it written over by the next): no branch on its
+        // length, which follows no pattern a processor could predict.
+        let mut buf = [0u8; ROW_BUF];
+        let (mut header, mut bits) = (mask, HEADER_MASK_BITS);
+        let mut p = (HEADER_MASK_BITS + 3 * mask.count_ones()).div_ceil(8) as usize;
         let mut m = mask;
         while m != 0 {
             let k = m.trailing_zeros() as usize;
             m &= m - 1;
             // Zigzag: small changes either way take few bytes.
             let x = c[k];
-            let mut z = (x << 1) ^ (((x as i64) >> 63) as u64);
-            while z >= 0x80 {
-                buf[n] = z as u8 | 0x80;
-                z >>= 7;
-                n += 1;
-            }
-            buf[n] = z as u8;
-            n += 1;
+            let z = (x << 1) ^ (((x as i64) >> 63) as u64);
+            let len = (64 - u64::from((z | 1).leading_zeros())).div_ceil(8);
+            header |= (len - 1) << bits;
+            bits += 3;
+            buf[p..p + 8].copy_from_slice(&z.to_le_bytes());
+            p += len as usize;
         }
-        out.extend_from_slice(&buf[..n]);
+        // The header's bytes are still zeros, the first changes after them.
+        let first = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+        buf[..8].copy_from_slice(&(first | header).to_le_bytes());
+        // A copy of a fixed length, then the length set: a copy of the
+        // row's own length is a call that branches on it.
+        let at = out.len();
+        out.extend_from_slice(&buf);
+        out.truncate(at + p);
     }
 
     /// Moves `self` to the row written at `*pos` after it, and `*pos`
     /// past that row.
     #[inline(always)]
     fn advance(&mut self, bytes: &[u8], pos: &mut usize) {
-        let mut p = *pos;
-        let b = bytes[p];
-        p += 1;
-        let mut mask = u32::from(b & 0x7f);
-        if b & 0x80 != 0 {
-            mask |= u32::from(bytes[p]) << 7;
-            p += 1;
-        }
+        // Eight bytes from `at`, zeros past the end of the stream.
+        let word = |at: usize| match bytes.get(at..at + 8) {
+            Some(w) => u64::from_le_bytes(w.try_into().expect("8 bytes")),
+            None => {
+                let rest = bytes.get(at..).unwrap_or_default();
+                let mut w = [0u8; 8];
+                w[..rest.len()].copy_from_slice(rest);
+                u64::from_le_bytes(w)
+            }
+        };
+        let header = word(*pos);
+        let mut mask = header & ((1 << FIELDS) - 1);
+        let mut lens = header >> HEADER_MASK_BITS;
+        let mut p = *pos + (HEADER_MASK_BITS + 3 * mask.count_ones()).div_ceil(8) as usize;
         let mut c = [0u64; FIELDS];
         while mask != 0 {
             let k = mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            let mut z = 0u64;
-            let mut shift = 0;
-            loop {
-                let b = bytes[p];
-                p += 1;
-                z |= u64::from(b & 0x7f) << shift;
-                if b < 0x80 {
-                    break;
-                }
-                shift += 7;
-            }
+            let n = (lens & 7) as usize + 1;
+            lens >>= 3;
+            let z = word(p) & (u64::MAX >> (64 - 8 * n));
+            p += n;
             c[k] = (z >> 1) ^ (z & 1).wrapping_neg();
         }
         *pos = p;
@@ -797,8 +806,8 @@ mod tests {
             prop_assert_eq!(&tail[..], &v[k..]);
             prop_assert_eq!(&Series::from(v.clone()), &s);
             if all_fit && !v.is_empty() {
-                // At most a mask of two bytes and ten varints of ten per
-                // row, and one offset per restart.
+                // At most a header of five bytes and ten changes of eight
+                // per row, and one offset per restart.
                 prop_assert!(
                     s.heap_bytes()
                         <= v.len() * MAX_ROW_BYTES
