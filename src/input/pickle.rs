@@ -1329,10 +1329,8 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                 if at_key && keys_are_refs {
                     keys_are_refs = (op == b'j' || op == b'h') && !memoized;
                     if keys_are_refs {
-                        let mut w = [0u8; 8];
-                        w[..i - from].copy_from_slice(&b[from..i]);
                         let v = *f_items.last()?;
-                        f_keys.push((u64::from_le_bytes(w), (i - from) as u8, v));
+                        f_keys.push((le_word(&b[from..i]), (i - from) as u8, v));
                     }
                 }
             }
@@ -1746,12 +1744,16 @@ fn val_kind(v: Val) -> &'static str {
 fn tail_word(b: &[u8]) -> u64 {
     match b.len().checked_sub(8) {
         Some(k) => u64::from_le_bytes(b[k..].try_into().expect("8 bytes")),
-        None => {
-            let mut w = [0u8; 8];
-            w[..b.len()].copy_from_slice(b);
-            u64::from_le_bytes(w)
-        }
+        None => le_word(b),
     }
+}
+
+/// `b`, of at most 8 bytes, as a little-endian number (zeros above it).
+#[inline]
+fn le_word(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w[..b.len()].copy_from_slice(b);
+    u64::from_le_bytes(w)
 }
 
 /// The set of the fast path's frames cache for a list whose items start
