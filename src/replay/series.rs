@@ -79,6 +79,12 @@ const MAX_ROW_BYTES: usize = 5 + FIELDS * 8;
 /// starting at most at byte `MAX_ROW_BYTES - 8`.
 const ROW_BUF: usize = MAX_ROW_BYTES + 8;
 
+/// The bytes of a row's header with changed-field mask `mask`.
+#[inline(always)]
+fn header_bytes(mask: u64) -> usize {
+    (HEADER_MASK_BITS + 3 * mask.count_ones()).div_ceil(8) as usize
+}
+
 /// The figures of a replayed state that a [`Sample`] is made of (the
 /// others follow from them): what the replay hands the series, so that a
 /// row is built without making the sample and checking it adds up.
@@ -259,7 +265,7 @@ impl Row {
         // length, which follows no pattern a processor could predict.
         let mut buf = [0u8; ROW_BUF];
         let (mut header, mut bits) = (mask, HEADER_MASK_BITS);
-        let mut p = (HEADER_MASK_BITS + 3 * mask.count_ones()).div_ceil(8) as usize;
+        let mut p = header_bytes(mask);
         let mut m = mask;
         while m != 0 {
             let k = m.trailing_zeros() as usize;
@@ -298,9 +304,9 @@ impl Row {
             }
         };
         let header = word(*pos);
-        let mut mask = header & ((1 << FIELDS) - 1);
+        let mut mask = header & ((1 << HEADER_MASK_BITS) - 1);
         let mut lens = header >> HEADER_MASK_BITS;
-        let mut p = *pos + (HEADER_MASK_BITS + 3 * mask.count_ones()).div_ceil(8) as usize;
+        let mut p = *pos + header_bytes(mask);
         let mut c = [0u64; FIELDS];
         while mask != 0 {
             let k = mask.trailing_zeros() as usize;
