@@ -405,10 +405,29 @@ impl Value {
             Value::Bytes(b) => fmt_bytes(b),
             Value::Ratio(r) => fmt_pct(r),
             Value::Count(c) => c.to_string(),
+            Value::Relative(r) if crate::units::pct_rounds_to_zero(r) => "±0%".into(),
             Value::Relative(r) => signed(r, fmt_pct(r)),
             Value::BytesDelta(d) => crate::units::fmt_delta(d as i128),
+            Value::RatioDelta(r) if crate::units::pct_rounds_to_zero(r) => "±0 pt".into(),
             Value::RatioDelta(r) => signed(r, format!("{:.1} pt", r * 100.0)),
             Value::CountDelta(d) => signed(d as f64, d.to_string()),
+        }
+    }
+    /// Whether [`Value::fmt`] prints this change as zero (`0.0 pt`, `0.0%`).
+    pub fn rounds_to_zero(self) -> bool {
+        match self {
+            Value::Relative(r) | Value::RatioDelta(r) => crate::units::pct_rounds_to_zero(r),
+            Value::BytesDelta(d) | Value::CountDelta(d) => d == 0,
+            Value::Bytes(_) | Value::Ratio(_) | Value::Count(_) => false,
+        }
+    }
+    /// A change too small for [`Value::fmt`], with three more decimals.
+    fn fmt_precise(self) -> String {
+        let signed = |d: f64, s: String| if d > 0.0 { format!("+{s}") } else { s };
+        match self {
+            Value::Relative(r) => signed(r, format!("{:.4}%", r * 100.0)),
+            Value::RatioDelta(r) => signed(r, format!("{:.4} pt", r * 100.0)),
+            other => other.fmt(),
         }
     }
     fn of(q: Quantity) -> Value {
@@ -646,14 +665,20 @@ fn regression(
         }
     };
     let change = match f.measured {
+        // A change that prints as zero is no change, unless it is what
+        // fails the rule (a zero allowance): then it gets the digits.
+        Some(m) if m.rounds_to_zero() && !fails => "unchanged".into(),
+        Some(m) if m.rounds_to_zero() => format!("{} worse", m.fmt_precise()),
         Some(m) => format!("{} worse", m.fmt()),
         None => "up from zero".into(),
     };
+    let (bs, cs) = match (b.value, c.value) {
+        (Quantity::Bytes(x), Quantity::Bytes(y)) => crate::units::fmt_bytes_pair(x, y),
+        (x, y) => (x.fmt(), y.fmt()),
+    };
     f.message = format!(
-        "{} {} → {}{} ({change}; {} allowed) against {bname}",
+        "{} {bs} → {cs}{} ({change}; {} allowed) against {bname}",
         metric.label(),
-        b.value.fmt(),
-        c.value.fmt(),
         on_device(c.device),
         limit.fmt(),
     );

@@ -13,7 +13,7 @@
 //! edit above a function does not make every site below it "new".
 
 use crate::frames::call_site;
-use crate::metrics::{MetricId, Metrics, Quantity, Source};
+use crate::metrics::{MetricId, Metrics, Quantity, Source, Unit};
 use crate::model::{BlockState, Snapshot, StackId, TraceEvent};
 use crate::profiler::ProfilerTrace;
 use serde::{Deserialize, Serialize};
@@ -403,7 +403,10 @@ fn metric_delta(m: MetricId, before: &Metrics, after: &Metrics) -> MetricDelta {
         let change = av - bv;
         d.change = Some(change);
         d.relative = (bv != 0.0).then(|| change / bv);
-        d.direction = if change == 0.0 {
+        // A change that prints as zero (a ratio within 0.05 points) is no
+        // change, in every output.
+        let negligible = m.unit() == Unit::Ratio && crate::units::pct_rounds_to_zero(change);
+        d.direction = if change == 0.0 || negligible {
             Direction::Same
         } else if (change > 0.0) != m.lower_is_worse() {
             Direction::Worse

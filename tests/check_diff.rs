@@ -694,6 +694,113 @@ fn diff_of_a_hand_made_pair() {
     );
 }
 
+/// Before: 20 % fragmentation (a 40 MiB and a 10 MiB gap). After: the small
+/// gap 2 KiB larger, so fragmentation moves by 0.003 points and reserved
+/// memory by 2 KiB: both print as before at their usual precision.
+fn below_precision_pair() -> (Snapshot, Snapshot) {
+    let pair = |small: u64| {
+        snapshot(
+            &[
+                &[(60 * MIB, 60 * MIB, A), (40 * MIB, 0, I)],
+                &[(MIB, MIB, A), (small, 0, I)],
+            ],
+            "/w/train.py",
+        )
+    };
+    (pair(10 * MIB), pair(10 * MIB + 2048))
+}
+
+#[test]
+fn a_change_below_display_precision_is_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, a) = below_precision_pair();
+    let (b, a) = (
+        write(dir.path(), "b.json", &b),
+        write(dir.path(), "a.json", &a),
+    );
+    let r = fragscope(dir.path(), &["diff", "--json", &b, &a]).expect(0);
+    let rep: DiffReport = round_trip(&r.stdout);
+    let get = |m| rep.metrics.iter().find(|x| x.metric == m).unwrap();
+    let frag = get(MetricId::Fragmentation);
+    // The exact change is kept, but it is no change.
+    assert!(frag.change.is_some_and(|c| c > 0.0 && c < 0.0005), "{r}");
+    assert_eq!(frag.direction, Direction::Same, "{r}");
+    // 2 KiB more reserved is a real change, printed with it.
+    assert_eq!(get(MetricId::PeakReserved).direction, Direction::Worse);
+    let r = fragscope(dir.path(), &["diff", &b, &a]).expect(0);
+    let line = |label: &str| {
+        r.stdout
+            .lines()
+            .find(|l| l.contains(label))
+            .unwrap_or_else(|| panic!("no {label} row{r}"))
+            .to_string()
+    };
+    let frag = line("fragmentation");
+    assert!(
+        frag.contains("±0") && frag.contains("unchanged"),
+        "{frag}{r}"
+    );
+    assert!(!frag.contains("better") && !frag.contains("-0.0"), "{frag}");
+    // 111.00 MiB both at two decimals: the cells get the digits that tell
+    // them apart, and the change column says by how much.
+    let reserved = line("peak reserved");
+    assert!(
+        reserved.contains("111.000 MiB") && reserved.contains("111.002 MiB"),
+        "{reserved}{r}"
+    );
+    assert!(
+        reserved.contains("+2.00 KiB") && reserved.contains("worse"),
+        "{reserved}"
+    );
+    // check against the baseline: the fragmentation rule passes and its
+    // message says "unchanged" in every format.
+    let args = |format: &str| {
+        vec![
+            "check".to_string(),
+            a.clone(),
+            "--no-config".into(),
+            "--baseline".into(),
+            b.clone(),
+            "--format".into(),
+            format.into(),
+            "--max-regression".into(),
+            "fragmentation=0.01".into(),
+        ]
+    };
+    for format in ["text", "json", "github", "junit"] {
+        let argv = args(format);
+        let argv: Vec<&str> = argv.iter().map(|x| x.as_str()).collect();
+        let r = fragscope(dir.path(), &argv).expect(0);
+        if matches!(format, "json" | "junit") {
+            // The formats that carry each rule's message.
+            assert!(
+                r.stdout.contains("20.0% → 20.0% on device 0 (unchanged;"),
+                "{format}{r}"
+            );
+        } else {
+            // The table's measured change.
+            assert!(r.stdout.contains("±0 pt"), "{format}{r}");
+        }
+        assert!(!r.stdout.contains("-0.0"), "{format}{r}");
+    }
+    // With no allowance, the same change fails, and the message prints the
+    // digits that show it.
+    let r = fragscope(
+        dir.path(),
+        &[
+            "check",
+            &a,
+            "--no-config",
+            "--baseline",
+            &b,
+            "--max-regression",
+            "fragmentation=0",
+        ],
+    )
+    .expect(1);
+    assert!(r.stdout.contains("+0.0031 pt worse"), "{r}");
+}
+
 // ---- real files -------------------------------------------------------
 
 fn real(name: &str) -> Option<PathBuf> {

@@ -387,3 +387,36 @@ fn refuses_to_overwrite_its_input() {
     assert!(Path::new(&root().join(FIXTURE)).exists());
     assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to write over an input"));
 }
+
+/// `fixtures/culprits/close-gap.json`: without the 3.5 KiB block of
+/// data.py:20 the 2 085 376-byte gap would grow to 2 088 960 bytes, and both
+/// print as 1.99 MiB at two decimals.
+#[test]
+fn a_counterfactual_below_display_precision_says_so() {
+    let fx = "fixtures/culprits/close-gap.json";
+    let out = String::from_utf8(fragscope(&["culprits", fx])).unwrap();
+    assert!(
+        out.contains(
+            "without it the largest gap would be 1.992 MiB instead of 1.989 MiB (a negligible +3.50 KiB)"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("1.99 MiB instead of 1.99 MiB"), "{out}");
+    // Exact counts need no extra digits.
+    let out = String::from_utf8(fragscope(&["culprits", fx, "--bytes"])).unwrap();
+    assert!(
+        out.contains("the largest gap would be 2088960 instead of 2085376."),
+        "{out}"
+    );
+    // The figures behind the sentence.
+    let s = load_snapshot(root().join(fx).to_str().unwrap(), &LoadOptions::default())
+        .unwrap()
+        .0;
+    let a = run(&s, None, GroupBy::Site, 10);
+    assert_eq!(a.ranked().next().unwrap().size, 3584);
+    let c = a.without_top_group.as_ref().unwrap();
+    assert_eq!(
+        (c.removed_blocks, c.largest_gap_before, c.largest_gap_after),
+        (1, 2_085_376, 2_088_960)
+    );
+}

@@ -7,7 +7,7 @@ use crate::culprits::{Analysis, BlockFinding, Counterfactual, GroupBy};
 use crate::frames::{CallSite, SiteKind, filtered, frame_label};
 use crate::model::{BlockState, Snapshot, StackId};
 use crate::replay::Origin;
-use crate::units::{fmt_bytes, fmt_pct};
+use crate::units::{below_display_precision, fmt_bytes, fmt_bytes_pair, fmt_delta, fmt_pct};
 use serde::Serialize;
 
 pub const JSON_SCHEMA: &str = "fragscope.culprits/1";
@@ -85,17 +85,19 @@ fn target_line(a: &Analysis) -> String {
 }
 
 fn counterfactual_clause(c: &Counterfactual, target: Option<u64>) -> String {
-    let mut s = if c.largest_gap_after == c.largest_gap_before {
-        format!(
-            "the largest gap would still be {}",
-            fmt_bytes(c.largest_gap_before)
-        )
+    let (after, before) = (c.largest_gap_after, c.largest_gap_before);
+    let mut s = if after == before {
+        format!("the largest gap would still be {}", fmt_bytes(before))
     } else {
-        format!(
-            "the largest gap would be {} instead of {}",
-            fmt_bytes(c.largest_gap_after),
-            fmt_bytes(c.largest_gap_before)
-        )
+        let (a, b) = fmt_bytes_pair(after, before);
+        let mut s = format!("the largest gap would be {a} instead of {b}");
+        if below_display_precision(after, before) {
+            s.push_str(&format!(
+                " (a negligible {})",
+                fmt_delta(after as i128 - before as i128)
+            ));
+        }
+        s
     };
     if let (Some(t), Some(false), Some(after)) =
         (target, c.request_fits_before, c.request_fits_after)

@@ -4,7 +4,7 @@
 use super::table::{Tone, align_numbers, new_table, toned};
 use crate::diff::{Culprit, DiffReport, Direction, MetricDelta, Side};
 use crate::metrics::Unit;
-use crate::units::{fmt_bytes, fmt_delta, fmt_pct};
+use crate::units::{fmt_bytes, fmt_bytes_pair, fmt_delta, fmt_pct, pct_rounds_to_zero};
 use comfy_table::Cell;
 
 fn side(s: &Side) -> String {
@@ -20,7 +20,7 @@ fn change(d: &MetricDelta) -> String {
     };
     let abs = match d.metric.unit() {
         Unit::Bytes => fmt_delta(c as i128),
-        Unit::Ratio if c == 0.0 => "±0".into(),
+        Unit::Ratio if pct_rounds_to_zero(c) => "±0".into(),
         Unit::Ratio => format!("{:+.1} pt", c * 100.0),
         Unit::Count if c == 0.0 => "±0".into(),
         Unit::Count => format!("{:+}", c as i64),
@@ -39,6 +39,24 @@ fn cell(q: Option<crate::metrics::Quantity>, dev: Option<i64>, show_dev: bool) -
         (Some(q), Some(d)) if show_dev => format!("{} (dev {d})", q.fmt()),
         (Some(q), _) => q.fmt(),
     }
+}
+
+/// The before and after cells of a metric; two sizes that would print the
+/// same although they differ get the decimals that tell them apart.
+fn cells(m: &MetricDelta, show_dev: bool) -> (String, String) {
+    use crate::metrics::Quantity;
+    if let (Some(Quantity::Bytes(b)), Some(Quantity::Bytes(a))) = (m.before, m.after) {
+        let (fb, fa) = fmt_bytes_pair(b, a);
+        let dev = |s: String, d: Option<i64>| match d {
+            Some(d) if show_dev => format!("{s} (dev {d})"),
+            _ => s,
+        };
+        return (dev(fb, m.before_device), dev(fa, m.after_device));
+    }
+    (
+        cell(m.before, m.before_device, show_dev),
+        cell(m.after, m.after_device, show_dev),
+    )
 }
 
 fn culprits(out: &mut String, title: &str, list: &[Culprit]) {
@@ -68,12 +86,14 @@ pub fn text(r: &DiffReport) -> String {
         let (word, tone) = match m.direction {
             Direction::Worse => ("worse", Tone::Bad),
             Direction::Better => ("better", Tone::Good),
-            Direction::Same | Direction::Unknown => ("", Tone::Muted),
+            Direction::Same => ("unchanged", Tone::Muted),
+            Direction::Unknown => ("", Tone::Muted),
         };
+        let (before, after) = cells(m, show_dev);
         t.add_row(vec![
             Cell::new(m.metric.label()),
-            Cell::new(cell(m.before, m.before_device, show_dev)),
-            Cell::new(cell(m.after, m.after_device, show_dev)),
+            Cell::new(before),
+            Cell::new(after),
             Cell::new(change(m)),
             toned(word, tone),
         ]);
