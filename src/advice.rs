@@ -280,6 +280,23 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
 
     let frag = cause == Cause::Fragmentation;
     let already_expandable = f.expandable_segments == Some(true);
+    // Why a setting that acts on scattered free memory does not apply: the
+    // reason is the diagnosis, never what the setting would do.
+    let not_scattered = match cause {
+        Cause::Capacity => {
+            "helps when memory is free but scattered; here the bytes themselves are missing"
+        }
+        Cause::OtherProcesses => {
+            "helps when memory is free but scattered; here memory held outside PyTorch is what is missing"
+        }
+        Cause::FractionLimit => {
+            "helps when memory is free but scattered; here the per-process memory fraction refused the allocation"
+        }
+        Cause::Fragmentation | Cause::Unknown => {
+            "helps when memory is free but scattered; these figures do not show scattered free memory"
+        }
+    };
+    let free_enough = free_in_reserved.is_some_and(|x| x >= OTHER_MEMORY_MIN);
     let mut suggestions = vec![
         Suggestion {
             what: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
@@ -289,7 +306,7 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
             } else if frag {
                 "segments grow in place instead of new fixed-size cudaMalloc blocks, so free pages of one stream coalesce; this is the usual cure for this kind of fragmentation".into()
             } else {
-                "helps when memory is free but scattered; here the bytes themselves are missing".into()
+                not_scattered.into()
             },
         },
         Suggestion {
@@ -297,41 +314,58 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
             applies: frag && !already_expandable && f.max_split_size.is_none(),
             why: if f.max_split_size.is_some() {
                 "already set in this run".into()
-            } else if frag {
-                "blocks larger than N are never split, so large cached blocks are not eaten away by small tensors; choose N just above your most common large tensor".into()
-            } else {
+            } else if !frag {
                 "only limits splitting of cached blocks; it cannot create memory".into()
+            } else if already_expandable {
+                "expandable segments are already enabled in this run, and they already keep large free ranges whole".into()
+            } else {
+                "blocks larger than N are never split, so large cached blocks are not eaten away by small tensors; choose N just above your most common large tensor".into()
             },
         },
         Suggestion {
             what: "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8 (with a memory fraction)".into(),
             applies: frag && f.fraction_limit.is_some(),
-            why: if f.fraction_limit.is_some() {
+            why: if f.fraction_limit.is_none() {
+                "does nothing unless a per-process memory fraction is set".into()
+            } else if frag {
                 "with a memory fraction set, releases unused cached segments before the cap is reached".into()
             } else {
-                "does nothing unless a per-process memory fraction is set".into()
+                "it only releases cached free memory, and the figures do not show cached free memory standing in the way".into()
             },
         },
         Suggestion {
             what: "torch.cuda.empty_cache() at a phase boundary".into(),
-            applies: frag && free_in_reserved.is_some_and(|x| x >= OTHER_MEMORY_MIN),
-            why: "returns entirely free segments to the driver so a new, large segment can be created; it does not free segments that still hold one live block".into(),
+            applies: frag && free_enough,
+            why: if !frag {
+                "it only returns cached free segments to the driver, and the figures do not show cached free memory standing in the way".into()
+            } else if !free_enough {
+                format!(
+                    "less than {} is free in reserved memory: there is too little cached memory to return",
+                    fmt_bytes(OTHER_MEMORY_MIN)
+                )
+            } else {
+                "returns entirely free segments to the driver so a new, large segment can be created; it does not free segments that still hold one live block".into()
+            },
         },
         Suggestion {
+            // Lowering the peak always helps, so it is never skipped; the
+            // reason says how much it can do for this cause.
             what: "smaller batch or sequence length, activation checkpointing, lower precision".into(),
-            applies: matches!(cause, Cause::Capacity | Cause::Unknown),
-            why: if cause == Cause::Capacity {
-                "the live tensors themselves do not fit: reduce what is alive at the peak".into()
-            } else {
-                "reduces the peak whatever the cause".into()
+            applies: true,
+            why: match cause {
+                Cause::Capacity => "the live tensors themselves do not fit: reduce what is alive at the peak".into(),
+                Cause::Fragmentation => "a lower peak needs fewer and smaller gaps, but the free memory stays scattered: the settings above address the cause".into(),
+                _ => "reduces the peak whatever the cause".into(),
             },
         },
         Suggestion {
             what: "check other processes on the GPU (nvidia-smi) and CUDA_VISIBLE_DEVICES".into(),
             applies: big_other,
             why: match non_pytorch {
-                Some(o) => format!("{} of the device is held outside PyTorch's cache", fmt_bytes(o)),
-                None => "the message names other processes holding memory".into(),
+                Some(o) if big_other => format!("{} of the device is held outside PyTorch's cache", fmt_bytes(o)),
+                Some(o) => format!("only {} of the device is held outside PyTorch's cache", fmt_bytes(o)),
+                None if big_other => "the message names other processes holding memory".into(),
+                None => "the figures do not show memory held outside PyTorch".into(),
             },
         },
     ];
@@ -430,6 +464,135 @@ mod tests {
         });
         assert_eq!(d.cause, Cause::Unknown);
         assert!(!d.suggestions[0].applies);
+    }
+
+    /// OOM figures of every cause, and of fragmentation under each setting
+    /// a suggestion depends on.
+    fn every_kind_of_oom() -> Vec<OomFigures> {
+        let frag = OomFigures {
+            alloc_size: Some(2 * GIB),
+            capacity: Some(80 * GIB),
+            device_free: Some(100 * MIB),
+            reserved: Some(78 * GIB),
+            allocated: Some(70 * GIB),
+            largest_free_gap: Some(300 * MIB),
+            ..Default::default()
+        };
+        vec![
+            frag.clone(),
+            OomFigures {
+                expandable_segments: Some(true),
+                ..frag.clone()
+            },
+            OomFigures {
+                max_split_size: Some(128 * MIB),
+                ..frag.clone()
+            },
+            OomFigures {
+                fraction_limit: Some(79 * GIB),
+                ..frag.clone()
+            },
+            // Fragmentation with less than OTHER_MEMORY_MIN free in reserved.
+            OomFigures {
+                alloc_size: Some(64 * MIB),
+                reserved: Some(78 * GIB),
+                allocated: Some(78 * GIB - 100 * MIB),
+                largest_free_gap: Some(20 * MIB),
+                ..frag.clone()
+            },
+            // Capacity.
+            OomFigures {
+                alloc_size: Some(4 * GIB),
+                capacity: Some(24 * GIB),
+                device_free: Some(200 * MIB),
+                reserved: Some(23 * GIB),
+                allocated: Some(22 * GIB + 900 * MIB),
+                fraction_limit: Some(24 * GIB),
+                ..Default::default()
+            },
+            // Other processes.
+            OomFigures {
+                alloc_size: Some(2 * GIB),
+                capacity: Some(80 * GIB),
+                device_free: Some(100 * MIB),
+                reserved: Some(10 * GIB),
+                allocated: Some(9 * GIB + 900 * MIB),
+                ..Default::default()
+            },
+            // The fraction capped the allocator.
+            OomFigures {
+                alloc_size: Some(2 * GIB),
+                capacity: Some(80 * GIB),
+                device_free: Some(40 * GIB),
+                reserved: Some(39 * GIB),
+                allocated: Some(39 * GIB),
+                fraction_limit: Some(40 * GIB),
+                ..Default::default()
+            },
+            // Unknown.
+            OomFigures {
+                alloc_size: Some(2 * GIB),
+                ..Default::default()
+            },
+        ]
+    }
+
+    #[test]
+    fn a_skipped_suggestion_says_why_it_is_skipped() {
+        let all: Vec<Diagnosis> = every_kind_of_oom().iter().map(diagnose).collect();
+        let causes: std::collections::BTreeSet<String> =
+            all.iter().map(|d| format!("{:?}", d.cause)).collect();
+        assert_eq!(causes.len(), 5, "{causes:?}");
+        // What a suggestion says where it applies is what it does: never a
+        // reason for skipping it elsewhere.
+        let mut applying = std::collections::BTreeSet::new();
+        for d in &all {
+            for s in d.suggestions.iter().filter(|s| s.applies) {
+                applying.insert((s.what.clone(), s.why.clone()));
+            }
+        }
+        for d in &all {
+            for s in d.suggestions.iter().filter(|s| !s.applies) {
+                assert!(
+                    !applying.contains(&(s.what.clone(), s.why.clone())),
+                    "{:?}: `{}` is skipped with the reason it applies elsewhere: {}",
+                    d.cause,
+                    s.what,
+                    s.why
+                );
+            }
+        }
+        // Lowering the peak helps whatever the cause: it is never skipped.
+        for d in &all {
+            let s = d
+                .suggestions
+                .iter()
+                .find(|s| s.what.starts_with("smaller batch"))
+                .unwrap();
+            assert!(s.applies, "{:?}: {}", d.cause, s.why);
+        }
+        let frag = &all[0];
+        assert_eq!(frag.cause, Cause::Fragmentation);
+        let batch = frag
+            .suggestions
+            .iter()
+            .find(|s| s.what.starts_with("smaller batch"))
+            .unwrap();
+        assert!(batch.why.contains("stays scattered"), "{}", batch.why);
+        // Too little free in reserved memory to return: said with the figure.
+        let little = &all[4];
+        assert_eq!(little.cause, Cause::Fragmentation);
+        let empty = little
+            .suggestions
+            .iter()
+            .find(|s| s.what.starts_with("torch.cuda.empty_cache"))
+            .unwrap();
+        assert!(!empty.applies);
+        assert!(
+            empty.why.starts_with("less than 1.00 GiB is free"),
+            "{}",
+            empty.why
+        );
     }
 
     #[test]

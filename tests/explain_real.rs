@@ -7,7 +7,7 @@ use fragscope::advice::{Cause, OomFigures};
 use fragscope::explain::{
     Backend, Hint, MemorySummary, Pool, SegmentsPaste, Wording, explain, parse,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
 
@@ -741,6 +741,9 @@ fn every_message_in_the_real_file() {
     };
     let entries = entries(&text);
     let mut want = expected();
+    // (suggestion, reason) pairs where the suggestion applies, and where it
+    // is skipped: no reason serves both.
+    let (mut applying, mut skipped) = (BTreeSet::new(), BTreeSet::new());
     assert_eq!(
         entries.len(),
         want.len(),
@@ -774,11 +777,29 @@ fn every_message_in_the_real_file() {
             .unwrap_or_else(|| c.messages.last().expect("a message").f.clone());
         assert_eq!(last.figures, want_fig, "{id}: figures of the explanation");
         assert_eq!(last.diagnosis.cause, c.cause, "{id}: cause");
+        for s in &last.diagnosis.suggestions {
+            let pair = (s.what.clone(), s.why.clone());
+            if s.applies {
+                applying.insert(pair);
+            } else {
+                // Lowering the peak always helps: it is never skipped.
+                assert!(!s.what.starts_with("smaller batch"), "{id}: {}", s.why);
+                skipped.insert((id.clone(), pair));
+            }
+        }
         assert_eq!(
             last.diagnosis.inconsistencies.len(),
             c.inconsistencies,
             "{id}: inconsistencies {:?}",
             last.diagnosis.inconsistencies
+        );
+    }
+    for (id, pair) in &skipped {
+        assert!(
+            !applying.contains(pair),
+            "{id}: `{}` is skipped with the reason it applies elsewhere: {}",
+            pair.0,
+            pair.1
         );
     }
 }
