@@ -308,25 +308,38 @@ fn nesting_in_messagepack_is_bounded() {
 // ---------------------------------------------------------------------------
 // Decompression bombs.
 
-fn gzip_bomb(total: usize) -> Vec<u8> {
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    gz.write_all(&vec![0u8; 16 << 20]).unwrap();
-    let member = gz.finish().unwrap();
-    // Concatenated members decompress as one stream.
-    member.repeat(total / (16 << 20))
+/// `total` bytes of zeros (after `head`) as concatenated gzip members,
+/// which decompress as one stream.
+fn gzip_bomb(total: usize, head: &[u8]) -> Vec<u8> {
+    let member = |start: &[u8]| {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(start).unwrap();
+        gz.write_all(&vec![0u8; (16 << 20) - start.len()]).unwrap();
+        gz.finish().unwrap()
+    };
+    let mut out = member(head);
+    out.extend(member(&[]).repeat(total / (16 << 20) - 1));
+    out
 }
 
-fn zstd_bomb(total: usize) -> Vec<u8> {
-    let frame = zstd::bulk::compress(&vec![0u8; 16 << 20], 3).unwrap();
-    frame.repeat(total / (16 << 20))
+fn zstd_bomb(total: usize, head: &[u8]) -> Vec<u8> {
+    let frame = |start: &[u8]| {
+        let mut b = start.to_vec();
+        b.resize(16 << 20, 0);
+        zstd::bulk::compress(&b, 3).unwrap()
+    };
+    let mut out = frame(head);
+    out.extend(frame(&[]).repeat(total / (16 << 20) - 1));
+    out
 }
 
 #[test]
 fn decompression_bombs_stop_at_the_limit() {
     let d = tmp();
+    // A stream that starts as JSON would: only the size limit stops it.
     for (name, bomb, what) in [
-        ("bomb.gz", gzip_bomb(1 << 30), "gzip"),
-        ("bomb.zst", zstd_bomb(1 << 30), "zstd"),
+        ("bomb.gz", gzip_bomb(1 << 30, b"["), "gzip"),
+        ("bomb.zst", zstd_bomb(1 << 30, b"["), "zstd"),
     ] {
         assert!(bomb.len() < 4 << 20, "{name} is {} bytes", bomb.len());
         let f = write(d.path(), name, &bomb);
@@ -339,17 +352,55 @@ fn decompression_bombs_stop_at_the_limit() {
         run_limited(&["--max-input-size", "64MiB", "stats", &f], small())
             .assert_clean_error(&f)
             .assert_stderr_has("limit of 67108864 bytes");
-        // Within the limit, the zeros decompress and are not a snapshot.
-        let within = write(d.path(), &format!("small-{name}"), &bomb[..bomb.len() / 64]);
+        // Within the limit, the stream is read whole and is no JSON.
+        let one = if what == "gzip" {
+            gzip_bomb(16 << 20, b"[")
+        } else {
+            zstd_bomb(16 << 20, b"[")
+        };
+        let within = write(d.path(), &format!("small-{name}"), &one);
         run_limited(&["--max-input-size", "64MiB", "stats", &within], small())
             .assert_clean_error(&within)
-            .assert_stderr_has("not a memory snapshot");
+            .assert_stderr_has("JSON");
     }
     // The bound applies to plain files too.
-    let big = write(d.path(), "big.pickle", &vec![b'N'; 2 << 20]);
+    let mut json = vec![b' '; 2 << 20];
+    json[0] = b'[';
+    let big = write(d.path(), "big.json", &json);
     run(&["--max-input-size", "1MiB", "stats", &big])
         .assert_clean_error(&big)
         .assert_stderr_has("larger than the limit of 1048576 bytes;");
+}
+
+/// 2 GiB of zeros, gzip or zstd: refused on its first decompressed bytes,
+/// under the default 16 GiB limit, in an address space far smaller than
+/// the stream (reading it whole, or to the limit, cannot pass).
+#[test]
+fn a_bomb_that_starts_as_no_input_is_refused_on_its_first_bytes() {
+    let d = tmp();
+    for (name, bomb, what) in [
+        ("zeros.gz", gzip_bomb(2 << 30, b""), "gzip"),
+        ("zeros.zst", zstd_bomb(2 << 30, b""), "zstd"),
+        ("spaces.gz", gzip_bomb(2 << 30, &[b' '; 8192]), "gzip"),
+    ] {
+        let f = write(d.path(), name, &bomb);
+        let out = d.path().join("out.json").to_string_lossy().into_owned();
+        let html = d.path().join("out.html").to_string_lossy().into_owned();
+        for cmd in ["stats", "report", "timeline", "convert"] {
+            let mut args = vec![cmd, f.as_str()];
+            match cmd {
+                "convert" => args.extend(["-o", out.as_str()]),
+                "report" => args.extend(["-o", html.as_str()]),
+                _ => {}
+            }
+            run_limited(&args, small())
+                .assert_clean_error(&f)
+                .assert_stderr_has("not a memory snapshot, profiler trace or memory timeline")
+                .assert_stderr_has(&format!("after {what} decompression"));
+        }
+    }
+    let r = run(&["stats", &write(d.path(), "z.gz", &gzip_bomb(2 << 30, b""))]);
+    r.assert_stderr_has("(starts with bytes [00, 00, 00, 00]) after gzip decompression");
 }
 
 // ---------------------------------------------------------------------------

@@ -423,29 +423,50 @@ fn every_written_output_is_whole_or_untouched() {
     }
 }
 
-/// A gzip bomb (4 MB that decompress to 1 GiB) against every command, in
-/// 384 MB of address space: each stops at `--max-input-size` and says so.
+/// Gzip bombs (4 MB that decompress to 1 GiB) against every command, in
+/// 384 MB of address space. One starts as JSON would: each command stops at
+/// `--max-input-size` and says so. The other is zeros from its first byte:
+/// each command that reads a snapshot refuses it on those bytes, and
+/// `explain` (which reads text) stops at the limit.
 #[test]
 fn every_command_stops_a_decompression_bomb_at_the_limit() {
     use std::io::Write;
     let d = tempfile::tempdir().unwrap();
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    gz.write_all(&vec![0u8; 16 << 20]).unwrap();
-    let bomb = gz.finish().unwrap().repeat(64);
-    let f = path_str(&d.path().join("bomb.pickle.gz"));
-    std::fs::write(&f, &bomb).unwrap();
+    let member = |start: &[u8]| {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(start).unwrap();
+        gz.write_all(&vec![0u8; (16 << 20) - start.len()]).unwrap();
+        gz.finish().unwrap()
+    };
+    let rest = member(b"").repeat(63);
+    let json_start = [member(b"["), rest.clone()].concat();
+    let zeros = [member(b""), rest].concat();
+    let (fj, fz) = (
+        path_str(&d.path().join("bomb.json.gz")),
+        path_str(&d.path().join("bomb.pickle.gz")),
+    );
+    std::fs::write(&fj, &json_start).unwrap();
+    std::fs::write(&fz, &zeros).unwrap();
+    let limits = Limits {
+        address_space: Some(384 << 20),
+        ..Default::default()
+    };
     for c in commands(d.path(), &seed()) {
-        let mut c = with_file(&c, &f);
-        c.splice(0..0, ["--max-input-size".to_string(), "64MiB".to_string()]);
-        run_limited(
-            &c,
-            Limits {
-                address_space: Some(384 << 20),
-                ..Default::default()
-            },
-        )
-        .assert_clean_error(&f)
-        .assert_stderr_has("--max-input-size");
+        let with = |f: &str| {
+            let mut c = with_file(&c, f);
+            c.splice(0..0, ["--max-input-size".to_string(), "64MiB".to_string()]);
+            c
+        };
+        run_limited(&with(&fj), limits)
+            .assert_clean_error(&fj)
+            .assert_stderr_has("--max-input-size");
+        let r = run_limited(&with(&fz), limits);
+        r.assert_clean_error(&fz);
+        if c[0] == "explain" {
+            r.assert_stderr_has("--max-input-size");
+        } else {
+            r.assert_stderr_has("(starts with bytes [00, 00, 00, 00]) after gzip decompression");
+        }
     }
 }
 

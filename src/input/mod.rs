@@ -388,6 +388,22 @@ pub fn load_observed(
             content: Content::Snapshot(snap),
         });
     }
+    // Every other input is sniffed by its first bytes: refuse what none of
+    // the readers takes now, before the rest is read (or decompressed: a
+    // gzip bomb costs its first window, not its size).
+    let head = src
+        .fill_buf()
+        .map_err(|e| read_error(e, path, compression))?;
+    if let Some(msg) = refusal(head) {
+        return Err(LoadError::Format {
+            file: path.into(),
+            msg: match compression {
+                Compression::None => msg,
+                Compression::Gzip => format!("{msg} after gzip decompression"),
+                Compression::Zstd => format!("{msg} after zstd decompression"),
+            },
+        });
+    }
     let mut bytes = Vec::new();
     src.read_to_end(&mut bytes)
         .map_err(|e| read_error(e, path, compression))?;
@@ -412,6 +428,33 @@ pub fn load_snapshot(path: &str, opts: &LoadOptions) -> Result<(Snapshot, Loaded
             msg: "this is a memory-timeline export, not a memory snapshot".into(),
         }),
     }
+}
+
+/// Why the first bytes of an input (a window of it, or all of a short one)
+/// are none that a reader takes, or `None` when they may be: MessagePack,
+/// HTML, JSON (pickles are recognised before this). An empty window is left
+/// to the readers, which name an empty file; so is a short run of
+/// whitespace, which only the whole file tells from JSON.
+fn refusal(head: &[u8]) -> Option<String> {
+    if head.is_empty() || head.starts_with(MSGPACK_PREFIX) {
+        return None;
+    }
+    match first_non_ws(head) {
+        Some(b'<' | b'{' | b'[') => None,
+        None if head.len() < 4096 => None,
+        None => Some(format!(
+            "not a memory snapshot, profiler trace or memory timeline (only whitespace in its first {} bytes)",
+            head.len()
+        )),
+        Some(_) => Some(not_an_input(head)),
+    }
+}
+
+fn not_an_input(bytes: &[u8]) -> String {
+    format!(
+        "not a memory snapshot, profiler trace or memory timeline (starts with bytes {:02x?})",
+        &bytes[..bytes.len().min(4)]
+    )
 }
 
 fn first_non_ws(b: &[u8]) -> Option<u8> {
@@ -483,10 +526,7 @@ pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Loaded, LoadError> {
         }
         _ => Err(LoadError::Format {
             file: name.into(),
-            msg: format!(
-                "not a memory snapshot, profiler trace or memory timeline (starts with bytes {:02x?})",
-                &bytes[..bytes.len().min(4)]
-            ),
+            msg: not_an_input(bytes),
         }),
     }
 }
