@@ -8,15 +8,16 @@ change shows up as exactly the files it touches).
     python3 scripts/outputs.py compare OLDDIR NEWDIR
 
 `run` writes OUTDIR/<input>/<case> per command: its stdout, then its stderr
-and exit code, then every file it wrote (-o). Temporary paths are replaced by
-`$TMP` so that runs in different folders compare equal. `compare` lists the
+and exit code, then every file it wrote (-o). Temporary, real-file and
+checkout paths are replaced by `$TMP`, `$REAL` and `$ROOT` so that runs in
+different folders compare equal. `compare` lists the
 cases that differ, are missing or are new, and exits 1 when any does.
 """
 import argparse, concurrent.futures as cf, hashlib, os, shutil, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-REAL = os.path.join(ROOT, "..", "shared", "real")
+REAL = os.path.abspath(os.path.join(ROOT, "..", "shared", "real"))
 FIXTURES = os.path.join(ROOT, "fixtures")
 
 # (case name, arguments; FILE is the input, OUT/ names a file in the case's
@@ -95,7 +96,8 @@ def run_case(binary, path, case, args, outdir):
             parts.append(f"--- file {name} ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()})\n".encode())
             if not name.endswith(".msgpack"):
                 parts.append(data)
-        blob = b"".join(parts).replace(tmp.encode(), b"$TMP").replace(ROOT.encode(), b"$ROOT")
+        blob = (b"".join(parts).replace(tmp.encode(), b"$TMP").replace(REAL.encode(), b"$REAL")
+                .replace(ROOT.encode(), b"$ROOT"))
     with open(os.path.join(outdir, case), "wb") as f:
         f.write(blob)
 
@@ -106,7 +108,10 @@ def cmd_run(a):
         shutil.rmtree(a.outdir)
     jobs = []
     for path in inputs():
-        key = os.path.relpath(path, os.path.dirname(ROOT) if path.startswith(os.path.abspath(REAL)) else ROOT)
+        if path.startswith(REAL + os.sep):
+            key = "real__" + os.path.relpath(path, REAL)
+        else:
+            key = os.path.relpath(path, ROOT)
         d = os.path.join(a.outdir, key.replace(os.sep, "__"))
         os.makedirs(d, exist_ok=True)
         cases = TEXT_CASES if path.endswith(".txt") else SNAPSHOT_CASES
