@@ -4,7 +4,9 @@
 
 use crate::input::MSGPACK_MAGIC;
 use crate::model::*;
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
+use std::io::Write;
 
 fn setting_json(s: &Setting) -> Value {
     match s {
@@ -22,161 +24,238 @@ fn setting_json(s: &Setting) -> Value {
     }
 }
 
-fn frames_json(snap: &Snapshot, id: StackId) -> Value {
-    Value::Array(
-        snap.stack(id)
-            .iter()
-            .map(|f| {
-                let f = snap.frame(*f);
-                json!({"filename": snap.str(f.filename), "line": f.line, "name": snap.str(f.name)})
-            })
-            .collect(),
-    )
+struct Frames<'a>(&'a Snapshot, StackId);
+
+impl Serialize for Frames<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let (snap, stack) = (self.0, self.0.stack(self.1));
+        let mut seq = ser.serialize_seq(Some(stack.len()))?;
+        for f in stack {
+            let f = snap.frame(*f);
+            seq.serialize_element(&FrameJson {
+                filename: snap.str(f.filename),
+                line: f.line,
+                name: snap.str(f.name),
+            })?;
+        }
+        seq.end()
+    }
 }
 
-fn segment_json(snap: &Snapshot, s: &Segment) -> Value {
-    let mut m = Map::new();
-    m.insert("device".into(), json!(s.device));
-    m.insert("address".into(), json!(s.address));
-    m.insert("total_size".into(), json!(s.total_size));
-    if let Some(v) = s.allocated_size {
-        m.insert("allocated_size".into(), json!(v));
-    }
-    if let Some(v) = s.active_size {
-        m.insert("active_size".into(), json!(v));
-    }
-    if let Some(v) = s.requested_size {
-        m.insert("requested_size".into(), json!(v));
-    }
-    m.insert("stream".into(), json!(s.stream));
-    m.insert("segment_type".into(), json!(s.segment_type.as_str()));
-    if let Some((a, b)) = s.pool_id {
-        m.insert("segment_pool_id".into(), json!([a, b]));
-    }
-    if let Some(e) = s.is_expandable {
-        m.insert("is_expandable".into(), json!(e));
-    }
-    m.insert("frames".into(), frames_json(snap, s.frames));
-    let blocks: Vec<Value> = s
-        .blocks
-        .iter()
-        .map(|b| {
-            let mut bm = Map::new();
-            bm.insert("address".into(), json!(b.address));
-            bm.insert("size".into(), json!(b.size));
-            if let Some(r) = b.requested_size {
-                bm.insert("requested_size".into(), json!(r));
-            }
-            bm.insert("state".into(), json!(b.state.as_str()));
-            bm.insert("frames".into(), frames_json(snap, b.frames));
-            Value::Object(bm)
-        })
-        .collect();
-    m.insert("blocks".into(), Value::Array(blocks));
-    Value::Object(m)
+#[derive(serde::Serialize)]
+struct FrameJson<'a> {
+    filename: &'a str,
+    line: i64,
+    name: &'a str,
 }
 
-fn event_json(snap: &Snapshot, e: &TraceEvent) -> Value {
-    let mut m = Map::new();
-    m.insert("action".into(), json!(e.action.name(snap)));
-    if e.action != Action::Oom || e.addr != 0 {
-        m.insert("addr".into(), json!(e.addr));
+struct SegmentJson<'a>(&'a Snapshot, &'a Segment);
+
+impl Serialize for SegmentJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let (snap, s) = (self.0, self.1);
+        let mut m = ser.serialize_map(None)?;
+        m.serialize_entry("device", &s.device)?;
+        m.serialize_entry("address", &s.address)?;
+        m.serialize_entry("total_size", &s.total_size)?;
+        if let Some(v) = s.allocated_size {
+            m.serialize_entry("allocated_size", &v)?;
+        }
+        if let Some(v) = s.active_size {
+            m.serialize_entry("active_size", &v)?;
+        }
+        if let Some(v) = s.requested_size {
+            m.serialize_entry("requested_size", &v)?;
+        }
+        m.serialize_entry("stream", &s.stream)?;
+        m.serialize_entry("segment_type", s.segment_type.as_str())?;
+        if let Some((a, b)) = s.pool_id {
+            m.serialize_entry("segment_pool_id", &[a, b])?;
+        }
+        if let Some(e) = s.is_expandable {
+            m.serialize_entry("is_expandable", &e)?;
+        }
+        m.serialize_entry("frames", &Frames(snap, s.frames))?;
+        m.serialize_entry("blocks", &Blocks(snap, &s.blocks))?;
+        m.end()
     }
-    m.insert("size".into(), json!(e.size));
-    m.insert("stream".into(), json!(e.stream));
-    if let Some(t) = e.time_us() {
-        m.insert("time_us".into(), json!(t));
-    }
-    if e.frames != StackId::EMPTY {
-        m.insert("frames".into(), frames_json(snap, e.frames));
-    }
-    if let Some(v) = e.device_free() {
-        m.insert("device_free".into(), json!(v));
-    }
-    if let Some(v) = e.compile_context() {
-        m.insert("compile_context".into(), json!(snap.str(v)));
-    }
-    if let Some(v) = e.user_metadata() {
-        m.insert("user_metadata".into(), json!(snap.str(v)));
-    }
-    if let Some((a, b)) = snap.pool_of(e) {
-        m.insert("pool_id".into(), json!([a, b]));
-    }
-    if let Some(v) = e.category() {
-        m.insert("category".into(), json!(snap.str(v)));
-    }
-    Value::Object(m)
 }
 
-/// The snapshot in PyTorch's schema (a bare list for `SegmentList` files).
-pub fn to_pytorch_json(snap: &Snapshot) -> Value {
-    let segs = Value::Array(
-        snap.segments
-            .iter()
-            .map(|s| segment_json(snap, s))
-            .collect(),
-    );
-    if snap.shape == Shape::SegmentList {
-        return segs;
+struct Blocks<'a>(&'a Snapshot, &'a [Block]);
+
+impl Serialize for Blocks<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut seq = ser.serialize_seq(Some(self.1.len()))?;
+        for b in self.1 {
+            seq.serialize_element(&BlockJson(self.0, b))?;
+        }
+        seq.end()
     }
-    let mut m = Map::new();
-    m.insert("segments".into(), segs);
-    if let Some(t) = &snap.device_traces {
-        m.insert(
-            "device_traces".into(),
-            Value::Array(
+}
+
+struct BlockJson<'a>(&'a Snapshot, &'a Block);
+
+impl Serialize for BlockJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let b = self.1;
+        let mut m = ser.serialize_map(None)?;
+        m.serialize_entry("address", &b.address)?;
+        m.serialize_entry("size", &b.size)?;
+        if let Some(r) = b.requested_size {
+            m.serialize_entry("requested_size", &r)?;
+        }
+        m.serialize_entry("state", b.state.as_str())?;
+        m.serialize_entry("frames", &Frames(self.0, b.frames))?;
+        m.end()
+    }
+}
+
+struct EventJson<'a>(&'a Snapshot, &'a TraceEvent);
+
+impl Serialize for EventJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let (snap, e) = (self.0, self.1);
+        let mut m = ser.serialize_map(None)?;
+        m.serialize_entry("action", e.action.name(snap))?;
+        if e.action != Action::Oom || e.addr != 0 {
+            m.serialize_entry("addr", &e.addr)?;
+        }
+        m.serialize_entry("size", &e.size)?;
+        m.serialize_entry("stream", &e.stream)?;
+        if let Some(t) = e.time_us() {
+            m.serialize_entry("time_us", &t)?;
+        }
+        if e.frames != StackId::EMPTY {
+            m.serialize_entry("frames", &Frames(snap, e.frames))?;
+        }
+        if let Some(v) = e.device_free() {
+            m.serialize_entry("device_free", &v)?;
+        }
+        if let Some(v) = e.compile_context() {
+            m.serialize_entry("compile_context", snap.str(v))?;
+        }
+        if let Some(v) = e.user_metadata() {
+            m.serialize_entry("user_metadata", snap.str(v))?;
+        }
+        if let Some((a, b)) = snap.pool_of(e) {
+            m.serialize_entry("pool_id", &[a, b])?;
+        }
+        if let Some(v) = e.category() {
+            m.serialize_entry("category", snap.str(v))?;
+        }
+        m.end()
+    }
+}
+
+/// A sequence written element by element from an iterator.
+struct Seq<I>(std::cell::RefCell<Option<I>>);
+
+impl<I> Seq<I> {
+    fn new(items: I) -> Seq<I> {
+        Seq(std::cell::RefCell::new(Some(items)))
+    }
+}
+
+impl<I, T> Serialize for Seq<I>
+where
+    I: ExactSizeIterator<Item = T>,
+    T: Serialize,
+{
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let items = self
+            .0
+            .borrow_mut()
+            .take()
+            .expect("a sequence is written once");
+        let mut seq = ser.serialize_seq(Some(items.len()))?;
+        for x in items {
+            seq.serialize_element(&x)?;
+        }
+        seq.end()
+    }
+}
+
+struct SnapshotJson<'a>(&'a Snapshot);
+
+impl Serialize for SnapshotJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let snap = self.0;
+        let segs = Seq::new(snap.segments.iter().map(|s| SegmentJson(snap, s)));
+        if snap.shape == Shape::SegmentList {
+            return segs.serialize(ser);
+        }
+        let mut m = ser.serialize_map(None)?;
+        m.serialize_entry("segments", &segs)?;
+        if let Some(t) = &snap.device_traces {
+            let traces = Seq::new(
                 t.iter()
-                    .map(|tr| Value::Array(tr.iter().map(|e| event_json(snap, e)).collect()))
-                    .collect(),
-            ),
-        );
+                    .map(|tr| Seq::new(tr.iter().map(|e| EventJson(snap, e)))),
+            );
+            m.serialize_entry("device_traces", &traces)?;
+        }
+        if let Some(s) = &snap.allocator_settings {
+            let settings: Map<String, Value> = s
+                .entries
+                .iter()
+                .map(|(k, v)| (k.clone(), setting_json(v)))
+                .collect();
+            m.serialize_entry("allocator_settings", &settings)?;
+        }
+        if let Some(a) = &snap.external_annotations {
+            let annotations: Vec<Value> = a
+                .iter()
+                .map(|x| {
+                    let mut am: Map<String, Value> = x
+                        .fields
+                        .iter()
+                        .map(|(k, v)| (k.clone(), setting_json(v)))
+                        .collect();
+                    if let Some(d) = x.device {
+                        am.insert("device".into(), json!(d));
+                    }
+                    if let Some(t) = x.time_us {
+                        am.insert("time_us".into(), json!(t));
+                    }
+                    Value::Object(am)
+                })
+                .collect();
+            m.serialize_entry("external_annotations", &annotations)?;
+        }
+        // Keys the reader did not know, once each: a key named twice keeps
+        // its first place and its last value, as in a JSON object.
+        let keys = &snap.unknown_keys;
+        for (i, (k, _)) in keys.iter().enumerate() {
+            if keys[..i].iter().any(|(e, _)| e == k) {
+                continue;
+            }
+            let last = keys.iter().rev().find(|(e, _)| e == k).map(|(_, v)| v);
+            m.serialize_entry(k, &setting_json(last.expect("k is in keys")))?;
+        }
+        m.end()
     }
-    if let Some(s) = &snap.allocator_settings {
-        m.insert(
-            "allocator_settings".into(),
-            Value::Object(
-                s.entries
-                    .iter()
-                    .map(|(k, v)| (k.clone(), setting_json(v)))
-                    .collect(),
-            ),
-        );
-    }
-    if let Some(a) = &snap.external_annotations {
-        m.insert(
-            "external_annotations".into(),
-            Value::Array(
-                a.iter()
-                    .map(|x| {
-                        let mut am: Map<String, Value> = x
-                            .fields
-                            .iter()
-                            .map(|(k, v)| (k.clone(), setting_json(v)))
-                            .collect();
-                        if let Some(d) = x.device {
-                            am.insert("device".into(), json!(d));
-                        }
-                        if let Some(t) = x.time_us {
-                            am.insert("time_us".into(), json!(t));
-                        }
-                        Value::Object(am)
-                    })
-                    .collect(),
-            ),
-        );
-    }
-    for (k, v) in &snap.unknown_keys {
-        m.insert(k.clone(), setting_json(v));
-    }
-    Value::Object(m)
+}
+
+/// The snapshot in PyTorch's schema (a bare list for `SegmentList` files),
+/// written to `w` as it is produced: segments, blocks and trace events are
+/// never held as JSON values, so the output can be far larger than memory.
+pub fn write_json(snap: &Snapshot, w: &mut dyn Write) -> std::io::Result<()> {
+    serde_json::to_writer(w, &SnapshotJson(snap)).map_err(std::io::Error::other)
 }
 
 pub fn to_json_bytes(snap: &Snapshot) -> Vec<u8> {
-    serde_json::to_vec(&to_pytorch_json(snap)).expect("JSON of a snapshot cannot fail")
+    let mut out = Vec::new();
+    write_json(snap, &mut out).expect("writing to memory");
+    out
+}
+
+/// fragscope's MessagePack form, written to `w` as it is produced.
+pub fn write_msgpack(snap: &Snapshot, w: &mut dyn Write) -> std::io::Result<()> {
+    w.write_all(MSGPACK_MAGIC)?;
+    rmp_serde::encode::write(w, snap).map_err(std::io::Error::other)
 }
 
 pub fn to_msgpack_bytes(snap: &Snapshot) -> Vec<u8> {
-    let mut out = MSGPACK_MAGIC.to_vec();
-    rmp_serde::encode::write(&mut out, snap).expect("MessagePack of a snapshot cannot fail");
+    let mut out = Vec::new();
+    write_msgpack(snap, &mut out).expect("writing to memory");
     out
 }

@@ -134,3 +134,41 @@ fn messagepack_keeps_every_optional_event_field() {
     assert_eq!(t[3].action.name(&back), "mystery");
     assert_eq!(t[3].category().map(|c| back.str(c)), Some("activation"));
 }
+
+/// The JSON is written as it is encoded: converting a generated snapshot to
+/// a JSON file over twenty times its size keeps the process's peak RSS
+/// within the input's size plus 16 MiB (the process itself, its buffers and
+/// the model).
+#[test]
+fn convert_streams_its_output() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("synthetic.pickle");
+    std::fs::write(
+        &input,
+        synthetic_pickle(&fragscope::synth::SynthOptions {
+            events: 40_000,
+            ..Default::default()
+        }),
+    )
+    .unwrap();
+    let size = std::fs::metadata(&input).unwrap().len();
+    for ext in ["json", "msgpack"] {
+        let out = d.path().join(format!("out.{ext}"));
+        let (code, rss) = peak_rss([
+            "convert".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert_eq!(code, 0);
+        let written = std::fs::metadata(&out).unwrap().len();
+        if ext == "json" {
+            assert!(written > 20 * size, "{written} bytes of JSON from {size}");
+        }
+        let bound = size + (16 << 20);
+        assert!(
+            rss <= bound,
+            "convert to {ext}: peak RSS {rss} bytes over {bound} ({size}-byte input, {written}-byte output)"
+        );
+    }
+}

@@ -41,10 +41,10 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         }
     };
     let (snap, _) = input::load_snapshot(&a.input, &g.load)?;
-    let bytes = match to {
-        To::Json => crate::encode::to_json_bytes(&snap),
-        To::Msgpack => crate::encode::to_msgpack_bytes(&snap),
-    };
-    crate::output::write_atomic(&a.output, &bytes, std::slice::from_ref(&a.input))?;
+    // Written as it is encoded: the output is never held whole.
+    crate::output::write_atomic_with(&a.output, std::slice::from_ref(&a.input), |w| match to {
+        To::Json => crate::encode::write_json(&snap, w),
+        To::Msgpack => crate::encode::write_msgpack(&snap, w),
+    })?;
     Ok(Exit::Ok)
 }

@@ -166,3 +166,42 @@ pub fn run_stdin(args: &[&str], input: &[u8]) -> Run {
 pub fn name_of(p: &Path) -> String {
     p.file_name().unwrap().to_string_lossy().into_owned()
 }
+
+/// Runs the binary with `args` and returns its exit code and peak resident
+/// set size in bytes, measured by GNU time (`/usr/bin/time -f %M`), which
+/// runs it as the child of a small process: a child of the test process
+/// would inherit the test process's high-water mark (the kernel keeps the
+/// largest RSS of the process across `exec`), and tests run side by side.
+/// Stdout and stderr are discarded.
+pub fn peak_rss<I, S>(args: I) -> (i32, u64)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    use std::process::Stdio;
+    let time = Path::new("/usr/bin/time");
+    assert!(
+        time.exists(),
+        "/usr/bin/time (Debian's package `time`) measures peak memory here; install it"
+    );
+    let report = tempfile::NamedTempFile::new().unwrap();
+    let status = Command::new(time)
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(report.path())
+        .arg(bin())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("/usr/bin/time runs");
+    let text = std::fs::read_to_string(report.path()).unwrap();
+    // The last line is the figure (earlier ones say how the command ended).
+    let kib: u64 = text
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no peak RSS in /usr/bin/time's report: {text:?}"));
+    (status.code().unwrap_or(-1), kib * 1024)
+}
