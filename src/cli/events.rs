@@ -181,6 +181,10 @@ fn range_line(
     s
 }
 
+/// A listing's `for_each`: hands each row to the callback, returns the
+/// number listed.
+type ForEach<'a> = dyn Fn(&mut dyn FnMut(&Row) -> io::Result<()>) -> io::Result<usize> + 'a;
+
 /// One device's text: the table (widths from a first pass over the rows),
 /// then how many were listed.
 fn text_device(
@@ -189,7 +193,7 @@ fn text_device(
     asked: usize,
     (from, to, n): (usize, usize, usize),
     grep: Option<&str>,
-    each: &dyn Fn(&mut dyn FnMut(&Row) -> io::Result<()>) -> io::Result<usize>,
+    each: &ForEach,
 ) -> io::Result<()> {
     let mut widths = re::Widths::new(t0);
     let listed = each(&mut |r| {
