@@ -3,7 +3,9 @@
 //!
 //! Owns: the comparison (which direction is a regression, relative changes),
 //! the per-call-site figures of a snapshot (live bytes at the end, peak live
-//! bytes over the trace, free memory pinned), and "culprits new or gone".
+//! bytes over the trace, free memory pinned), "culprits new or gone", and
+//! the segments of one run only (matched by address and size, as PyTorch's
+//! `_memory_viz compare` matches them) with what they hold.
 //! Must not compute the run-level metrics (that is [`crate::metrics`]) or
 //! format output (that is `render::diff`).
 //!
@@ -14,7 +16,7 @@
 
 use crate::frames::call_site;
 use crate::metrics::{MetricId, Metrics, Quantity, Source, Unit};
-use crate::model::{BlockState, Snapshot, StackId, TraceEvent};
+use crate::model::{BlockState, Segment, Snapshot, StackId, TraceEvent};
 use crate::profiler::ProfilerTrace;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -270,7 +272,154 @@ pub struct DiffReport {
     pub new_culprits: Vec<Culprit>,
     /// Sites that pinned free memory in BEFORE but no longer do.
     pub gone_culprits: Vec<Culprit>,
+    /// Segments of one run only (two snapshots; `None` otherwise).
+    pub segments: Option<SegmentDiff>,
     pub notes: Vec<String>,
+}
+
+/// One segment of one run, with what it holds.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SegmentFigures {
+    pub device: i64,
+    pub address: u64,
+    pub total_size: u64,
+    /// `small` or `large`.
+    pub segment_type: String,
+    pub stream: i64,
+    pub pool_id: (i64, i64),
+    /// Requested bytes of its live (`active_allocated`) blocks.
+    pub allocated_bytes: u64,
+    pub live_blocks: u64,
+    /// Bytes of its inactive blocks.
+    pub free_bytes: u64,
+    /// The call site (as `culprits` names it, with its line) holding the
+    /// most requested bytes in the segment; `None` without a live block.
+    pub top_site: Option<String>,
+    pub top_site_bytes: u64,
+}
+
+/// Segments matched by (address, total size), as PyTorch's `_memory_viz
+/// compare` matches them: those of one run only.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SegmentDiff {
+    /// Segments of BEFORE whose address and size AFTER has too.
+    pub in_both: usize,
+    pub only_before_count: usize,
+    pub only_before_bytes: u64,
+    pub only_after_count: usize,
+    pub only_after_bytes: u64,
+    /// The largest first (then by device and address), at most `--top`.
+    pub only_before: Vec<SegmentFigures>,
+    pub only_after: Vec<SegmentFigures>,
+}
+
+/// The segments of one run only, between two snapshots (each side one
+/// device, or every device when `None`). A segment is the same in both when
+/// its address and total size are: CUDA's unified addressing gives every
+/// device its own addresses, so the device is not part of the key (and two
+/// devices of one file can be compared). An expandable segment that grew
+/// or shrank is therefore in both lists, as `_memory_viz compare` has it.
+/// `top` bounds the lists (0 = all); the counts and bytes cover every one.
+pub fn segment_diff(
+    before: &Snapshot,
+    before_device: Option<i64>,
+    after: &Snapshot,
+    after_device: Option<i64>,
+    top: usize,
+) -> SegmentDiff {
+    let (b, a) = (
+        segments_of(before, before_device),
+        segments_of(after, after_device),
+    );
+    let keys = |v: &[&Segment]| -> BTreeSet<(u64, u64)> {
+        v.iter().map(|x| (x.address, x.total_size)).collect()
+    };
+    let (kb, ka) = (keys(&b), keys(&a));
+    let only = |snap: &Snapshot, v: &[&Segment], other: &BTreeSet<(u64, u64)>| {
+        let mut names: HashMap<StackId, String> = HashMap::new();
+        let mut out: Vec<SegmentFigures> = v
+            .iter()
+            .filter(|x| !other.contains(&(x.address, x.total_size)))
+            .map(|x| segment_figures(snap, x, &mut names))
+            .collect();
+        out.sort_by(|p, q| {
+            q.total_size
+                .cmp(&p.total_size)
+                .then(p.device.cmp(&q.device))
+                .then(p.address.cmp(&q.address))
+        });
+        let bytes = out.iter().fold(0u64, |t, x| t.saturating_add(x.total_size));
+        (out, bytes)
+    };
+    let (mut ob, ob_bytes) = only(before, &b, &ka);
+    let (mut oa, oa_bytes) = only(after, &a, &kb);
+    let (ob_count, oa_count) = (ob.len(), oa.len());
+    if top > 0 {
+        ob.truncate(top);
+        oa.truncate(top);
+    }
+    SegmentDiff {
+        in_both: b.len() - ob_count,
+        only_before_count: ob_count,
+        only_before_bytes: ob_bytes,
+        only_after_count: oa_count,
+        only_after_bytes: oa_bytes,
+        only_before: ob,
+        only_after: oa,
+    }
+}
+
+/// One device's segments, or every device's.
+fn segments_of(s: &Snapshot, device: Option<i64>) -> Vec<&Segment> {
+    s.segments
+        .iter()
+        .filter(|x| device.is_none_or(|d| x.device == d))
+        .collect()
+}
+
+fn segment_figures(
+    snap: &Snapshot,
+    seg: &Segment,
+    names: &mut HashMap<StackId, String>,
+) -> SegmentFigures {
+    let (mut allocated, mut live, mut free) = (0u64, 0u64, 0u64);
+    let mut by_site: BTreeMap<String, u64> = BTreeMap::new();
+    for b in &seg.blocks {
+        match b.state {
+            BlockState::ActiveAllocated => {
+                let bytes = b.requested_or_size().min(b.size);
+                allocated = allocated.saturating_add(bytes);
+                live += 1;
+                let site = names
+                    .entry(b.frames)
+                    .or_insert_with(|| call_site(snap, b.frames).label());
+                let e = by_site.entry(site.clone()).or_default();
+                *e = e.saturating_add(bytes);
+            }
+            BlockState::Inactive => free = free.saturating_add(b.size),
+            BlockState::ActivePendingFree => {}
+        }
+    }
+    // Most bytes; ties to the first site by name (the map's order).
+    let top = by_site
+        .into_iter()
+        .fold(None::<(String, u64)>, |best, (s, n)| match best {
+            Some((_, m)) if m >= n => best,
+            _ => Some((s, n)),
+        });
+    SegmentFigures {
+        device: seg.device,
+        address: seg.address,
+        total_size: seg.total_size,
+        segment_type: seg.segment_type.as_str().into(),
+        stream: seg.stream,
+        pool_id: seg.pool(),
+        allocated_bytes: allocated,
+        live_blocks: live,
+        free_bytes: free,
+        top_site_bytes: top.as_ref().map_or(0, |t| t.1),
+        top_site: top.map(|t| t.0),
+    }
 }
 
 /// One side of a comparison. `sites` is `None` for inputs that do not
@@ -365,6 +514,7 @@ allocated, profiler totals count block bytes, so allocated figures differ by the
         call_sites_changed: changed,
         new_culprits: new_c,
         gone_culprits: gone_c,
+        segments: None,
         notes,
     }
 }
@@ -598,6 +748,93 @@ mod tests {
         assert_eq!(r.new_culprits[0].pinned_free_bytes, 40);
         assert!(r.gone_culprits.is_empty());
         assert_eq!(r.call_sites_changed, 1);
+    }
+
+    #[test]
+    fn segments_of_one_run_only_are_matched_by_address_and_size() {
+        // Segment 1 is the same in both; segment 2 keeps its address but not
+        // its size; AFTER has a third.
+        let before = snap(
+            &[
+                &[(100, A, "/p/a.py"), (50, I, "")],
+                &[(30, A, "/p/model.py"), (20, A, ""), (10, I, "")],
+            ],
+            &[],
+        );
+        let after = snap(
+            &[
+                &[(100, A, "/p/a.py"), (50, I, "")],
+                &[(40, A, "/p/b.py"), (30, I, "")],
+                &[(200, A, "/p/c.py"), (300, I, "")],
+            ],
+            &[],
+        );
+        assert_eq!(before.segments[1].address, after.segments[1].address);
+        let d = segment_diff(&before, None, &after, None, 0);
+        assert_eq!(d.in_both, 1);
+        assert_eq!((d.only_before_count, d.only_before_bytes), (1, 60));
+        assert_eq!((d.only_after_count, d.only_after_bytes), (2, 570));
+        let b = &d.only_before[0];
+        assert_eq!(
+            (
+                b.address,
+                b.total_size,
+                b.allocated_bytes,
+                b.live_blocks,
+                b.free_bytes
+            ),
+            (before.segments[1].address, 60, 50, 2, 10)
+        );
+        assert_eq!(
+            (b.top_site.as_deref(), b.top_site_bytes),
+            (Some("model.py:10 (forward)"), 30)
+        );
+        assert_eq!((b.segment_type.as_str(), b.pool_id), ("large", (0, 0)));
+        // The largest first.
+        let sizes: Vec<u64> = d.only_after.iter().map(|x| x.total_size).collect();
+        assert_eq!(sizes, vec![500, 70]);
+        assert_eq!(
+            d.only_after[0].top_site.as_deref(),
+            Some("c.py:10 (forward)")
+        );
+        // `top` bounds the lists, not the counts.
+        let t = segment_diff(&before, None, &after, None, 1);
+        assert_eq!(
+            (t.only_after.len(), t.only_after_count, t.only_after_bytes),
+            (1, 2, 570)
+        );
+        assert_eq!(t.only_after[0], d.only_after[0]);
+        // A run against itself: everything in both.
+        let same = segment_diff(&after, None, &after, None, 0);
+        assert_eq!(
+            (same.in_both, same.only_before_count, same.only_after_count),
+            (3, 0, 0)
+        );
+        // A device with no segments: everything of the other side is its own.
+        let none = segment_diff(&after, Some(0), &after, Some(4), 0);
+        assert_eq!(
+            (none.in_both, none.only_before_count, none.only_after_count),
+            (0, 3, 0)
+        );
+    }
+
+    #[test]
+    fn a_segment_without_live_blocks_has_no_top_site_and_ties_go_by_name() {
+        let before = snap(&[&[(64, I, "")]], &[]);
+        let after = snap(
+            &[&[(10, A, "/p/z.py"), (10, A, "/p/y.py"), (5, I, "")]],
+            &[],
+        );
+        let d = segment_diff(&before, None, &after, None, 0);
+        assert_eq!(d.only_before[0].top_site, None);
+        assert_eq!(d.only_before[0].top_site_bytes, 0);
+        assert_eq!(
+            (
+                d.only_after[0].top_site.as_deref(),
+                d.only_after[0].top_site_bytes
+            ),
+            (Some("y.py:10 (forward)"), 10)
+        );
     }
 
     #[test]

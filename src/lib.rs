@@ -11,6 +11,7 @@ pub mod cli;
 pub mod culprits;
 pub mod diff;
 pub mod encode;
+pub mod events;
 pub mod explain;
 pub mod frames;
 pub mod input;

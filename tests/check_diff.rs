@@ -1172,3 +1172,176 @@ fn golden_outputs_of_the_hand_made_pair() {
     let r = fragscope(d, &["diff", "--json", "before.json", "after.json"]).expect(0);
     golden("diff.json", &r.stdout);
 }
+
+// ---- segments of one run only (`_memory_viz compare`) -------------------
+
+fn stats_json(d: &Path, file: &str) -> serde_json::Value {
+    let r = fragscope(d, &["stats", "--json", file]).expect(0);
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
+/// Two real snapshots with no segment in common: each side's list is all of
+/// its segments, their bytes its reserved bytes and what they hold its
+/// allocated bytes (as `stats` counts them).
+#[test]
+fn diff_lists_the_segments_of_one_run_only_on_a_real_pair() {
+    let (Some(a), Some(b)) = (
+        real("octreenca_single-step_tiny.pickle"),
+        real("octreenca_inference_24GB_few-segments.pickle"),
+    ) else {
+        return;
+    };
+    let (a, b) = (a.to_string_lossy(), b.to_string_lossy());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let r = fragscope(d, &["diff", "--json", &a, &b]).expect(0);
+    let rep: DiffReport = round_trip(&r.stdout);
+    let s = rep.segments.expect("two snapshots compare their segments");
+    // README: 2 and 6 segments.
+    assert_eq!(
+        (s.in_both, s.only_before_count, s.only_after_count),
+        (0, 2, 6)
+    );
+    for (file, list, bytes) in [
+        (&a, &s.only_before, s.only_before_bytes),
+        (&b, &s.only_after, s.only_after_bytes),
+    ] {
+        let st = stats_json(d, file);
+        assert_eq!(Some(bytes), st["reserved_bytes"].as_u64(), "{file}");
+        let held: u64 = list.iter().map(|x| x.allocated_bytes).sum();
+        assert_eq!(Some(held), st["allocated_bytes"].as_u64(), "{file}");
+        let free: u64 = list.iter().map(|x| x.free_bytes).sum();
+        assert_eq!(Some(free), st["inactive_bytes"].as_u64(), "{file}");
+        assert!(list.windows(2).all(|w| w[0].total_size >= w[1].total_size));
+        for x in list {
+            assert_eq!(x.top_site.is_some(), x.live_blocks > 0, "{x:?}");
+            assert!(x.top_site_bytes <= x.allocated_bytes, "{x:?}");
+        }
+    }
+    let text = fragscope(d, &["diff", &a, &b]).expect(0).stdout;
+    assert!(
+        text.contains(
+            "Segments, matched by address and size: 0 in both runs, 2 (22.00 MiB) only before, 6 (22.69 GiB) only after"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("Segments only before (2 of 2):"), "{text}");
+    assert!(text.contains("Segments only after (6 of 6):"), "{text}");
+    // --top bounds the lists; the line above them still counts all.
+    let text = fragscope(d, &["diff", "--top", "2", &a, &b])
+        .expect(0)
+        .stdout;
+    assert!(text.contains("Segments only after (2 of 6):"), "{text}");
+    assert!(text.contains("6 (22.69 GiB) only after"), "{text}");
+}
+
+/// A real snapshot against a copy with one segment dropped and one moved to
+/// a fresh address: exactly those two differ, with what they hold.
+#[test]
+fn diff_finds_a_dropped_and_a_moved_segment_in_a_modified_copy() {
+    let Some(p) = real("kkaitlyn_cs336_1457-segments_empty-trace.pickle") else {
+        return;
+    };
+    let orig = load(&p);
+    let mut copy = orig.clone();
+    // Drop the largest segment; move the next largest past the last one.
+    let mut by_size: Vec<usize> = (0..copy.segments.len()).collect();
+    by_size.sort_by_key(|&i| (std::cmp::Reverse(copy.segments[i].total_size), i));
+    let (dropped, moved) = (by_size[0], by_size[1]);
+    let end = copy.segments.iter().map(|s| s.end()).max().unwrap();
+    let shift = (end - copy.segments[moved].address).next_multiple_of(2 << 20) + (2 << 20);
+    let seg = &mut copy.segments[moved];
+    let old_address = seg.address;
+    seg.address += shift;
+    for b in &mut seg.blocks {
+        b.address += shift;
+    }
+    let dropped_seg = copy.segments.remove(dropped);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = write(d, "orig.json", &orig);
+    let a = write(d, "copy.json", &copy);
+    let r = fragscope(d, &["diff", "--json", &b, &a]).expect(0);
+    let rep: DiffReport = round_trip(&r.stdout);
+    let s = rep.segments.unwrap();
+    assert_eq!(
+        (s.in_both, s.only_before_count, s.only_after_count),
+        (1457 - 2, 2, 1)
+    );
+    let requested = |seg: &Segment| -> u64 {
+        seg.blocks
+            .iter()
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| b.requested_or_size().min(b.size))
+            .sum()
+    };
+    let gone = s
+        .only_before
+        .iter()
+        .find(|x| x.address == dropped_seg.address)
+        .expect("the dropped segment is only before");
+    assert_eq!(gone.total_size, dropped_seg.total_size);
+    assert_eq!(gone.allocated_bytes, requested(&dropped_seg));
+    assert!(s.only_before.iter().any(|x| x.address == old_address));
+    let new = &s.only_after[0];
+    let orig_moved = orig
+        .segments
+        .iter()
+        .find(|x| x.address == old_address)
+        .unwrap();
+    assert_eq!(new.address, old_address + shift);
+    assert_eq!(
+        (new.total_size, new.allocated_bytes),
+        (orig_moved.total_size, requested(orig_moved))
+    );
+    // The moved segment holds the same on both sides.
+    let before_moved = s
+        .only_before
+        .iter()
+        .find(|x| x.address == old_address)
+        .unwrap();
+    assert_eq!(
+        (
+            before_moved.live_blocks,
+            before_moved.free_bytes,
+            &before_moved.top_site
+        ),
+        (new.live_blocks, new.free_bytes, &new.top_site)
+    );
+    // A file against itself: every segment in both, no list.
+    let text = fragscope(d, &["diff", &b, &b]).expect(0).stdout;
+    assert!(
+        text.contains(
+            "Segments, matched by address and size: 1457 in both runs, 0 only before, 0 only after"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("Segments only"), "{text}");
+}
+
+/// A profiler trace has no segments: the section is absent and a note says
+/// why.
+#[test]
+fn diff_with_a_profiler_trace_has_no_segment_section() {
+    let (Some(t), Some(s)) = (
+        real("tracelens_h100_bert-small_profile-memory.json.gz"),
+        real("octreenca_single-step_tiny.pickle"),
+    ) else {
+        return;
+    };
+    let (t, s) = (t.to_string_lossy(), s.to_string_lossy());
+    let dir = tempfile::tempdir().unwrap();
+    let r = fragscope(dir.path(), &["diff", "--json", &s, &t]).expect(0);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(v["segments"].is_null(), "{r}");
+    let notes = v["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("segments are compared only between two snapshots")),
+        "{r}"
+    );
+    let text = fragscope(dir.path(), &["diff", &s, &t]).expect(0).stdout;
+    assert!(!text.contains("Segments, matched"), "{text}");
+}

@@ -61,6 +61,8 @@ fn commands(dir: &Path, seed: &str) -> Vec<Vec<String>> {
         vec!["stats", "--json", "{F}"],
         vec!["timeline", "{F}"],
         vec!["timeline", "--json", "{F}"],
+        vec!["events", "{F}"],
+        vec!["events", "--json", "{F}"],
         vec!["culprits", "{F}"],
         vec!["flamegraph", "{F}", "-o", "{SVG}"],
         vec!["check", "{F}"],

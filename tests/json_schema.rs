@@ -104,6 +104,7 @@ fn snapshot_commands_match_the_docs() {
         &out(&["timeline", "--json", "--max-points", "8", &oom]),
     );
     check("fragscope.oom/1", &out(&["oom", "--json", &oom]));
+    check("fragscope.events/1", &out(&["events", "--json", &oom]));
     check(
         "fragscope.culprits/1",
         &out(&["culprits", "--json", &culprits]),

@@ -2,7 +2,7 @@
 
 use super::check::load_measured;
 use super::common::{Exit, Global, print, warn};
-use crate::diff::{DiffInput, call_sites, diff, trace_sites};
+use crate::diff::{DiffInput, call_sites, diff, segment_diff, trace_sites};
 use crate::input::Content;
 
 #[derive(clap::Args, Debug)]
@@ -62,7 +62,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         Content::MemoryTimeline(_) => None,
     };
     let (xb, xa) = (sites(&sb, db, &a.before), sites(&sa, da, &a.after));
-    let r = diff(
+    let mut r = diff(
         &DiffInput {
             file: &a.before,
             device: db,
@@ -77,6 +77,15 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         },
         a.top,
     );
+    match (&sb, &sa) {
+        (Content::Snapshot(x), Content::Snapshot(y)) => {
+            r.segments = Some(segment_diff(x, db, y, da, a.top));
+        }
+        _ => r.notes.push(
+            "segments are compared only between two snapshots: a profiler trace records no segment layout"
+                .into(),
+        ),
+    }
     if a.json {
         print(&crate::render::diff::json(&r))?;
     } else {

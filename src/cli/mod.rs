@@ -12,6 +12,7 @@ pub mod completions;
 pub mod convert;
 pub mod culprits;
 pub mod diff;
+pub mod events;
 pub mod explain;
 pub mod flamegraph;
 pub mod man;
@@ -146,6 +147,14 @@ pub enum Command {
         after_help = "Examples:\n  fragscope timeline snapshot.pickle\n  fragscope timeline --csv --max-points 2000 snapshot.pickle > series.csv\n  fragscope timeline --at peak snapshot.pickle\n  fragscope timeline --at oom:1 --device 1 snapshot.pickle"
     )]
     Timeline(timeline::Args),
+    /// One line per trace event: index, time, action, address, size,
+    /// stream, allocated and reserved after it (the replayed figures of
+    /// `timeline`) and call site; an `oom` line with the free device memory.
+    /// Written as it goes, so any trace length fits.
+    #[command(
+        after_help = "Examples:\n  fragscope events snapshot.pickle | less -S\n  fragscope events --device 1 --from 400 --to 430 snapshot.pickle\n  fragscope events --grep model.py --csv snapshot.pickle > model-events.csv\n  fragscope events --json -o events.json trace.json.gz"
+    )]
+    Events(events::Args),
     /// Explain each out-of-memory event of a snapshot: the request, the
     /// allocator's state at that moment, a verdict (fragmentation, capacity,
     /// other processes) and what to try.
@@ -196,6 +205,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Plot(a) => plot::run(a, &g),
         Command::Report(a) => report::run(a, &g),
         Command::Timeline(a) => timeline::run(a, &g),
+        Command::Events(a) => events::run(a, &g),
         Command::Oom(a) => oom::run(a, &g),
         Command::Completions(a) => completions::run(a, &g),
         Command::Man(a) => man::run(a, &g),

@@ -1058,7 +1058,7 @@ fn build_device(
 
 /// The call site of a memory event. Outside every operator (graph capture,
 /// Python-side allocations), the Python function is the best one left.
-fn op_label(names: &[String], e: &MemEvent) -> String {
+pub fn op_label(names: &[String], e: &MemEvent) -> String {
     match (e.op, e.python) {
         (Some(i), _) => names[i as usize].clone(),
         (None, Some(p)) => format!("python: {}", names[p as usize]),

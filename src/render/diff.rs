@@ -2,10 +2,10 @@
 //! (schema `fragscope.diff/1`), both from one [`DiffReport`].
 
 use super::table::{Tone, align_numbers, new_table, toned};
-use crate::diff::{Culprit, DiffReport, Direction, MetricDelta, Side};
+use crate::diff::{Culprit, DiffReport, Direction, MetricDelta, SegmentDiff, SegmentFigures, Side};
 use crate::metrics::Unit;
 use crate::units::{fmt_bytes, fmt_bytes_pair, fmt_delta, fmt_pct, pct_rounds_to_zero};
-use comfy_table::Cell;
+use comfy_table::{Cell, CellAlignment};
 
 fn side(s: &Side) -> String {
     match s.device {
@@ -77,6 +77,83 @@ fn culprits(out: &mut String, title: &str, list: &[Culprit]) {
     out.push('\n');
 }
 
+fn segment_table(out: &mut String, title: &str, shown: &[SegmentFigures], count: usize) {
+    if shown.is_empty() {
+        return;
+    }
+    out.push_str(&format!("\n{title} ({} of {count}):\n", shown.len()));
+    let mut t = new_table(&[
+        "segment",
+        "device",
+        "type",
+        "stream",
+        "size",
+        "allocated",
+        "live blocks",
+        "free",
+        "top call site",
+        "its bytes",
+    ]);
+    for s in shown {
+        t.add_row(vec![
+            format!("{:#x}", s.address),
+            s.device.to_string(),
+            s.segment_type.clone(),
+            if s.stream == 0 {
+                "default".into()
+            } else {
+                format!("{:#x}", s.stream)
+            },
+            fmt_bytes(s.total_size),
+            fmt_bytes(s.allocated_bytes),
+            s.live_blocks.to_string(),
+            fmt_bytes(s.free_bytes),
+            s.top_site.clone().unwrap_or_else(|| "-".into()),
+            if s.top_site.is_some() {
+                fmt_bytes(s.top_site_bytes)
+            } else {
+                "-".into()
+            },
+        ]);
+    }
+    for i in [1, 4, 5, 6, 7, 9] {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
+}
+
+/// The segments of one run only, matched by address and size.
+fn segments(out: &mut String, d: &SegmentDiff) {
+    let side = |n: usize, bytes: u64| {
+        if n == 0 {
+            "0".to_string()
+        } else {
+            format!("{n} ({})", fmt_bytes(bytes))
+        }
+    };
+    out.push_str(&format!(
+        "\nSegments, matched by address and size: {} in both runs, {} only before, {} only after\n",
+        d.in_both,
+        side(d.only_before_count, d.only_before_bytes),
+        side(d.only_after_count, d.only_after_bytes),
+    ));
+    segment_table(
+        out,
+        "Segments only before",
+        &d.only_before,
+        d.only_before_count,
+    );
+    segment_table(
+        out,
+        "Segments only after",
+        &d.only_after,
+        d.only_after_count,
+    );
+}
+
 pub fn text(r: &DiffReport) -> String {
     let mut out = format!("before: {}\nafter:  {}\n", side(&r.before), side(&r.after));
     // Several devices per side: name the device each figure comes from.
@@ -141,6 +218,9 @@ pub fn text(r: &DiffReport) -> String {
         "Gone culprits (pinned free memory only before)",
         &r.gone_culprits,
     );
+    if let Some(sd) = &r.segments {
+        segments(&mut out, sd);
+    }
     for n in &r.notes {
         out.push_str(&format!("note: {n}\n"));
     }

@@ -19,7 +19,7 @@ pub fn first_time(samples: &[Sample]) -> Option<i64> {
     samples.iter().find_map(|s| s.time_us)
 }
 
-fn report_lines(r: &ReplayReport) -> String {
+pub fn report_lines(r: &ReplayReport) -> String {
     let mut out = String::new();
     if r.anomalies.is_empty() {
         out.push_str("anomalies: none\n");

@@ -1,0 +1,368 @@
+//! The outputs of `fragscope events`: an aligned text table, CSV and a JSON
+//! object (schema `fragscope.events/1`), written row by row to a writer.
+//!
+//! Unlike the other renderers these write instead of returning a `String`:
+//! a listing has one line per trace event, and a trace of millions of events
+//! must not be held as text. The text table's column widths come from a
+//! first pass over the rows ([`Widths::see`]), so it stays aligned without
+//! being buffered.
+
+use super::table::{Tone, paint};
+use super::timeline::fmt_time;
+use crate::events::Row;
+use crate::units::fmt_bytes;
+use std::io::{self, Write};
+
+pub const EVENTS_SCHEMA: &str = "fragscope.events/1";
+
+const HEADER: [&str; 9] = [
+    "event",
+    "time",
+    "action",
+    "address",
+    "size",
+    "stream",
+    "allocated",
+    "reserved",
+    "call site",
+];
+
+/// Column widths of the text table, from the rows it will hold.
+#[derive(Debug, Clone)]
+pub struct Widths {
+    t0: Option<i64>,
+    max_event: usize,
+    /// Largest |time − t0| in µs, and whether any is negative.
+    max_dt: i64,
+    negative_dt: bool,
+    action: usize,
+    max_address: u64,
+    /// Largest of size, allocated, reserved.
+    max_bytes: u64,
+    stream: usize,
+}
+
+impl Widths {
+    /// Times print as seconds since `t0` (the trace's first time), as in
+    /// `timeline`.
+    pub fn new(t0: Option<i64>) -> Widths {
+        Widths {
+            t0,
+            max_event: 0,
+            max_dt: 0,
+            negative_dt: false,
+            action: 0,
+            max_address: 0,
+            max_bytes: 0,
+            stream: 0,
+        }
+    }
+
+    /// Takes a row into account.
+    pub fn see(&mut self, r: &Row) {
+        self.max_event = self.max_event.max(r.event.unwrap_or(0));
+        if let (Some(t), Some(t0)) = (r.time_us, self.t0) {
+            let dt = t.saturating_sub(t0);
+            self.negative_dt |= dt < 0;
+            self.max_dt = self.max_dt.max(dt.saturating_abs());
+        }
+        self.action = self.action.max(r.action.chars().count());
+        self.max_address = self.max_address.max(r.address.unwrap_or(0));
+        self.max_bytes = self
+            .max_bytes
+            .max(r.size)
+            .max(r.allocated)
+            .max(r.reserved.unwrap_or(0));
+        if let Some(s) = r.stream {
+            self.stream = self.stream.max(s.to_string().len());
+        }
+    }
+
+    /// The widths, once every row has been seen.
+    pub fn columns(&self) -> Columns {
+        Columns {
+            t0: self.t0,
+            c: self.cols(),
+        }
+    }
+
+    fn cols(&self) -> [usize; 8] {
+        let bytes = if self.max_bytes < 1024 {
+            fmt_bytes(self.max_bytes).len()
+        } else {
+            // `1023.99 MiB` is the widest binary figure below 1 PiB.
+            fmt_bytes(self.max_bytes).len().max(11)
+        };
+        let time = fmt_time(Some(self.max_dt), Some(0)).len() + usize::from(self.negative_dt);
+        [
+            self.max_event.to_string().len(),
+            time,
+            self.action,
+            format!("{:#x}", self.max_address).len(),
+            bytes,
+            self.stream.max(1),
+            bytes,
+            bytes,
+        ]
+        .into_iter()
+        .zip(HEADER)
+        .map(|(w, h)| w.max(h.len()))
+        .collect::<Vec<_>>()
+        .try_into()
+        .expect("eight columns")
+    }
+}
+
+/// The text table's layout: column widths and the time origin.
+#[derive(Debug, Clone, Copy)]
+pub struct Columns {
+    t0: Option<i64>,
+    c: [usize; 8],
+}
+
+/// The header line of the text table.
+pub fn text_header(w: &mut dyn Write, cols: &Columns) -> io::Result<()> {
+    let c = cols.c;
+    writeln!(
+        w,
+        "{:>w0$}  {:>w1$}  {:<w2$}  {:>w3$}  {:>w4$}  {:>w5$}  {:>w6$}  {:>w7$}  {}",
+        HEADER[0],
+        HEADER[1],
+        HEADER[2],
+        HEADER[3],
+        HEADER[4],
+        HEADER[5],
+        HEADER[6],
+        HEADER[7],
+        HEADER[8],
+        w0 = c[0],
+        w1 = c[1],
+        w2 = c[2],
+        w3 = c[3],
+        w4 = c[4],
+        w5 = c[5],
+        w6 = c[6],
+        w7 = c[7],
+    )
+}
+
+/// One row of the text table. An `oom` row ends with the free device
+/// memory PyTorch recorded.
+pub fn text_row(w: &mut dyn Write, cols: &Columns, r: &Row) -> io::Result<()> {
+    let c = cols.c;
+    let dash = || "-".to_string();
+    let action = format!("{:<w$}", r.action, w = c[2]);
+    let action = if r.is_oom() {
+        paint(&action, Tone::Bad)
+    } else {
+        action
+    };
+    let oom_note = match (r.is_oom(), r.device_free) {
+        (true, Some(f)) => format!("  [out of memory; device free: {}]", fmt_bytes(f)),
+        (true, None) => "  [out of memory]".to_string(),
+        _ => String::new(),
+    };
+    writeln!(
+        w,
+        "{:>w0$}  {:>w1$}  {action}  {:>w3$}  {:>w4$}  {:>w5$}  {:>w6$}  {:>w7$}  {}{oom_note}",
+        r.event.map_or_else(dash, |e| e.to_string()),
+        fmt_time(r.time_us, cols.t0),
+        r.address.map_or_else(dash, |a| format!("{a:#x}")),
+        fmt_bytes(r.size),
+        r.stream.map_or_else(dash, |s| s.to_string()),
+        fmt_bytes(r.allocated),
+        r.reserved.map_or_else(dash, fmt_bytes),
+        r.call_site,
+        w0 = c[0],
+        w1 = c[1],
+        w3 = c[3],
+        w4 = c[4],
+        w5 = c[5],
+        w6 = c[6],
+        w7 = c[7],
+    )
+}
+
+pub const CSV_HEADER: &str =
+    "device,event,time_us,action,address,size,stream,allocated,reserved,device_free,call_site\n";
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or(String::new(), |x| x.to_string())
+}
+
+/// One CSV row (exact integers; empty for what the event lacks).
+pub fn csv_row(w: &mut dyn Write, device: &str, r: &Row) -> io::Result<()> {
+    writeln!(
+        w,
+        "{},{},{},{},{},{},{},{},{},{},{}",
+        csv_field(device),
+        opt(r.event),
+        opt(r.time_us),
+        csv_field(r.action),
+        opt(r.address),
+        r.size,
+        opt(r.stream),
+        r.allocated,
+        opt(r.reserved),
+        opt(r.device_free),
+        csv_field(r.call_site),
+    )
+}
+
+/// The JSON object is written in pieces: [`json_start`], then per device
+/// [`json_device_start`], its rows with [`json_row`] and
+/// [`json_device_end`], then [`json_end`]. One event a line.
+///
+/// `head` holds the top-level fields besides `schema` and `devices`.
+pub fn json_start(w: &mut dyn Write, head: &serde_json::Value) -> io::Result<()> {
+    writeln!(
+        w,
+        "{{\"schema\":\"{EVENTS_SCHEMA}\"{}\"devices\":[",
+        fields(head)?
+    )
+}
+
+/// An object's fields without its braces, each followed by a comma (`,`
+/// alone for an empty object).
+fn fields(v: &serde_json::Value) -> io::Result<String> {
+    let s = serde_json::to_string(v)?;
+    let inner = s
+        .strip_prefix('{')
+        .and_then(|x| x.strip_suffix('}'))
+        .ok_or_else(|| io::Error::other("the head of a JSON object must be an object"))?;
+    Ok(if inner.is_empty() {
+        ",".into()
+    } else {
+        format!(",{inner},")
+    })
+}
+
+/// `head` is the device object's fields before `events`; `first` says
+/// whether this is the first device.
+pub fn json_device_start(
+    w: &mut dyn Write,
+    head: &serde_json::Value,
+    first: bool,
+) -> io::Result<()> {
+    let f = fields(head)?;
+    writeln!(
+        w,
+        "{}{{{}\"events\":[",
+        if first { "" } else { "," },
+        &f[1..]
+    )
+}
+
+pub fn json_row(w: &mut dyn Write, r: &Row, first: bool) -> io::Result<()> {
+    if !first {
+        w.write_all(b",\n")?;
+    }
+    serde_json::to_writer(&mut *w, r)?;
+    Ok(())
+}
+
+/// Closes a device's `events` with the number listed.
+pub fn json_device_end(w: &mut dyn Write, listed: usize) -> io::Result<()> {
+    let nl = if listed > 0 { "\n" } else { "" };
+    writeln!(w, "{nl}],\"listed\":{listed}}}")
+}
+
+pub fn json_end(w: &mut dyn Write) -> io::Result<()> {
+    writeln!(w, "]}}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row<'a>(event: usize, action: &'a str, site: &'a str) -> Row<'a> {
+        Row {
+            event: Some(event),
+            time_us: Some(1_000_000 + event as i64 * 250_000),
+            action,
+            address: Some(0x7f00_0000_0000 + event as u64 * 512),
+            size: 512,
+            stream: Some(0),
+            allocated: 512 * event as u64,
+            reserved: Some(2 << 20),
+            device_free: None,
+            call_site: site,
+        }
+    }
+
+    #[test]
+    fn text_rows_are_aligned_under_the_header() {
+        let rows = [
+            row(0, "segment_alloc", "(no stack recorded)"),
+            row(9, "alloc", "model.py:10 (forward)"),
+            Row {
+                event: Some(12),
+                action: "oom",
+                address: None,
+                size: 3 << 30,
+                device_free: Some(91 << 20),
+                ..row(12, "oom", "train.py:3 (step)")
+            },
+        ];
+        let mut w = Widths::new(Some(1_000_000));
+        rows.iter().for_each(|r| w.see(r));
+        let c = w.columns();
+        let mut out = Vec::new();
+        text_header(&mut out, &c).unwrap();
+        for r in &rows {
+            text_row(&mut out, &c, r).unwrap();
+        }
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines[0].find("call site").unwrap();
+        for l in &lines[1..] {
+            assert_eq!(l[..at].chars().count(), at, "{text}");
+            assert!(l[..at].ends_with("  "), "{text}");
+        }
+        assert!(lines[3].ends_with("train.py:3 (step)  [out of memory; device free: 91.00 MiB]"));
+        assert!(lines[3].contains(" - "), "an oom has no address: {text}");
+        assert!(lines[2].contains("+2.250 s"), "{text}");
+    }
+
+    #[test]
+    fn csv_quotes_what_needs_it() {
+        let mut out = Vec::new();
+        csv_row(&mut out, "0", &row(1, "alloc", "f(a, b) (native)")).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "0,1,1250000,alloc,139637976728064,512,0,512,2097152,,\"f(a, b) (native)\"\n"
+        );
+    }
+
+    #[test]
+    fn the_json_pieces_make_one_object() {
+        let mut out = Vec::new();
+        json_start(&mut out, &serde_json::json!({"file": "a \"b\".pickle"})).unwrap();
+        for (k, n) in [(0, 2usize), (1, 0)] {
+            json_device_start(&mut out, &serde_json::json!({"device": k}), k == 0).unwrap();
+            for i in 0..n {
+                json_row(&mut out, &row(i, "alloc", "x"), i == 0).unwrap();
+            }
+            json_device_end(&mut out, n).unwrap();
+        }
+        json_end(&mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["schema"], EVENTS_SCHEMA);
+        assert_eq!(v["file"], "a \"b\".pickle");
+        assert_eq!(v["devices"][0]["events"][1]["event"], 1);
+        assert_eq!(v["devices"][0]["listed"], 2);
+        assert_eq!(v["devices"][1]["events"].as_array().unwrap().len(), 0);
+        // One event a line.
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().filter(|l| l.contains("\"action\"")).count(), 2);
+    }
+}
