@@ -523,7 +523,7 @@ fn snapshot_and_trace_speak_alike() {
     let b = run(["report", tr.as_str(), "--markdown"])
         .expect_code(0)
         .stdout();
-    let header = "| device | events | peak reserved | peak allocated | final reserved | final allocated | OOMs |";
+    let header = "| device | events | peak reserved | peak allocated | peak allocated incl. pending frees | final reserved | final allocated | OOMs |";
     assert!(a.contains(header) && b.contains(header));
     let key = "| moment | when | reserved | allocated | free in reserved | largest free gap | fragmentation |";
     assert!(a.contains(key) && b.contains(key));

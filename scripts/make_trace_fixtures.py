@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Writes the small hand-made inputs in fixtures/ whose answers come from a
+trace (or a timeline) rather than from a final state alone. Each is worked
+out by hand below; fixtures/README.md repeats the figures and names the
+tests that assert them.
+
+Run: python3 scripts/make_trace_fixtures.py
+"""
+import json, os
+
+here = os.path.dirname(os.path.abspath(__file__))
+fx = os.path.join(here, "..", "fixtures")
+
+MiB = 1 << 20
+BASE = 139_637_976_727_552  # 0x7f00_0000_0000-ish device address
+T0 = 1_700_000_000_000_000
+FRAMES = [{"filename": "/work/train.py", "line": 42, "name": "forward"}]
+
+
+def write_json(name, obj):
+    with open(os.path.join(fx, name), "w") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+
+
+def ev(i, action, addr, size, stream=0):
+    return {"action": action, "addr": addr, "size": size, "stream": stream,
+            "time_us": T0 + 1000 * i, "frames": FRAMES}
+
+
+def block(addr, size, state, req=None):
+    return {"address": addr, "size": size, "state": state,
+            "requested_size": req if req is not None else (size if state != "inactive" else 0),
+            "frames": FRAMES if state != "inactive" else []}
+
+
+def segment(addr, blocks, stream=0):
+    total = sum(b["size"] for b in blocks)
+    assert [b["address"] for b in blocks] == [addr + sum(b["size"] for b in blocks[:k]) for k in range(len(blocks))]
+    live = [b for b in blocks if b["state"] != "inactive"]
+    return {"device": 0, "address": addr, "total_size": total,
+            "allocated_size": sum(b["size"] for b in blocks if b["state"] == "active_allocated"),
+            "active_size": sum(b["size"] for b in live),
+            "requested_size": sum(b["requested_size"] for b in live),
+            "stream": stream, "segment_type": "large", "segment_pool_id": [0, 0],
+            "is_expandable": False, "frames": FRAMES, "blocks": blocks}
+
+
+# 1. Pending frees (record_stream): a block counts as allocated until
+#    free_requested for fragscope, until free_completed for memory_viz.
+#    One 20 MiB segment; A (4 MiB - 100 requested, 4 MiB block), B (2 MiB),
+#    C (6 MiB) and D (2 MiB) in the large pool, whose remainders over 1 MiB
+#    are split off. Running figures after each event (requested bytes):
+#      event  action                 allocated       incl. pending
+#      0      segment_alloc 20 MiB   0               0
+#      1      alloc A                4 MiB - 100     4 MiB - 100
+#      2      alloc B                6 MiB - 100     6 MiB - 100
+#      3      free_requested A       2 MiB           6 MiB - 100   (A pending)
+#      4      alloc C                8 MiB           12 MiB - 100  <- peak incl. pending
+#      5      free_completed A       8 MiB           8 MiB
+#      6      alloc D (A's place)    10 MiB          10 MiB        <- peak allocated
+#      7      free_requested B       8 MiB           10 MiB
+#      8      free_completed B       8 MiB           8 MiB
+#      9      free_requested D       6 MiB           8 MiB         (D pending at the end)
+A, B, C, D = BASE, BASE + 4 * MiB, BASE + 6 * MiB, BASE
+pending = {
+    "segments": [segment(BASE, [
+        block(D, 2 * MiB, "active_pending_free"),
+        block(BASE + 2 * MiB, 4 * MiB, "inactive"),
+        block(C, 6 * MiB, "active_allocated"),
+        block(BASE + 12 * MiB, 8 * MiB, "inactive"),
+    ])],
+    "device_traces": [[
+        ev(0, "segment_alloc", BASE, 20 * MiB),
+        ev(1, "alloc", A, 4 * MiB - 100),
+        ev(2, "alloc", B, 2 * MiB),
+        ev(3, "free_requested", A, 4 * MiB - 100),
+        ev(4, "alloc", C, 6 * MiB),
+        ev(5, "free_completed", A, 4 * MiB - 100),
+        ev(6, "alloc", D, 2 * MiB),
+        ev(7, "free_requested", B, 2 * MiB),
+        ev(8, "free_completed", B, 2 * MiB),
+        ev(9, "free_requested", D, 2 * MiB),
+    ]],
+}
+write_json("pending_frees_trace.json", pending)
+
+print("wrote the trace fixtures")
