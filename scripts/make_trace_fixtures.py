@@ -85,4 +85,41 @@ pending = {
 }
 write_json("pending_frees_trace.json", pending)
 
+# 2. A trace that starts mid-run with more reserved than it ever reaches
+#    later: the start state (inherited from before the trace) holds 120 MiB,
+#    a free 100 MiB segment X and a 20 MiB segment Y pinned by an older 8 MiB
+#    block O. The trace opens with empty_cache (X released), frees O, then
+#    allocates A (22 MiB, new segment S1), B (12 MiB, into Y), frees A and
+#    allocates C (30 MiB: S1 is too small, new segment S2). Recorded
+#    reserved after each event (MiB):
+#      0 segment_free X   20      5 alloc B            42
+#      1 free_requested O 20      6 free_requested A   42
+#      2 free_completed O 20      7 free_completed A   42
+#      3 segment_alloc S1 42      8 segment_alloc S2   72
+#      4 alloc A          42      9 alloc C            72
+#    Peak reserved 120 MiB (the start) under every setting; peak during the
+#    trace 72 MiB as recorded (and in the model under the recorded defaults).
+X, Y, S1, S2 = BASE + 512 * MiB, BASE, BASE + 64 * MiB, BASE + 128 * MiB
+O, Bk, Ak, Ck = Y, Y, S1, S2
+inherited = {
+    "segments": [
+        segment(Y, [block(Bk, 12 * MiB, "active_allocated"), block(Y + 12 * MiB, 8 * MiB, "inactive")]),
+        segment(S1, [block(S1, 22 * MiB, "inactive", 0)]),
+        segment(S2, [block(Ck, 30 * MiB, "active_allocated")]),
+    ],
+    "device_traces": [[
+        ev(0, "segment_free", X, 100 * MiB),
+        ev(1, "free_requested", O, 8 * MiB),
+        ev(2, "free_completed", O, 8 * MiB),
+        ev(3, "segment_alloc", S1, 22 * MiB),
+        ev(4, "alloc", Ak, 22 * MiB),
+        ev(5, "alloc", Bk, 12 * MiB),
+        ev(6, "free_requested", Ak, 22 * MiB),
+        ev(7, "free_completed", Ak, 22 * MiB),
+        ev(8, "segment_alloc", S2, 30 * MiB),
+        ev(9, "alloc", Ck, 30 * MiB),
+    ]],
+}
+write_json("inherited_peak_trace.json", inherited)
+
 print("wrote the trace fixtures")
