@@ -122,4 +122,39 @@ inherited = {
 }
 write_json("inherited_peak_trace.json", inherited)
 
+# 3. Two export_memory_timeline raw exports ([t_ns, action, bytes, category]
+#    rows; action 1 PREEXISTING, 2 CREATE, 3 INCREMENT_VERSION, 4 DESTROY;
+#    category 0 parameter, 1 optimizer state, 2 input, 3 temporary,
+#    4 activation, 5 gradient), one step a millisecond. Live bytes (MiB)
+#    after each step:
+#      before profiling  parameter 100, optimizer state 50       total 150
+#      1 ms  input +8                                            158
+#      2 ms  activation +300                                     458
+#      3 ms  temporary +20                                       478
+#      4 ms  temporary -20                                       458
+#      5 ms  gradient +100                                       558 <- peak total
+#      6 ms  activation -300                                     258
+#      7 ms  optimizer state version bump (-50, +50)             258
+#      8 ms  input -8                                            250
+#    Peaks: total 558, parameter 100, optimizer state 50, input 8,
+#    temporary 20, activation 300, gradient 100, autograd detail 0,
+#    unknown 0. The "after" export holds 450 MiB of activations instead of
+#    300: activation 450 (+50 %), total 708 (+150 MiB, +26.9 %).
+MS = 1_000_000  # a millisecond in the export's nanoseconds
+
+
+def timeline(act):
+    return [
+        [-1, 1, 100 * MiB, 0], [-1, 1, 50 * MiB, 1],
+        [1 * MS, 2, 8 * MiB, 2], [2 * MS, 2, act, 4], [3 * MS, 2, 20 * MiB, 3],
+        [4 * MS, 4, -20 * MiB, 3], [5 * MS, 2, 100 * MiB, 5], [6 * MS, 4, -act, 4],
+        [7 * MS, 3, -50 * MiB, 1], [7 * MS, 3, 50 * MiB, 1], [8 * MS, 4, -8 * MiB, 2],
+    ]
+with open(os.path.join(fx, "memory_timeline_before.raw.json"), "w") as f:
+    json.dump(timeline(300 * MiB), f)
+    f.write("\n")
+with open(os.path.join(fx, "memory_timeline_after.raw.json"), "w") as f:
+    json.dump(timeline(450 * MiB), f)
+    f.write("\n")
+
 print("wrote the trace fixtures")

@@ -417,9 +417,10 @@ fn commands_on_a_trace() {
         .expect_code(0)
         .stdout();
     assert!(out.contains("call sites are compared only between two inputs of one kind"));
+    // A memory-timeline export compares only with another export.
     refused(
         &run(["diff", tl.as_str(), bert.as_str()]),
-        "allocated and reserved bytes",
+        "the per-category peaks of a memory-timeline export compare only with another export",
     );
 
     // plot: the timeline exists, the layout charts do not.
