@@ -18,14 +18,21 @@
 //! max_peak_allocated = "36GiB"
 //! max_internal_waste = "512MiB"
 //! max_oom_events = 0                # the default
+//! max_peak_total = "3GiB"           # memory-timeline exports
+//!
+//! [check.max_peak_category]         # memory-timeline exports, per category
+//! activation = "2GiB"
+//! optimizer_state = "512MiB"
 //!
 //! [check.max_regression]            # against the baseline
 //! peak_reserved = "5%"              # relative
 //! fragmentation = 0.05              # absolute, in the metric's unit
 //! largest_gap = "256MiB"
+//! peak_activation = "10%"
 //! ```
 
 use crate::metrics::{Measured, MetricId, Metrics, Quantity, Unit};
+use crate::profiler::memtimeline::Category;
 use crate::units::{fmt_bytes, fmt_pct, parse_size};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -46,16 +53,23 @@ pub enum RuleKind {
     MaxPeakAllocated,
     MaxInternalWaste,
     MaxOomEvents,
+    /// Memory-timeline exports: the peak of all categories together.
+    MaxPeakTotal,
 }
 
+/// The table of per-category limits (`[check.max_peak_category]`,
+/// `--max-peak-category CATEGORY=SIZE`), for memory-timeline exports.
+pub const CATEGORY_RULES: &str = "max_peak_category";
+
 impl RuleKind {
-    pub const ALL: [RuleKind; 6] = [
+    pub const ALL: [RuleKind; 7] = [
         RuleKind::MaxFragmentation,
         RuleKind::MinLargestGap,
         RuleKind::MaxPeakReserved,
         RuleKind::MaxPeakAllocated,
         RuleKind::MaxInternalWaste,
         RuleKind::MaxOomEvents,
+        RuleKind::MaxPeakTotal,
     ];
     pub fn key(self) -> &'static str {
         match self {
@@ -65,6 +79,7 @@ impl RuleKind {
             RuleKind::MaxPeakAllocated => "max_peak_allocated",
             RuleKind::MaxInternalWaste => "max_internal_waste",
             RuleKind::MaxOomEvents => "max_oom_events",
+            RuleKind::MaxPeakTotal => "max_peak_total",
         }
     }
     pub fn parse(s: &str) -> Option<RuleKind> {
@@ -78,6 +93,7 @@ impl RuleKind {
             RuleKind::MaxPeakAllocated => MetricId::PeakAllocated,
             RuleKind::MaxInternalWaste => MetricId::InternalWaste,
             RuleKind::MaxOomEvents => MetricId::OomEvents,
+            RuleKind::MaxPeakTotal => MetricId::PeakTotal,
         }
     }
     /// `min_*` rules fail below the threshold, `max_*` rules above it.
@@ -110,6 +126,8 @@ impl RegressionLimit {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Rules {
     pub limits: BTreeMap<RuleKind, Quantity>,
+    /// Highest acceptable peak per memory-profiler category.
+    pub category_limits: BTreeMap<Category, Quantity>,
     pub regressions: BTreeMap<MetricId, RegressionLimit>,
     /// Resolved against the config file's directory when read from one.
     pub baseline: Option<PathBuf>,
@@ -144,6 +162,7 @@ impl Rules {
     /// Entries of `over` replace those of `self`.
     pub fn merge(&mut self, over: Rules) {
         self.limits.extend(over.limits);
+        self.category_limits.extend(over.category_limits);
         self.regressions.extend(over.regressions);
         if over.baseline.is_some() {
             self.baseline = over.baseline;
@@ -185,12 +204,15 @@ impl Rules {
         let mut r = Rules::default();
         for (k, v) in &doc {
             if k != "check" {
-                let msg =
-                    if RuleKind::parse(k).is_some() || k == "max_regression" || k == "baseline" {
-                        "rules go in a [check] table".to_string()
-                    } else {
-                        "unknown section; this file holds a [check] table".to_string()
-                    };
+                let msg = if RuleKind::parse(k).is_some()
+                    || k == "max_regression"
+                    || k == CATEGORY_RULES
+                    || k == "baseline"
+                {
+                    "rules go in a [check] table".to_string()
+                } else {
+                    "unknown section; this file holds a [check] table".to_string()
+                };
                 return Err(key_err(k, msg));
             }
             let toml::Value::Table(t) = v else {
@@ -218,6 +240,27 @@ impl Rules {
                         let lim = regression_from_toml(metric, mv).map_err(|m| key_err(&key, m))?;
                         r.regressions.insert(metric, lim);
                     }
+                } else if k == CATEGORY_RULES {
+                    let toml::Value::Table(cats) = v else {
+                        return Err(key_err(
+                            &key,
+                            format!(
+                                "expected a table of category = size ([check.{CATEGORY_RULES}])"
+                            ),
+                        ));
+                    };
+                    for (ck, cv) in cats {
+                        let key = format!("check.{CATEGORY_RULES}.{ck}");
+                        let c = Category::parse(ck).ok_or_else(|| {
+                            key_err(
+                                &key,
+                                format!("unknown category; known: {}", category_keys()),
+                            )
+                        })?;
+                        let q = limit_from_toml(RuleKind::MaxPeakTotal, cv)
+                            .map_err(|m| key_err(&key, m))?;
+                        r.category_limits.insert(c, q);
+                    }
                 } else if let Some(rule) = RuleKind::parse(k) {
                     let q = limit_from_toml(rule, v).map_err(|m| key_err(&key, m))?;
                     r.limits.insert(rule, q);
@@ -225,7 +268,7 @@ impl Rules {
                     return Err(key_err(
                         &key,
                         format!(
-                            "unknown rule; known: {}, max_regression, baseline",
+                            "unknown rule; known: {}, {CATEGORY_RULES}, max_regression, baseline",
                             RuleKind::ALL.map(|r| r.key()).join(", ")
                         ),
                     ));
@@ -238,6 +281,20 @@ impl Rules {
 
 fn metric_keys() -> String {
     MetricId::ALL.map(|m| m.key()).join(", ")
+}
+
+fn category_keys() -> String {
+    Category::ALL.map(|c| c.key()).join(", ")
+}
+
+/// `--max-peak-category CATEGORY=SIZE`.
+pub fn parse_category_limit_flag(s: &str) -> Result<(Category, Quantity), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected CATEGORY=SIZE (e.g. activation=2GiB), found {s:?}"))?;
+    let c = Category::parse(k.trim())
+        .ok_or_else(|| format!("unknown category {k:?}; known: {}", category_keys()))?;
+    Ok((c, parse_limit(RuleKind::MaxPeakTotal, v)?))
 }
 
 fn kind(v: &toml::Value) -> &'static str {
@@ -501,10 +558,29 @@ pub fn evaluate(
     for (&rule, &limit) in &rules.limits {
         findings.push(absolute(rule, limit, current));
     }
+    for (&c, &limit) in &rules.category_limits {
+        findings.push(absolute_on(
+            format!("{CATEGORY_RULES}.{}", c.key()),
+            MetricId::peak_of(c),
+            false,
+            limit,
+            current,
+        ));
+    }
     for (&metric, &limit) in &rules.regressions {
         findings.push(regression(metric, limit, current, baseline));
     }
     let mut notes: Vec<String> = current.notes.clone();
+    if findings.is_empty() {
+        notes.push(if current.source == crate::metrics::Source::MemoryTimeline {
+            format!(
+                "no rule is set, so nothing is gated: a memory-timeline export is checked with {}, {CATEGORY_RULES}.CATEGORY or max_regression.peak_* (docs/ci.md)",
+                RuleKind::MaxPeakTotal.key()
+            )
+        } else {
+            "no rule is set, so nothing is gated".into()
+        });
+    }
     if let Some((name, b)) = baseline {
         notes.extend(b.notes.iter().map(|n| format!("baseline {name}: {n}")));
         if rules.regressions.is_empty() {
@@ -541,9 +617,14 @@ fn on_device(d: Option<i64>) -> String {
 }
 
 fn absolute(rule: RuleKind, limit: Quantity, m: &Metrics) -> Finding {
-    let metric = rule.metric();
+    absolute_on(rule.key().into(), rule.metric(), rule.is_min(), limit, m)
+}
+
+/// A bound on one metric, under the rule named `rule` (`min`: fails below
+/// the limit, else above it).
+fn absolute_on(rule: String, metric: MetricId, min: bool, limit: Quantity, m: &Metrics) -> Finding {
     let mut f = Finding {
-        rule: rule.key().into(),
+        rule,
         metric,
         device: None,
         measured: None,
@@ -562,8 +643,8 @@ fn absolute(rule: RuleKind, limit: Quantity, m: &Metrics) -> Finding {
     f.device = got.device;
     f.measured = Some(Value::of(got.value));
     let (v, t) = (got.value.as_f64(), limit.as_f64());
-    let fails = if rule.is_min() { v < t } else { v > t };
-    let relation = match (rule.is_min(), fails) {
+    let fails = if min { v < t } else { v > t };
+    let relation = match (min, fails) {
         (false, true) => "exceeds the limit of",
         (false, false) => "is within the limit of",
         (true, true) => "is below the minimum of",
@@ -698,8 +779,29 @@ fn regression(
 fn from_what(m: &Metrics) -> &'static str {
     match m.source {
         crate::metrics::Source::ProfilerTrace => "for a profiler trace",
+        crate::metrics::Source::MemoryTimeline => "for a memory-timeline export",
         crate::metrics::Source::Snapshot => "from this input",
     }
+}
+
+/// Why a metric does not apply to this kind of input: the allocator's
+/// figures to a memory-timeline export, the category peaks to the rest.
+fn other_kind_hint(metric: MetricId, m: &Metrics) -> Option<String> {
+    if metric.applies_to(m.source) {
+        return None;
+    }
+    Some(if m.source == crate::metrics::Source::MemoryTimeline {
+        format!(
+            "a memory-timeline export records live tensor bytes by category, not the allocator's state; gate {} or {CATEGORY_RULES}.CATEGORY on it, or record a memory snapshot or profiler trace to measure {}",
+            RuleKind::MaxPeakTotal.key(),
+            metric.key()
+        )
+    } else {
+        format!(
+            "{} is a memory-profiler category figure, which only a memory-timeline export records: torch.profiler's export_memory_timeline(\"x.raw.json.gz\")",
+            metric.key()
+        )
+    })
 }
 
 /// What a profiler trace lacks for a metric.
@@ -720,11 +822,24 @@ fn trace_lacks(metric: MetricId) -> &'static str {
         MetricId::PeakAllocated | MetricId::EndAllocated => {
             "the profiler trace holds no memory events for this device"
         }
+        MetricId::PeakTotal
+        | MetricId::PeakParameter
+        | MetricId::PeakOptimizerState
+        | MetricId::PeakInput
+        | MetricId::PeakTemporary
+        | MetricId::PeakActivation
+        | MetricId::PeakGradient
+        | MetricId::PeakAutogradDetail
+        | MetricId::PeakUnknown => "a profiler trace records no memory-profiler categories",
     }
 }
 
 fn unmeasurable_hint(metric: MetricId, m: &Metrics) -> String {
+    if let Some(h) = other_kind_hint(metric, m) {
+        return h;
+    }
     match m.source {
+        crate::metrics::Source::MemoryTimeline => "the export holds no time step to measure".into(),
         crate::metrics::Source::ProfilerTrace => format!(
             "{}; record a memory snapshot to measure {}",
             trace_lacks(metric),
@@ -788,7 +903,48 @@ as for fragmentation apply (expandable_segments:True)."
         MetricId::OomEvents => {
             "The recorded run hit an out-of-memory error; `fragscope oom` explains it.".into()
         }
+        MetricId::PeakTotal
+        | MetricId::PeakParameter
+        | MetricId::PeakOptimizerState
+        | MetricId::PeakInput
+        | MetricId::PeakTemporary
+        | MetricId::PeakActivation
+        | MetricId::PeakGradient
+        | MetricId::PeakAutogradDetail
+        | MetricId::PeakUnknown => category_hint(metric),
     }
+}
+
+/// What to try when a memory-timeline figure is over its limit.
+fn category_hint(metric: MetricId) -> String {
+    let what = match metric.category() {
+        None => {
+            "Live tensors exceed the budget: `fragscope diff` against an earlier export shows which category grew."
+        }
+        Some(Category::Parameter) => {
+            "Parameters exceed the budget: a smaller model, lower-precision weights, or sharding them across ranks (FSDP)."
+        }
+        Some(Category::OptimizerState) => {
+            "Optimizer state exceeds the budget: a lighter optimizer or lower-precision (8-bit) states, or sharding them across ranks (ZeRO, FSDP)."
+        }
+        Some(Category::Input) => "Inputs exceed the budget: a smaller batch or sequence length.",
+        Some(Category::Temporary) => {
+            "Temporaries within an operator exceed the budget: a smaller batch or sequence length, or a fused or chunked kernel."
+        }
+        Some(Category::Activation) => {
+            "Activations kept for backward exceed the budget: activation checkpointing, or a smaller batch or sequence length."
+        }
+        Some(Category::Gradient) => {
+            "Gradients exceed the budget: lower-precision gradients, freeing them early (zero_grad(set_to_none=True)), or sharding them across ranks."
+        }
+        Some(Category::AutogradDetail) => {
+            "Tensors autograd keeps for backward exceed the budget: activation checkpointing, or a smaller batch or sequence length."
+        }
+        Some(Category::Unknown) => {
+            "Tensors the memory profiler could not categorize exceed the budget: `fragscope timeline` on the export shows when."
+        }
+    };
+    what.into()
 }
 
 #[cfg(test)]
@@ -813,6 +969,7 @@ mod tests {
                 oom_events: Some(ooms),
             }],
             notes: vec![],
+            categories: None,
         }
     }
 
@@ -1053,6 +1210,71 @@ oom_events = 0
             Verdict::Skipped
         );
         assert!(r.findings[0].hint.contains("profiler trace"));
+    }
+
+    #[test]
+    fn category_limits_from_the_config_and_flags() {
+        let r = Rules::from_toml(
+            "[check]\nmax_peak_total = \"3GiB\"\n[check.max_peak_category]\nactivation = \"2GiB\"\noptimizer_state = 1024\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(r.limits[&RuleKind::MaxPeakTotal], Quantity::Bytes(3 << 30));
+        assert_eq!(
+            r.category_limits[&Category::Activation],
+            Quantity::Bytes(2 << 30)
+        );
+        assert_eq!(
+            r.category_limits[&Category::OptimizerState],
+            Quantity::Bytes(1024)
+        );
+        let e = config_err("[check.max_peak_category]\nactivation = 0.5\n");
+        assert!(
+            e.contains("check.max_peak_category.activation: expected a size"),
+            "{e}"
+        );
+        let e = config_err("[check]\nmax_peak_category = \"1GiB\"\n");
+        assert!(
+            e.contains("check.max_peak_category: expected a table"),
+            "{e}"
+        );
+        let e = config_err("[max_peak_category]\n");
+        assert!(e.contains("rules go in a [check] table"), "{e}");
+        assert_eq!(
+            parse_category_limit_flag("gradient=512MiB").unwrap(),
+            (Category::Gradient, Quantity::Bytes(512 << 20))
+        );
+        assert!(
+            parse_category_limit_flag("grads=1GiB")
+                .unwrap_err()
+                .contains("unknown category")
+        );
+    }
+
+    #[test]
+    fn category_rules_on_an_export() {
+        let t = crate::profiler::memtimeline::timeline_from_json(
+            &serde_json::json!([[-1, 1, 100, 0], [1000, 2, 300, 4], [2000, 4, -300, 4]]),
+            "x",
+        )
+        .unwrap();
+        let m = Metrics::of_memory_timeline(&t);
+        let mut rules = Rules::default();
+        rules
+            .limits
+            .insert(RuleKind::MaxPeakTotal, Quantity::Bytes(400));
+        rules
+            .category_limits
+            .insert(Category::Activation, Quantity::Bytes(299));
+        rules
+            .limits
+            .insert(RuleKind::MaxPeakReserved, Quantity::Bytes(1));
+        let r = evaluate("t.json", &m, None, &rules);
+        assert_eq!(verdict(&r, "max_peak_total"), Verdict::Pass);
+        assert_eq!(verdict(&r, "max_peak_category.activation"), Verdict::Fail);
+        assert_eq!(verdict(&r, "max_peak_reserved"), Verdict::Skipped);
+        assert_eq!(r.metrics.len(), MetricId::CATEGORIES.len());
+        assert!(!r.metrics.contains_key(&MetricId::PeakReserved));
     }
 
     #[test]

@@ -433,8 +433,11 @@ pub struct DiffInput<'a> {
 
 /// Compares two runs; `top` bounds the call-site and culprit lists (0 = all).
 pub fn diff(before: &DiffInput, after: &DiffInput, top: usize) -> DiffReport {
+    // The metrics either input can measure at all: the allocator's for
+    // snapshots and traces, the category peaks for memory-timeline exports.
     let metrics = MetricId::ALL
         .into_iter()
+        .filter(|m| m.applies_to(before.metrics.source) || m.applies_to(after.metrics.source))
         .map(|m| metric_delta(m, before.metrics, after.metrics))
         .collect();
     let mut notes = Vec::new();
@@ -446,10 +449,20 @@ pub fn diff(before: &DiffInput, after: &DiffInput, top: usize) -> DiffReport {
                 .map(|n| format!("{side} ({}): {n}", inp.file)),
         );
     }
-    if before.metrics.source != after.metrics.source {
+    let timelines = [before, after]
+        .iter()
+        .filter(|i| i.metrics.source == Source::MemoryTimeline)
+        .count();
+    if before.metrics.source != after.metrics.source && timelines == 0 {
         notes.push(
             "comparing a snapshot with a profiler trace: snapshots count requested bytes as \
 allocated, profiler totals count block bytes, so allocated figures differ by the rounding"
+                .into(),
+        );
+    }
+    if timelines == 2 {
+        notes.push(
+            "memory-timeline exports: each category's peak is its own highest live bytes, and the categories may peak at different moments, so they need not add up to the peak total"
                 .into(),
         );
     }

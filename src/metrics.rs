@@ -28,8 +28,15 @@
 //!
 //! A file-level figure is the worst device's (largest peak, smallest gap);
 //! OOM events add up over devices.
+//!
+//! A memory-timeline export (`export_memory_timeline`) has none of those:
+//! it records live tensor bytes by memory-profiler category, so its metrics
+//! are the peak of the total and each category's own peak
+//! ([`CategoryMetrics`]); the allocator metrics are not measurable for it,
+//! nor the category peaks for a snapshot or a profiler trace.
 
 use crate::model::Snapshot;
+use crate::profiler::memtimeline::{Category, MemoryTimeline};
 use crate::replay::Sample;
 use crate::stats::StateStats;
 use crate::units::{fmt_bytes, fmt_pct};
@@ -47,6 +54,17 @@ pub enum MetricId {
     FreeGaps,
     InternalWaste,
     OomEvents,
+    /// Memory-timeline exports: the highest total of live tensor bytes.
+    PeakTotal,
+    /// Memory-timeline exports: each category's own highest live bytes.
+    PeakParameter,
+    PeakOptimizerState,
+    PeakInput,
+    PeakTemporary,
+    PeakActivation,
+    PeakGradient,
+    PeakAutogradDetail,
+    PeakUnknown,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +77,29 @@ pub enum Unit {
 }
 
 impl MetricId {
-    pub const ALL: [MetricId; 9] = [
+    pub const ALL: [MetricId; 18] = [
+        MetricId::PeakAllocated,
+        MetricId::PeakReserved,
+        MetricId::EndAllocated,
+        MetricId::EndReserved,
+        MetricId::Fragmentation,
+        MetricId::LargestGap,
+        MetricId::FreeGaps,
+        MetricId::InternalWaste,
+        MetricId::OomEvents,
+        MetricId::PeakTotal,
+        MetricId::PeakParameter,
+        MetricId::PeakOptimizerState,
+        MetricId::PeakInput,
+        MetricId::PeakTemporary,
+        MetricId::PeakActivation,
+        MetricId::PeakGradient,
+        MetricId::PeakAutogradDetail,
+        MetricId::PeakUnknown,
+    ];
+
+    /// The metrics of a snapshot or a profiler trace (the allocator's).
+    pub const ALLOCATOR: [MetricId; 9] = [
         MetricId::PeakAllocated,
         MetricId::PeakReserved,
         MetricId::EndAllocated,
@@ -70,6 +110,51 @@ impl MetricId {
         MetricId::InternalWaste,
         MetricId::OomEvents,
     ];
+
+    /// The metrics of a memory-timeline export: the total, then each
+    /// category in the export's order.
+    pub const CATEGORIES: [MetricId; 9] = [
+        MetricId::PeakTotal,
+        MetricId::PeakParameter,
+        MetricId::PeakOptimizerState,
+        MetricId::PeakInput,
+        MetricId::PeakTemporary,
+        MetricId::PeakActivation,
+        MetricId::PeakGradient,
+        MetricId::PeakAutogradDetail,
+        MetricId::PeakUnknown,
+    ];
+
+    /// The peak of one memory-profiler category.
+    pub fn peak_of(c: Category) -> MetricId {
+        match c {
+            Category::Parameter => MetricId::PeakParameter,
+            Category::OptimizerState => MetricId::PeakOptimizerState,
+            Category::Input => MetricId::PeakInput,
+            Category::Temporary => MetricId::PeakTemporary,
+            Category::Activation => MetricId::PeakActivation,
+            Category::Gradient => MetricId::PeakGradient,
+            Category::AutogradDetail => MetricId::PeakAutogradDetail,
+            Category::Unknown => MetricId::PeakUnknown,
+        }
+    }
+
+    /// The category a per-category peak is about.
+    pub fn category(self) -> Option<Category> {
+        Category::ALL
+            .into_iter()
+            .find(|&c| MetricId::peak_of(c) == self)
+    }
+
+    /// A figure of a memory-timeline export (the total or a category).
+    pub fn is_category_figure(self) -> bool {
+        self == MetricId::PeakTotal || self.category().is_some()
+    }
+
+    /// Whether an input of this kind can measure the metric at all.
+    pub fn applies_to(self, source: Source) -> bool {
+        self.is_category_figure() == (source == Source::MemoryTimeline)
+    }
 
     /// The name used in config files, flags and JSON.
     pub fn key(self) -> &'static str {
@@ -83,6 +168,15 @@ impl MetricId {
             MetricId::FreeGaps => "free_gaps",
             MetricId::InternalWaste => "internal_waste",
             MetricId::OomEvents => "oom_events",
+            MetricId::PeakTotal => "peak_total",
+            MetricId::PeakParameter => "peak_parameter",
+            MetricId::PeakOptimizerState => "peak_optimizer_state",
+            MetricId::PeakInput => "peak_input",
+            MetricId::PeakTemporary => "peak_temporary",
+            MetricId::PeakActivation => "peak_activation",
+            MetricId::PeakGradient => "peak_gradient",
+            MetricId::PeakAutogradDetail => "peak_autograd_detail",
+            MetricId::PeakUnknown => "peak_unknown",
         }
     }
 
@@ -102,6 +196,15 @@ impl MetricId {
             MetricId::FreeGaps => "most free gaps under pressure",
             MetricId::InternalWaste => "most internal waste",
             MetricId::OomEvents => "OOM events",
+            MetricId::PeakTotal => "peak total (all categories)",
+            MetricId::PeakParameter => "peak parameter",
+            MetricId::PeakOptimizerState => "peak optimizer state",
+            MetricId::PeakInput => "peak input",
+            MetricId::PeakTemporary => "peak temporary",
+            MetricId::PeakActivation => "peak activation",
+            MetricId::PeakGradient => "peak gradient",
+            MetricId::PeakAutogradDetail => "peak autograd detail",
+            MetricId::PeakUnknown => "peak unknown",
         }
     }
 
@@ -283,6 +386,16 @@ impl DeviceMetrics {
             MetricId::FreeGaps => Quantity::Count(self.free_gaps?),
             MetricId::InternalWaste => Quantity::Bytes(self.internal_waste?),
             MetricId::OomEvents => Quantity::Count(self.oom_events?),
+            // A device of a snapshot or trace has no memory-profiler categories.
+            MetricId::PeakTotal
+            | MetricId::PeakParameter
+            | MetricId::PeakOptimizerState
+            | MetricId::PeakInput
+            | MetricId::PeakTemporary
+            | MetricId::PeakActivation
+            | MetricId::PeakGradient
+            | MetricId::PeakAutogradDetail
+            | MetricId::PeakUnknown => return None,
         })
     }
 }
@@ -297,6 +410,47 @@ pub fn under_pressure(reserved: u64, peak_reserved: u64) -> bool {
 pub enum Source {
     Snapshot,
     ProfilerTrace,
+    /// `export_memory_timeline`'s live tensor bytes by category.
+    MemoryTimeline,
+}
+
+/// The figures of a memory-timeline export: tensor bytes as the memory
+/// profiler sees them (unrounded, no allocator cache).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CategoryMetrics {
+    /// Time steps measured (distinct microseconds, tensors from before
+    /// profiling included).
+    pub samples: usize,
+    /// The highest total of all categories at one moment.
+    pub peak_total: u64,
+    /// Each category's own highest live bytes, indexed like
+    /// [`Category::ALL`] (the categories may peak at different moments).
+    pub peak: [u64; 8],
+}
+
+impl CategoryMetrics {
+    pub fn of(t: &MemoryTimeline) -> CategoryMetrics {
+        let mut peak = [0u64; 8];
+        let mut peak_total = 0;
+        for s in &t.samples {
+            for (p, b) in peak.iter_mut().zip(s.bytes) {
+                *p = (*p).max(b);
+            }
+            peak_total = peak_total.max(s.total());
+        }
+        CategoryMetrics {
+            samples: t.samples.len(),
+            peak_total,
+            peak,
+        }
+    }
+
+    pub fn get(&self, m: MetricId) -> Option<u64> {
+        match m {
+            MetricId::PeakTotal => Some(self.peak_total),
+            _ => m.category().map(|c| self.peak[c as usize]),
+        }
+    }
 }
 
 /// A file-level figure and the device it comes from (`None` when it sums
@@ -315,6 +469,9 @@ pub struct Metrics {
     /// What the figures rest on that a reader should know (replay anomalies,
     /// a final state the replay could not reproduce), one line each.
     pub notes: Vec<String>,
+    /// A memory-timeline export's figures (`devices` is then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub categories: Option<CategoryMetrics>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -333,6 +490,7 @@ impl Metrics {
             source: Source::Snapshot,
             devices: Vec::new(),
             notes: Vec::new(),
+            categories: None,
         };
         for d in devices {
             let end = StateStats::of(snap.segments_of(d));
@@ -383,6 +541,7 @@ impl Metrics {
             source: Source::ProfilerTrace,
             devices,
             notes: Vec::new(),
+            categories: None,
         }
     }
 
@@ -455,15 +614,53 @@ impl Metrics {
             source: Source::ProfilerTrace,
             devices,
             notes,
+            categories: None,
         })
+    }
+
+    /// The metrics of a memory-timeline export: the peak of the total and
+    /// of each category. The notes say what it cannot give.
+    pub fn of_memory_timeline(t: &MemoryTimeline) -> Metrics {
+        let mut notes = vec![format!(
+            "a memory-timeline export records live tensor bytes by category as the memory profiler sees them (unrounded, outside the allocator's cache): {} and each category's peak ({}) are measured; the allocator's figures (reserved memory, free gaps, fragmentation, OOM events) are not measurable for it",
+            MetricId::PeakTotal.key(),
+            MetricId::CATEGORIES[1..]
+                .iter()
+                .map(|m| m.key())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )];
+        if !t.anomalies.is_empty() {
+            let n: u64 = t.anomalies.iter().map(|a| a.count).sum();
+            notes.push(format!(
+                "{n} row(s) of the export could not be read as written (e.g. {}: {}); the figures leave them out or clamp them",
+                t.anomalies[0].kind, t.anomalies[0].example
+            ));
+        }
+        Metrics {
+            source: Source::MemoryTimeline,
+            devices: Vec::new(),
+            notes,
+            categories: Some(CategoryMetrics::of(t)),
+        }
     }
 
     /// The file-level figure: the worst device's (OOM events add up).
     pub fn get(&self, m: MetricId) -> Option<Measured> {
+        if !m.applies_to(self.source) {
+            return None;
+        }
+        if let Some(c) = &self.categories {
+            return c.get(m).map(|b| Measured {
+                value: Quantity::Bytes(b),
+                device: None,
+            });
+        }
         if self.devices.is_empty() {
             // A snapshot with no segments and no trace: nothing was reserved.
             return match (self.source, m) {
-                (Source::Snapshot, MetricId::LargestGap) | (Source::ProfilerTrace, _) => None,
+                (Source::Snapshot, MetricId::LargestGap)
+                | (Source::ProfilerTrace | Source::MemoryTimeline, _) => None,
                 (Source::Snapshot, _) => Some(Measured {
                     value: Quantity::of(m.unit(), 0.0),
                     device: None,
@@ -617,6 +814,7 @@ mod tests {
             source: Source::Snapshot,
             devices: vec![a, b],
             notes: vec![],
+            categories: None,
         };
         let r = m.get(MetricId::PeakReserved).unwrap();
         assert_eq!((r.value, r.device), (Quantity::Bytes(300), Some(1)));
@@ -624,6 +822,47 @@ mod tests {
         assert_eq!((g.value, g.device), (Quantity::Bytes(20), Some(1)));
         let o = m.get(MetricId::OomEvents).unwrap();
         assert_eq!((o.value, o.device), (Quantity::Count(3), None));
+    }
+
+    #[test]
+    fn category_peaks_of_an_export() {
+        // Activations peak at 300 when parameters are 100; gradients (50)
+        // come after the activations are gone: each category's own peak, and
+        // the total's (400), which is not their sum (450).
+        let t = crate::profiler::memtimeline::timeline_from_json(
+            &serde_json::json!([
+                [-1, 1, 100, 0],
+                [1000, 2, 300, 4],
+                [2000, 4, -300, 4],
+                [3000, 2, 50, 5]
+            ]),
+            "x",
+        )
+        .unwrap();
+        let m = Metrics::of_memory_timeline(&t);
+        assert_eq!(m.source, Source::MemoryTimeline);
+        let b = |id| m.get(id).map(|x| x.value);
+        assert_eq!(b(MetricId::PeakTotal), Some(Quantity::Bytes(400)));
+        assert_eq!(b(MetricId::PeakActivation), Some(Quantity::Bytes(300)));
+        assert_eq!(b(MetricId::PeakGradient), Some(Quantity::Bytes(50)));
+        assert_eq!(b(MetricId::PeakParameter), Some(Quantity::Bytes(100)));
+        assert_eq!(b(MetricId::PeakInput), Some(Quantity::Bytes(0)));
+        for id in MetricId::ALLOCATOR {
+            assert_eq!(m.get(id), None, "{id:?}");
+        }
+        // And no category figure for a snapshot, even an empty one.
+        let s = Metrics::of_snapshot(&Snapshot::default(), None).unwrap();
+        for id in MetricId::CATEGORIES {
+            assert_eq!(s.get(id), None, "{id:?}");
+        }
+        assert_eq!(
+            s.get(MetricId::PeakReserved).map(|x| x.value),
+            Some(Quantity::Bytes(0))
+        );
+        for c in crate::profiler::memtimeline::Category::ALL {
+            assert_eq!(MetricId::peak_of(c).category(), Some(c));
+        }
+        assert_eq!(MetricId::PeakTotal.category(), None);
     }
 
     #[test]

@@ -88,6 +88,9 @@ pub struct DeviceReport {
     pub peak_reserved: Sample,
     /// The first sample where allocated peaks.
     pub peak_allocated: Sample,
+    /// Where allocated peaks when a pending-free block counts until its
+    /// `free_completed`, as PyTorch's memory_viz counts.
+    pub peak_allocated_incl_pending: PeakInclPending,
     /// The first sample where the fragmentation ratio is highest.
     pub highest_fragmentation: Sample,
     pub end: Sample,
@@ -103,6 +106,16 @@ pub struct DeviceReport {
     pub replay_report: ReplayReport,
     /// The culprits summary sentence at the shown moment.
     pub culprit_summary: Option<String>,
+}
+
+/// The peak of allocated bytes including pending frees
+/// ([`ReplayReport::peak_allocated_incl_pending`]) and when it was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PeakInclPending {
+    pub bytes: u64,
+    /// Event after which it is first reached (`None` = start).
+    pub at: Option<usize>,
+    pub time_us: Option<i64>,
 }
 
 impl DeviceReport {
@@ -446,6 +459,14 @@ pub fn build(
             samples: downsample_series(samples, REPORT_POINTS),
             peak_reserved: peaks.reserved,
             peak_allocated: peaks.allocated,
+            peak_allocated_incl_pending: PeakInclPending {
+                bytes: rr.peak_allocated_incl_pending,
+                at: rr.peak_allocated_incl_pending_at,
+                time_us: rr
+                    .peak_allocated_incl_pending_at
+                    .and_then(|i| trace.get(i))
+                    .and_then(|e| e.time_us()),
+            },
             highest_fragmentation: peaks.fragmentation,
             end: inp.replay.end(),
             key_moments: inp.key_moments,

@@ -387,6 +387,13 @@ fn fixture() -> Fixture {
         at,
         sample: s[at.map(|a| a + 1).unwrap_or(0)],
     };
+    // No block of this series is ever pending free: allocated including
+    // pending frees peaks with allocated (first sample on ties).
+    let peak = samples.iter().fold(
+        &samples[0],
+        |b, s| if s.allocated > b.allocated { s } else { b },
+    );
+    let (peak_alloc, peak_alloc_at) = (peak.allocated, peak.event.map(|e| e as usize));
     let dev0_input = DeviceInput {
         key_moments: vec![
             key("start", None, &samples),
@@ -407,6 +414,8 @@ fn fixture() -> Fixture {
                     example: "free_completed of 0x7f0000001000 with no live block".into(),
                 }],
                 final_state_matches: true,
+                peak_allocated_incl_pending: peak_alloc,
+                peak_allocated_incl_pending_at: peak_alloc_at,
                 ..Default::default()
             },
         },
@@ -425,7 +434,10 @@ fn fixture() -> Fixture {
         replay: DeviceReplay {
             device: 1,
             samples: vec![sample_of(&dev1, None, None)].into(),
-            report: ReplayReport::default(),
+            report: ReplayReport {
+                peak_allocated_incl_pending: sample_of(&dev1, None, None).allocated,
+                ..Default::default()
+            },
         },
         moment: MomentState {
             device: 1,

@@ -449,7 +449,7 @@ fn json_output_round_trips() {
     assert_eq!((rep.passed, rep.failed, rep.skipped), (1, 2, 0));
     let pr = rep.metrics[&MetricId::PeakReserved];
     assert_eq!((pr.value, pr.device), (Quantity::Bytes(120 * MIB), Some(0)));
-    assert_eq!(rep.metrics.len(), MetricId::ALL.len());
+    assert_eq!(rep.metrics.len(), MetricId::ALLOCATOR.len());
     let frag = rep
         .findings
         .iter()

@@ -291,3 +291,147 @@ fn parallel_runs_equal_sequential_runs() {
     };
     assert_eq!(report(1), report(4));
 }
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
+
+/// fixtures/inherited_peak_trace.json (fixtures/README.md): the start state,
+/// inherited from before the trace, holds 120 MiB; the trace opens with
+/// empty_cache and never reserves more than 72 MiB again. Every setting's
+/// peak over the whole run is the start's; the peak during the trace tells
+/// them apart, and the output says which figure is which.
+#[test]
+fn inherited_start_holding_the_peak_is_told_apart() {
+    let dir = Path::new(FIXTURES);
+    let o = run(dir, &["simulate", "inherited_peak_trace.json", "--json"]);
+    assert_eq!(o.code, 0, "{o}");
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["recorded_start_reserved"], 120 * MIB);
+    assert_eq!(v["recorded_peak_reserved"], 120 * MIB);
+    assert_eq!(v["recorded_peak_reserved_in_trace"], 72 * MIB);
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 9);
+    let by = |c: &str| results.iter().find(|r| r["config"] == c).unwrap();
+    for r in results {
+        assert_eq!(r["peak_reserved"], 120 * MIB, "{}", r["config"]);
+        assert_eq!(r["start_reserved"], 120 * MIB, "{}", r["config"]);
+    }
+    // Worked out in scripts/make_trace_fixtures.py: the defaults cut two
+    // segments (22 + 30 MiB) beside the 20 MiB one that stays; expandable
+    // segments map 40 MiB of 20 MiB pages for both; power-of-two rounding
+    // by 4 rounds 22 MiB up to 24 MiB.
+    assert_eq!(by("defaults")["peak_reserved_in_trace"], 72 * MIB);
+    assert_eq!(
+        by("expandable_segments:True")["peak_reserved_in_trace"],
+        60 * MIB
+    );
+    assert_eq!(
+        by("roundup_power2_divisions:4")["peak_reserved_in_trace"],
+        76 * MIB
+    );
+
+    let o = run(dir, &["simulate", "inherited_peak_trace.json"]);
+    assert_eq!(o.code, 0, "{o}");
+    let t = &o.stdout;
+    assert!(
+        t.contains("120.00 MiB reserved at the start, inherited from before the trace"),
+        "{o}"
+    );
+    assert!(
+        t.contains("peak reserved 120.00 MiB (the inherited start; 72.00 MiB during the trace)"),
+        "{o}"
+    );
+    assert!(
+        t.contains("peak reserved (incl. start) ┆ peak during the trace"),
+        "{o}"
+    );
+    let row = t
+        .lines()
+        .find(|l| l.contains("│ expandable_segments:True "))
+        .expect("a row per setting");
+    let cells: Vec<&str> = row.split(['│', '┆']).map(str::trim).collect();
+    assert_eq!(
+        &cells[1..4],
+        ["expandable_segments:True", "120.00 MiB", "60.00 MiB"],
+        "{row}"
+    );
+    assert!(
+        t.contains("holds the peak under all 9 settings, so compare the settings by their peak during the trace"),
+        "{o}"
+    );
+
+    // The report's what-if section compares the same figures.
+    let o = run(dir, &["report", "inherited_peak_trace.json", "--markdown"]);
+    assert_eq!(o.code, 0, "{o}");
+    assert!(
+        o.stdout.contains("expandable_segments:True peaks at 60.00 MiB reserved during the trace, against 72.00 MiB under the recorded settings (both start from the 120.00 MiB inherited from before the trace"),
+        "{o}"
+    );
+}
+
+/// A start below the peak changes nothing: one peak column, as before.
+#[test]
+fn a_trace_that_outgrows_its_start_keeps_one_peak_column() {
+    let d = tempfile::tempdir().unwrap();
+    fragmented_snapshot(d.path());
+    let o = run(d.path(), &["simulate", "fragmented.json"]);
+    assert_eq!(o.code, 0, "{o}");
+    assert!(!o.stdout.contains("peak during the trace"), "{o}");
+    assert!(o.stdout.contains("┆ peak reserved ┆"), "{o}");
+}
+
+/// On every real snapshot that can be simulated: the recording's peak
+/// during the trace is the highest reserved bytes the replay finds after an
+/// event (an independent rebuild of the same recording), each run's peak is
+/// the larger of its start and its peak during the trace, and every run
+/// starts from the recorded start.
+#[test]
+fn peaks_during_the_trace_on_real_files() {
+    let Some(dir) = real() else { return };
+    let configs = [fragscope::sim::SimConfig::parse("expandable_segments:True").unwrap()];
+    let mut checked = 0;
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
+        .collect();
+    paths.sort();
+    for p in paths {
+        let Ok((snap, _)) =
+            fragscope::input::load_snapshot(&p.to_string_lossy(), &Default::default())
+        else {
+            continue;
+        };
+        let Some(device) = fragscope::sim::trace::default_device(&snap) else {
+            continue;
+        };
+        let Ok(r) = fragscope::sim::simulate_device(&snap, device, &configs, None) else {
+            continue;
+        };
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        let replay = fragscope::replay::replay_device(&snap, device);
+        if replay.report.final_state_matches && replay.report.anomalies.is_empty() {
+            let after_events = replay.samples.iter().skip(1).map(|s| s.reserved).max();
+            assert_eq!(r.recorded_peak_reserved_in_trace, after_events, "{name}");
+            assert_eq!(
+                r.recorded_start_reserved,
+                replay.samples.at(0).reserved,
+                "{name}"
+            );
+        }
+        for s in &r.results {
+            assert_eq!(
+                s.peak_reserved,
+                s.start_reserved.max(s.peak_reserved_in_trace.unwrap_or(0)),
+                "{name} {}",
+                s.config
+            );
+            assert_eq!(
+                s.start_reserved, r.recorded_start_reserved,
+                "{name} {}",
+                s.config
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 8, "only {checked} real files simulated");
+}

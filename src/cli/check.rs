@@ -3,7 +3,8 @@
 
 use super::common::{Exit, Global, print};
 use crate::check::{
-    CONFIG_FILE, RegressionLimit, RuleKind, Rules, evaluate, parse_limit, parse_regression_flag,
+    CONFIG_FILE, RegressionLimit, RuleKind, Rules, evaluate, parse_category_limit_flag,
+    parse_limit, parse_regression_flag,
 };
 use crate::input::{self, Content};
 use crate::metrics::{MetricId, Metrics, Quantity};
@@ -36,8 +37,9 @@ fn count_arg(s: &str) -> Result<Quantity, String> {
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The snapshot or profiler trace to check (any supported form, `-` for
-    /// stdin). On a trace, rules on figures it lacks are skipped and say so.
+    /// The snapshot, profiler trace or memory-timeline export to check (any
+    /// supported form, `-` for stdin). Rules on figures it lacks are skipped
+    /// and say so.
     #[arg(value_name = "FILE")]
     pub file: String,
     /// An earlier run to compare with for the max_regression rules
@@ -68,6 +70,15 @@ pub struct Args {
     /// Most OOM events in the trace (default 0).
     #[arg(long, value_name = "N", value_parser = count_arg)]
     pub max_oom_events: Option<Quantity>,
+    /// Memory-timeline exports: highest acceptable peak of all categories
+    /// together (live tensor bytes).
+    #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+    pub max_peak_total: Option<Quantity>,
+    /// Memory-timeline exports: highest acceptable peak of one category
+    /// (parameter, optimizer_state, input, temporary, activation, gradient,
+    /// autograd_detail, unknown), e.g. activation=2GiB. Repeatable.
+    #[arg(long, value_name = "CATEGORY=SIZE", value_parser = parse_category_limit_flag)]
+    pub max_peak_category: Vec<(crate::profiler::memtimeline::Category, Quantity)>,
     /// How much worse than the baseline a metric may get: METRIC=5% or an
     /// amount in its unit (peak_reserved=512MiB, fragmentation=0.05).
     /// Repeatable.
@@ -96,8 +107,8 @@ pub fn load_metrics(
     }
 }
 
-/// The metrics of a snapshot or profiler trace and the decoded input itself
-/// (`Content::Snapshot` or `Content::Profiler`).
+/// The metrics of a snapshot, profiler trace or memory-timeline export and
+/// the decoded input itself.
 pub fn load_measured(
     path: &str,
     g: &Global,
@@ -113,10 +124,40 @@ pub fn load_measured(
             let m = Metrics::of_trace(&t, device).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
             Ok((m, Content::Profiler(t)))
         }
-        Content::MemoryTimeline(_) => anyhow::bail!(
-            "{path}: a memory-timeline export has no allocator figures (allocated and reserved bytes): check and diff need a snapshot or a profiler trace"
-        ),
+        Content::MemoryTimeline(t) => {
+            if device.is_some() {
+                anyhow::bail!(
+                    "{path}: --device: a memory-timeline export holds one device's tensor bytes, with no device index to choose"
+                );
+            }
+            Ok((Metrics::of_memory_timeline(&t), Content::MemoryTimeline(t)))
+        }
     }
+}
+
+/// Two inputs compare only when both or neither are memory-timeline
+/// exports: the category peaks of one have no counterpart in the
+/// allocator figures of the other.
+pub fn same_kind(a: (&str, &Metrics), b: (&str, &Metrics), what: &str) -> anyhow::Result<()> {
+    use crate::metrics::Source::MemoryTimeline;
+    let kind = |m: &Metrics| {
+        if m.source == MemoryTimeline {
+            "a memory-timeline export"
+        } else {
+            "a snapshot or profiler trace"
+        }
+    };
+    if (a.1.source == MemoryTimeline) != (b.1.source == MemoryTimeline) {
+        anyhow::bail!(
+            "{}: {what}: {} is {} and {} is {}; the per-category peaks of a memory-timeline export compare only with another export (export_memory_timeline(\"x.raw.json.gz\")), the allocator figures only with a snapshot or profiler trace",
+            b.0,
+            a.0,
+            kind(a.1),
+            b.0,
+            kind(b.1)
+        );
+    }
+    Ok(())
 }
 
 fn flag_rules(a: &Args) -> Rules {
@@ -128,11 +169,14 @@ fn flag_rules(a: &Args) -> Rules {
         (RuleKind::MaxPeakAllocated, a.max_peak_allocated),
         (RuleKind::MaxInternalWaste, a.max_internal_waste),
         (RuleKind::MaxOomEvents, a.max_oom_events),
+        (RuleKind::MaxPeakTotal, a.max_peak_total),
     ] {
         if let Some(v) = v {
             r.limits.insert(rule, v);
         }
     }
+    r.category_limits
+        .extend(a.max_peak_category.iter().copied());
     r.regressions.extend(a.max_regression.iter().copied());
     r.baseline = a.baseline.as_ref().map(PathBuf::from);
     r
@@ -145,13 +189,21 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         (None, false) if Path::new(CONFIG_FILE).is_file() => Some(PathBuf::from(CONFIG_FILE)),
         _ => None,
     };
+    let mut oom_rule_given = a.max_oom_events.is_some();
     if let Some(p) = &config {
-        rules.merge(Rules::load(p)?);
+        let from_file = Rules::load(p)?;
+        oom_rule_given |= from_file.limits.contains_key(&RuleKind::MaxOomEvents);
+        rules.merge(from_file);
     }
     let from_config = a.baseline.is_none() && rules.baseline.is_some();
     rules.merge(flag_rules(&a));
 
     let (current, _) = load_metrics(&a.file, g, a.device)?;
+    // A memory-timeline export records no OOM: the default rule would only
+    // ever be skipped. One the user asks for stays, and says why it skips.
+    if current.source == crate::metrics::Source::MemoryTimeline && !oom_rule_given {
+        rules.limits.remove(&RuleKind::MaxOomEvents);
+    }
     let baseline_name = rules
         .baseline
         .as_ref()
@@ -164,7 +216,9 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
                 (Some(c), true) => r.with_context(|| format!("{}: check.baseline", c.display())),
                 _ => r.context("--baseline"),
             };
-            Some(r?.0)
+            let m = r?.0;
+            same_kind((b, &m), (&a.file, &current), "baseline")?;
+            Some(m)
         }
     };
     let report = evaluate(

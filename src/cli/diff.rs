@@ -1,13 +1,14 @@
 //! `fragscope diff BEFORE AFTER`: two runs side by side.
 
-use super::check::load_measured;
+use super::check::{load_measured, same_kind};
 use super::common::{Exit, Global, print, warn};
 use crate::diff::{DiffInput, call_sites, diff, segment_diff, trace_sites};
 use crate::input::Content;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The earlier run (snapshot or profiler trace; `-` for stdin).
+    /// The earlier run (snapshot, profiler trace, or memory-timeline export
+    /// against another export; `-` for stdin).
     #[arg(value_name = "BEFORE")]
     pub before: String,
     /// The later run; may be the same file as BEFORE with --device A,B.
@@ -48,6 +49,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     };
     let (mb, sb) = load_measured(&a.before, g, db)?;
     let (ma, sa) = load_measured(&a.after, g, da)?;
+    same_kind((&a.before, &mb), (&a.after, &ma), "AFTER")?;
     let sites = |c: &Content, d, file: &str| match c {
         Content::Snapshot(s) => {
             let (v, bad) = call_sites(s, d);

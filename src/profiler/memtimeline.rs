@@ -58,6 +58,24 @@ impl Category {
         }
     }
 
+    /// The name in config files, flags and JSON (`optimizer_state`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Category::Parameter => "parameter",
+            Category::OptimizerState => "optimizer_state",
+            Category::Input => "input",
+            Category::Temporary => "temporary",
+            Category::Activation => "activation",
+            Category::Gradient => "gradient",
+            Category::AutogradDetail => "autograd_detail",
+            Category::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Category> {
+        Category::ALL.into_iter().find(|c| c.key() == s)
+    }
+
     /// The colours of PyTorch's own plot, so charts read the same.
     pub fn color(self) -> &'static str {
         match self {
@@ -428,6 +446,18 @@ mod tests {
             proptest::prop_assert!(d.windows(2).all(|w| w[0].time_us < w[1].time_us));
             proptest::prop_assert!(d.iter().all(|s| t.samples.contains(s)));
         }
+    }
+
+    #[test]
+    fn category_keys_round_trip_and_match_the_json() {
+        for c in Category::ALL {
+            assert_eq!(Category::parse(c.key()), Some(c));
+            assert_eq!(
+                serde_json::to_string(&c).unwrap(),
+                format!("\"{}\"", c.key())
+            );
+        }
+        assert_eq!(Category::parse("activations"), None);
     }
 
     #[test]

@@ -33,7 +33,9 @@ fn headline(r: &CheckReport) -> String {
     } else {
         String::new()
     };
-    if r.failed > 0 {
+    if total == 0 {
+        "no rule to evaluate".into()
+    } else if r.failed > 0 {
         format!("{} of {total} rules failed{skipped}", r.failed)
     } else {
         format!("all {} evaluated rules hold{skipped}", total - r.skipped)
@@ -70,8 +72,10 @@ pub fn text(r: &CheckReport) -> String {
             c.set_cell_alignment(comfy_table::CellAlignment::Right);
         }
     }
-    out.push_str(&t.to_string());
-    out.push('\n');
+    if !r.findings.is_empty() {
+        out.push_str(&t.to_string());
+        out.push('\n');
+    }
     for f in r.findings.iter().filter(|f| f.verdict != Verdict::Pass) {
         out.push_str(&format!(
             "{} {}: {}\n",
@@ -93,12 +97,18 @@ pub fn text(r: &CheckReport) -> String {
             (true, Some(d)) => out.push_str(&format!("measured (device {d}):\n")),
             _ => out.push_str("measured:\n"),
         }
+        // Keys padded to the longest (at least 15 wide).
+        let w = r
+            .metrics
+            .keys()
+            .map(|m| m.key().len() + 1)
+            .fold(15, usize::max);
         for (m, v) in &r.metrics {
             let dev = match v.device {
                 Some(d) if !one => format!(" (device {d})"),
                 _ => String::new(),
             };
-            out.push_str(&format!("  {:<15} {}{dev}\n", m.key(), v.value.fmt()));
+            out.push_str(&format!("  {:<w$} {}{dev}\n", m.key(), v.value.fmt()));
         }
     }
     out.push_str(&headline(r));

@@ -127,6 +127,16 @@ pub(super) fn oom_verdicts(out: &mut String, ooms: &[OomFinding], first_time_us:
     }
 }
 
+/// When the peak of allocated bytes including pending frees was reached,
+/// in the words of the other peaks.
+fn incl_pending_at(d: &DeviceReport) -> String {
+    if d.events == 0 {
+        return d.moment_text();
+    }
+    let p = &d.peak_allocated_incl_pending;
+    moment_text(p.at, p.time_us, d.first_time_us)
+}
+
 fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), ChartError> {
     let _ = writeln!(
         out,
@@ -137,7 +147,7 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
         |e: Option<u32>, t: Option<i64>| moment_text(e.map(|x| x as usize), t, d.first_time_us);
     let _ = writeln!(
         out,
-        "<table><tr><th>trace events</th><th>peak reserved</th><th>peak allocated</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}</tr></table>",
+        "<table><tr><th>trace events</th><th>peak reserved</th><th>peak allocated</th><th title=\"a block counted as allocated until free_completed, as PyTorch's memory_viz counts\">peak allocated incl. pending frees</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}{}</tr></table>",
         num(&d.events.to_string()),
         num(&format!(
             "{} ({})",
@@ -148,6 +158,11 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
             "{} ({})",
             fmt_bytes(d.peak_allocated.allocated),
             at(d.peak_allocated.event, d.peak_allocated.time_us)
+        )),
+        num(&format!(
+            "{} ({})",
+            fmt_bytes(d.peak_allocated_incl_pending.bytes),
+            incl_pending_at(d)
         )),
         num(&fmt_bytes(d.end.reserved)),
         num(&fmt_bytes(d.end.allocated)),

@@ -33,22 +33,23 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
         let _ = writeln!(o, "![memory summary of {}]({})\n", md(&r.file), link);
     }
     if !r.devices.is_empty() {
-        o.push_str("| device | events | peak reserved | peak allocated | final reserved | final allocated | OOMs |\n");
-        o.push_str("|---:|---:|---:|---:|---:|---:|---:|\n");
+        o.push_str("| device | events | peak reserved | peak allocated | peak allocated incl. pending frees | final reserved | final allocated | OOMs |\n");
+        o.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for d in &r.devices {
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 d.device,
                 d.events,
                 fmt_bytes(d.peak_reserved.reserved),
                 fmt_bytes(d.peak_allocated.allocated),
+                fmt_bytes(d.peak_allocated_incl_pending.bytes),
                 fmt_bytes(d.end.reserved),
                 fmt_bytes(d.end.allocated),
                 d.ooms.len()
             );
         }
-        o.push('\n');
+        o.push_str("\nPeak allocated counts a block until `free_requested`; incl. pending frees, until `free_completed`, as PyTorch's memory_viz does.\n\n");
     }
     let ooms: Vec<_> = r
         .devices

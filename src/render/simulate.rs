@@ -76,6 +76,22 @@ pub fn render(file: &str, r: &SimReport) -> String {
             f.recorded_ooms_reproduced, f.recorded_ooms
         );
     }
+    let start = if r.recorded_start_reserved > 0 {
+        format!(
+            "{start}; {} reserved at the start, inherited from before the trace",
+            fmt_bytes(r.recorded_start_reserved)
+        )
+    } else {
+        start
+    };
+    let recorded_peak = match r.recorded_peak_reserved_in_trace {
+        Some(p) if r.recorded_start_holds_peak() => format!(
+            "peak reserved {} (the inherited start; {} during the trace)",
+            fmt_bytes(r.recorded_peak_reserved),
+            fmt_bytes(p)
+        ),
+        _ => format!("peak reserved {}", fmt_bytes(r.recorded_peak_reserved)),
+    };
     let rows = vec![
         (
             "trace".to_string(),
@@ -85,14 +101,13 @@ pub fn render(file: &str, r: &SimReport) -> String {
         (
             "recorded".to_string(),
             format!(
-                "{}{}; peak reserved {}; {recorded_ooms}",
+                "{}{}; {recorded_peak}; {recorded_ooms}",
                 r.recorded_config,
                 if r.settings_recorded {
                     ""
                 } else {
                     " (assumed: no settings in the file)"
                 },
-                fmt_bytes(r.recorded_peak_reserved)
             ),
         ),
         ("capacity".to_string(), capacity),
@@ -120,9 +135,17 @@ pub fn render(file: &str, r: &SimReport) -> String {
     ];
     let _ = writeln!(out, "{}\n", kv_table(&rows));
 
-    let mut t = new_table(&[
-        "config",
-        "peak reserved",
+    // When the inherited start holds a peak, the peak over the whole run
+    // is the start's under that setting: the peak during the trace beside
+    // it is the figure that compares settings.
+    let in_trace = r.start_holds_peak();
+    let mut header = vec!["config"];
+    if in_trace {
+        header.extend(["peak reserved (incl. start)", "peak during the trace"]);
+    } else {
+        header.push("peak reserved");
+    }
+    header.extend([
         "reserved at end",
         "worst frag",
         "smallest largest gap",
@@ -131,15 +154,18 @@ pub fn render(file: &str, r: &SimReport) -> String {
         "OOMs",
         "recorded OOM",
     ]);
+    let mut t = new_table(&header);
     for (i, s) in r.results.iter().enumerate() {
         let name = if i == 0 {
             format!("recorded: {}", s.config)
         } else {
             s.config.clone()
         };
-        t.add_row(vec![
-            name,
-            fmt_bytes(s.peak_reserved),
+        let mut row = vec![name, fmt_bytes(s.peak_reserved)];
+        if in_trace {
+            row.push(s.peak_reserved_in_trace.map_or("-".into(), fmt_bytes));
+        }
+        row.extend([
             fmt_bytes(s.end_reserved),
             fmt_pct(s.worst_fragmentation),
             fmt_bytes(s.smallest_largest_gap),
@@ -148,24 +174,33 @@ pub fn render(file: &str, r: &SimReport) -> String {
             ooms_cell(s),
             recorded_oom_cell(s),
         ]);
+        t.add_row(row);
     }
-    t.add_row(vec![
+    let mut floor = vec![
         "floor: perfect packing".to_string(),
         fmt_bytes(r.floor_peak_requested),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-    ]);
+    ];
+    floor.resize(header.len(), String::new());
+    t.add_row(floor);
     align_numbers(&mut t, 1);
     let _ = writeln!(out, "{t}");
     let _ = writeln!(
         out,
         "worst frag and smallest largest gap: over the moments when reserved is at least half its peak. With expandable segments, cudaMalloc/cudaFree count page mappings/unmappings."
     );
+    if in_trace {
+        let held = r.results.iter().filter(|s| s.start_holds_peak()).count();
+        let _ = writeln!(
+            out,
+            "peak during the trace: the highest reserved after any recorded event, the start state left out. The start ({} reserved, inherited from before the trace; every setting starts from it) holds the peak {}, so compare the settings by their peak during the trace.",
+            fmt_bytes(r.recorded_start_reserved),
+            match (held, r.results.len()) {
+                (0, _) => "of the recording only".to_string(),
+                (h, n) if h == n => format!("under all {n} settings"),
+                (h, n) => format!("under {h} of the {n} settings"),
+            }
+        );
+    }
     if let Some(a) = answer(r) {
         let _ = writeln!(out, "\n{a}");
     }
@@ -270,12 +305,26 @@ pub fn expandable_answer(r: &SimReport) -> Option<String> {
         });
     }
     let es = r.results[1..].iter().find(|s| s.config == EXPANDABLE)?;
+    let in_trace = (es.start_holds_peak() || recorded.start_holds_peak())
+        .then(|| {
+            es.peak_reserved_in_trace
+                .zip(recorded.peak_reserved_in_trace)
+        })
+        .flatten();
     Some(if r.recorded_ooms.is_empty() {
-        format!(
-            "No OOM was recorded; in the model, expandable_segments:True peaks at {} reserved, against {} under the recorded settings.",
-            fmt_bytes(es.peak_reserved),
-            fmt_bytes(recorded.peak_reserved)
-        )
+        match in_trace {
+            Some((e, rec)) => format!(
+                "No OOM was recorded; in the model, expandable_segments:True peaks at {} reserved during the trace, against {} under the recorded settings (both start from the {} inherited from before the trace, which holds the peak over the whole run).",
+                fmt_bytes(e),
+                fmt_bytes(rec),
+                fmt_bytes(es.start_reserved)
+            ),
+            None => format!(
+                "No OOM was recorded; in the model, expandable_segments:True peaks at {} reserved, against {} under the recorded settings.",
+                fmt_bytes(es.peak_reserved),
+                fmt_bytes(recorded.peak_reserved)
+            ),
+        }
     } else if es.recorded_ooms_avoided < es.recorded_ooms {
         "In the model, expandable_segments:True would not have avoided the OOM.".to_string()
     } else if let Some(e) = es.first_oom_event {
@@ -283,10 +332,17 @@ pub fn expandable_answer(r: &SimReport) -> Option<String> {
             "In the model, expandable_segments:True would have avoided the recorded OOM, but another allocation fails at event {e}."
         )
     } else {
-        format!(
-            "In the model, expandable_segments:True would have avoided the OOM (peak reserved {}).",
-            fmt_bytes(es.peak_reserved)
-        )
+        match in_trace {
+            Some((e, _)) => format!(
+                "In the model, expandable_segments:True would have avoided the OOM (peak reserved during the trace {}; {} with the start inherited from before the trace).",
+                fmt_bytes(e),
+                fmt_bytes(es.peak_reserved)
+            ),
+            None => format!(
+                "In the model, expandable_segments:True would have avoided the OOM (peak reserved {}).",
+                fmt_bytes(es.peak_reserved)
+            ),
+        }
     })
 }
 

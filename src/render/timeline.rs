@@ -98,8 +98,43 @@ pub fn device_text(r: &DeviceReplay, moments: &[KeyMoment]) -> String {
     align_numbers(&mut t, 1);
     out.push_str(&t.to_string());
     out.push('\n');
+    let peak_allocated = moments
+        .iter()
+        .find(|k| k.label == "peak allocated")
+        .map(|k| k.sample.allocated);
+    out.push_str(&incl_pending_line(rep, peak_allocated));
+    out.push('\n');
     out.push_str(&report_lines(rep));
     out
+}
+
+/// Where the peak of allocated bytes including pending frees
+/// ([`ReplayReport::peak_allocated_incl_pending`]) was reached.
+pub fn incl_pending_when(rep: &ReplayReport) -> String {
+    match (rep.events, rep.peak_allocated_incl_pending_at) {
+        (0, _) => "in the recorded state".into(),
+        (_, None) => "at the start".into(),
+        (_, Some(i)) => format!("after event {i}"),
+    }
+}
+
+/// One line: allocated bytes counted as PyTorch's memory_viz counts them
+/// (a block until its `free_completed`), beside fragscope's own peak
+/// allocated (until `free_requested`) when one is shown.
+pub fn incl_pending_line(rep: &ReplayReport, peak_allocated: Option<u64>) -> String {
+    let what = if rep.events == 0 { "" } else { "peak " };
+    let mut s = format!(
+        "allocated incl. pending frees (a block counted until free_completed, as memory_viz does): {what}{} {}",
+        fmt_bytes(rep.peak_allocated_incl_pending),
+        incl_pending_when(rep)
+    );
+    if let Some(a) = peak_allocated.filter(|_| rep.events > 0) {
+        s.push_str(&format!(
+            "; allocated (until free_requested) peaks at {}",
+            fmt_bytes(a)
+        ));
+    }
+    s
 }
 
 pub const CSV_HEADER: &str = "device,event,time_us,allocated,active,reserved,internal_free,external_free,pending_free,largest_free_gap,free_gaps,fragmentation,largest_small_request,largest_large_request\n";

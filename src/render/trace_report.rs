@@ -162,7 +162,7 @@ fn device_section(
     };
     let _ = writeln!(
         out,
-        "<table><tr><th>memory events</th><th>peak reserved</th><th>peak allocated</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}</tr></table>",
+        "<table><tr><th>memory events</th><th>peak reserved</th><th>peak allocated</th><th title=\"a block counted as allocated until free_completed, as PyTorch's memory_viz counts; a profiler trace records the allocator's totals, which leave pending frees out\">peak allocated incl. pending frees</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}{}</tr></table>",
         num(&d.events.to_string()),
         num(&s
             .peak_reserved
@@ -174,6 +174,7 @@ fn device_section(
             .as_ref()
             .map(|p| format!("{} ({})", fmt_bytes(p.bytes), at(p)))
             .unwrap_or_else(|| NA.into())),
+        num(NA),
         num(&opt_bytes(s.reserved_end)),
         num(&fmt_bytes(s.allocated_end)),
         num(&d.ooms.len().to_string()),
@@ -340,23 +341,24 @@ pub fn markdown(r: &TraceReport, svg_link: Option<&str>) -> String {
         let _ = writeln!(o, "![memory summary of {}]({})\n", md(&r.file), link);
     }
     if !r.devices.is_empty() {
-        o.push_str("| device | events | peak reserved | peak allocated | final reserved | final allocated | OOMs |\n");
-        o.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
+        o.push_str("| device | events | peak reserved | peak allocated | peak allocated incl. pending frees | final reserved | final allocated | OOMs |\n");
+        o.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
         for d in &r.devices {
             let s = &d.summary;
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 md(&d.label),
                 d.events,
                 opt_bytes(s.peak_reserved.as_ref().map(|p| p.bytes)),
                 opt_bytes(s.peak_allocated.as_ref().map(|p| p.bytes)),
+                NA,
                 opt_bytes(s.reserved_end),
                 fmt_bytes(s.allocated_end),
                 d.ooms.len()
             );
         }
-        o.push('\n');
+        o.push_str("\nPeak allocated incl. pending frees (a block counted until `free_completed`, as PyTorch's memory_viz does) is not measurable for a profiler trace: its totals leave pending frees out.\n\n");
     }
     for d in &r.devices {
         if d.key_moments.is_empty() {

@@ -186,6 +186,14 @@ pub struct ReplayReport {
     pub inferred_blocks: usize,
     /// Of those, blocks given more than their rounded size (unsplit).
     pub widened_blocks: usize,
+    /// The highest requested bytes of live blocks when a pending-free block
+    /// counts as allocated until its `free_completed`, as PyTorch's
+    /// memory_viz counts (`allocated` stops at `free_requested`); the start
+    /// and every event included.
+    pub peak_allocated_incl_pending: u64,
+    /// The event after which it first reaches that peak (`None`: the start,
+    /// or the recorded state when there are no events).
+    pub peak_allocated_incl_pending_at: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -325,10 +333,15 @@ impl<'a> Replayer<'a> {
         if keep_samples {
             samples.push_figures(&l.figures(None));
         }
+        let mut incl_pending = (l.allocated_incl_pending(), None);
         for (i, e) in run.trace.iter().enumerate() {
             run.step(&mut l, i, &mut problems);
             if keep_samples {
                 samples.push_figures(&l.figures(e.time_us()));
+            }
+            let v = l.allocated_incl_pending();
+            if v > incl_pending.0 {
+                incl_pending = (v, Some(i));
             }
         }
         let recorded: Vec<&Segment> = snap.segments_of(device).collect();
@@ -344,6 +357,8 @@ impl<'a> Replayer<'a> {
             older_blocks,
             inferred_blocks,
             widened_blocks,
+            peak_allocated_incl_pending: incl_pending.0,
+            peak_allocated_incl_pending_at: incl_pending.1,
         };
         (samples, report)
     }

@@ -102,6 +102,9 @@ struct Index {
     /// Block bytes of allocated blocks.
     active: u64,
     pending: u64,
+    /// Requested bytes of pending-free blocks (what `allocated` counted
+    /// before their `free_requested`).
+    pending_requested: u64,
     inactive: u64,
 }
 
@@ -132,19 +135,21 @@ impl Index {
         if !self.on {
             return;
         }
-        let (al, ac, pe) = if b.pending {
-            (0, 0, b.size)
+        let (al, ac, pe, pr) = if b.pending {
+            (0, 0, b.size, b.allocated_bytes())
         } else {
-            (b.allocated_bytes(), b.size, 0)
+            (b.allocated_bytes(), b.size, 0, 0)
         };
         if add {
             self.allocated += al;
             self.active += ac;
             self.pending += pe;
+            self.pending_requested += pr;
         } else {
             self.allocated -= al;
             self.active -= ac;
             self.pending -= pe;
+            self.pending_requested -= pr;
         }
     }
 
@@ -398,6 +403,12 @@ impl Layout {
     /// Block bytes of live blocks, pending ones included.
     pub fn active_and_pending(&self) -> u64 {
         self.idx.active + self.idx.pending
+    }
+
+    /// Requested bytes of live blocks, pending-free ones included: what
+    /// PyTorch's memory_viz counts as allocated (until `free_completed`).
+    pub fn allocated_incl_pending(&self) -> u64 {
+        self.idx.allocated + self.idx.pending_requested
     }
 
     /// Puts a live block into the free block that holds it, as

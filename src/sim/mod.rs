@@ -86,7 +86,14 @@ pub struct SimReport {
     pub fidelity: Fidelity,
     /// Peak requested bytes held by the program: the perfect-packing floor.
     pub floor_peak_requested: u64,
+    /// Highest recorded reserved bytes, the start included.
     pub recorded_peak_reserved: u64,
+    /// Recorded reserved bytes at the start, inherited from before the
+    /// trace (rebuilt from the final state backwards).
+    pub recorded_start_reserved: u64,
+    /// Highest recorded reserved bytes after a trace event, the start left
+    /// out (`None` for an empty trace).
+    pub recorded_peak_reserved_in_trace: Option<u64>,
     pub recorded_end_reserved: u64,
     /// Trace indices of recorded `oom` events.
     pub recorded_ooms: Vec<usize>,
@@ -97,6 +104,22 @@ pub struct SimReport {
     /// The recording first, then one per result.
     pub series: Vec<Series>,
     pub notes: Vec<String>,
+}
+
+impl SimReport {
+    /// The recording's inherited start holds its peak (see
+    /// [`Summary::start_holds_peak`]).
+    pub fn recorded_start_holds_peak(&self) -> bool {
+        self.recorded_peak_reserved_in_trace
+            .is_some_and(|p| p < self.recorded_peak_reserved)
+    }
+
+    /// The start holds the peak of the recording or of any run: then a
+    /// peak over the whole run compares the start with itself, and the
+    /// peaks during the trace are the figures to compare.
+    pub fn start_holds_peak(&self) -> bool {
+        self.recorded_start_holds_peak() || self.results.iter().any(|s| s.start_holds_peak())
+    }
 }
 
 pub const SIMULATE_SCHEMA: &str = "fragscope.simulate/1";
@@ -194,6 +217,8 @@ pub fn report_of(input: DeviceInput, runs: Vec<SimRun>) -> SimReport {
             .chain(std::iter::once(input.recorded_start_reserved))
             .max()
             .unwrap_or(0),
+        recorded_start_reserved: input.recorded_start_reserved,
+        recorded_peak_reserved_in_trace: input.recorded_reserved.iter().max(),
         recorded_end_reserved: input
             .recorded_reserved
             .last()

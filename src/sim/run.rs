@@ -369,6 +369,11 @@ pub struct SimRun {
     /// Highest reserved and allocated bytes, the start included.
     pub peak_reserved: u64,
     pub peak_allocated: u64,
+    /// Highest reserved bytes after a trace event: the start state, which
+    /// a trace that begins mid-run inherits from before it, left out
+    /// (`None` for an empty trace). Below `peak_reserved` when the
+    /// inherited start holds the peak.
+    pub peak_reserved_in_trace: Option<u64>,
     /// Highest 1 − largest cached block / cached bytes while reserved is at
     /// least half its peak, and the smallest largest cached block then.
     pub worst_fragmentation: f64,
@@ -517,6 +522,7 @@ pub fn run_observed(
         end: start,
         peak_reserved: 0,
         peak_allocated: 0,
+        peak_reserved_in_trace: None,
         worst_fragmentation: 0.0,
         smallest_largest_gap: 0,
         reserved_error: ReservedError::default(),
@@ -602,6 +608,10 @@ pub fn run_observed(
         }
         near.add(&s);
         peak_allocated = peak_allocated.max(s.allocated);
+        out.peak_reserved_in_trace = Some(
+            out.peak_reserved_in_trace
+                .map_or(s.reserved, |p| p.max(s.reserved)),
+        );
         curve.push(s.reserved);
         observe(i, &s);
         last = s;
@@ -624,7 +634,14 @@ pub fn run_observed(
 pub struct Summary {
     /// The configuration in PYTORCH_CUDA_ALLOC_CONF syntax (`defaults` for none).
     pub config: String,
+    /// Highest reserved bytes, the start state included.
     pub peak_reserved: u64,
+    /// Reserved bytes of the start state, inherited from before the trace
+    /// (the same for every configuration: each run starts from it).
+    pub start_reserved: u64,
+    /// Highest reserved bytes after a trace event, the start left out
+    /// (`None` for an empty trace).
+    pub peak_reserved_in_trace: Option<u64>,
     pub end_reserved: u64,
     /// Peak block bytes of live allocations.
     pub peak_allocated: u64,
@@ -643,10 +660,22 @@ pub struct Summary {
     pub recorded_ooms_avoided: usize,
 }
 
+impl Summary {
+    /// The inherited start state holds the peak: reserved never came back
+    /// to the start's level after the first event, so `peak_reserved` is
+    /// the start's and says nothing about this configuration.
+    pub fn start_holds_peak(&self) -> bool {
+        self.peak_reserved_in_trace
+            .is_some_and(|p| p < self.peak_reserved)
+    }
+}
+
 pub fn summarize(run: &SimRun) -> Summary {
     Summary {
         config: run.config.label(),
         peak_reserved: run.peak_reserved,
+        start_reserved: run.start.reserved,
+        peak_reserved_in_trace: run.peak_reserved_in_trace,
         end_reserved: run.end.reserved,
         peak_allocated: run.peak_allocated,
         worst_fragmentation: run.worst_fragmentation,
