@@ -25,7 +25,7 @@
 //! largest_gap = "256MiB"
 //! ```
 
-use crate::metrics::{Measured, MetricId, Metrics, Quantity, Unit};
+use crate::metrics::{Measured, MetricId, Metrics, Quantity, TraceFacts, Unit};
 use crate::units::{fmt_bytes, fmt_pct, parse_size};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -536,7 +536,7 @@ fn absolute(rule: RuleKind, limit: Quantity, m: &Metrics) -> Finding {
         hint: String::new(),
     };
     let Some(got) = m.get(metric) else {
-        f.message = format!("{} is not measurable {}", metric.label(), from_what(m));
+        f.message = not_measurable(metric, m);
         f.hint = unmeasurable_hint(metric, m);
         return f;
     };
@@ -604,17 +604,19 @@ fn regression(
     f.baseline_value = b.map(|x| x.value);
     f.current_value = c.map(|x| x.value);
     let (Some(b), Some(c)) = (b, c) else {
-        f.message = format!(
-            "{} is not measurable {}",
-            metric.label(),
-            match (b.is_none(), base.source) {
-                (true, crate::metrics::Source::ProfilerTrace) => {
-                    "for the baseline, a profiler trace".to_string()
-                }
-                (true, _) => "from the baseline".to_string(),
-                (false, _) => from_what(cur).to_string(),
-            }
-        );
+        f.message = match (b.is_none(), base.source) {
+            (true, _) if no_gpu(base) => format!(
+                "{} is not measurable for the baseline: {}",
+                metric.label(),
+                NO_GPU_EVENTS
+            ),
+            (true, crate::metrics::Source::ProfilerTrace) => format!(
+                "{} is not measurable for the baseline, a profiler trace",
+                metric.label()
+            ),
+            (true, _) => format!("{} is not measurable from the baseline", metric.label()),
+            (false, _) => not_measurable(metric, cur),
+        };
         f.hint = unmeasurable_hint(metric, if b.is_none() { base } else { cur });
         return f;
     };
@@ -669,16 +671,34 @@ fn regression(
     f
 }
 
-/// How a skipped rule names the input it could not measure.
-fn from_what(m: &Metrics) -> &'static str {
+/// Why a skipped rule's metric is missing: a profiler trace without GPU
+/// memory events gives none at all.
+const NO_GPU_EVENTS: &str = "the profiler trace holds no GPU memory events";
+
+/// A profiler trace whose `[memory]` events are all CPU memory (the note of
+/// its [`Metrics`] says so, with what to record instead).
+fn no_gpu(m: &Metrics) -> bool {
+    m.trace.is_some_and(|t| t.cpu_only)
+}
+
+/// The message of a rule skipped because its metric is not measurable.
+fn not_measurable(metric: MetricId, m: &Metrics) -> String {
+    if no_gpu(m) {
+        return format!("{} is not measurable: {NO_GPU_EVENTS}", metric.label());
+    }
     match m.source {
-        crate::metrics::Source::ProfilerTrace => "for a profiler trace",
-        crate::metrics::Source::Snapshot => "from this input",
+        crate::metrics::Source::ProfilerTrace => {
+            format!("{} is not measurable for a profiler trace", metric.label())
+        }
+        crate::metrics::Source::Snapshot => {
+            format!("{} is not measurable from this input", metric.label())
+        }
     }
 }
 
-/// What a profiler trace lacks for a metric.
-fn trace_lacks(metric: MetricId) -> &'static str {
+/// What a profiler trace lacks for a metric, true to the schema it was
+/// recorded with (only the 2021 schema lacks totals and OOM events).
+fn trace_lacks(metric: MetricId, t: TraceFacts) -> &'static str {
     match metric {
         MetricId::Fragmentation | MetricId::LargestGap | MetricId::FreeGaps => {
             "a profiler trace has no segment layout, so no free gaps to measure"
@@ -686,12 +706,16 @@ fn trace_lacks(metric: MetricId) -> &'static str {
         MetricId::InternalWaste => {
             "a profiler trace records rounded block sizes only, not the requested sizes rounding waste needs"
         }
+        MetricId::PeakReserved | MetricId::EndReserved if t.bytes_only => {
+            "this profiler trace does not record Total Reserved (2021 schema, only Bytes)"
+        }
         MetricId::PeakReserved | MetricId::EndReserved => {
-            "this profiler trace does not record Total Reserved (2021 schema)"
+            "this profiler trace lacks Total Reserved on some memory events of the device, or holds none for it"
         }
-        MetricId::OomEvents => {
-            "this profiler trace's schema (2021) records no out-of-memory events"
+        MetricId::OomEvents if t.bytes_only => {
+            "this profiler trace's schema (2021, only Bytes) records no out-of-memory events"
         }
+        MetricId::OomEvents => "this input does not count out-of-memory events",
         MetricId::PeakAllocated | MetricId::EndAllocated => {
             "the profiler trace holds no memory events for this device"
         }
@@ -700,9 +724,11 @@ fn trace_lacks(metric: MetricId) -> &'static str {
 
 fn unmeasurable_hint(metric: MetricId, m: &Metrics) -> String {
     match m.source {
+        // The note says why, once, and what to record instead.
+        crate::metrics::Source::ProfilerTrace if no_gpu(m) => String::new(),
         crate::metrics::Source::ProfilerTrace => format!(
             "{}; record a memory snapshot to measure {}",
-            trace_lacks(metric),
+            trace_lacks(metric, m.trace.unwrap_or_default()),
             metric.key()
         ),
         crate::metrics::Source::Snapshot if m.devices.is_empty() => {
@@ -788,6 +814,7 @@ mod tests {
                 oom_events: Some(ooms),
             }],
             notes: vec![],
+            trace: None,
         }
     }
 
@@ -1028,6 +1055,34 @@ oom_events = 0
             Verdict::Skipped
         );
         assert!(r.findings[0].hint.contains("profiler trace"));
+    }
+
+    #[test]
+    fn skip_reasons_follow_the_trace_schema() {
+        let modern = TraceFacts::default();
+        let old = TraceFacts {
+            bytes_only: true,
+            ..TraceFacts::default()
+        };
+        for m in MetricId::ALL {
+            assert!(!trace_lacks(m, modern).contains("2021"), "{m:?}");
+        }
+        assert!(trace_lacks(MetricId::OomEvents, old).contains("2021"));
+        assert!(trace_lacks(MetricId::PeakReserved, old).contains("2021"));
+        // Only CPU memory: one reason for every metric, the note says the rest.
+        let mut cpu =
+            Metrics::from_totals(std::iter::empty::<(i64, Vec<(u64, u64)>, Option<u64>)>());
+        cpu.trace = Some(TraceFacts {
+            cpu_only: true,
+            bytes_only: false,
+        });
+        let r = evaluate("cpu.json", &cpu, None, &Rules::defaults());
+        assert_eq!(r.findings[0].verdict, Verdict::Skipped);
+        assert_eq!(
+            r.findings[0].message,
+            "OOM events is not measurable: the profiler trace holds no GPU memory events"
+        );
+        assert_eq!(r.findings[0].hint, "");
     }
 
     #[test]

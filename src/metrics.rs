@@ -307,6 +307,16 @@ pub struct Measured {
     pub device: Option<i64>,
 }
 
+/// What a profiler trace records, for saying truly why a figure is missing.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TraceFacts {
+    /// Every `[memory]` event is CPU memory: no GPU figure exists at all.
+    pub cpu_only: bool,
+    /// A measured device's events carry only `Bytes` (the 2021 schema): no
+    /// reserved memory and no out-of-memory events.
+    pub bytes_only: bool,
+}
+
 /// Every metric of one input.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Metrics {
@@ -315,6 +325,9 @@ pub struct Metrics {
     /// What the figures rest on that a reader should know (replay anomalies,
     /// a final state the replay could not reproduce), one line each.
     pub notes: Vec<String>,
+    /// For a profiler trace read by [`Metrics::of_trace`]: what it records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceFacts>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -333,6 +346,7 @@ impl Metrics {
             source: Source::Snapshot,
             devices: Vec::new(),
             notes: Vec::new(),
+            trace: None,
         };
         for d in devices {
             let end = StateStats::of(snap.segments_of(d));
@@ -383,6 +397,7 @@ impl Metrics {
             source: Source::ProfilerTrace,
             devices,
             notes: Vec::new(),
+            trace: None,
         }
     }
 
@@ -395,6 +410,19 @@ impl Metrics {
         tr: &crate::profiler::ProfilerTrace,
         device: Option<i64>,
     ) -> Result<Metrics, MetricsError> {
+        if let Some(n) = tr.no_gpu_memory() {
+            // Nothing is measurable, whichever device is asked for: one line
+            // says why and what to record.
+            return Ok(Metrics {
+                source: Source::ProfilerTrace,
+                devices: Vec::new(),
+                notes: vec![n],
+                trace: Some(TraceFacts {
+                    cpu_only: true,
+                    bytes_only: false,
+                }),
+            });
+        }
         let picked: Vec<&crate::profiler::TraceDevice> = tr.accelerators(device).collect();
         if let Some(want) = device
             && picked.is_empty()
@@ -414,6 +442,7 @@ impl Metrics {
             });
         }
         let mut devices = Vec::new();
+        let mut facts = TraceFacts::default();
         let mut notes = vec![format!(
             "not measurable for a profiler trace: {}, {}, {} and {} (a trace has no segment layout and no requested sizes)",
             MetricId::Fragmentation.key(),
@@ -425,7 +454,10 @@ impl Metrics {
             // The series after each event; the start sample repeats the
             // first event's figures for reserved, which it lacks.
             let events = &d.samples[1..];
-            let oom = (d.summary.has_totals).then_some(d.ooms.len() as u64);
+            // The 2021 schema has no [OutOfMemory] events; a device with
+            // only those has no [memory] event to tell its schema by.
+            let bytes_only = !d.summary.has_totals && !events.is_empty();
+            let oom = (!bytes_only).then_some(d.ooms.len() as u64);
             let mut m = DeviceMetrics::from_totals(
                 d.key.device_id,
                 events
@@ -433,11 +465,19 @@ impl Metrics {
                     .map(|x| (x.allocated, x.reserved.unwrap_or(0))),
                 oom,
             );
-            if !d.summary.has_totals || events.iter().any(|x| x.reserved.is_none()) {
+            if bytes_only {
+                facts.bytes_only = true;
                 m.peak_reserved = None;
                 m.end_reserved = None;
                 notes.push(format!(
                     "{}: reserved memory is not recorded (2021 schema with only Bytes): peak_reserved, end_reserved and oom_events are not measurable, and allocated bytes are rebuilt by summing",
+                    d.label
+                ));
+            } else if events.iter().any(|x| x.reserved.is_none()) {
+                m.peak_reserved = None;
+                m.end_reserved = None;
+                notes.push(format!(
+                    "{}: Total Reserved is missing from some [memory] events: peak_reserved and end_reserved are not measurable",
                     d.label
                 ));
             }
@@ -455,6 +495,7 @@ impl Metrics {
             source: Source::ProfilerTrace,
             devices,
             notes,
+            trace: Some(facts),
         })
     }
 
@@ -617,6 +658,7 @@ mod tests {
             source: Source::Snapshot,
             devices: vec![a, b],
             notes: vec![],
+            trace: None,
         };
         let r = m.get(MetricId::PeakReserved).unwrap();
         assert_eq!((r.value, r.device), (Quantity::Bytes(300), Some(1)));
