@@ -540,6 +540,9 @@ fn absolute(rule: RuleKind, limit: Quantity, m: &Metrics) -> Finding {
         f.hint = unmeasurable_hint(metric, m);
         return f;
     };
+    if rule == RuleKind::MinLargestGap {
+        return min_largest_gap(f, limit, m);
+    }
     f.device = got.device;
     f.measured = Some(Value::of(got.value));
     let (v, t) = (got.value.as_f64(), limit.as_f64());
@@ -562,6 +565,73 @@ fn absolute(rule: RuleKind, limit: Quantity, m: &Metrics) -> Finding {
         f.hint = fail_hint(metric, m, got.device);
     } else {
         f.verdict = Verdict::Pass;
+    }
+    f
+}
+
+/// `min_largest_gap` fails only on the fragmentation signature: a moment
+/// under pressure with at least the minimum free in reserved memory but no
+/// single free block that large. A moment with less free than that (a full
+/// cache among them) could not serve the request from the cache however its
+/// free bytes lay: that is a matter of capacity, which the peak rules gate.
+/// The figure shown is the smallest largest gap among the moments that had
+/// the minimum free, on the worst device.
+fn min_largest_gap(mut f: Finding, limit: Quantity, m: &Metrics) -> Finding {
+    let n = limit.as_f64() as u64;
+    let measured = || m.devices.iter().filter(|d| d.largest_gap.is_some());
+    // Devices ascend; the first of equal gaps wins.
+    let tightest = measured()
+        .filter_map(|d| d.tightest_with_free(n).map(|g| (d.device, g)))
+        .min_by_key(|(_, g)| g.largest_gap);
+    let Some((d, g)) = tightest else {
+        // No moment had that much free: nothing was refused for want of one gap.
+        let most = measured()
+            .filter_map(|d| d.most_free_under_pressure().map(|b| (d.device, b)))
+            .fold(None, |best: Option<(i64, u64)>, x| match best {
+                Some(b) if b.1 >= x.1 => Some(b),
+                _ => Some(x),
+            });
+        f.device = most.map(|x| x.0);
+        f.verdict = Verdict::Pass;
+        f.message = format!(
+            "no moment under pressure had {} of reserved memory free (at most {}{}), so no gap of that size was missing: meets the minimum of {}",
+            limit.fmt(),
+            fmt_bytes(most.map_or(0, |x| x.1)),
+            on_device(f.device),
+            limit.fmt()
+        );
+        return f;
+    };
+    f.device = Some(d);
+    f.measured = Some(Value::Bytes(g.largest_gap));
+    if g.largest_gap < n {
+        f.verdict = Verdict::Fail;
+        f.message = format!(
+            "largest free gap {} on device {d} is below the minimum of {} {}, with {} of reserved memory free",
+            fmt_bytes(g.largest_gap),
+            limit.fmt(),
+            g.at.text(),
+            fmt_bytes(g.free)
+        );
+        f.hint = format!(
+            "{} of reserved memory sat free {} but in gaps of at most {}: a request of {} needs a new \
+cudaMalloc (an OOM when the device is full) although the cache holds enough. That is \
+fragmentation: try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which grows a segment instead \
+of leaving gaps between segments, and avoid keeping long-lived tensors allocated between \
+short-lived ones.",
+            fmt_bytes(g.free),
+            g.at.text(),
+            fmt_bytes(g.largest_gap),
+            limit.fmt()
+        );
+    } else {
+        f.verdict = Verdict::Pass;
+        f.message = format!(
+            "largest free gap at least {} on device {d} whenever {} or more of reserved memory were free under pressure: meets the minimum of {}",
+            fmt_bytes(g.largest_gap),
+            limit.fmt(),
+            limit.fmt()
+        );
     }
     f
 }
@@ -812,6 +882,7 @@ mod tests {
                 free_gaps: Some(3),
                 internal_waste: Some(1 << 20),
                 oom_events: Some(ooms),
+                gap_moments: vec![],
             }],
             notes: vec![],
             trace: None,
