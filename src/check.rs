@@ -554,10 +554,11 @@ fn absolute(rule: RuleKind, limit: Quantity, m: &Metrics) -> Finding {
         (true, false) => "meets the minimum of",
     };
     f.message = format!(
-        "{} {}{} {relation} {}",
+        "{} {}{}{} {relation} {}",
         metric.label(),
         got.value.fmt(),
         on_device(got.device),
+        recorded_only(metric, m, got.device),
         limit.fmt()
     );
     if fails {
@@ -721,8 +722,21 @@ fn regression(
         Some(m) => format!("{} worse", m.fmt()),
         None => "up from zero".into(),
     };
+    let oom = metric == MetricId::OomEvents;
+    let qualifier = match (
+        untraced_figure(metric, base, b.device),
+        untraced_figure(metric, cur, c.device),
+    ) {
+        (false, false) => "",
+        (true, true) if oom => "; neither has a trace, so no out-of-memory event could be recorded",
+        (true, true) => "; both figures are of the recorded state (no trace)",
+        (false, true) if oom => "; it has no trace, so none could be recorded",
+        (false, true) => "; the figure is of its recorded state (no trace)",
+        (true, false) if oom => "; the baseline has no trace, so none could be recorded in it",
+        (true, false) => "; the baseline's figure is of its recorded state (no trace)",
+    };
     f.message = format!(
-        "{} {} → {}{} ({change}; {} allowed) against {bname}",
+        "{} {} → {}{} ({change}; {} allowed) against {bname}{qualifier}",
         metric.label(),
         b.value.fmt(),
         c.value.fmt(),
@@ -739,6 +753,33 @@ fn regression(
         f.verdict = Verdict::Pass;
     }
     f
+}
+
+/// Said after a figure of a device without trace events: only its recorded
+/// state is known (the metrics' note says so once, with what to record).
+/// End figures are that state by definition and need no word.
+fn recorded_only(metric: MetricId, m: &Metrics, device: Option<i64>) -> &'static str {
+    if !untraced_figure(metric, m, device) {
+        return "";
+    }
+    match metric {
+        MetricId::OomEvents => " (no trace, so none could be recorded)",
+        _ => " (of the recorded state: no trace)",
+    }
+}
+
+/// A figure of a snapshot's device (or, summed, devices) without trace
+/// events, other than an end figure.
+fn untraced_figure(metric: MetricId, m: &Metrics, device: Option<i64>) -> bool {
+    let untraced =
+        |d: &crate::metrics::DeviceMetrics| d.timeline == crate::metrics::Timeline::FinalStateOnly;
+    let from_untraced = match device {
+        Some(x) => m.devices.iter().any(|d| d.device == x && untraced(d)),
+        None => !m.devices.is_empty() && m.devices.iter().all(untraced),
+    };
+    from_untraced
+        && m.source == crate::metrics::Source::Snapshot
+        && !matches!(metric, MetricId::EndAllocated | MetricId::EndReserved)
 }
 
 /// Why a skipped rule's metric is missing: a profiler trace without GPU
@@ -828,7 +869,20 @@ expandable_segments:True lets segments grow instead of leaving gaps."
                 .iter()
                 .find(|d| Some(d.device) == device)
                 .or(m.devices.first());
+            let untraced =
+                dev.is_some_and(|d| d.timeline == crate::metrics::Timeline::FinalStateOnly);
             match dev.and_then(|d| Some((d.peak_allocated?, d.peak_reserved?))) {
+                Some((a, r)) if untraced && r > 0 && (a as f64) < 0.8 * r as f64 => format!(
+                    "In the recorded state {} is allocated ({} of reserved): the rest is cached \
+free memory. Look at the fragmentation figures and try expandable_segments:True.",
+                    fmt_bytes(a),
+                    fmt_pct(a as f64 / r as f64)
+                ),
+                Some((a, _)) if untraced => format!(
+                    "Live tensors hold {} in the recorded state, most of the reservation: reduce \
+batch or sequence size, or use activation checkpointing.",
+                    fmt_bytes(a)
+                ),
                 Some((a, r)) if r > 0 && (a as f64) < 0.8 * r as f64 => format!(
                     "Allocated memory peaks at {} ({} of peak reserved): the rest is cached free \
 memory. Look at the fragmentation figures and try expandable_segments:True.",

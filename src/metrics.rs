@@ -28,6 +28,10 @@
 //!   of live blocks) at one moment;
 //! * OOM events: `oom` entries of the trace.
 //!
+//! A device without trace events has one moment, its recorded state: every
+//! figure is that state's (a peak is then only a lower bound), and a note
+//! says so.
+//!
 //! A file-level figure is the worst device's (largest peak, smallest gap);
 //! OOM events add up over devices.
 
@@ -478,6 +482,22 @@ impl Metrics {
             };
             out.devices
                 .push(DeviceMetrics::from_parts(d, &end, &samples, n_oom));
+        }
+        let untraced: Vec<String> = out
+            .devices
+            .iter()
+            .filter(|d| d.timeline == Timeline::FinalStateOnly)
+            .map(|d| d.device.to_string())
+            .collect();
+        if !untraced.is_empty() {
+            // Once for all such devices: their figures are real, but of one
+            // moment.
+            out.notes.push(format!(
+                "{} {}: no trace was recorded, so only the recorded state is known and every figure is that state's: the run's peaks (at least these) and its out-of-memory events are not measurable; {}",
+                if untraced.len() == 1 { "device" } else { "devices" },
+                untraced.join(", "),
+                crate::replay::RECORD_A_TRACE
+            ));
         }
         Ok(out)
     }

@@ -635,7 +635,8 @@ fn github_annotations_and_job_summary() {
         .filter(|l| l.starts_with("::"))
         .map(assert_annotation)
         .collect();
-    assert_eq!(ann.len(), 2, "{r}");
+    // Two rules, and the note that after.json has no trace (a notice).
+    assert_eq!(ann.len(), 3, "{r}");
     assert_eq!(ann[0].0, "error");
     assert_eq!(ann[0].1, "after.json");
     assert_eq!(ann[0].2, "fragscope check max_fragmentation");
@@ -647,6 +648,13 @@ fn github_annotations_and_job_summary() {
     );
     assert_eq!(ann[1].0, "warning");
     assert_eq!(ann[1].2, "fragscope check max_regression.peak_reserved");
+    assert_eq!(ann[2].0, "notice");
+    assert!(
+        ann[2]
+            .3
+            .starts_with("device 0: no trace was recorded, so only the recorded state is known"),
+        "{r}"
+    );
     // The table follows for the log.
     assert!(r.stdout.contains("│ rule"), "{r}");
     let md = std::fs::read_to_string(&summary).unwrap();
