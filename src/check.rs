@@ -31,7 +31,7 @@
 //! peak_activation = "10%"
 //! ```
 
-use crate::metrics::{Measured, MetricId, Metrics, Quantity, Unit};
+use crate::metrics::{Measured, MetricId, Metrics, Quantity, TraceFacts, Unit};
 use crate::profiler::memtimeline::Category;
 use crate::units::{fmt_bytes, fmt_pct, parse_size};
 use serde::{Deserialize, Serialize};
@@ -636,10 +636,13 @@ fn absolute_on(rule: String, metric: MetricId, min: bool, limit: Quantity, m: &M
         hint: String::new(),
     };
     let Some(got) = m.get(metric) else {
-        f.message = format!("{} is not measurable {}", metric.label(), from_what(m));
+        f.message = not_measurable(metric, m);
         f.hint = unmeasurable_hint(metric, m);
         return f;
     };
+    if f.rule == RuleKind::MinLargestGap.key() {
+        return min_largest_gap(f, limit, m);
+    }
     f.device = got.device;
     f.measured = Some(Value::of(got.value));
     let (v, t) = (got.value.as_f64(), limit.as_f64());
@@ -651,10 +654,11 @@ fn absolute_on(rule: String, metric: MetricId, min: bool, limit: Quantity, m: &M
         (true, false) => "meets the minimum of",
     };
     f.message = format!(
-        "{} {}{} {relation} {}",
+        "{} {}{}{} {relation} {}",
         metric.label(),
         got.value.fmt(),
         on_device(got.device),
+        recorded_only(metric, m, got.device),
         limit.fmt()
     );
     if fails {
@@ -662,6 +666,73 @@ fn absolute_on(rule: String, metric: MetricId, min: bool, limit: Quantity, m: &M
         f.hint = fail_hint(metric, m, got.device);
     } else {
         f.verdict = Verdict::Pass;
+    }
+    f
+}
+
+/// `min_largest_gap` fails only on the fragmentation signature: a moment
+/// under pressure with at least the minimum free in reserved memory but no
+/// single free block that large. A moment with less free than that (a full
+/// cache among them) could not serve the request from the cache however its
+/// free bytes lay: that is a matter of capacity, which the peak rules gate.
+/// The figure shown is the smallest largest gap among the moments that had
+/// the minimum free, on the worst device.
+fn min_largest_gap(mut f: Finding, limit: Quantity, m: &Metrics) -> Finding {
+    let n = limit.as_f64() as u64;
+    let measured = || m.devices.iter().filter(|d| d.largest_gap.is_some());
+    // Devices ascend; the first of equal gaps wins.
+    let tightest = measured()
+        .filter_map(|d| d.tightest_with_free(n).map(|g| (d.device, g)))
+        .min_by_key(|(_, g)| g.largest_gap);
+    let Some((d, g)) = tightest else {
+        // No moment had that much free: nothing was refused for want of one gap.
+        let most = measured()
+            .filter_map(|d| d.most_free_under_pressure().map(|b| (d.device, b)))
+            .fold(None, |best: Option<(i64, u64)>, x| match best {
+                Some(b) if b.1 >= x.1 => Some(b),
+                _ => Some(x),
+            });
+        f.device = most.map(|x| x.0);
+        f.verdict = Verdict::Pass;
+        f.message = format!(
+            "no moment under pressure had {} of reserved memory free (at most {}{}), so no gap of that size was missing: meets the minimum of {}",
+            limit.fmt(),
+            fmt_bytes(most.map_or(0, |x| x.1)),
+            on_device(f.device),
+            limit.fmt()
+        );
+        return f;
+    };
+    f.device = Some(d);
+    f.measured = Some(Value::Bytes(g.largest_gap));
+    if g.largest_gap < n {
+        f.verdict = Verdict::Fail;
+        f.message = format!(
+            "largest free gap {} on device {d} is below the minimum of {} {}, with {} of reserved memory free",
+            fmt_bytes(g.largest_gap),
+            limit.fmt(),
+            g.at.text(),
+            fmt_bytes(g.free)
+        );
+        f.hint = format!(
+            "{} of reserved memory sat free {} but in gaps of at most {}: a request of {} needs a new \
+cudaMalloc (an OOM when the device is full) although the cache holds enough. That is \
+fragmentation: try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which grows a segment instead \
+of leaving gaps between segments, and avoid keeping long-lived tensors allocated between \
+short-lived ones.",
+            fmt_bytes(g.free),
+            g.at.text(),
+            fmt_bytes(g.largest_gap),
+            limit.fmt()
+        );
+    } else {
+        f.verdict = Verdict::Pass;
+        f.message = format!(
+            "largest free gap at least {} on device {d} whenever {} or more of reserved memory were free under pressure: meets the minimum of {}",
+            fmt_bytes(g.largest_gap),
+            limit.fmt(),
+            limit.fmt()
+        );
     }
     f
 }
@@ -704,17 +775,19 @@ fn regression(
     f.baseline_value = b.map(|x| x.value);
     f.current_value = c.map(|x| x.value);
     let (Some(b), Some(c)) = (b, c) else {
-        f.message = format!(
-            "{} is not measurable {}",
-            metric.label(),
-            match (b.is_none(), base.source) {
-                (true, crate::metrics::Source::ProfilerTrace) => {
-                    "for the baseline, a profiler trace".to_string()
-                }
-                (true, _) => "from the baseline".to_string(),
-                (false, _) => from_what(cur).to_string(),
-            }
-        );
+        f.message = match (b.is_none(), base.source) {
+            (true, _) if no_gpu(base) => format!(
+                "{} is not measurable for the baseline: {}",
+                metric.label(),
+                NO_GPU_EVENTS
+            ),
+            (true, crate::metrics::Source::ProfilerTrace) => format!(
+                "{} is not measurable for the baseline, a profiler trace",
+                metric.label()
+            ),
+            (true, _) => format!("{} is not measurable from the baseline", metric.label()),
+            (false, _) => not_measurable(metric, cur),
+        };
         f.hint = unmeasurable_hint(metric, if b.is_none() { base } else { cur });
         return f;
     };
@@ -753,12 +826,25 @@ fn regression(
         Some(m) => format!("{} worse", m.fmt()),
         None => "up from zero".into(),
     };
+    let oom = metric == MetricId::OomEvents;
+    let qualifier = match (
+        untraced_figure(metric, base, b.device),
+        untraced_figure(metric, cur, c.device),
+    ) {
+        (false, false) => "",
+        (true, true) if oom => "; neither has a trace, so no out-of-memory event could be recorded",
+        (true, true) => "; both figures are of the recorded state (no trace)",
+        (false, true) if oom => "; it has no trace, so none could be recorded",
+        (false, true) => "; the figure is of its recorded state (no trace)",
+        (true, false) if oom => "; the baseline has no trace, so none could be recorded in it",
+        (true, false) => "; the baseline's figure is of its recorded state (no trace)",
+    };
     let (bs, cs) = match (b.value, c.value) {
         (Quantity::Bytes(x), Quantity::Bytes(y)) => crate::units::fmt_bytes_pair(x, y),
         (x, y) => (x.fmt(), y.fmt()),
     };
     f.message = format!(
-        "{} {bs} → {cs}{} ({change}; {} allowed) against {bname}",
+        "{} {bs} → {cs}{} ({change}; {} allowed) against {bname}{qualifier}",
         metric.label(),
         on_device(c.device),
         limit.fmt(),
@@ -773,15 +859,6 @@ fn regression(
         f.verdict = Verdict::Pass;
     }
     f
-}
-
-/// How a skipped rule names the input it could not measure.
-fn from_what(m: &Metrics) -> &'static str {
-    match m.source {
-        crate::metrics::Source::ProfilerTrace => "for a profiler trace",
-        crate::metrics::Source::MemoryTimeline => "for a memory-timeline export",
-        crate::metrics::Source::Snapshot => "from this input",
-    }
 }
 
 /// Why a metric does not apply to this kind of input: the allocator's
@@ -804,8 +881,67 @@ fn other_kind_hint(metric: MetricId, m: &Metrics) -> Option<String> {
     })
 }
 
-/// What a profiler trace lacks for a metric.
-fn trace_lacks(metric: MetricId) -> &'static str {
+/// Said after a figure of a device without trace events: only its recorded
+/// state is known (the metrics' note says so once, with what to record).
+/// End figures are that state by definition and need no word.
+fn recorded_only(metric: MetricId, m: &Metrics, device: Option<i64>) -> &'static str {
+    if !untraced_figure(metric, m, device) {
+        return "";
+    }
+    match metric {
+        MetricId::OomEvents => " (no trace, so none could be recorded)",
+        _ => " (of the recorded state: no trace)",
+    }
+}
+
+/// A figure of a snapshot's device (or, summed, devices) without trace
+/// events, other than an end figure.
+fn untraced_figure(metric: MetricId, m: &Metrics, device: Option<i64>) -> bool {
+    let untraced =
+        |d: &crate::metrics::DeviceMetrics| d.timeline == crate::metrics::Timeline::FinalStateOnly;
+    let from_untraced = match device {
+        Some(x) => m.devices.iter().any(|d| d.device == x && untraced(d)),
+        None => !m.devices.is_empty() && m.devices.iter().all(untraced),
+    };
+    from_untraced
+        && m.source == crate::metrics::Source::Snapshot
+        && !matches!(metric, MetricId::EndAllocated | MetricId::EndReserved)
+}
+
+/// Why a skipped rule's metric is missing: a profiler trace without GPU
+/// memory events gives none at all.
+const NO_GPU_EVENTS: &str = "the profiler trace holds no GPU memory events";
+
+/// A profiler trace whose `[memory]` events are all CPU memory (the note of
+/// its [`Metrics`] says so, with what to record instead).
+fn no_gpu(m: &Metrics) -> bool {
+    m.trace.is_some_and(|t| t.cpu_only)
+}
+
+/// The message of a rule skipped because its metric is not measurable.
+fn not_measurable(metric: MetricId, m: &Metrics) -> String {
+    if no_gpu(m) {
+        return format!("{} is not measurable: {NO_GPU_EVENTS}", metric.label());
+    }
+    match m.source {
+        crate::metrics::Source::ProfilerTrace => {
+            format!("{} is not measurable for a profiler trace", metric.label())
+        }
+        crate::metrics::Source::MemoryTimeline => {
+            format!(
+                "{} is not measurable for a memory-timeline export",
+                metric.label()
+            )
+        }
+        crate::metrics::Source::Snapshot => {
+            format!("{} is not measurable from this input", metric.label())
+        }
+    }
+}
+
+/// What a profiler trace lacks for a metric, true to the schema it was
+/// recorded with (only the 2021 schema lacks totals and OOM events).
+fn trace_lacks(metric: MetricId, t: TraceFacts) -> &'static str {
     match metric {
         MetricId::Fragmentation | MetricId::LargestGap | MetricId::FreeGaps => {
             "a profiler trace has no segment layout, so no free gaps to measure"
@@ -813,12 +949,16 @@ fn trace_lacks(metric: MetricId) -> &'static str {
         MetricId::InternalWaste => {
             "a profiler trace records rounded block sizes only, not the requested sizes rounding waste needs"
         }
+        MetricId::PeakReserved | MetricId::EndReserved if t.bytes_only => {
+            "this profiler trace does not record Total Reserved (2021 schema, only Bytes)"
+        }
         MetricId::PeakReserved | MetricId::EndReserved => {
-            "this profiler trace does not record Total Reserved (2021 schema)"
+            "this profiler trace lacks Total Reserved on some memory events of the device, or holds none for it"
         }
-        MetricId::OomEvents => {
-            "this profiler trace's schema (2021) records no out-of-memory events"
+        MetricId::OomEvents if t.bytes_only => {
+            "this profiler trace's schema (2021, only Bytes) records no out-of-memory events"
         }
+        MetricId::OomEvents => "this input does not count out-of-memory events",
         MetricId::PeakAllocated | MetricId::EndAllocated => {
             "the profiler trace holds no memory events for this device"
         }
@@ -840,9 +980,11 @@ fn unmeasurable_hint(metric: MetricId, m: &Metrics) -> String {
     }
     match m.source {
         crate::metrics::Source::MemoryTimeline => "the export holds no time step to measure".into(),
+        // The note says why, once, and what to record instead.
+        crate::metrics::Source::ProfilerTrace if no_gpu(m) => String::new(),
         crate::metrics::Source::ProfilerTrace => format!(
             "{}; record a memory snapshot to measure {}",
-            trace_lacks(metric),
+            trace_lacks(metric, m.trace.unwrap_or_default()),
             metric.key()
         ),
         crate::metrics::Source::Snapshot if m.devices.is_empty() => {
@@ -872,7 +1014,20 @@ expandable_segments:True lets segments grow instead of leaving gaps."
                 .iter()
                 .find(|d| Some(d.device) == device)
                 .or(m.devices.first());
+            let untraced =
+                dev.is_some_and(|d| d.timeline == crate::metrics::Timeline::FinalStateOnly);
             match dev.and_then(|d| Some((d.peak_allocated?, d.peak_reserved?))) {
+                Some((a, r)) if untraced && r > 0 && (a as f64) < 0.8 * r as f64 => format!(
+                    "In the recorded state {} is allocated ({} of reserved): the rest is cached \
+free memory. Look at the fragmentation figures and try expandable_segments:True.",
+                    fmt_bytes(a),
+                    fmt_pct(a as f64 / r as f64)
+                ),
+                Some((a, _)) if untraced => format!(
+                    "Live tensors hold {} in the recorded state, most of the reservation: reduce \
+batch or sequence size, or use activation checkpointing.",
+                    fmt_bytes(a)
+                ),
                 Some((a, r)) if r > 0 && (a as f64) < 0.8 * r as f64 => format!(
                     "Allocated memory peaks at {} ({} of peak reserved): the rest is cached free \
 memory. Look at the fragmentation figures and try expandable_segments:True.",
@@ -967,9 +1122,11 @@ mod tests {
                 free_gaps: Some(3),
                 internal_waste: Some(1 << 20),
                 oom_events: Some(ooms),
+                gap_moments: vec![],
             }],
             notes: vec![],
             categories: None,
+            trace: None,
         }
     }
 
@@ -1275,6 +1432,34 @@ oom_events = 0
         assert_eq!(verdict(&r, "max_peak_reserved"), Verdict::Skipped);
         assert_eq!(r.metrics.len(), MetricId::CATEGORIES.len());
         assert!(!r.metrics.contains_key(&MetricId::PeakReserved));
+    }
+
+    #[test]
+    fn skip_reasons_follow_the_trace_schema() {
+        let modern = TraceFacts::default();
+        let old = TraceFacts {
+            bytes_only: true,
+            ..TraceFacts::default()
+        };
+        for m in MetricId::ALL {
+            assert!(!trace_lacks(m, modern).contains("2021"), "{m:?}");
+        }
+        assert!(trace_lacks(MetricId::OomEvents, old).contains("2021"));
+        assert!(trace_lacks(MetricId::PeakReserved, old).contains("2021"));
+        // Only CPU memory: one reason for every metric, the note says the rest.
+        let mut cpu =
+            Metrics::from_totals(std::iter::empty::<(i64, Vec<(u64, u64)>, Option<u64>)>());
+        cpu.trace = Some(TraceFacts {
+            cpu_only: true,
+            bytes_only: false,
+        });
+        let r = evaluate("cpu.json", &cpu, None, &Rules::defaults());
+        assert_eq!(r.findings[0].verdict, Verdict::Skipped);
+        assert_eq!(
+            r.findings[0].message,
+            "OOM events is not measurable: the profiler trace holds no GPU memory events"
+        );
+        assert_eq!(r.findings[0].hint, "");
     }
 
     #[test]

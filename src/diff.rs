@@ -466,6 +466,11 @@ allocated, profiler totals count block bytes, so allocated figures differ by the
                 .into(),
         );
     }
+    // A trace without GPU memory events has no call site to compare; its
+    // note says so.
+    let no_gpu = [before, after]
+        .iter()
+        .any(|i| i.metrics.trace.is_some_and(|t| t.cpu_only));
     let limit = |n: usize| if top == 0 { n } else { top.min(n) };
     let (mut movers, mut new_c, mut gone_c) = (Vec::new(), Vec::new(), Vec::new());
     let mut changed = 0;
@@ -504,6 +509,7 @@ allocated, profiler totals count block bytes, so allocated figures differ by the
                 c.truncate(limit(c.len()));
             }
         }
+        _ if no_gpu => {}
         _ => notes.push(
             "call sites are compared only between two inputs of one kind that record who allocated: two snapshots (stacks), or two profiler traces with `Addr` (operators)"
                 .into(),
@@ -511,6 +517,7 @@ allocated, profiler totals count block bytes, so allocated figures differ by the
     }
     if before.sites.is_some()
         && after.sites.is_some()
+        && !no_gpu
         && before.metrics.source == Source::ProfilerTrace
     {
         notes.push(

@@ -20,11 +20,17 @@
 //!   pressure;
 //! * largest gap: the smallest largest-free-gap under pressure (the biggest
 //!   request the cache could still serve at its tightest moment); unknown when
-//!   nothing was ever reserved;
+//!   nothing was ever reserved. The `min_largest_gap` gate reads
+//!   [`DeviceMetrics::gap_moments`] instead: a moment with nothing free has
+//!   no gap, but is full rather than fragmented;
 //! * free gaps: the most inactive blocks at one moment under pressure;
 //! * internal waste: the most rounding waste (block bytes − requested bytes
 //!   of live blocks) at one moment;
 //! * OOM events: `oom` entries of the trace.
+//!
+//! A device without trace events has one moment, its recorded state: every
+//! figure is that state's (a peak is then only a lower bound), and a note
+//! says so.
 //!
 //! A file-level figure is the worst device's (largest peak, smallest gap);
 //! OOM events add up over devices.
@@ -274,6 +280,63 @@ pub enum Timeline {
     Totals { points: usize },
 }
 
+/// Where a moment of a device holds.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MomentAt {
+    /// Before the first trace event.
+    Start,
+    /// After this trace event.
+    Event(u32),
+    /// The state the snapshot recorded (its final state).
+    RecordedState,
+}
+
+impl MomentAt {
+    /// `after event 9`, `at the start of the trace`, `in the recorded state`.
+    pub fn text(self) -> String {
+        match self {
+            MomentAt::Start => "at the start of the trace".into(),
+            MomentAt::Event(e) => format!("after event {e}"),
+            MomentAt::RecordedState => "in the recorded state".into(),
+        }
+    }
+}
+
+/// Free memory and its largest gap at one moment under pressure.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GapMoment {
+    /// Bytes of inactive blocks: reserved memory free for a new request
+    /// (pending frees are not free yet, rounding waste never is).
+    pub free: u64,
+    /// The largest inactive block.
+    pub largest_gap: u64,
+    pub at: MomentAt,
+}
+
+/// Keeps the moments no other moment is worse than for a minimum on the
+/// largest gap: none with at least as much free and a gap no larger. Sorted
+/// by free bytes, gaps ascend with them; on ties the first moment stays.
+fn add_gap_moment(front: &mut std::collections::BTreeMap<u64, GapMoment>, m: GapMoment) {
+    if front
+        .range(m.free..)
+        .next()
+        .is_some_and(|(_, q)| q.largest_gap <= m.largest_gap)
+    {
+        return;
+    }
+    let worse: Vec<u64> = front
+        .range(..=m.free)
+        .rev()
+        .take_while(|(_, q)| q.largest_gap >= m.largest_gap)
+        .map(|(k, _)| *k)
+        .collect();
+    for k in worse {
+        front.remove(&k);
+    }
+    front.insert(m.free, m);
+}
+
 /// Every metric of one device. `None` = not measurable from this input.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct DeviceMetrics {
@@ -288,9 +351,29 @@ pub struct DeviceMetrics {
     pub free_gaps: Option<u64>,
     pub internal_waste: Option<u64>,
     pub oom_events: Option<u64>,
+    /// The moments under pressure that decide the `min_largest_gap` gate,
+    /// by free bytes (ascending, and so are their gaps): for a minimum of N,
+    /// the first with at least N free has the smallest gap of all moments
+    /// that had N free ([`DeviceMetrics::tightest_with_free`]). Empty
+    /// without a segment layout.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gap_moments: Vec<GapMoment>,
 }
 
 impl DeviceMetrics {
+    /// Of the moments under pressure with at least `bytes` free, the one
+    /// with the smallest largest gap (the first such moment on ties); `None`
+    /// when no moment had that much free.
+    pub fn tightest_with_free(&self, bytes: u64) -> Option<GapMoment> {
+        let i = self.gap_moments.partition_point(|m| m.free < bytes);
+        self.gap_moments.get(i).copied()
+    }
+
+    /// The most free bytes at one moment under pressure.
+    pub fn most_free_under_pressure(&self) -> Option<u64> {
+        self.gap_moments.last().map(|m| m.free)
+    }
+
     /// From the final state of a device and its replayed samples (any order,
     /// may be empty). The final state also counts as a moment, so peaks are
     /// never below the recorded end even where a replay drifted.
@@ -322,6 +405,24 @@ impl DeviceMetrics {
         } else {
             pressured().map(|s| s.largest_free_gap).min()
         };
+        let mut front = std::collections::BTreeMap::new();
+        if peak_reserved > 0 {
+            let at = |s: &Sample| s.event.map_or(MomentAt::Start, MomentAt::Event);
+            let moments = samples
+                .iter()
+                .map(|s| (s, at(s)))
+                .chain(std::iter::once((&end_sample, MomentAt::RecordedState)));
+            for (s, at) in moments.filter(|(s, _)| under_pressure(s.reserved, peak_reserved)) {
+                add_gap_moment(
+                    &mut front,
+                    GapMoment {
+                        free: s.external_free.saturating_sub(s.pending_free),
+                        largest_gap: s.largest_free_gap,
+                        at,
+                    },
+                );
+            }
+        }
         DeviceMetrics {
             device,
             timeline: if samples.is_empty() {
@@ -340,6 +441,7 @@ impl DeviceMetrics {
             free_gaps: pressured().map(|s| s.free_gaps).max(),
             internal_waste: all().map(|s| s.internal_free).max(),
             oom_events: Some(oom_events),
+            gap_moments: front.into_values().collect(),
         }
     }
 
@@ -372,6 +474,7 @@ impl DeviceMetrics {
             free_gaps: None,
             internal_waste: None,
             oom_events,
+            gap_moments: Vec::new(),
         }
     }
 
@@ -461,6 +564,16 @@ pub struct Measured {
     pub device: Option<i64>,
 }
 
+/// What a profiler trace records, for saying truly why a figure is missing.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TraceFacts {
+    /// Every `[memory]` event is CPU memory: no GPU figure exists at all.
+    pub cpu_only: bool,
+    /// A measured device's events carry only `Bytes` (the 2021 schema): no
+    /// reserved memory and no out-of-memory events.
+    pub bytes_only: bool,
+}
+
 /// Every metric of one input.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Metrics {
@@ -472,6 +585,9 @@ pub struct Metrics {
     /// A memory-timeline export's figures (`devices` is then empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub categories: Option<CategoryMetrics>,
+    /// For a profiler trace read by [`Metrics::of_trace`]: what it records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceFacts>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -491,6 +607,7 @@ impl Metrics {
             devices: Vec::new(),
             notes: Vec::new(),
             categories: None,
+            trace: None,
         };
         for d in devices {
             let end = StateStats::of(snap.segments_of(d));
@@ -524,6 +641,22 @@ impl Metrics {
             out.devices
                 .push(DeviceMetrics::from_parts(d, &end, &samples, n_oom));
         }
+        let untraced: Vec<String> = out
+            .devices
+            .iter()
+            .filter(|d| d.timeline == Timeline::FinalStateOnly)
+            .map(|d| d.device.to_string())
+            .collect();
+        if !untraced.is_empty() {
+            // Once for all such devices: their figures are real, but of one
+            // moment.
+            out.notes.push(format!(
+                "{} {}: no trace was recorded, so only the recorded state is known and every figure is that state's: the run's peaks (at least these) and its out-of-memory events are not measurable; {}",
+                if untraced.len() == 1 { "device" } else { "devices" },
+                untraced.join(", "),
+                crate::replay::RECORD_A_TRACE
+            ));
+        }
         Ok(out)
     }
 
@@ -542,6 +675,7 @@ impl Metrics {
             devices,
             notes: Vec::new(),
             categories: None,
+            trace: None,
         }
     }
 
@@ -554,6 +688,20 @@ impl Metrics {
         tr: &crate::profiler::ProfilerTrace,
         device: Option<i64>,
     ) -> Result<Metrics, MetricsError> {
+        if let Some(n) = tr.no_gpu_memory() {
+            // Nothing is measurable, whichever device is asked for: one line
+            // says why and what to record.
+            return Ok(Metrics {
+                source: Source::ProfilerTrace,
+                devices: Vec::new(),
+                notes: vec![n],
+                categories: None,
+                trace: Some(TraceFacts {
+                    cpu_only: true,
+                    bytes_only: false,
+                }),
+            });
+        }
         let picked: Vec<&crate::profiler::TraceDevice> = tr.accelerators(device).collect();
         if let Some(want) = device
             && picked.is_empty()
@@ -573,6 +721,7 @@ impl Metrics {
             });
         }
         let mut devices = Vec::new();
+        let mut facts = TraceFacts::default();
         let mut notes = vec![format!(
             "not measurable for a profiler trace: {}, {}, {} and {} (a trace has no segment layout and no requested sizes)",
             MetricId::Fragmentation.key(),
@@ -584,7 +733,10 @@ impl Metrics {
             // The series after each event; the start sample repeats the
             // first event's figures for reserved, which it lacks.
             let events = &d.samples[1..];
-            let oom = (d.summary.has_totals).then_some(d.ooms.len() as u64);
+            // The 2021 schema has no [OutOfMemory] events; a device with
+            // only those has no [memory] event to tell its schema by.
+            let bytes_only = !d.summary.has_totals && !events.is_empty();
+            let oom = (!bytes_only).then_some(d.ooms.len() as u64);
             let mut m = DeviceMetrics::from_totals(
                 d.key.device_id,
                 events
@@ -592,11 +744,19 @@ impl Metrics {
                     .map(|x| (x.allocated, x.reserved.unwrap_or(0))),
                 oom,
             );
-            if !d.summary.has_totals || events.iter().any(|x| x.reserved.is_none()) {
+            if bytes_only {
+                facts.bytes_only = true;
                 m.peak_reserved = None;
                 m.end_reserved = None;
                 notes.push(format!(
                     "{}: reserved memory is not recorded (2021 schema with only Bytes): peak_reserved, end_reserved and oom_events are not measurable, and allocated bytes are rebuilt by summing",
+                    d.label
+                ));
+            } else if events.iter().any(|x| x.reserved.is_none()) {
+                m.peak_reserved = None;
+                m.end_reserved = None;
+                notes.push(format!(
+                    "{}: Total Reserved is missing from some [memory] events: peak_reserved and end_reserved are not measurable",
                     d.label
                 ));
             }
@@ -615,6 +775,7 @@ impl Metrics {
             devices,
             notes,
             categories: None,
+            trace: Some(facts),
         })
     }
 
@@ -642,6 +803,7 @@ impl Metrics {
             devices: Vec::new(),
             notes,
             categories: Some(CategoryMetrics::of(t)),
+            trace: None,
         }
     }
 
@@ -815,6 +977,7 @@ mod tests {
             devices: vec![a, b],
             notes: vec![],
             categories: None,
+            trace: None,
         };
         let r = m.get(MetricId::PeakReserved).unwrap();
         assert_eq!((r.value, r.device), (Quantity::Bytes(300), Some(1)));
@@ -863,6 +1026,74 @@ mod tests {
             assert_eq!(MetricId::peak_of(c).category(), Some(c));
         }
         assert_eq!(MetricId::PeakTotal.category(), None);
+    }
+
+    #[test]
+    fn gap_moments_answer_the_tightest_moment_with_enough_free() {
+        // A full moment (nothing free, no gap), a fragmented one (16 free in
+        // gaps of 8) and a roomy one; the early moment is not under pressure.
+        let samples = [
+            sample(1, 10, 1, 9, 1),
+            sample(40, 40, 0, 0, 0),
+            sample(24, 40, 8, 16, 2),
+            sample(10, 40, 30, 30, 1),
+        ];
+        let end = end_state(20, 40, 20, 20);
+        let m = DeviceMetrics::from_parts(0, &end, &samples, 0);
+        assert_eq!(m.largest_gap, Some(0));
+        let at = |n: u64| {
+            m.tightest_with_free(n)
+                .map(|g| (g.free, g.largest_gap, g.at))
+        };
+        assert_eq!(at(0), Some((0, 0, MomentAt::Start)));
+        assert_eq!(at(1), Some((16, 8, MomentAt::Start)));
+        assert_eq!(at(17), Some((20, 20, MomentAt::RecordedState)));
+        assert_eq!(at(31), None);
+        assert_eq!(m.most_free_under_pressure(), Some(30));
+        // Against every moment, for a pseudo-random series.
+        let mut x = 12345u64;
+        let mut next = |k: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % k
+        };
+        let series: Vec<Sample> = (0..400)
+            .map(|i| {
+                let reserved = 50 + next(50);
+                let free = next(reserved + 1);
+                let mut s = sample(reserved - free, reserved, next(free + 1), free, 1);
+                s.event = Some(i);
+                s
+            })
+            .collect();
+        let end = end_state(60, 100, 10, 40);
+        let m = DeviceMetrics::from_parts(0, &end, &series, 0);
+        let peak = m.peak_reserved.unwrap();
+        for n in [0, 1, 5, 20, 40, 60, 90, 101] {
+            let want = series
+                .iter()
+                .chain(std::iter::once(&Sample {
+                    reserved: 100,
+                    external_free: 40,
+                    largest_free_gap: 10,
+                    ..Sample::default()
+                }))
+                .filter(|s| under_pressure(s.reserved, peak) && s.external_free >= n)
+                .map(|s| s.largest_free_gap)
+                .min();
+            assert_eq!(
+                m.tightest_with_free(n).map(|g| g.largest_gap),
+                want,
+                "n = {n}"
+            );
+        }
+        // Gaps ascend with free bytes.
+        assert!(
+            m.gap_moments
+                .windows(2)
+                .all(|w| w[0].free < w[1].free && w[0].largest_gap < w[1].largest_gap)
+        );
     }
 
     #[test]

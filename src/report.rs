@@ -137,6 +137,21 @@ impl DeviceReport {
         }
         moment_text(self.moment_at, self.moment_time_us, self.first_time_us)
     }
+
+    /// When a key moment or a peak holds, for the tables: `no trace` when
+    /// the device has none (its one moment is the recorded state, not the
+    /// start of a trace).
+    pub fn when(&self, at: Option<usize>, time_us: Option<i64>) -> String {
+        if self.events == 0 {
+            return "no trace".into();
+        }
+        moment_text(at, time_us, self.first_time_us)
+    }
+
+    /// A trace was recorded for this device: peaks and moments exist.
+    pub fn traced(&self) -> bool {
+        self.events > 0
+    }
 }
 
 /// `event N, t=S s` after `origin` (the first timed event), or the start.
@@ -236,9 +251,10 @@ pub fn default_moment(snap: &Snapshot, device: i64, samples: &Series) -> (Option
             s.event.map(|e| e as usize),
             "most reserved memory free in the cache".into(),
         ),
+        // No trace events: the one state there is.
         _ => (
             samples.last().and_then(|s| s.event.map(|e| e as usize)),
-            "final state".into(),
+            "no trace recorded".into(),
         ),
     }
 }
@@ -555,6 +571,20 @@ pub fn verdict(r: &Report) -> Vec<String> {
         return v;
     }
     let any_oom = r.devices.iter().any(|d| !d.ooms.is_empty());
+    // Without a trace only the recorded state is known: said first, since
+    // no peak or out-of-memory event can follow for those devices.
+    let untraced: Vec<i64> = r
+        .devices
+        .iter()
+        .filter(|d| !d.traced())
+        .map(|d| d.device)
+        .collect();
+    if untraced.len() == r.devices.len() {
+        v.push(format!(
+            "No allocator trace was recorded in this snapshot, so only its recorded state is known: peaks over the run and out-of-memory events are not measurable; {}.",
+            crate::replay::RECORD_A_TRACE
+        ));
+    }
     for d in &r.devices {
         for o in &d.ooms {
             v.push(format!(
@@ -566,16 +596,21 @@ pub fn verdict(r: &Report) -> Vec<String> {
         }
     }
     if !any_oom {
-        v.push("No out-of-memory event was recorded.".into());
+        if untraced.len() < r.devices.len() {
+            v.push("No out-of-memory event was recorded.".into());
+        }
         if let Some(d) = r.main_device() {
             let s = &d.moment_stats;
             let free = s.free_bytes();
+            let at = if d.traced() {
+                format!("at {} ({})", d.moment_text(), d.moment_label)
+            } else {
+                "in the recorded state".to_string()
+            };
             if s.reserved_bytes > 0 {
                 v.push(format!(
-                    "Device {} at {} ({}): {} of {} reserved ({}) sat free inside PyTorch's cache, in {} free gaps; the largest gap was {} (fragmentation {}).",
+                    "Device {} {at}: {} of {} reserved ({}) sat free inside PyTorch's cache, in {} free gaps; the largest gap was {} (fragmentation {}).",
                     d.device,
-                    d.moment_text(),
-                    d.moment_label,
                     fmt_bytes(free),
                     fmt_bytes(s.reserved_bytes),
                     fmt_pct(free as f64 / s.reserved_bytes as f64),
@@ -587,17 +622,43 @@ pub fn verdict(r: &Report) -> Vec<String> {
         }
     }
     if let Some(d) = r.main_device() {
-        v.push(format!(
-            "Peak on device {}: {} reserved, {} allocated.",
-            d.device,
-            fmt_bytes(d.peak_reserved.reserved),
-            fmt_bytes(d.peak_allocated.allocated)
-        ));
+        if d.traced() {
+            v.push(format!(
+                "Peak on device {}: {} reserved, {} allocated.",
+                d.device,
+                fmt_bytes(d.peak_reserved.reserved),
+                fmt_bytes(d.peak_allocated.allocated)
+            ));
+        } else {
+            v.push(format!(
+                "Recorded state of device {}: {} reserved, {} allocated.",
+                d.device,
+                fmt_bytes(d.end.reserved),
+                fmt_bytes(d.end.allocated)
+            ));
+        }
         if let Some(sentence) = &d.culprit_summary {
             v.push(format!(
                 "Culprits on device {} at {}: {sentence}",
                 d.device,
                 d.moment_text()
+            ));
+        }
+    }
+    // Some devices traced, others not: those others are said last.
+    if untraced.len() < r.devices.len() {
+        if let [d] = untraced[..] {
+            v.push(format!(
+                "Device {d}: no allocator trace was recorded, so only its recorded state is known (no peak, no out-of-memory event)."
+            ));
+        } else if !untraced.is_empty() {
+            v.push(format!(
+                "Devices {}: no allocator trace was recorded, so only their recorded states are known (no peaks, no out-of-memory events).",
+                untraced
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
     }

@@ -139,6 +139,9 @@ pub struct TraceReport {
     /// Figures this input cannot give, with why.
     pub missing: Vec<(String, String)>,
     pub quality: Vec<String>,
+    /// For a trace whose `[memory]` events are all CPU memory: the sentence
+    /// that says so ([`ProfilerTrace::no_gpu_memory`]).
+    pub no_gpu: Option<String>,
 }
 
 impl TraceReport {
@@ -303,6 +306,7 @@ pub fn build(
             .map(|(f, why)| (f.to_string(), why.to_string()))
             .collect(),
         quality,
+        no_gpu: tr.no_gpu_memory(),
     };
     r.verdict = verdict(&r);
     Ok(r)
@@ -334,7 +338,10 @@ pub fn verdict(r: &TraceReport) -> Vec<String> {
             ));
         }
     }
-    if r.devices.iter().all(|d| d.ooms.is_empty()) {
+    if let Some(n) = &r.no_gpu {
+        // Said first and once: it is why no GPU figure follows.
+        v.push(upper_first(n) + ".");
+    } else if r.devices.iter().all(|d| d.ooms.is_empty()) {
         v.push("No out-of-memory event was recorded.".into());
     }
     let Some(d) = r.main_device() else { return v };
@@ -345,6 +352,11 @@ pub fn verdict(r: &TraceReport) -> Vec<String> {
             "Peak on {}: {} reserved, {} allocated.",
             d.label,
             fmt_bytes(p.bytes),
+            fmt_bytes(peak_alloc)
+        )),
+        None if d.is_cpu => v.push(format!(
+            "Peak on {}: {} allocated (CPU memory is not cached by an allocator, so it has no reserved figure).",
+            d.label,
             fmt_bytes(peak_alloc)
         )),
         None => v.push(format!(
@@ -416,7 +428,9 @@ pub fn verdict(r: &TraceReport) -> Vec<String> {
         }
         v.push(s);
     }
-    v.push(upper_first(NO_LAYOUT) + ".");
+    if r.no_gpu.is_none() {
+        v.push(upper_first(NO_LAYOUT) + ".");
+    }
     v
 }
 

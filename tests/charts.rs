@@ -429,13 +429,20 @@ fn fixture() -> Fixture {
         },
         moment_label: "first out-of-memory event".into(),
     };
+    // No trace on device 1: the one moment is the recorded state, as the
+    // replay and report::default_moment give it.
+    let dev1_sample = sample_of(&dev1, None, None);
     let dev1_input = DeviceInput {
-        key_moments: vec![],
+        key_moments: vec![KeyMoment {
+            label: fragscope::replay::RECORDED_STATE.into(),
+            at: None,
+            sample: dev1_sample,
+        }],
         replay: DeviceReplay {
             device: 1,
-            samples: vec![sample_of(&dev1, None, None)].into(),
+            samples: vec![dev1_sample].into(),
             report: ReplayReport {
-                peak_allocated_incl_pending: sample_of(&dev1, None, None).allocated,
+                peak_allocated_incl_pending: dev1_sample.allocated,
                 ..Default::default()
             },
         },
@@ -447,7 +454,7 @@ fn fixture() -> Fixture {
             origins: HashMap::new(),
             failed_request: None,
         },
-        moment_label: "final state".into(),
+        moment_label: "no trace recorded".into(),
     };
     let inputs = vec![dev0_input, dev1_input];
     let culprits = device_culprits(&snap, &inputs);
@@ -700,13 +707,18 @@ fn real(name: &str) -> Option<Snapshot> {
 /// for a device without trace events).
 fn final_state_input(snap: &Snapshot, device: i64) -> DeviceInput {
     let segs: Vec<Segment> = snap.segments_of(device).cloned().collect();
+    let sample = sample_of(&segs, None, None);
     DeviceInput {
         replay: DeviceReplay {
             device,
-            samples: vec![sample_of(&segs, None, None)].into(),
+            samples: vec![sample].into(),
             report: ReplayReport::default(),
         },
-        key_moments: vec![],
+        key_moments: vec![KeyMoment {
+            label: fragscope::replay::RECORDED_STATE.into(),
+            at: None,
+            sample,
+        }],
         moment: MomentState {
             device,
             at: None,
@@ -715,7 +727,7 @@ fn final_state_input(snap: &Snapshot, device: i64) -> DeviceInput {
             origins: HashMap::new(),
             failed_request: None,
         },
-        moment_label: "final state".into(),
+        moment_label: "no trace recorded".into(),
     }
 }
 

@@ -438,8 +438,10 @@ fn json_output_round_trips() {
             "json",
             "--max-fragmentation",
             "10%",
+            // 50 MiB free, the largest gap 40 MiB: fragmented for a 45 MiB
+            // request (1 GiB would pass: never that much free).
             "--min-largest-gap",
-            "1GiB",
+            "45MiB",
         ],
     )
     .expect(1);
@@ -473,7 +475,7 @@ fn json_output_round_trips() {
             "--max-fragmentation",
             "10%",
             "--min-largest-gap",
-            "1GiB",
+            "45MiB",
             "-o",
             &out.to_string_lossy(),
         ],
@@ -633,7 +635,8 @@ fn github_annotations_and_job_summary() {
         .filter(|l| l.starts_with("::"))
         .map(assert_annotation)
         .collect();
-    assert_eq!(ann.len(), 2, "{r}");
+    // Two rules, and the note that after.json has no trace (a notice).
+    assert_eq!(ann.len(), 3, "{r}");
     assert_eq!(ann[0].0, "error");
     assert_eq!(ann[0].1, "after.json");
     assert_eq!(ann[0].2, "fragscope check max_fragmentation");
@@ -645,6 +648,13 @@ fn github_annotations_and_job_summary() {
     );
     assert_eq!(ann[1].0, "warning");
     assert_eq!(ann[1].2, "fragscope check max_regression.peak_reserved");
+    assert_eq!(ann[2].0, "notice");
+    assert!(
+        ann[2]
+            .3
+            .starts_with("device 0: no trace was recorded, so only the recorded state is known"),
+        "{r}"
+    );
     // The table follows for the log.
     assert!(r.stdout.contains("│ rule"), "{r}");
     let md = std::fs::read_to_string(&summary).unwrap();
@@ -1344,4 +1354,105 @@ fn diff_with_a_profiler_trace_has_no_segment_section() {
     );
     let text = fragscope(dir.path(), &["diff", &s, &t]).expect(0).stdout;
     assert!(!text.contains("Segments, matched"), "{text}");
+}
+
+fn edge_fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `min_largest_gap` gates the fragmentation signature only: at least N
+/// free in reserved memory but no single gap of N (figures of the fixtures
+/// in fixtures/README.md). A moment with nothing free has no gap, but it is
+/// full, not fragmented, and passes.
+#[test]
+fn min_largest_gap_fails_only_where_enough_is_free_but_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let gate = |file: &str, n: &str, code: i32| {
+        let r = fragscope(
+            d,
+            &[
+                "check",
+                "--no-config",
+                "--format",
+                "json",
+                "--min-largest-gap",
+                n,
+                &edge_fixture(file),
+            ],
+        )
+        .expect(code);
+        let rep: CheckReport = round_trip(&r.stdout);
+        let f = rep.findings.into_iter().next().unwrap();
+        assert_eq!(f.rule, "min_largest_gap");
+        (f, rep.metrics[&MetricId::LargestGap].value)
+    };
+    use fragscope::check::Value;
+
+    // Reserved = allocated after events 2 and 3: the smallest largest gap
+    // under pressure is 0 B, yet every moment with 16 MiB free had them in
+    // one gap (20 MiB at the least).
+    let (f, metric) = gate("gap_full_moment.json", "16MiB", 0);
+    assert_eq!(metric, Quantity::Bytes(0));
+    assert_eq!(f.verdict, Verdict::Pass);
+    assert_eq!(f.measured, Some(Value::Bytes(20 * MIB)));
+    assert_eq!(
+        f.message,
+        "largest free gap at least 20.00 MiB on device 0 whenever 16.00 MiB or more of reserved memory were free under pressure: meets the minimum of 16.00 MiB"
+    );
+    assert_eq!(f.hint, "");
+
+    // 20 MiB free in gaps of at most 8 MiB after event 9: the signature.
+    let (f, _) = gate("gap_fragmented_moment.json", "16MiB", 1);
+    assert_eq!(f.verdict, Verdict::Fail);
+    assert_eq!(
+        (f.device, f.measured),
+        (Some(0), Some(Value::Bytes(8 * MIB)))
+    );
+    assert_eq!(
+        f.message,
+        "largest free gap 8.00 MiB on device 0 is below the minimum of 16.00 MiB after event 9, with 20.00 MiB of reserved memory free"
+    );
+    assert!(
+        f.hint.starts_with(
+            "20.00 MiB of reserved memory sat free after event 9 but in gaps of at most 8.00 MiB: a request of 16.00 MiB needs a new cudaMalloc"
+        ) && f.hint.contains("That is fragmentation: try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+        "{}",
+        f.hint
+    );
+    // No moment had 40 MiB free (36 MiB at most, after event 8): nothing was
+    // refused for want of a 40 MiB gap.
+    let (f, _) = gate("gap_fragmented_moment.json", "40MiB", 0);
+    assert_eq!((f.verdict, f.measured), (Verdict::Pass, None));
+    assert_eq!(
+        f.message,
+        "no moment under pressure had 40.00 MiB of reserved memory free (at most 36.00 MiB on device 0), so no gap of that size was missing: meets the minimum of 40.00 MiB"
+    );
+    let text = fragscope(
+        d,
+        &[
+            "check",
+            "--no-config",
+            "--min-largest-gap",
+            "40MiB",
+            &edge_fixture("gap_fragmented_moment.json"),
+        ],
+    )
+    .expect(0)
+    .stdout;
+    let row = text
+        .lines()
+        .find(|l| l.contains("min_largest_gap"))
+        .unwrap();
+    assert!(row.contains(" - ") && row.contains("pass"), "{row}");
+
+    // Without a trace the recorded state is the one moment: 60 MiB free in
+    // gaps of 12 MiB − 512 B.
+    let (f, _) = gate("fragmented.json", "16MiB", 1);
+    assert_eq!(f.measured, Some(Value::Bytes(12 * MIB - 512)));
+    assert!(f.message.ends_with("below the minimum of 16.00 MiB in the recorded state, with 60.00 MiB of reserved memory free"), "{}", f.message);
 }

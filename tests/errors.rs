@@ -112,3 +112,44 @@ fn several_inputs_with_one_unreadable() {
         r.stderr()
     );
 }
+
+/// `export_memory_timeline("x.html")` writes a page with the plot as a PNG
+/// (fixtures/memory_timeline_image.html): recognised, refused as an image
+/// with no data, and the files fragscope reads are named instead. A page
+/// with neither a snapshot nor that image keeps the general refusal.
+#[test]
+fn memory_timeline_image_page_names_the_export_to_use() {
+    let p = fixture("memory_timeline_image.html");
+    expect_error(&p, "an export_memory_timeline HTML page");
+    expect_error(&p, "PNG image, with no memory data to read");
+    expect_error(&p, "export_memory_timeline(\"x.raw.json.gz\")");
+    expect_error(&p, "(or \"x.json\")");
+    // Not taken for a memory_viz page without its pickle.
+    let err = run(["stats", p.as_str()]).stderr();
+    assert!(!err.contains("without an embedded snapshot"), "{err}");
+    // Every command that loads a file refuses it the same way.
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r.html").to_string_lossy().into_owned();
+    for args in [
+        vec!["report", p.as_str(), "-o", out.as_str()],
+        vec!["check", "--no-config", p.as_str()],
+        vec!["timeline", p.as_str()],
+    ] {
+        let r = run(&args);
+        r.expect_code(2);
+        let e = r.stderr();
+        assert_eq!(e.lines().count(), 1, "{}: {e}", r.cmd);
+        assert!(
+            e.contains(&p) && e.contains("no memory data"),
+            "{}: {e}",
+            r.cmd
+        );
+    }
+    let d = tempfile::tempdir().unwrap();
+    let other = write_tmp(
+        &d,
+        "plain.html",
+        b"<html><head><title>notes</title></head><body><img src='logo.svg'></body></html>",
+    );
+    expect_error(&other, "without an embedded snapshot");
+}

@@ -696,3 +696,116 @@ fn trace_report_explains_an_out_of_memory_event() {
         assert!(h.contains(&escape(i)), "{i}");
     }
 }
+
+/// A trace whose `[memory]` events are all CPU memory
+/// (fixtures/cpu_only_trace.json.gz: modern schema with `Total Allocated`
+/// and `finished`, 301 events, Device Type 0): stats, check, report,
+/// timeline and diff each say once that it holds no GPU memory events and
+/// what to record instead, and none blames the trace's schema.
+#[test]
+fn a_trace_of_cpu_memory_only_says_so_once_everywhere() {
+    let f = fixture("cpu_only_trace.json.gz");
+    let sentence = "all 301 [memory] events of this profiler trace are CPU memory (Device Type 0)";
+    let once = |what: &str, out: &str| {
+        assert_eq!(out.matches(sentence).count(), 1, "{what}:\n{out}");
+        assert!(
+            out.contains("profile_memory=True") && out.contains("_record_memory_history()"),
+            "{what} says what to record:\n{out}"
+        );
+        assert!(!out.contains("2021"), "{what} blames the schema:\n{out}");
+    };
+    let stats = run(["stats", f.as_str()]).expect_code(0).stdout();
+    once("stats", &stats);
+    // The CPU figures themselves are still shown (1 MiB + 2 × 64 KiB peak).
+    assert!(stats.contains("1.12 MiB"), "{stats}");
+    let j: serde_json::Value =
+        serde_json::from_str(&run(["stats", "--json", f.as_str()]).expect_code(0).stdout())
+            .unwrap();
+    assert_eq!(j["trace"]["memory_events"], 301);
+    assert_eq!(j["trace"]["gpu_memory_events"], 0);
+    assert_eq!(j["notes"].as_array().unwrap().len(), 1);
+    once(
+        "stats --json",
+        &j["notes"][0].to_string().replace("\\\"", "\""),
+    );
+
+    // check: nothing is measurable, so every rule is skipped (exit 0), each
+    // with the one reason; the note says it once, with what to record.
+    let out = run([
+        "check",
+        "--no-config",
+        "--max-peak-allocated",
+        "1GiB",
+        f.as_str(),
+    ])
+    .expect_code(0)
+    .stdout();
+    once("check", &out);
+    assert!(out.contains(
+        "skipped max_oom_events: OOM events is not measurable: the profiler trace holds no GPU memory events\n"
+    ));
+    assert!(out.contains(
+        "skipped max_peak_allocated: peak allocated is not measurable: the profiler trace holds no GPU memory events\n"
+    ));
+    assert!(!out.contains("CPU memory events are left out"), "{out}");
+    let j: serde_json::Value = serde_json::from_str(
+        &run(["check", "--no-config", "--format", "json", f.as_str()])
+            .expect_code(0)
+            .stdout(),
+    )
+    .unwrap();
+    assert_eq!(j["skipped"], 1);
+    assert_eq!(j["findings"][0]["verdict"], "skipped");
+    assert_eq!(j["findings"][0]["hint"], "");
+    assert_eq!(j["notes"].as_array().unwrap().len(), 1);
+    // Asked for a device, the same answer rather than "no device 0".
+    let out = run(["check", "--no-config", "--device", "0", f.as_str()])
+        .expect_code(0)
+        .stdout();
+    once("check --device 0", &out);
+
+    // report: the verdict leads with it, in place of "No out-of-memory
+    // event was recorded", and the CPU peak is not said to lack a reserved
+    // figure because of the trace.
+    let md = run(["report", "--markdown", f.as_str()])
+        .expect_code(0)
+        .stdout();
+    once("report --markdown", &md);
+    assert!(md.starts_with(
+        "## Memory report: `cpu_only_trace.json.gz`\n\n> No GPU memory events: all 301"
+    ));
+    assert!(!md.contains("No out-of-memory event was recorded"), "{md}");
+    assert!(md.contains("Peak on cpu: 1.12 MiB allocated (CPU memory is not cached"));
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    run(["report", f.as_str(), "-o", &html.to_string_lossy()]).expect_code(0);
+    once("report html", &std::fs::read_to_string(&html).unwrap());
+
+    once(
+        "timeline",
+        &run(["timeline", f.as_str()]).expect_code(0).stdout(),
+    );
+
+    // diff against a trace with GPU events: said once, for that side only;
+    // no call-site note about operators.
+    if let Some(bert) = path("tracelens_h100_bert-small_profile-memory.json.gz") {
+        let out = run(["diff", f.as_str(), bert.as_str()])
+            .expect_code(0)
+            .stdout();
+        once("diff", &out);
+        assert!(out.contains(&format!("note: before ({f}): no GPU memory events: ")));
+        assert!(!out.contains("a call site is the operator"), "{out}");
+    }
+    let out = run(["diff", "--json", f.as_str(), f.as_str()])
+        .expect_code(0)
+        .stdout();
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let notes = j["notes"].as_array().unwrap();
+    let no_gpu = notes
+        .iter()
+        .filter(|n| n.as_str().unwrap().contains("no GPU memory events"))
+        .count();
+    assert_eq!(no_gpu, 2, "one per side: {out}");
+    // Besides those, only the segment comparison's own note.
+    assert_eq!(notes.len(), 3, "{out}");
+}

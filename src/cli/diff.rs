@@ -60,6 +60,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             }
             Some(v)
         }
+        Content::Profiler(t) if t.cpu_only() => None,
         Content::Profiler(t) => trace_sites(t, d),
         Content::MemoryTimeline(_) => None,
     };

@@ -645,12 +645,32 @@ fn decode_pickle_snapshot(bytes: &[u8], name: &str, context: &str) -> Result<Sna
 pub mod html {
     //! The page `_memory_viz.trace_plot`/`segment_plot` write: a base64 pickle
     //! in `[{"name": ..., "base64": "..."}]`.
+    //!
+    //! `torch.profiler`'s `export_memory_timeline("x.html")` writes a page of
+    //! another kind: `<title>GPU Memory Timeline HTML</title>` and the plot as
+    //! a PNG in `<img src='data:image/png;base64,...'>`. It holds pixels, not
+    //! data; it is recognised so that the error says what to export instead.
     use base64::Engine;
+
+    /// The refusal of an `export_memory_timeline` HTML page.
+    pub const MEMORY_TIMELINE_IMAGE: &str = "an export_memory_timeline HTML page: the plot as a \
+        PNG image, with no memory data to read; export the data instead with \
+        prof.export_memory_timeline(\"x.raw.json.gz\") (or \"x.json\"), which fragscope reads";
+
+    /// `export_memory_timeline`'s page: its title, or an inline PNG and no
+    /// embedded snapshot.
+    pub fn is_memory_timeline_image(text: &str) -> bool {
+        text.contains("GPU Memory Timeline HTML")
+            || (text.contains("<img") && text.contains("data:image/png;base64,"))
+    }
 
     pub fn extract_pickle(page: &[u8]) -> Result<Vec<u8>, String> {
         let text = String::from_utf8_lossy(page);
         let key = "\"base64\"";
         let Some(i) = text.find(key) else {
+            if is_memory_timeline_image(&text) {
+                return Err(MEMORY_TIMELINE_IMAGE.into());
+            }
             return Err(
                 "an HTML page without an embedded snapshot (no \"base64\" field); \
                         only pages written by torch.cuda._memory_viz are supported"

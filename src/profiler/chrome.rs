@@ -48,6 +48,12 @@ pub const MISSING_FIGURES: &[(&str, &str)] = &[
     ("largest_large_request", "needs the segment layout"),
 ];
 
+/// What to record instead of a trace without GPU memory events.
+pub const RECORD_GPU_MEMORY: &str = "to measure GPU memory, profile the run on the GPU with \
+torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], profile_memory=True), \
+or record a memory snapshot (torch.cuda.memory._record_memory_history(), then \
+torch.cuda.memory._dump_snapshot(\"snapshot.pickle\"))";
+
 /// `c10::DeviceType` and index of a memory event.
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DeviceKey {
@@ -450,6 +456,8 @@ pub struct ProfilerTrace {
     /// Entries of `traceEvents`.
     pub trace_events: u64,
     pub memory_events: u64,
+    /// `[memory]` events of an accelerator (not CPU memory).
+    pub gpu_memory_events: u64,
     /// `cpu_op` (`Operator` in 2021 traces) duration events.
     pub op_events: u64,
     pub devices: Vec<TraceDevice>,
@@ -482,6 +490,28 @@ impl ProfilerTrace {
     /// True when the devices use the 2021 schema (only `Bytes`).
     pub fn bytes_only(&self) -> bool {
         self.devices.iter().any(|d| !d.summary.has_totals)
+    }
+
+    /// True when the trace has memory events but none of an accelerator:
+    /// every `[memory]` event is CPU memory (Device Type 0), as when the
+    /// profiled model ran on the CPU. No caching allocator manages that
+    /// memory, so no GPU figure (peak, reserved, out-of-memory) exists.
+    pub fn cpu_only(&self) -> bool {
+        !self.devices.is_empty() && self.devices.iter().all(|d| d.key.is_cpu())
+    }
+
+    /// The one sentence every command prints for a [`Self::cpu_only`] trace,
+    /// with what to record instead; `None` for a trace with GPU events.
+    pub fn no_gpu_memory(&self) -> Option<String> {
+        if !self.cpu_only() {
+            return None;
+        }
+        Some(format!(
+            "no GPU memory events: all {} [memory] events of this profiler trace are CPU memory \
+             (Device Type 0), which no GPU caching allocator manages, so it shows no GPU peak, \
+             reserved memory or out-of-memory event; {RECORD_GPU_MEMORY}",
+            self.memory_events
+        ))
     }
 }
 
@@ -764,9 +794,15 @@ pub fn trace_from_json(v: &Value, name: &str) -> Result<ProfilerTrace, LoadError
         devices.push(build_device(key, evs, oo, prop, &names, &mut anomalies));
     }
 
+    let gpu_memory_events = devices
+        .iter()
+        .filter(|d| !d.key.is_cpu())
+        .map(|d| d.summary.events)
+        .sum();
     Ok(ProfilerTrace {
         trace_events: events.len() as u64,
         memory_events,
+        gpu_memory_events,
         op_events,
         devices,
         device_properties,

@@ -41,21 +41,33 @@ fn marks(d: &DeviceReport) -> Vec<OomMark> {
     d.ooms.iter().map(|o| o.mark.clone()).collect()
 }
 
+/// Charts of a device without a trace show its one recorded state: no
+/// time axis to speak of, and no peak to mark.
+fn over_time(what: &str, d: &DeviceReport) -> String {
+    if d.traced() {
+        format!("{what} over time")
+    } else {
+        format!("{what} in the recorded state (no trace)")
+    }
+}
+
 pub fn timeline(r: &Report, d: &DeviceReport) -> Result<Svg, ChartError> {
-    let t = title("Memory over time", r, d);
+    let t = title(&over_time("Memory", d), r, d);
     let m = marks(d);
     let mut c = TimelineChart::new(&t, &d.samples, &m);
-    c.peak_reserved = Some(d.peak_reserved);
-    c.peak_allocated = Some(d.peak_allocated);
+    if d.traced() {
+        c.peak_reserved = Some(d.peak_reserved);
+        c.peak_allocated = Some(d.peak_allocated);
+    }
     c.first_time_us = d.first_time_us;
     timeline_svg(&c)
 }
 
 pub fn fragmentation(r: &Report, d: &DeviceReport) -> Result<Svg, ChartError> {
-    let t = title("Fragmentation over time", r, d);
+    let t = title(&over_time("Fragmentation", d), r, d);
     let m = marks(d);
     let mut c = FragmentationChart::new(&t, &d.samples, &m);
-    c.highest = Some(d.highest_fragmentation);
+    c.highest = d.traced().then_some(d.highest_fragmentation);
     c.first_time_us = d.first_time_us;
     fragmentation_svg(&c)
 }

@@ -11,6 +11,8 @@ fn measured(f: &Finding) -> String {
     match (f.measured, f.verdict) {
         (Some(v), _) => v.fmt(),
         (None, Verdict::Skipped) => "n/a".into(),
+        // min_largest_gap with no moment that had the minimum free.
+        (None, _) if RuleKind::parse(&f.rule).is_some() => "-".into(),
         (None, _) => "from 0".into(),
     }
 }

@@ -130,9 +130,6 @@ pub(super) fn oom_verdicts(out: &mut String, ooms: &[OomFinding], first_time_us:
 /// When the peak of allocated bytes including pending frees was reached,
 /// in the words of the other peaks.
 fn incl_pending_at(d: &DeviceReport) -> String {
-    if d.events == 0 {
-        return d.moment_text();
-    }
     let p = &d.peak_allocated_incl_pending;
     moment_text(p.at, p.time_us, d.first_time_us)
 }
@@ -143,30 +140,48 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
         "<section id=\"device-{0}\">\n<h2>Device {0}</h2>",
         d.device
     );
-    let at =
-        |e: Option<u32>, t: Option<i64>| moment_text(e.map(|x| x as usize), t, d.first_time_us);
+    // No trace: no peak, only the recorded (final) state.
+    let peak = |b: u64, e: Option<u32>, t: Option<i64>| {
+        if d.traced() {
+            format!(
+                "{} ({})",
+                fmt_bytes(b),
+                moment_text(e.map(|x| x as usize), t, d.first_time_us)
+            )
+        } else {
+            "n/a (no trace)".into()
+        }
+    };
     let _ = writeln!(
         out,
         "<table><tr><th>trace events</th><th>peak reserved</th><th>peak allocated</th><th title=\"a block counted as allocated until free_completed, as PyTorch's memory_viz counts\">peak allocated incl. pending frees</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}{}</tr></table>",
         num(&d.events.to_string()),
-        num(&format!(
-            "{} ({})",
-            fmt_bytes(d.peak_reserved.reserved),
-            at(d.peak_reserved.event, d.peak_reserved.time_us)
+        num(&peak(
+            d.peak_reserved.reserved,
+            d.peak_reserved.event,
+            d.peak_reserved.time_us
         )),
-        num(&format!(
-            "{} ({})",
-            fmt_bytes(d.peak_allocated.allocated),
-            at(d.peak_allocated.event, d.peak_allocated.time_us)
+        num(&peak(
+            d.peak_allocated.allocated,
+            d.peak_allocated.event,
+            d.peak_allocated.time_us
         )),
-        num(&format!(
-            "{} ({})",
-            fmt_bytes(d.peak_allocated_incl_pending.bytes),
-            incl_pending_at(d)
-        )),
+        num(&if d.traced() {
+            format!(
+                "{} ({})",
+                fmt_bytes(d.peak_allocated_incl_pending.bytes),
+                incl_pending_at(d)
+            )
+        } else {
+            "n/a (no trace)".into()
+        }),
         num(&fmt_bytes(d.end.reserved)),
         num(&fmt_bytes(d.end.allocated)),
-        num(&d.ooms.len().to_string()),
+        num(&if d.traced() {
+            d.ooms.len().to_string()
+        } else {
+            "n/a (no trace)".into()
+        }),
     );
     oom_verdicts(out, &d.ooms, d.first_time_us);
     if !d.key_moments.is_empty() {
@@ -177,7 +192,7 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
                 out,
                 "<tr>{}{}{}{}{}{}{}{}</tr>",
                 cell(&k.label),
-                nowrap(&moment_text(k.at, s.time_us, d.first_time_us)),
+                nowrap(&d.when(k.at, s.time_us)),
                 num(&fmt_bytes(s.reserved)),
                 num(&fmt_bytes(s.allocated)),
                 num(&fmt_bytes(s.reserved.saturating_sub(s.allocated))),
@@ -188,14 +203,23 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
         }
         out.push_str("</table>\n");
     }
-    out.push_str("<h3>Over time</h3>\n");
+    let (heading, memory, fragmentation) = if d.traced() {
+        ("Over time", "memory timeline", "fragmentation over time")
+    } else {
+        (
+            "The recorded state (no trace)",
+            "memory in the recorded state",
+            "fragmentation in the recorded state",
+        )
+    };
+    let _ = writeln!(out, "<h3>{heading}</h3>");
     out.push_str(&figure(
         &charts::timeline(r, d)?,
-        &format!("memory timeline of device {}", d.device),
+        &format!("{memory} of device {}", d.device),
     ));
     out.push_str(&figure(
         &charts::fragmentation(r, d)?,
-        &format!("fragmentation over time of device {}", d.device),
+        &format!("{fragmentation} of device {}", d.device),
     ));
     let _ = writeln!(
         out,
@@ -345,7 +369,7 @@ pub fn html(r: &Report) -> Result<String, ChartError> {
 
     out.push_str("<section id=\"quality\"><h2>Data quality</h2>\n");
     if r.coverage.is_empty() {
-        out.push_str("<p>No trace in this file (recorded without history, or a bare segment list): only the final state is shown.</p>\n");
+        out.push_str("<p>No trace in this file (recorded without history, or a bare segment list): only the recorded state is known: no peak and no out-of-memory event.</p>\n");
     } else {
         out.push_str("<table><tr><th>device</th><th>trace events</th><th>time span</th><th>coverage</th></tr>\n");
         for c in &r.coverage {

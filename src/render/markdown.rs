@@ -36,17 +36,29 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
         o.push_str("| device | events | peak reserved | peak allocated | peak allocated incl. pending frees | final reserved | final allocated | OOMs |\n");
         o.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for d in &r.devices {
+            // No trace: no peak, only the recorded (final) state.
+            let peak = |b: u64| {
+                if d.traced() {
+                    fmt_bytes(b)
+                } else {
+                    "n/a (no trace)".into()
+                }
+            };
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 d.device,
                 d.events,
-                fmt_bytes(d.peak_reserved.reserved),
-                fmt_bytes(d.peak_allocated.allocated),
-                fmt_bytes(d.peak_allocated_incl_pending.bytes),
+                peak(d.peak_reserved.reserved),
+                peak(d.peak_allocated.allocated),
+                peak(d.peak_allocated_incl_pending.bytes),
                 fmt_bytes(d.end.reserved),
                 fmt_bytes(d.end.allocated),
-                d.ooms.len()
+                if d.traced() {
+                    d.ooms.len().to_string()
+                } else {
+                    "n/a (no trace)".into()
+                }
             );
         }
         o.push_str("\nPeak allocated counts a block until `free_requested`; incl. pending frees, until `free_completed`, as PyTorch's memory_viz does.\n\n");
@@ -107,7 +119,7 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
                 o,
                 "| {} | {} | {} | {} | {} | {} | {} |",
                 md(&k.label),
-                md(&moment_text(k.at, s.time_us, d.first_time_us)),
+                md(&d.when(k.at, s.time_us)),
                 fmt_bytes(s.reserved),
                 fmt_bytes(s.allocated),
                 fmt_bytes(s.reserved.saturating_sub(s.allocated)),

@@ -95,6 +95,9 @@ pub fn trace_text(file: &str, format: &str, tr: &ProfilerTrace) -> String {
         out.push_str(&format!(", rank {r} of {w}"));
     }
     out.push('\n');
+    if let Some(n) = tr.no_gpu_memory() {
+        out.push_str(&format!("{n}\n"));
+    }
     if tr.bytes_only() {
         out.push_str(
             "schema: 2021 ([memory] events carry only Bytes): allocated bytes are rebuilt by \
@@ -299,6 +302,7 @@ pub fn trace_json(file: &str, format: &str, tr: &ProfilerTrace) -> String {
         "format": format,
         "kind": "profiler_trace",
         "trace": tr,
+        "notes": tr.no_gpu_memory().into_iter().collect::<Vec<_>>(),
         "missing_figures": MISSING_FIGURES
             .iter()
             .map(|(f, why)| json!({"figure": f, "why": why}))
@@ -443,6 +447,9 @@ pub fn trace_timeline_text(
         "profiler trace: {} trace events, {} [memory] events, {} operators\n",
         tr.trace_events, tr.memory_events, tr.op_events
     ));
+    if let Some(n) = tr.no_gpu_memory() {
+        out.push_str(&format!("{n}\n"));
+    }
     for d in devices {
         let s = &d.summary;
         out.push_str(&format!(

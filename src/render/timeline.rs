@@ -47,20 +47,25 @@ pub fn report_lines(r: &ReplayReport) -> String {
 /// One device: headline, key-moment table, anomalies and inferences.
 pub fn device_text(r: &DeviceReplay, moments: &[KeyMoment]) -> String {
     let rep = &r.report;
-    let mut out = format!(
-        "device {}: {} events, {} replayed cleanly; {}\n",
-        r.device,
-        rep.events,
-        rep.clean_events,
-        if rep.final_state_matches {
-            "the replay reproduces the recorded final state exactly"
-        } else {
-            "the replay does NOT reproduce the recorded final state"
-        }
-    );
-    if rep.events == 0 {
-        out.push_str("no trace events: the figures are those of the recorded state\n");
-    }
+    let mut out = if rep.events == 0 {
+        format!(
+            "device {}: no trace events: only the recorded state is known, so there is no peak and no out-of-memory event to show; {}\n",
+            r.device,
+            crate::replay::RECORD_A_TRACE
+        )
+    } else {
+        format!(
+            "device {}: {} events, {} replayed cleanly; {}\n",
+            r.device,
+            rep.events,
+            rep.clean_events,
+            if rep.final_state_matches {
+                "the replay reproduces the recorded final state exactly"
+            } else {
+                "the replay does NOT reproduce the recorded final state"
+            }
+        )
+    };
     let t0 = r.samples.iter().find_map(|s| s.time_us);
     let mut t = new_table(&[
         "moment",
@@ -174,14 +179,23 @@ pub fn moment_text(
     map: &str,
     report: &ReplayReport,
 ) -> String {
-    let mut out = format!(
-        "{file}, device {}, {label}: {}\n",
-        st.device,
-        match st.at {
-            None => "before the first trace event".to_string(),
-            Some(i) => format!("after event {i} ({})", fmt_time(st.time_us, t0)),
-        }
-    );
+    let traced = report.events > 0;
+    let mut out = if traced {
+        format!(
+            "{file}, device {}, {label}: {}\n",
+            st.device,
+            match st.at {
+                None => "before the first trace event".to_string(),
+                Some(i) => format!("after event {i} ({})", fmt_time(st.time_us, t0)),
+            }
+        )
+    } else {
+        // Every moment names the one state there is.
+        format!(
+            "{file}, device {}, {label}: the recorded state (no trace was recorded, so it is the only state known)\n",
+            st.device
+        )
+    };
     let stats = StateStats::of(&st.segments);
     let mut t = new_table(&STAT_HEADER);
     t.add_row(stat_cells(&stats));
@@ -193,10 +207,14 @@ pub fn moment_text(
         .values()
         .filter(|o| **o == Origin::OlderThanTrace)
         .count();
-    out.push_str(&format!(
-        "{} live block(s), {older} of them allocated before the trace began\n",
-        st.origins.len()
-    ));
+    if traced {
+        out.push_str(&format!(
+            "{} live block(s), {older} of them allocated before the trace began\n",
+            st.origins.len()
+        ));
+    } else {
+        out.push_str(&format!("{} live block(s)\n", st.origins.len()));
+    }
     if let Some(r) = st.failed_request {
         out.push_str(&format!(
             "this event is an out-of-memory: {} (rounded) could not be placed\n",

@@ -657,13 +657,13 @@ impl DeviceReplay {
         self.samples.last().expect("at least one sample")
     }
     /// Start, peaks, worst fragmentation, smallest largest gap under
-    /// pressure, every OOM and the end, in that order (only the end when the
-    /// trace is empty).
+    /// pressure, every OOM and the end, in that order. With no trace events
+    /// only the recorded state is known: one moment, [`RECORDED_STATE`].
     pub fn key_moments(&self, snap: &Snapshot) -> Vec<KeyMoment> {
         if self.samples.len() == 1 {
-            // No events: every moment is the recorded state.
+            // No events: no peak and no start, only what was recorded.
             return vec![KeyMoment {
-                label: "end".into(),
+                label: RECORDED_STATE.into(),
                 at: None,
                 sample: self.samples.at(0),
             }];
@@ -714,6 +714,13 @@ impl DeviceReplay {
         out
     }
 }
+
+/// The one key moment of a device without trace events.
+pub const RECORDED_STATE: &str = "recorded state";
+
+/// What to do about a snapshot without a trace, for every output that says
+/// only its recorded state is known.
+pub const RECORD_A_TRACE: &str = "record the trace with torch.cuda.memory._record_memory_history() before the steps you snapshot";
 
 /// Index of the first sample with the largest figure.
 fn first_max_by(samples: &Series, f: impl Fn(&Sample) -> f64) -> usize {

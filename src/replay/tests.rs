@@ -584,7 +584,10 @@ fn end_sample_agrees_with_the_stats_of_the_final_state() {
     );
     assert_eq!(e.fragmentation, st.fragmentation);
     let k = r.key_moments(&s);
-    assert_eq!((k.len(), k[0].label.as_str(), k[0].at), (1, "end", None));
+    assert_eq!(
+        (k.len(), k[0].label.as_str(), k[0].at),
+        (1, RECORDED_STATE, None)
+    );
 }
 
 mod prop {

@@ -306,7 +306,7 @@ pub(crate) fn anchored(style: TextStyle<'static>, h: HPos, v: VPos) -> TextStyle
 }
 
 /// Written across a time chart that has a single sample: a file without
-/// trace events only tells the final state.
+/// trace events only tells its recorded state.
 pub(crate) fn no_series_note(
     area: &DrawingArea<SVGBackend, Shift>,
     plot: &(std::ops::Range<i32>, std::ops::Range<i32>),
@@ -314,7 +314,7 @@ pub(crate) fn no_series_note(
 ) -> Result<(), ChartError> {
     let (px, py) = plot;
     area.draw(&Text::new(
-        "no trace events: only the final state is known",
+        "no trace: only the recorded state is known",
         ((px.start + px.end) / 2, (py.start + py.end) / 2),
         anchored(text_style(LABEL_SIZE, &MUTED), HPos::Center, VPos::Center),
     ))
