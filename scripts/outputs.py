@@ -60,6 +60,9 @@ SNAPSHOT_CASES = [
     ("timeline.csv", ["timeline", "--csv", "FILE"]),
     ("timeline.json", ["timeline", "--json", "--max-points", "500", "FILE"]),
     ("timeline.at-peak", ["timeline", "--at", "peak", "FILE"]),
+    ("events", ["events", "FILE"]),
+    ("events.csv", ["events", "--csv", "FILE"]),
+    ("events.json", ["events", "--json", "FILE"]),
     ("oom", ["oom", "FILE"]),
     ("oom.json", ["oom", "--json", "FILE"]),
 ]

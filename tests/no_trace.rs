@@ -217,3 +217,17 @@ fn check_and_diff_say_their_figures_are_the_recorded_state() {
         "{out}"
     );
 }
+
+#[test]
+fn culprits_name_the_recorded_state() {
+    for f in inputs() {
+        let out = run(["culprits", f.as_str()]).expect_code(0).stdout();
+        no_trace_words(&f, &out);
+        let first = out.lines().next().unwrap();
+        assert!(
+            first.starts_with("device ") && first.ends_with(" in the recorded state (no trace)"),
+            "{f}: {first}"
+        );
+        assert!(!out.contains("no trace events)"), "{f}:\n{out}");
+    }
+}

@@ -64,7 +64,10 @@ fn fmt_segment(addr: u64, size: u64) -> String {
 fn moment_line(a: &Analysis, moment: &str) -> String {
     let at = match a.at {
         Some(i) => format!("after event {i}"),
-        None if moment == "end" => "no trace events".into(),
+        // No trace events: the recorded state is the only one known.
+        None if moment == "end" => {
+            return format!("device {} in the recorded state (no trace)", a.device);
+        }
         None => "before the first event".into(),
     };
     format!("device {} at {moment} ({at})", a.device)
