@@ -4,6 +4,7 @@
 
 use crate::input::MSGPACK_MAGIC;
 use crate::model::*;
+use crate::serial::Seq;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
 use std::io::Write;
@@ -147,34 +148,6 @@ impl Serialize for EventJson<'_> {
     }
 }
 
-/// A sequence written element by element from an iterator.
-struct Seq<I>(std::cell::RefCell<Option<I>>);
-
-impl<I> Seq<I> {
-    fn new(items: I) -> Seq<I> {
-        Seq(std::cell::RefCell::new(Some(items)))
-    }
-}
-
-impl<I, T> Serialize for Seq<I>
-where
-    I: ExactSizeIterator<Item = T>,
-    T: Serialize,
-{
-    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let items = self
-            .0
-            .borrow_mut()
-            .take()
-            .expect("a sequence is written once");
-        let mut seq = ser.serialize_seq(Some(items.len()))?;
-        for x in items {
-            seq.serialize_element(&x)?;
-        }
-        seq.end()
-    }
-}
-
 struct SnapshotJson<'a>(&'a Snapshot);
 
 impl Serialize for SnapshotJson<'_> {
@@ -239,7 +212,7 @@ impl Serialize for SnapshotJson<'_> {
 /// written to `w` as it is produced: segments, blocks and trace events are
 /// never held as JSON values, so the output can be far larger than memory.
 pub fn write_json(snap: &Snapshot, w: &mut dyn Write) -> std::io::Result<()> {
-    serde_json::to_writer(w, &SnapshotJson(snap)).map_err(std::io::Error::other)
+    serde_json::to_writer(w, &SnapshotJson(snap)).map_err(std::io::Error::from)
 }
 
 pub fn to_json_bytes(snap: &Snapshot) -> Vec<u8> {

@@ -24,6 +24,7 @@ pub mod ranks;
 pub mod render;
 pub mod replay;
 pub mod report;
+pub mod serial;
 pub mod sim;
 pub mod stats;
 pub mod synth;

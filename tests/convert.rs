@@ -139,10 +139,9 @@ fn messagepack_keeps_every_optional_event_field() {
 /// a JSON file over twenty times its size keeps the process's peak RSS
 /// within the input's size plus 16 MiB (the process itself, its buffers and
 /// the model).
-#[test]
-fn convert_streams_its_output() {
-    let d = tempfile::tempdir().unwrap();
-    let input = d.path().join("synthetic.pickle");
+/// A generated snapshot of 40 000 trace events (5.7 MB) in `d`.
+fn generated(d: &std::path::Path) -> (std::path::PathBuf, u64) {
+    let input = d.join("synthetic.pickle");
     std::fs::write(
         &input,
         synthetic_pickle(&fragscope::synth::SynthOptions {
@@ -152,6 +151,13 @@ fn convert_streams_its_output() {
     )
     .unwrap();
     let size = std::fs::metadata(&input).unwrap().len();
+    (input, size)
+}
+
+#[test]
+fn convert_streams_its_output() {
+    let d = tempfile::tempdir().unwrap();
+    let (input, size) = generated(d.path());
     for ext in ["json", "msgpack"] {
         let out = d.path().join(format!("out.{ext}"));
         let (code, rss) = peak_rss([
@@ -169,6 +175,41 @@ fn convert_streams_its_output() {
         assert!(
             rss <= bound,
             "convert to {ext}: peak RSS {rss} bytes over {bound} ({size}-byte input, {written}-byte output)"
+        );
+    }
+}
+
+/// `timeline --json` and `--csv` write the full series as they read it from
+/// the replay's compact series: output of several times the input's size in
+/// the input's size plus 16 MiB of peak RSS (the model, the series, the
+/// process). They used to build the whole document first (the 20 MB of JSON
+/// of this file took 112 MB).
+#[test]
+fn timeline_streams_the_full_series() {
+    let d = tempfile::tempdir().unwrap();
+    let (input, size) = generated(d.path());
+    let out = d.path().join("series");
+    // JSON is over three times the input; the CSV about as large as it.
+    for (flag, times) in [("--json", 6), ("--csv", 1)] {
+        // The output goes to stdout: through a shell, to a file.
+        let (code, rss) = peak_rss([
+            "timeline".as_ref(),
+            flag.as_ref(),
+            input.as_os_str(),
+            "--color=never".as_ref(),
+        ]);
+        assert_eq!(code, 0);
+        let r = run(["timeline", flag, input.to_str().unwrap()]);
+        std::fs::write(&out, r.expect_code(0).stdout()).unwrap();
+        let written = std::fs::metadata(&out).unwrap().len();
+        assert!(
+            2 * written > times * size,
+            "{flag}: {written} bytes from {size}"
+        );
+        let bound = size + (16 << 20);
+        assert!(
+            rss <= bound,
+            "timeline {flag}: peak RSS {rss} bytes over {bound} ({size}-byte input, {written}-byte output)"
         );
     }
 }

@@ -47,7 +47,30 @@ struct JsonDevice<'a> {
     key_moments: Vec<replay::KeyMoment>,
     /// True when `samples` was reduced with --max-points.
     downsampled: bool,
-    samples: Vec<replay::Sample>,
+    samples: Samples<'a>,
+}
+
+/// A device's samples in the JSON: the downsampled points, or every sample
+/// read from the compact series as it is written (never expanded whole).
+enum Samples<'a> {
+    Points(Vec<replay::Sample>),
+    Series(&'a replay::Series),
+}
+
+impl Serialize for Samples<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Samples::Points(v) => v.serialize(ser),
+            Samples::Series(s) => crate::serial::Seq::new(s.iter()).serialize(ser),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct JsonTimeline<'a, D: Serialize> {
+    schema: &'static str,
+    file: &'a str,
+    devices: D,
 }
 
 fn devices(snap: &Snapshot, want: Option<i64>) -> anyhow::Result<Vec<i64>> {
@@ -214,27 +237,38 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         .iter()
         .map(|d| replay::replay_device(&snap, *d))
         .collect();
-    let series = |r: &DeviceReplay| match a.max_points {
-        Some(n) => downsample_series(&r.samples, n),
-        None => r.samples.to_vec(),
-    };
     if a.csv {
-        let s: Vec<(i64, Vec<replay::Sample>)> =
-            replays.iter().map(|r| (r.device, series(r))).collect();
-        print(&rt::csv(s.iter().map(|(d, v)| (*d, v.as_slice()))))?;
+        // Written row by row: the full series of a long trace is never
+        // held as text, nor expanded into samples.
+        crate::output::write_atomic_with("-", &[], |w| match a.max_points {
+            Some(n) => rt::write_csv(
+                w,
+                replays
+                    .iter()
+                    .map(|r| (r.device, downsample_series(&r.samples, n))),
+            ),
+            None => rt::write_csv(w, replays.iter().map(|r| (r.device, r.samples.iter()))),
+        })?;
     } else if a.json {
-        let v = serde_json::json!({
-            "schema": TIMELINE_SCHEMA,
-            "file": a.file,
-            "devices": replays.iter().map(|r| JsonDevice {
-                device: r.device,
-                report: &r.report,
-                key_moments: r.key_moments(&snap),
-                downsampled: a.max_points.is_some_and(|n| r.samples.len() > n.max(2)),
-                samples: series(r),
-            }).collect::<Vec<_>>(),
+        let devices = replays.iter().map(|r| JsonDevice {
+            device: r.device,
+            report: &r.report,
+            key_moments: r.key_moments(&snap),
+            downsampled: a.max_points.is_some_and(|n| r.samples.len() > n.max(2)),
+            samples: match a.max_points {
+                Some(n) => Samples::Points(downsample_series(&r.samples, n)),
+                None => Samples::Series(&r.samples),
+            },
         });
-        print(&(serde_json::to_string_pretty(&v)? + "\n"))?;
+        let doc = JsonTimeline {
+            schema: TIMELINE_SCHEMA,
+            file: &a.file,
+            devices: crate::serial::Seq::new(devices),
+        };
+        crate::output::write_atomic_with("-", &[], |w| {
+            serde_json::to_writer_pretty(&mut *w, &doc).map_err(std::io::Error::from)?;
+            w.write_all(b"\n")
+        })?;
     } else {
         let mut out = format!("{} ({})\n", a.file, super::stats::describe_format(&loaded));
         if replays.is_empty() {

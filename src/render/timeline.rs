@@ -146,11 +146,30 @@ pub const CSV_HEADER: &str = "device,event,time_us,allocated,active,reserved,int
 
 /// The series of several devices as CSV (`event` empty for the start).
 pub fn csv<'a>(series: impl IntoIterator<Item = (i64, &'a [Sample])>) -> String {
-    let mut out = String::from(CSV_HEADER);
+    let mut out = Vec::new();
+    write_csv(
+        &mut out,
+        series.into_iter().map(|(d, s)| (d, s.iter().copied())),
+    )
+    .expect("writing to memory");
+    String::from_utf8(out).expect("CSV is text")
+}
+
+/// The series as CSV, written row by row as the samples come (one device
+/// after the other), never held as text.
+pub fn write_csv<S>(
+    w: &mut dyn std::io::Write,
+    series: impl IntoIterator<Item = (i64, S)>,
+) -> std::io::Result<()>
+where
+    S: IntoIterator<Item = Sample>,
+{
+    w.write_all(CSV_HEADER.as_bytes())?;
     for (d, samples) in series {
         for s in samples {
-            out.push_str(&format!(
-                "{d},{},{},{},{},{},{},{},{},{},{},{:.6},{},{}\n",
+            writeln!(
+                w,
+                "{d},{},{},{},{},{},{},{},{},{},{},{:.6},{},{}",
                 s.event.map_or(String::new(), |e| e.to_string()),
                 s.time_us.map_or(String::new(), |t| t.to_string()),
                 s.allocated,
@@ -164,10 +183,10 @@ pub fn csv<'a>(series: impl IntoIterator<Item = (i64, &'a [Sample])>) -> String 
                 s.fragmentation,
                 s.largest_small_request,
                 s.largest_large_request
-            ));
+            )?;
         }
     }
-    out
+    Ok(())
 }
 
 /// `--at`: the stats and segment map of one moment.
