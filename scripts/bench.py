@@ -25,6 +25,26 @@ Prints the Markdown tables that docs/perf.md holds.
 
 Without --real, the largest pickle in ../shared/real (next to the crate)
 is measured too when that folder exists.
+
+--matrix runs instead every shape of `fragscope synth --shape` (narrow,
+many-sites, fragmented, expandable, multi-device) at every size (default
+100MB,1GB), and on each file every command of MATRIX_COMMANDS (stats,
+report -o x.html, check, simulate, timeline --json, convert --to json,
+events --csv, culprits, oom, diff, flamegraph), Python's pickle.load of the
+same file in the same round, and the stages (`stage_times`: decoder MiB/s,
+replay events/s). Long outputs go to /dev/null through a pipe-less stdout
+(`-o -` where a command writes a file), so they cost what writing costs,
+not disk. One Markdown table per shape, with the machine and its load:
+
+    scripts/bench.py --matrix                                  # 5 shapes x 100MB,1GB, 3 rounds
+    scripts/bench.py --matrix --sizes 100MB,250MB --rounds 1   # a quick run
+    scripts/bench.py --matrix --shapes fragmented --out-md /tmp/matrix.md
+
+Each file's event count is found by two small calibration runs (bytes per
+event and the fixed part, i.e. the segments) and corrected once if the file
+misses its size by more than 5 %. Inputs are kept under --out-dir
+(target/bench-inputs; about 5.5 GB at the default sizes) for later runs;
+delete them when `fragscope synth` changes.
 """
 
 import argparse
@@ -48,9 +68,10 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, **kw)
 
 
-def timed(cmd, stdout=subprocess.DEVNULL, env=None):
+def timed(cmd, stdout=subprocess.DEVNULL, env=None, ok=(0,)):
     """Runs cmd under /usr/bin/time -v: (wall s, cpu s, max RSS bytes), or
-    None when it fails."""
+    None when it fails (exits with a code not in `ok`: check and diff exit 1
+    on a failed rule or a worse run)."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as t:
         r = subprocess.run(
             ["/usr/bin/time", "-v", "-o", t.name] + cmd,
@@ -58,7 +79,7 @@ def timed(cmd, stdout=subprocess.DEVNULL, env=None):
             stderr=subprocess.PIPE,
             env=env,
         )
-        if r.returncode != 0:
+        if r.returncode not in ok:
             # A failing command is a finding, not the end of the run.
             last = (r.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
             print(f"FAILED (exit {r.returncode}): {' '.join(cmd)}: {last}", file=sys.stderr)
@@ -126,9 +147,199 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+# ---- the shape matrix (--matrix) --------------------------------------------
+
+MATRIX_SHAPES = ["narrow", "many-sites", "fragmented", "expandable", "multi-device"]
+# (label, arguments with {f} the input and {d} a scratch folder, exit codes
+# that are a success, the issue-24 target as a fraction of pickle.load).
+MATRIX_COMMANDS = [
+    ("stats", ["stats", "{f}"], (0,), 0.05),
+    ("report -o x.html", ["report", "{f}", "-o", "{d}/x.html"], (0,), 0.2),
+    ("check", ["check", "{f}"], (0, 1), 0.25),
+    ("simulate", ["simulate", "{f}"], (0,), 0.25),
+    ("timeline --json", ["timeline", "--json", "{f}"], (0,), 0.25),
+    ("convert --to json", ["convert", "{f}", "--to", "json", "-o", "-"], (0,), 0.25),
+    ("events --csv", ["events", "--csv", "{f}"], (0,), 0.25),
+    ("culprits", ["culprits", "{f}"], (0,), 0.25),
+    ("oom", ["oom", "{f}"], (0,), 0.25),
+    ("diff FILE FILE", ["diff", "{f}", "{f}"], (0, 1), 0.25),
+    ("flamegraph -o x.svg", ["flamegraph", "{f}", "-o", "{d}/x.svg"], (0,), 0.25),
+]
+
+
+def parse_mb(text):
+    """'100', '100MB', '1GB', '1.5GB' -> MB (of 2**20 bytes, as the file names say)."""
+    t = text.strip().upper()
+    for unit, mult in (("GB", 1000), ("G", 1000), ("MB", 1), ("M", 1)):
+        if t.endswith(unit):
+            return int(round(float(t[: -len(unit)]) * mult))
+    return int(t)
+
+
+def fmt_size(mb):
+    return f"{mb // 1000} GB" if mb >= 1000 and mb % 1000 == 0 else f"{mb} MB"
+
+
+def synth_shape(exe, shape, events, seed, path):
+    r = subprocess.run([exe, "synth", "--shape", shape, "--events", str(events),
+                        "--seed", str(seed), "-o", path],
+                       check=True, capture_output=True, text=True)
+    return os.path.getsize(path), r.stdout.strip()
+
+
+def generate_shape(exe, out_dir, shape, size_mb, seed):
+    """The file of `shape` nearest `size_mb` MB, generated once; returns
+    (path, events, what synth said of it)."""
+    path = os.path.join(out_dir, f"matrix-{shape}-{size_mb}MB-s{seed}.pickle")
+    meta = path + ".txt"
+    if os.path.exists(path) and os.path.exists(meta):
+        events, said = open(meta).read().split("\n", 1)
+        return path, int(events), said.strip()
+    target = size_mb << 20
+    # Two calibration files: bytes per event, and the part that does not
+    # grow with the trace (segments, blocks and their stacks).
+    cal = path + ".cal"
+    n1, n2 = 20_000, 100_000
+    s1, _ = synth_shape(exe, shape, n1, seed, cal)
+    s2, _ = synth_shape(exe, shape, n2, seed, cal)
+    os.remove(cal)
+    per = max((s2 - s1) / (n2 - n1), 1.0)
+    fixed = max(s1 - per * n1, 0.0)
+    events = max(int((target - fixed) / per), 1000)
+    print(f"generating {path} ({events} events)", file=sys.stderr)
+    size, said = synth_shape(exe, shape, events, seed, path)
+    if abs(size / target - 1) > 0.05:
+        events = max(int(events * (target - fixed) / max(size - fixed, 1)), 1000)
+        print(f"  {mib(size):.0f} MiB: again with {events} events", file=sys.stderr)
+        size, said = synth_shape(exe, shape, events, seed, path)
+    with open(meta, "w") as m:
+        m.write(f"{events}\n{said}\n")
+    return path, events, said
+
+
+def machine():
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / (1 << 20):.0f} GiB"
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({cpu}), {mem} RAM, Python {sys.version.split()[0]}"
+
+
+def run_matrix(a, exe, example):
+    shapes = [x.strip() for x in a.shapes.split(",") if x.strip()]
+    for sh in shapes:
+        if sh not in MATRIX_SHAPES:
+            sys.exit(f"--shapes: unknown shape {sh!r} (known: {', '.join(MATRIX_SHAPES)})")
+    sizes = [parse_mb(x) for x in (a.sizes or "100MB,1GB").split(",") if x.strip()]
+    rounds = a.rounds
+    scratch = tempfile.mkdtemp(prefix="fragscope-bench-")
+    out = []
+    say = out.append
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip() or "?"
+    say(f"Shape matrix: `{' '.join(['scripts/bench.py'] + sys.argv[1:])}`, "
+        f"started {started}, commit {commit}; {machine()}; load average "
+        f"{os.getloadavg()[0]:.2f} at the start. Medians of {rounds} "
+        f"round{'s' if rounds != 1 else ''}; each ratio is "
+        "taken within one round, against Python's `pickle.load` of the same file in that round.")
+    say("")
+    for shape in shapes:
+        files = [generate_shape(exe, a.out_dir, shape, mb, a.seed) + (mb,) for mb in sizes]
+        load0 = os.getloadavg()[0]
+        rows = []
+        for path, events, said, mb in files:
+            size = os.path.getsize(path)
+            res = {label: [] for label, *_ in MATRIX_COMMANDS}
+            ratio = {label: [] for label, *_ in MATRIX_COMMANDS}
+            py = []
+            stages = []
+            for r in range(rounds):
+                print(f"{os.path.basename(path)}: round {r + 1}/{rounds}", file=sys.stderr)
+                this = {}
+                for label, args, ok, _ in MATRIX_COMMANDS:
+                    cmd = [exe] + [x.format(f=path, d=scratch) for x in args]
+                    this[label] = timed(cmd, ok=ok)
+                p = timed([sys.executable, "-c", PY_LOAD, path])
+                if p:
+                    py.append(p)
+                for label, v in this.items():
+                    if v:
+                        res[label].append(v)
+                        if p:
+                            ratio[label].append(v[0] / p[0])
+                for _ in range(max(a.stage_runs, 1)):
+                    stages.append(stage_times(example, path))
+            stage = {k: median([s[k] for s in stages if k in s]) for k in stages[0]} if stages else {}
+            rows.append((path, events, said, mb, size, res, ratio, py, stage))
+        load1 = os.getloadavg()[0]
+        say(f"### {shape}")
+        say("")
+        for path, events, said, mb, size, *_ in rows:
+            # synth's summary without its file name and size.
+            said = said.split(" bytes), ", 1)[-1]
+            say(f"* {fmt_size(mb)}: `fragscope synth --shape {shape} --seed {a.seed} "
+                f"--events {events}` ({said})")
+        say(f"* load average {load0:.2f} before this shape's runs, {load1:.2f} after")
+        say("")
+        say("| size | command | wall | / pickle.load | target | peak RSS | RSS / file | s per 100 MiB |")
+        say("|---|---|---:|---:|---|---:|---:|---:|")
+        for path, events, said, mb, size, res, ratio, py, stage in rows:
+            pw = median([x[0] for x in py])
+            prss = median([x[2] for x in py])
+            say(f"| {mib(size):.0f} MiB | Python `pickle.load` | {pw:.2f} s | 1.00x | | "
+                f"{mib(prss):.0f} MiB | {prss / size:.2f}x | {pw / mib(size) * 100:.2f} |")
+            for label, _, _, target in MATRIX_COMMANDS:
+                if not res[label]:
+                    say(f"| {mib(size):.0f} MiB | `{label}` | failed | | | | | |")
+                    continue
+                w = median([x[0] for x in res[label]])
+                rss = median([x[2] for x in res[label]])
+                rt = median(ratio[label])
+                met = "yes" if rt <= target else "no"
+                rss_met = "" if rss <= size else " (over the file)"
+                say(f"| {mib(size):.0f} MiB | `{label}` | {w:.2f} s | {rt:.3f}x | ≤ {target}x: {met} | "
+                    f"{mib(rss):.0f} MiB | {rss / size:.2f}x{rss_met} | {w / mib(size) * 100:.2f} |")
+        say("")
+        say("| size | events | decode | decoder | replay | replay rate |")
+        say("|---|---:|---:|---:|---:|---:|")
+        for path, events, said, mb, size, res, ratio, py, stage in rows:
+            if "decode_s" not in stage:
+                say(f"| {mib(size):.0f} MiB | | failed | | | |")
+                continue
+            ev = stage.get("events", 0)
+            say(f"| {mib(size):.0f} MiB | {int(ev)} | {stage['decode_s']:.2f} s "
+                f"| {mib(size) / max(stage['decode_s'], 1e-9):.0f} MiB/s "
+                f"| {stage.get('replay_s', float('nan')):.2f} s "
+                f"| {ev / max(stage.get('replay_s', 0), 1e-9) / 1e6:.2f} M events/s |")
+        say("")
+    shutil.rmtree(scratch, ignore_errors=True)
+    text = "\n".join(out) + "\n"
+    print()
+    print(text, end="")
+    if a.out_md:
+        with open(a.out_md, "w") as f:
+            f.write(text)
+        print(f"tables written to {a.out_md}", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", default="100,250,500,1000", help="sizes in MB")
+    ap.add_argument("--sizes", default=None,
+                    help="sizes in MB (100, 250MB, 1GB); default 100,250,500,1000, "
+                         "or 100MB,1GB with --matrix")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--real", action="append", default=[], help="also measure these files")
     ap.add_argument("--no-real", action="store_true", help="skip the largest real file")
@@ -139,6 +350,13 @@ def main():
     ap.add_argument("--rank-size", type=int, default=50, help="MB per rank file")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "target", "bench-inputs"))
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--matrix", action="store_true",
+                    help="every shape of `fragscope synth --shape` at every size, every command")
+    ap.add_argument("--shapes", default=",".join(MATRIX_SHAPES),
+                    help="with --matrix: the shapes, comma-separated")
+    ap.add_argument("--seed", type=int, default=1, help="with --matrix: synth's seed")
+    ap.add_argument("--out-md", default=None,
+                    help="with --matrix: also write the tables to this Markdown file")
     a = ap.parse_args()
 
     if not a.no_build:
@@ -147,8 +365,12 @@ def main():
     exe = os.path.join(ROOT, "target", "release", "fragscope")
     example = os.path.join(ROOT, "target", "release", "examples", "stage_times")
     os.makedirs(a.out_dir, exist_ok=True)
+    if a.matrix:
+        run_matrix(a, exe, example)
+        return
     report = has_command(exe, "report")
-    files = [generate(exe, a.out_dir, int(s), 1) for s in a.sizes.split(",") if s.strip()]
+    sizes = a.sizes or "100,250,500,1000"
+    files = [generate(exe, a.out_dir, parse_mb(s), 1) for s in sizes.split(",") if s.strip()]
     real = a.real or ([] if a.no_real else largest_real())
     files += real
 

@@ -162,11 +162,11 @@ pub enum Command {
         after_help = "Examples:\n  fragscope oom snapshot.pickle\n  fragscope oom --capacity 80GiB snapshot.pickle\n  fragscope oom --json snapshot.pickle"
     )]
     Oom(oom::Args),
-    /// Write a synthetic snapshot of a training run (allocations driven
-    /// through the allocator model, pickled as PyTorch writes one): fixtures
-    /// and benchmarks of any size.
+    /// Write a synthetic snapshot of a training or serving run (allocations
+    /// driven through the allocator model, pickled as PyTorch writes one):
+    /// fixtures and benchmarks of any size, in five shapes.
     #[command(
-        after_help = "Examples:\n  fragscope synth --events 100000 --seed 1 -o small.pickle\n  fragscope synth --events 5000000 --seed 7 -o /tmp/1gb.pickle\n  fragscope synth --events 200000 --capacity 24GiB -o tight.pickle"
+        after_help = "Examples:\n  fragscope synth --events 100000 --seed 1 -o small.pickle\n  fragscope synth --events 5000000 --seed 7 -o /tmp/1gb.pickle\n  fragscope synth --events 200000 --capacity 24GiB -o tight.pickle\n  fragscope synth --shape fragmented --events 1000000 -o serving.pickle\n  fragscope synth --shape multi-device --devices 8 --busy-devices 1 -o ranks.pickle"
     )]
     Synth(synth::Args),
     /// Shell completion script for bash, zsh, fish, elvish or PowerShell,

@@ -44,6 +44,13 @@ pub struct StackPool {
     frame_ix: HashMap<SynthFrame, u32>,
     pub stacks: Vec<Vec<u32>>,
     stack_ix: HashMap<Vec<u32>, u32>,
+    /// Python frames of a launcher between the script's `main` and its
+    /// `<module>` (innermost first), in every stack entered from Python.
+    pub launcher: Vec<Py>,
+    /// Backward nodes are custom `autograd.Function`s: their allocations
+    /// and releases run Python code (`backward` in the project's kernels,
+    /// `torch.autograd.function`) on the engine's thread.
+    pub python_backward: bool,
 }
 
 const ALLOC_TOP: &[(&str, &str)] = &[
@@ -194,6 +201,22 @@ impl StackPool {
     /// picks which calling convention CPython used at each step, as real
     /// stacks vary with how a function was called.
     fn push_python(&mut self, out: &mut Vec<u32>, py: &[Py], salt: usize) {
+        let launched;
+        let py = match py.last() {
+            Some(m) if m.0 == "<module>" && !self.launcher.is_empty() => {
+                let mut v = py[..py.len() - 1].to_vec();
+                v.extend(self.launcher.iter().cloned());
+                v.push(m.clone());
+                launched = v;
+                &launched[..]
+            }
+            _ => py,
+        };
+        self.push_interleaved(out, py, salt);
+        self.push_all(out, MAIN);
+    }
+
+    fn push_interleaved(&mut self, out: &mut Vec<u32>, py: &[Py], salt: usize) {
         for (i, (name, file, line)) in py.iter().enumerate() {
             out.push(self.frame(name, file, *line));
             out.push(self.frame(EVAL.0, EVAL.1, 0));
@@ -202,7 +225,39 @@ impl StackPool {
                 out.push(self.frame(n, f, 0));
             }
         }
-        self.push_all(out, MAIN);
+    }
+
+    /// A custom `autograd.Function`'s backward, run by the engine's thread:
+    /// the project's kernel code, `Function.apply`'s machinery, then the
+    /// C++ node that called into Python.
+    fn push_python_node(&mut self, out: &mut Vec<u32>, node: &str, salt: usize) {
+        let kernels = format!("{PROJECT}/kernels/{}.py", node.trim_end_matches('0'));
+        let function = format!("{TORCH}/autograd/function.py");
+        let py = [
+            (
+                "backward",
+                kernels.clone(),
+                40 + (node.len() as u32 % 7) * 11,
+            ),
+            ("_backward_impl", kernels, 21),
+            ("apply", function, 307),
+            (
+                "decorate_context",
+                format!("{TORCH}/utils/_contextlib.py"),
+                116,
+            ),
+        ];
+        self.push_interleaved(out, &py, salt);
+        out.push(self.frame(
+            "torch::autograd::PyNode::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)",
+            "python_function.cpp",
+            0,
+        ));
+        out.push(self.frame(
+            "torch::autograd::Node::operator()(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)",
+            "function.h",
+            0,
+        ));
     }
 
     /// The ATen dispatch chain of operator `op` (e.g. `addmm`), innermost first.
@@ -261,6 +316,13 @@ impl StackPool {
                 out.push(self.frame(&binding, "python_variable_methods.cpp", 0));
                 self.push_python(&mut out, py, op.len());
             }
+            Entry::Autograd(node) if self.python_backward => {
+                let binding =
+                    format!("torch::autograd::THPVariable_{op}(_object*, _object*, _object*)");
+                out.push(self.frame(&binding, "python_variable_methods.cpp", 0));
+                self.push_python_node(&mut out, node, op.len());
+                self.push_all(&mut out, ENGINE);
+            }
             Entry::Autograd(node) => {
                 let apply = format!(
                     "torch::autograd::generated::{node}::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)"
@@ -288,6 +350,12 @@ impl StackPool {
                 out.push(self.frame("THPVariable_dealloc(_object*)", "python_variable.cpp", 0));
                 self.push_python(&mut out, py, 1);
             }
+            Entry::Autograd(node) if self.python_backward => {
+                out.push(self.frame("THPVariable_clear(THPVariable*)", "python_variable.cpp", 0));
+                out.push(self.frame("THPVariable_dealloc(_object*)", "python_variable.cpp", 0));
+                self.push_python_node(&mut out, node, 1);
+                self.push_all(&mut out, ENGINE);
+            }
             Entry::Autograd(node) => {
                 out.push(self.frame(
                     "torch::autograd::SavedVariable::reset_data()",
@@ -301,7 +369,31 @@ impl StackPool {
         }
         self.intern(out)
     }
+
+    /// The stack of a `torch.cuda.empty_cache()` call made from Python
+    /// (the context of the segments it releases and the frees it reaps).
+    pub fn empty_cache(&mut self, py: &[Py]) -> u32 {
+        let mut out = Vec::with_capacity(40);
+        self.push_all(&mut out, &FREE_TOP[..3]);
+        self.push_all(&mut out, EMPTY_CACHE);
+        let mut v = vec![("empty_cache", format!("{TORCH}/cuda/memory.py"), 224)];
+        v.extend_from_slice(py);
+        self.push_python(&mut out, &v, 2);
+        self.intern(out)
+    }
 }
+
+const EMPTY_CACHE: &[(&str, &str)] = &[
+    (
+        "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::emptyCache(c10::MempoolId_t)",
+        "CUDACachingAllocator.cpp",
+    ),
+    (
+        "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::emptyCache(c10::MempoolId_t)",
+        "CUDACachingAllocator.cpp",
+    ),
+    ("THCPModule_emptyCache(_object*, _object*)", "Module.cpp"),
+];
 
 #[cfg(test)]
 mod tests {

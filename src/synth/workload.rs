@@ -45,6 +45,42 @@ pub enum Req {
     },
     /// Time passes without allocations (kernels running), in microseconds.
     Gap(u64),
+    /// `torch.cuda.empty_cache()`: pending frees are reaped and every whole
+    /// cached segment (every free mapped page) is given back.
+    EmptyCache { stack: u32 },
+}
+
+/// A program whose allocations a synthetic snapshot records, one step (a
+/// training step, a serving iteration) at a time.
+pub trait Program {
+    /// Appends the requests of the next step.
+    fn next_step(&mut self, out: &mut Vec<Req>);
+    /// Whether the allocator records the step just generated (recording is
+    /// switched on after a warm-up).
+    fn recording(&self) -> bool;
+    /// The call stacks it interns. The generator hands every program of a
+    /// run the same pool in turn, so frames are shared across devices.
+    fn pool(&mut self) -> &mut StackPool;
+    /// One line on what it runs, for the command's summary.
+    fn describe(&self) -> String;
+}
+
+/// How a training run differs from the plain one (the default is `narrow`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Style {
+    /// At least this many transformer blocks.
+    pub min_layers: u64,
+    /// Blocks sit inside containers nested as deep as their index (a
+    /// model built recursively): each block's call sites have stacks of
+    /// their own, from ~40 to ~300 frames.
+    pub nested_blocks: bool,
+    /// `torch.cuda.empty_cache()` at the end of every n-th step.
+    pub empty_cache_every: Option<u64>,
+    /// The side stream batches are copied on (`DATA_STREAM` by default).
+    pub data_stream: Option<i64>,
+    /// Seeds the steps (sequence lengths, timings) apart from the model's
+    /// shape: a data-parallel replica of the same model on other data.
+    pub step_seed: Option<u64>,
 }
 
 /// The side stream batches are copied on: a `cudaStream_t` pointer value, as
@@ -67,9 +103,9 @@ impl ModelShape {
     /// fragmentation: parameters, gradients and Adam state take 16 bytes a
     /// parameter, activations about 40 bytes per token and hidden unit per
     /// layer.
-    pub fn for_seed(rng: &mut Rng, capacity: u64) -> ModelShape {
+    pub fn for_seed(rng: &mut Rng, capacity: u64, min_layers: u64) -> ModelShape {
         let hidden = [768u64, 1024, 1280, 1536, 2048][rng.below(5) as usize];
-        let layers = 6 + rng.below(19);
+        let layers = (6 + rng.below(19)).max(min_layers);
         let vocab = [32_000u64, 50_257, 32_768][rng.below(3) as usize];
         let params = layers * 12 * hidden * hidden + vocab * hidden;
         let fixed = params * 16;
@@ -114,6 +150,13 @@ fn call(inner: &[Py], caller: Py) -> Vec<Py> {
     v
 }
 
+/// Levels of container between the model and block `layer` under
+/// [`Style::nested_blocks`] (at most 24, so the deepest stack has under
+/// 300 frames).
+fn nesting(layer: u64) -> u32 {
+    (layer % 25) as u32
+}
+
 fn script(line: u32) -> Vec<Py> {
     let t = format!("{PROJECT}/train.py");
     vec![
@@ -124,8 +167,9 @@ fn script(line: u32) -> Vec<Py> {
 }
 
 /// A call site inside the model: `parts` from the innermost torch frame out
-/// to the model's own `forward`, then the block loop and the script.
-fn in_model(parts: &[&[Py]], in_block: bool) -> Entry {
+/// to the model's own `forward`, then the block loop and the script. A block
+/// at nesting `nest` is reached through that many `Stage` containers.
+fn in_model(parts: &[&[Py]], in_block: bool, nest: u32) -> Entry {
     let model = format!("{PROJECT}/model.py");
     let mut v: Vec<Py> = Vec::new();
     for (i, p) in parts.iter().enumerate() {
@@ -137,6 +181,15 @@ fn in_model(parts: &[&[Py]], in_block: bool) -> Entry {
         }
     }
     if in_block {
+        let stages = format!("{PROJECT}/stages.py");
+        for level in 0..nest {
+            let (name, line) = if level % 2 == 0 {
+                ("forward", 230)
+            } else {
+                ("_run_children", 224)
+            };
+            v = call(&v, py(name, &stages, line));
+        }
         v = call(&v, py("forward", &model, 191));
     }
     v = call(&v, script(61)[0].clone());
@@ -170,7 +223,10 @@ pub struct Workload {
     pub shape: ModelShape,
     pub pool: StackPool,
     rng: Rng,
-    sites: HashMap<&'static str, u32>,
+    style: Style,
+    /// Container levels around the block being generated (0 outside blocks).
+    nest: u32,
+    sites: HashMap<(&'static str, u32), u32>,
     next: Tensor,
     /// (tensor, bytes) of every parameter, in creation order.
     params: Vec<(Tensor, u64)>,
@@ -183,12 +239,21 @@ pub struct Workload {
 
 impl Workload {
     pub fn new(seed: u64, capacity: u64) -> Workload {
+        Workload::with_style(seed, capacity, Style::default())
+    }
+
+    pub fn with_style(seed: u64, capacity: u64, style: Style) -> Workload {
         let mut rng = Rng::new(seed);
-        let shape = ModelShape::for_seed(&mut rng, capacity);
+        let shape = ModelShape::for_seed(&mut rng, capacity, style.min_layers);
+        if let Some(s) = style.step_seed {
+            rng = Rng::new(s);
+        }
         Workload {
             shape,
             pool: StackPool::new(),
             rng,
+            style,
+            nest: 0,
             sites: HashMap::new(),
             next: 0,
             params: Vec::new(),
@@ -198,12 +263,14 @@ impl Workload {
         }
     }
 
+    /// The stack of call site `key` (inside the block being generated, if
+    /// any), made by `make` the first time.
     fn site(&mut self, key: &'static str, make: impl FnOnce(&mut StackPool) -> u32) -> u32 {
-        if let Some(&s) = self.sites.get(key) {
+        if let Some(&s) = self.sites.get(&(key, self.nest)) {
             return s;
         }
         let s = make(&mut self.pool);
-        self.sites.insert(key, s);
+        self.sites.insert((key, self.nest), s);
         s
     }
 
@@ -251,6 +318,12 @@ impl Workload {
         self.optimizer(out, grads);
         self.gap(out, 5_000, 50_000);
         self.step += 1;
+        if let Some(n) = self.style.empty_cache_every
+            && self.step.is_multiple_of(n)
+        {
+            let stack = self.site("empty_cache", |p| p.empty_cache(&script(67)));
+            out.push(Req::EmptyCache { stack });
+        }
     }
 
     fn init(&mut self, out: &mut Vec<Req>) {
@@ -321,7 +394,8 @@ impl Workload {
             )
         });
         for _ in 0..2 {
-            let b = self.alloc_on(out, tokens * 8, DATA_STREAM, stack);
+            let stream = self.style.data_stream.unwrap_or(DATA_STREAM);
+            let b = self.alloc_on(out, tokens * 8, stream, stack);
             self.batch.push(b);
         }
     }
@@ -337,6 +411,7 @@ impl Workload {
         let model = format!("{PROJECT}/model.py");
         let f = format!("{TORCH}/nn/functional.py");
         let n = format!("{TORCH}/nn/modules/normalization.py");
+        let nest = self.nest;
         let entry = || {
             in_model(
                 &[
@@ -344,6 +419,7 @@ impl Workload {
                     &[py("forward", &model, line)],
                 ],
                 in_block,
+                nest,
             )
         };
         let h = self.shape.hidden;
@@ -378,6 +454,7 @@ impl Workload {
                 &[py("forward", &model, block_line)],
             ],
             true,
+            self.nest,
         );
         let cast = self.site(key[0], |p| p.alloc("_to_copy", TO, &entry));
         let w = self.alloc(out, fan_in * fan_out * 2, cast);
@@ -397,6 +474,7 @@ impl Workload {
         block_line: u32,
     ) -> u32 {
         let model = format!("{PROJECT}/model.py");
+        let nest = self.nest;
         self.site(key, |p| {
             let e = in_model(
                 &[
@@ -404,6 +482,7 @@ impl Workload {
                     &[py("forward", &model, block_line)],
                 ],
                 true,
+                nest,
             );
             if op.is_empty() {
                 p.free(&e)
@@ -435,6 +514,7 @@ impl Workload {
                         &[py("forward", &model, 188)],
                     ],
                     false,
+                    0,
                 ),
             )
         });
@@ -443,20 +523,23 @@ impl Workload {
             p.alloc(
                 "add",
                 BINARY,
-                &in_model(&[&[py("forward", &model, 189)]], false),
+                &in_model(&[&[py("forward", &model, 189)]], false, 0),
             )
         });
         let x = self.alloc(out, tokens * h * 2, pos_site);
-        let resid_free = self.block_site("resid free", "", "", 97, 191);
-        let split_site = self.block_site("qkv split", "clone", UNARY, 53, 97);
-        let sdpa_site =
-            self.block_site("sdpa", "_scaled_dot_product_flash_attention", SDPA, 55, 97);
-        let split_free = self.block_site("qkv split free", "", "", 55, 97);
-        let add_site = self.block_site("resid add", "add", BINARY, 97, 191);
-        let gelu_site = self.block_site("gelu", "gelu", UNARY, 75, 99);
-        let add2_site = self.block_site("resid add 2", "add", BINARY, 99, 191);
         let mut layers = Vec::new();
         for layer in 0..s.layers {
+            if self.style.nested_blocks {
+                self.nest = nesting(layer);
+            }
+            let resid_free = self.block_site("resid free", "", "", 97, 191);
+            let split_site = self.block_site("qkv split", "clone", UNARY, 53, 97);
+            let sdpa_site =
+                self.block_site("sdpa", "_scaled_dot_product_flash_attention", SDPA, 55, 97);
+            let split_free = self.block_site("qkv split free", "", "", 55, 97);
+            let add_site = self.block_site("resid add", "add", BINARY, 97, 191);
+            let gelu_site = self.block_site("gelu", "gelu", UNARY, 75, 99);
+            let add2_site = self.block_site("resid add 2", "add", BINARY, 99, 191);
             let ln1 = self.layer_norm(out, tokens, 96, true, ["ln1 out", "ln1 stats"]);
             let (qkv_w, qkv) = self.linear(out, tokens, h, 3 * h, 52, 97, ["qkv cast", "qkv"]);
             // q, k and v made contiguous for the kernel, dropped after it.
@@ -495,6 +578,7 @@ impl Workload {
                 self.gap(out, 200, 3_000);
             }
         }
+        self.nest = 0;
         let lnf = self.layer_norm(out, tokens, 193, false, ["lnf out", "lnf stats"]);
         let head_site = self.site("lm head", |p| {
             p.alloc(
@@ -506,6 +590,7 @@ impl Workload {
                         &[py("forward", &model, 194)],
                     ],
                     false,
+                    0,
                 ),
             )
         });
@@ -517,6 +602,7 @@ impl Workload {
                     &[py("forward", &model, 196)],
                 ],
                 false,
+                0,
             )
         };
         let up_site = self.site("logits upcast", |p| p.alloc("_to_copy", TO, &loss_entry()));
@@ -773,5 +859,25 @@ impl Workload {
         for g in grads {
             self.free(out, g, zg);
         }
+    }
+}
+
+impl Program for Workload {
+    fn next_step(&mut self, out: &mut Vec<Req>) {
+        Workload::next_step(self, out)
+    }
+    /// Recording starts after the warm-up step.
+    fn recording(&self) -> bool {
+        self.step > 1
+    }
+    fn pool(&mut self) -> &mut StackPool {
+        &mut self.pool
+    }
+    fn describe(&self) -> String {
+        let m = &self.shape;
+        format!(
+            "model: {} layers x {} hidden, batch {} x {}..{} tokens",
+            m.layers, m.hidden, m.batch, m.seq_min, m.seq_max
+        )
     }
 }
