@@ -215,21 +215,7 @@ fn table(rows: &[Row]) -> String {
 fn replay_reproduces_every_real_final_state_and_the_report_is_current() {
     let Some(rows) = rows() else { return };
     let generated = table(&rows);
-    let doc = std::fs::read_to_string(REPORT).expect("docs/replay-report.md");
-    let (Some(b), Some(e)) = (doc.find(BEGIN), doc.find(END)) else {
-        panic!("docs/replay-report.md lacks the generated-section markers");
-    };
-    let current = &doc[b + BEGIN.len()..e];
-    if current != generated {
-        if std::env::var_os("FRAGSCOPE_BLESS").is_some_and(|v| v == "1") {
-            let new = format!("{}{BEGIN}{generated}{}", &doc[..b], &doc[e..]);
-            std::fs::write(REPORT, new).unwrap();
-        } else {
-            panic!(
-                "docs/replay-report.md is stale; rerun with FRAGSCOPE_BLESS=1.\nNew table:\n{generated}"
-            );
-        }
-    }
+    crate::golden::check_section(std::path::Path::new(REPORT), BEGIN, END, &generated);
 }
 
 #[test]
