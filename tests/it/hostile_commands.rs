@@ -1,4 +1,4 @@
-//! The hostile cases of tests/hostile.rs run by `stats` there, run through
+//! The hostile cases of tests/it/hostile.rs run by `stats` there, run through
 //! every command that reads an input: damaged real files, a trace that
 //! contradicts its segments, segments that contradict themselves, and
 //! traces built to make per-event work quadratic. Each command answers with

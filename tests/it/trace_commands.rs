@@ -5,7 +5,7 @@
 //! words; and the per-rank report, parallel equal to sequential.
 //!
 //! The figures are those of ../shared/real/README.md (max Total Allocated /
-//! Total Reserved) and of tests/profiler_real.rs, which cross-checked them.
+//! Total Reserved) and of tests/it/profiler_real.rs, which cross-checked them.
 
 use crate::golden;
 use crate::util::*;
