@@ -20,7 +20,7 @@ pub fn path(name: &str) -> PathBuf {
 /// Compares `actual` with `tests/golden/NAME` (NAME may hold folders), or
 /// writes it there under `FRAGSCOPE_BLESS=1`.
 #[track_caller]
-pub fn check(name: &str, actual: impl AsRef<[u8]>) {
+pub fn check(name: &str, actual: &(impl AsRef<[u8]> + ?Sized)) {
     check_file(&path(name), actual.as_ref());
 }
 
