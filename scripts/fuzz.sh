@@ -21,7 +21,7 @@
 # hangs (120 s) or exceeds 2 GB. Replay one with
 # `cargo +nightly fuzz run TARGET fuzz/artifacts/TARGET/crash-...`; after
 # the fix, add a reduced copy (never a real file) to fuzz/regressions/TARGET
-# so that tests/fuzz_seeds.rs keeps it fixed.
+# so that tests/it/fuzz_seeds.rs keeps it fixed.
 set -euo pipefail
 
 secs=600

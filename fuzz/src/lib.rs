@@ -1,6 +1,6 @@
 //! The invariants fragscope's decoders keep on any input, as functions that
 //! panic when one is broken. The fuzz targets (`fuzz_targets/`) are thin
-//! wrappers around them, and `tests/fuzz_seeds.rs` replays them on the seed
+//! wrappers around them, and `tests/it/fuzz_seeds.rs` replays them on the seed
 //! corpus and on every input the fuzzers ever found, so they run under
 //! `cargo test` on a stable toolchain too.
 //!

@@ -2,7 +2,7 @@
 needed): the calls it makes on the current and the 2.0 signatures, and that
 the snapshot is written and recording stopped even when the block raises.
 
-Run: python3 tests/python/test_record.py  (tests/packaging.rs does)."""
+Run: python3 tests/python/test_record.py  (tests/it/packaging.rs does)."""
 
 import os
 import sys

@@ -4,6 +4,7 @@
 //! every side list are asserted exactly; the rendered text, JSON and SVG are
 //! golden files (`FRAGSCOPE_BLESS=1` rewrites them).
 
+use crate::golden;
 use fragscope::culprits::{Analysis, GroupBy, Options, analyze, final_state};
 use fragscope::frames::SiteKind;
 use fragscope::input::{LoadOptions, load_snapshot};
@@ -245,28 +246,6 @@ fn grouping_by_stack_and_segment() {
     );
 }
 
-fn bless() -> bool {
-    std::env::var_os("FRAGSCOPE_BLESS").is_some_and(|v| v == "1")
-}
-
-fn golden(name: &str, actual: &[u8]) {
-    let p = root().join("tests/golden/culprits").join(name);
-    if bless() {
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, actual).unwrap();
-        return;
-    }
-    let want = std::fs::read(&p)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with FRAGSCOPE_BLESS=1)", p.display()));
-    if want != actual {
-        panic!(
-            "{} differs from the output (FRAGSCOPE_BLESS=1 rewrites it):\n{}",
-            p.display(),
-            String::from_utf8_lossy(actual)
-        );
-    }
-}
-
 fn fragscope(args: &[&str]) -> Vec<u8> {
     let out = Command::new(env!("CARGO_BIN_EXE_fragscope"))
         .current_dir(root())
@@ -285,12 +264,12 @@ fn fragscope(args: &[&str]) -> Vec<u8> {
 
 #[test]
 fn text_report_golden() {
-    golden(
-        "pinned-segments.txt",
+    golden::check(
+        "culprits/pinned-segments.txt",
         &fragscope(&["culprits", FIXTURE, "--stack"]),
     );
-    golden(
-        "pinned-segments.by-segment.txt",
+    golden::check(
+        "culprits/pinned-segments.by-segment.txt",
         &fragscope(&["culprits", FIXTURE, "--group-by", "segment", "--top", "2"]),
     );
 }
@@ -315,7 +294,7 @@ fn json_report_golden_and_reads_back() {
     assert_eq!(stack.len(), 6);
     assert!(stack[0].starts_with("CUDACachingAllocator.cpp:0:"));
     assert_eq!(d["without_top_group"]["largest_gap_after"], 100 * MIB);
-    golden("pinned-segments.json", &out);
+    golden::check("culprits/pinned-segments.json", &out);
 }
 
 #[test]
@@ -340,14 +319,14 @@ fn flamegraph_svg_golden_and_deterministic() {
     // The whole-graph frame carries the total: 2+2+12+4 MiB + 512 B live.
     assert!(text.contains(&format!("{} bytes", thousands(20 * MIB + 512))));
     well_formed(&live);
-    golden("pinned-segments.live.svg", &live);
+    golden::check("culprits/pinned-segments.live.svg", &live);
 
     let stranded = svg_at("s.svg", &["--weight", "stranded"]);
     let text = String::from_utf8(stranded.clone()).unwrap();
     assert!(text.contains("[pending free]"));
     assert!(text.contains(&format!("{} bytes", thousands(220 * MIB + 512 + 2_095_616))));
     well_formed(&stranded);
-    golden("pinned-segments.stranded.svg", &stranded);
+    golden::check("culprits/pinned-segments.stranded.svg", &stranded);
 }
 
 /// inferno prints counts with thousands separators.

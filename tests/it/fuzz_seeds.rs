@@ -3,7 +3,7 @@
 //! and on the real files of ../shared/real, so that `cargo test` on a stable
 //! toolchain keeps what the fuzzers established.
 
-#[path = "../fuzz/src/lib.rs"]
+#[path = "../../fuzz/src/lib.rs"]
 mod invariants;
 
 use std::path::{Path, PathBuf};

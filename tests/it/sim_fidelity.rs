@@ -12,7 +12,7 @@ use std::path::Path;
 
 const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
 const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/fidelity.md");
-const BEGIN: &str = "<!-- fidelity-table:begin -->";
+const BEGIN: &str = "<!-- fidelity-table:begin -->\n";
 const END: &str = "<!-- fidelity-table:end -->";
 
 fn pct(x: Option<f64>) -> String {
@@ -131,24 +131,7 @@ fn fidelity_table_matches_docs() {
             f.spurious_ooms
         );
     }
-    let doc = std::fs::read_to_string(DOC).unwrap_or_default();
-    let (a, b) = (doc.find(BEGIN), doc.find(END));
-    if std::env::var_os("FRAGSCOPE_BLESS").is_some() {
-        let new = match (a, b) {
-            (Some(a), Some(b)) => format!("{}{BEGIN}\n{t}{}", &doc[..a], &doc[b..]),
-            _ => format!("{doc}\n{BEGIN}\n{t}{END}\n"),
-        };
-        std::fs::write(DOC, new).unwrap();
-        return;
-    }
-    let (Some(a), Some(b)) = (a, b) else {
-        panic!("docs/fidelity.md has no table markers; run with FRAGSCOPE_BLESS=1")
-    };
-    let old = &doc[a + BEGIN.len() + 1..b];
-    assert_eq!(
-        old, t,
-        "fidelity figures changed; review and rerun with FRAGSCOPE_BLESS=1"
-    );
+    crate::golden::check_section(std::path::Path::new(DOC), BEGIN, END, &t);
 }
 
 /// The targets on every real trace the model accepts: at least 95 %

@@ -6,9 +6,8 @@
 //! events are refused in one line, and the output is written as it goes
 //! (peak memory does not grow with the listing).
 
-mod util;
+use crate::util::*;
 use std::collections::BTreeMap;
-use util::*;
 
 const OOM_FIXTURE: &str = "fixtures/expandable_oom_proto5.pickle";
 const SUN: &str = "constructor-sun_code-location_oom_expandable_3dev.pickle";
@@ -156,18 +155,7 @@ fn the_oom_line_shows_the_free_device_memory() {
 #[test]
 fn the_text_table_is_aligned_and_pinned() {
     let out = run(["events", OOM_FIXTURE]).expect_code(0).stdout();
-    let p = root().join("tests/golden/events_expandable_oom.txt");
-    if std::env::var_os("FRAGSCOPE_BLESS").is_some_and(|v| v == "1") {
-        std::fs::write(&p, &out).unwrap();
-    } else {
-        let want = std::fs::read_to_string(&p).expect("golden file (FRAGSCOPE_BLESS=1 writes it)");
-        assert_eq!(
-            out,
-            want,
-            "{} differs (FRAGSCOPE_BLESS=1 rewrites it)",
-            p.display()
-        );
-    }
+    crate::golden::check("events_expandable_oom.txt", &out);
     let Some(p) = real(SUN) else { return };
     let out = run(["events", &p]).expect_code(0).stdout();
     // Each device's table: every row's call site starts where the header's does.

@@ -211,14 +211,7 @@ fn real_oom_snapshot_golden() {
     let Some(dir) = real() else { return };
     let o = run(&dir, &["simulate", OOM_FILE]);
     assert_eq!(o.code, 0, "{o}");
-    let golden = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/simulate_oom.txt");
-    if std::env::var_os("FRAGSCOPE_BLESS").is_some() {
-        std::fs::create_dir_all(Path::new(golden).parent().unwrap()).unwrap();
-        std::fs::write(golden, &o.stdout).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(golden).expect("golden file; bless with FRAGSCOPE_BLESS=1");
-    assert_eq!(o.stdout, want, "{o}");
+    crate::golden::check("simulate_oom.txt", &o.stdout);
 }
 
 #[test]

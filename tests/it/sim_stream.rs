@@ -5,14 +5,13 @@
 //! a synthetic training run and on every real snapshot with a trace in
 //! ../shared/real.
 
-mod util;
+use crate::util::{each_real_snapshot, synthetic_pickle};
 use fragscope::cli::report::{WHAT_IF_CONFIGS, attach_what_if, build_report, build_report_what_if};
 use fragscope::input::{Content, Loaded, load_bytes};
 use fragscope::model::Snapshot;
 use fragscope::replay::{Sample, downsample::downsample};
 use fragscope::sim::{self, SimConfig, Step, run};
 use fragscope::synth::SynthOptions;
-use util::{each_real_snapshot, synthetic_pickle};
 
 /// Worst fragmentation and smallest largest gap over the moments with
 /// reserved at least half the peak, from every step.

@@ -4,6 +4,7 @@
 //!
 //! Failures print the command with its stdout and stderr.
 
+use crate::golden;
 use fragscope::check::{CheckReport, Verdict};
 use fragscope::diff::{DiffReport, Direction};
 use fragscope::metrics::{MetricId, Metrics, Quantity};
@@ -1121,26 +1122,6 @@ fn real_files_through_the_command_line() {
     fragscope(d, &["check", &s]).expect(1);
 }
 
-/// Compares with `tests/golden/NAME`; `FRAGSCOPE_BLESS=1` rewrites it.
-fn golden(name: &str, got: &str) {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("FRAGSCOPE_BLESS").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&p)
-        .unwrap_or_else(|e| panic!("{}: {e} (FRAGSCOPE_BLESS=1 writes it)", p.display()));
-    assert_eq!(
-        got,
-        want,
-        "{} differs (FRAGSCOPE_BLESS=1 rewrites it)",
-        p.display()
-    );
-}
-
 #[test]
 fn golden_outputs_of_the_hand_made_pair() {
     let f = fixture();
@@ -1165,22 +1146,22 @@ fn golden_outputs_of_the_hand_made_pair() {
         args.extend(rules);
         fragscope(d, &args).expect(1).stdout
     };
-    golden("check.txt", &check("text"));
-    golden("check.json", &check("json"));
-    golden("check.xml", &check("junit"));
+    golden::check("check.txt", &check("text"));
+    golden::check("check.json", &check("json"));
+    golden::check("check.xml", &check("junit"));
     let summary = d.join("summary.md");
     let mut args = vec!["check", "after.json", "--format", "github"];
     args.extend(rules);
     let r = fragscope_env(d, &args, &[("GITHUB_STEP_SUMMARY", &summary)]).expect(1);
-    golden("check.github.txt", &r.stdout);
-    golden(
+    golden::check("check.github.txt", &r.stdout);
+    golden::check(
         "check.summary.md",
         &std::fs::read_to_string(&summary).unwrap(),
     );
     let r = fragscope(d, &["diff", "before.json", "after.json"]).expect(0);
-    golden("diff.txt", &r.stdout);
+    golden::check("diff.txt", &r.stdout);
     let r = fragscope(d, &["diff", "--json", "before.json", "after.json"]).expect(0);
-    golden("diff.json", &r.stdout);
+    golden::check("diff.json", &r.stdout);
 }
 
 // ---- segments of one run only (`_memory_viz compare`) -------------------

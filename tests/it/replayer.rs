@@ -3,12 +3,11 @@
 //! carry anything from one forward pass to the next. Checked on a synthetic
 //! training run and on every real snapshot with a trace in ../shared/real.
 
-mod util;
+use crate::util::{each_real_snapshot, synthetic_pickle};
 use fragscope::input::load_bytes;
 use fragscope::model::Snapshot;
 use fragscope::replay::{Replayer, replay_device, state_at};
 use fragscope::synth::SynthOptions;
-use util::{each_real_snapshot, synthetic_pickle};
 
 fn check(name: &str, snap: &Snapshot) {
     for d in snap.devices() {

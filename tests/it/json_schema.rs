@@ -3,11 +3,9 @@
 //! spells out (the top level, or the children of a listed object) is listed.
 //! Keys described in a row's meaning column (deeper levels) are not checked.
 
-mod util;
-
+use crate::util::{fixture, real_dir, run as fragscope};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use util::{fixture, real_dir, run as fragscope};
 
 const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json-schema.md");
 

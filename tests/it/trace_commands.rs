@@ -5,9 +5,10 @@
 //! words; and the per-rank report, parallel equal to sequential.
 //!
 //! The figures are those of ../shared/real/README.md (max Total Allocated /
-//! Total Reserved) and of tests/profiler_real.rs, which cross-checked them.
+//! Total Reserved) and of tests/it/profiler_real.rs, which cross-checked them.
 
-mod util;
+use crate::golden;
+use crate::util::*;
 use fragscope::cli::Global;
 use fragscope::input::{Content, LoadOptions, load};
 use fragscope::profiler::{MemoryTimeline, ProfilerTrace};
@@ -15,7 +16,6 @@ use fragscope::render::svg::compose::escape;
 use fragscope::trace_report::{self, NO_LAYOUT};
 use fragscope::units::fmt_bytes;
 use std::path::Path;
-use util::*;
 
 fn path(name: &str) -> Option<String> {
     let d = real_dir()?;
@@ -28,26 +28,6 @@ fn trace(name: &str) -> Option<(ProfilerTrace, String)> {
         Content::Profiler(t) => Some((t, p)),
         _ => panic!("{name}: not read as a profiler trace"),
     }
-}
-
-fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("FRAGSCOPE_BLESS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "{} is missing; run with FRAGSCOPE_BLESS=1 to create it",
-            path.display()
-        )
-    });
-    assert!(
-        expected == actual,
-        "{name} differs from its golden file (rerun with FRAGSCOPE_BLESS=1 if intended):\n{actual}"
-    );
 }
 
 /// Parses and rasterizes an SVG; fails when it does not parse or draws
@@ -228,7 +208,7 @@ fn trace_report_markdown_matches_golden() {
     // operators live at the 96.61 MiB peak.
     assert!(md.contains("| 1 | `(allocated before the trace)` | 87.13 MiB | 90.2% |"));
     assert!(md.contains("| 2 | `aten::addmm` | 8.21 MiB | 8.5% |"));
-    golden("report_trace_bert.md", &md);
+    golden::check("report_trace_bert.md", &md);
 }
 
 #[test]

@@ -5,8 +5,7 @@
 //! fixtures/fragmented.json (always present) and the real files of
 //! ../shared/real that have no trace (skipped with a note when absent).
 
-mod util;
-use util::*;
+use crate::util::*;
 
 const REAL_WITHOUT_TRACE: [&str; 3] = [
     "kkaitlyn_cs336_1457-segments_empty-trace.pickle",

@@ -6,13 +6,11 @@
 //! itself and against a copy with its activations scaled, whose peaks the
 //! test recounts from the raw rows.
 
-mod util;
-
+use crate::util::{fixture, real_dir, run};
 use fragscope::check::{CheckReport, Value, Verdict};
 use fragscope::diff::{DiffReport, Direction};
 use fragscope::metrics::{MetricId, Quantity, Source};
 use std::collections::BTreeMap;
-use util::{fixture, real_dir, run};
 
 const MIB: u64 = 1 << 20;
 

@@ -2,6 +2,7 @@
 //! whose OOM is fragmentation (much free memory, no gap large enough), and
 //! golden outputs on the real OOM files (`FRAGSCOPE_BLESS=1` rewrites them).
 
+use crate::golden;
 use fragscope::model::*;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -9,7 +10,6 @@ use std::process::{Command, Output};
 const MIB: u64 = 1 << 20;
 const B: u64 = 0x7f00_0000_0000;
 const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden");
 
 fn fragscope(dir: &Path, args: &[&str]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_fragscope"))
@@ -184,22 +184,6 @@ fn timeline_table_series_and_moments() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-/// Compares with tests/golden/NAME, or rewrites it under FRAGSCOPE_BLESS=1.
-fn golden(name: &str, got: &str) {
-    let path = Path::new(GOLDEN).join(name);
-    if std::env::var_os("FRAGSCOPE_BLESS").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(GOLDEN).unwrap();
-        std::fs::write(&path, got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} missing; run with FRAGSCOPE_BLESS=1", path.display()));
-    assert!(
-        want == got,
-        "{name} differs from the golden file (FRAGSCOPE_BLESS=1 rewrites it)\n--- got\n{got}"
-    );
-}
-
 #[test]
 fn golden_outputs_on_the_real_oom_files() {
     let dir = Path::new(REAL);
@@ -209,15 +193,15 @@ fn golden_outputs_on_the_real_oom_files() {
     }
     let exp = "constructor-sun_code-location_oom_expandable_3dev.pickle";
     let yiyi = "yiyi_llm-inference_oom-time_noframes_2023.pickle";
-    golden(
+    golden::check(
         "oom_constructor-sun.txt",
         &stdout(&fragscope(dir, &["oom", exp])),
     );
-    golden(
+    golden::check(
         "oom_yiyi.txt",
         &stdout(&fragscope(dir, &["oom", "--bytes", yiyi])),
     );
-    golden(
+    golden::check(
         "timeline_constructor-sun_dev1.txt",
         &stdout(&fragscope(dir, &["timeline", "--device", "1", exp])),
     );

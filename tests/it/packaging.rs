@@ -11,10 +11,9 @@
 //! not depend on the profile. `FRAGSCOPE_WHEEL_PROFILE=release` builds the
 //! wheel exactly as `maturin build --release` does, into target/packaging.
 
-mod util;
+use crate::util::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use util::*;
 
 fn works(cmd: &str, arg: &str) -> bool {
     Command::new(cmd)

@@ -2,9 +2,8 @@
 //! real snapshot against golden figures from an independent Python reference
 //! (scripts/golden_stats.py).
 
-mod util;
+use crate::util::*;
 use serde_json::Value;
-use util::*;
 
 const KEYS: &[&str] = &[
     "segments",

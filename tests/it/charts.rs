@@ -6,6 +6,7 @@
 //! `FRAGSCOPE_PNG_DIR=dir` additionally writes every rasterized chart there
 //! as PNG, for looking at them.
 
+use crate::golden;
 use fragscope::cli::report::{attach_what_if, device_culprits};
 use fragscope::model::*;
 use fragscope::render::charts::{self, Kind};
@@ -21,36 +22,6 @@ use std::path::{Path, PathBuf};
 const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
 const MIB: u64 = 1 << 20;
 const T0: i64 = 1_700_000_000_000_000;
-
-fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("FRAGSCOPE_BLESS").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "{} is missing; run with FRAGSCOPE_BLESS=1 to create it",
-            path.display()
-        )
-    });
-    if expected != actual {
-        let line = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(expected.lines().count().min(actual.lines().count()));
-        panic!(
-            "{name} differs from the golden file at line {}:\n  golden: {:?}\n  actual: {:?}\n(rerun with FRAGSCOPE_BLESS=1 if the change is intended)",
-            line + 1,
-            expected.lines().nth(line),
-            actual.lines().nth(line)
-        );
-    }
-}
 
 fn fontdb_options() -> resvg::usvg::Options<'static> {
     static DB: std::sync::OnceLock<std::sync::Arc<resvg::usvg::fontdb::Database>> =
@@ -523,7 +494,7 @@ fn every_chart_matches_its_golden_file_and_renders() {
             "{name}: declared size differs from the reported one"
         );
         rasterize(name, &svg.body);
-        golden(&format!("{name}.svg"), &svg.body);
+        golden::check(&format!("{name}.svg"), &svg.body);
     }
 }
 
@@ -573,7 +544,7 @@ fn html_report_is_self_contained_and_matches_golden() {
     assert!(h.contains("max_split_size_mb:128"));
     assert!(h.contains("FreeOfUnknownAddress"));
     assert!(h.contains("Out of memory #1 at event 90, t=0.135 s"));
-    golden("report.html", &h);
+    golden::check("report.html", &h);
 }
 
 #[test]
@@ -583,7 +554,7 @@ fn markdown_report_matches_golden() {
     check_no_paths_or_network("report.md", &md);
     assert!(md.contains("![memory summary of synthetic.pickle](summary.svg)"));
     assert!(md.contains("| 0 | event 90, t=0.135 s | 96.00 MiB |"));
-    golden("report.md", &md);
+    golden::check("report.md", &md);
 }
 
 #[test]

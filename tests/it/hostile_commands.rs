@@ -1,13 +1,12 @@
-//! The hostile cases of tests/hostile.rs run by `stats` there, run through
+//! The hostile cases of tests/it/hostile.rs run by `stats` there, run through
 //! every command that reads an input: damaged real files, a trace that
 //! contradicts its segments, segments that contradict themselves, and
 //! traces built to make per-event work quadratic. Each command answers with
 //! output or one clean error line naming the file, under a watchdog and,
 //! for the large cases, an address-space limit. See docs/robustness.md.
 
-mod hostile_util;
-
-use hostile_util::*;
+use crate::util::guarded::*;
+use crate::util::{Rng, leftovers, path_str, real_inputs};
 use serde_json::json;
 use std::path::Path;
 
@@ -26,7 +25,7 @@ fn full() -> bool {
 
 fn small_real_files() -> Vec<std::path::PathBuf> {
     let all = full();
-    real_files()
+    real_inputs()
         .into_iter()
         .filter(|p| all || DEFAULT_REAL.iter().any(|n| p.ends_with(n)))
         .collect()

@@ -1,8 +1,7 @@
 //! Bad input: a one-line error naming the file and where, exit code 2, no
 //! panic. One case per kind of damage.
 
-mod util;
-use util::*;
+use crate::util::*;
 
 fn write_tmp(d: &tempfile::TempDir, name: &str, bytes: &[u8]) -> String {
     let p = d.path().join(name);

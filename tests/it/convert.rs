@@ -1,9 +1,8 @@
 //! `fragscope convert`: reading the output back yields the identical model,
 //! for every fixture and every real snapshot, through JSON and MessagePack.
 
-mod util;
+use crate::util::*;
 use fragscope::input::{LoadOptions, load_snapshot};
-use util::*;
 
 fn roundtrip(path: &str) {
     let opts = LoadOptions::default();

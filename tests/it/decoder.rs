@@ -4,14 +4,13 @@
 //! reads of any length (entries across every refill of the window) change
 //! nothing.
 
-mod util;
+use crate::util::{real_pickles, synthetic_pickle};
 use fragscope::input::pickle::{self, NoSink};
 use fragscope::input::snapshot::{TraceSink, from_arena, from_arena_with};
 use fragscope::input::value::Node;
 use fragscope::input::{self, LoadOptions};
 use fragscope::model::Snapshot;
 use fragscope::synth::SynthOptions;
-use util::{real_pickles, synthetic_pickle};
 
 fn slow(bytes: &[u8]) -> Result<Snapshot, String> {
     let d = pickle::decode_from(bytes, &mut NoSink).map_err(|e| e.to_string())?;

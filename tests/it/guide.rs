@@ -2,8 +2,7 @@
 //! figure must be in the guide and in what the command prints today, so the
 //! guide cannot drift from the tool.
 
-mod util;
-use util::*;
+use crate::util::*;
 
 /// (file, command and flags, figures the guide quotes from its output).
 const QUOTES: &[(&str, &[&str], &[&str])] = &[

@@ -7,14 +7,12 @@
 //! training runs (whose batch copies are freed with record_stream), and on
 //! every real snapshot in ../shared/real.
 
-mod util;
-
+use crate::util::{each_real_snapshot, fixture, real_dir, run, synthetic_pickle};
 use fragscope::input::{Content, load_bytes, load_snapshot};
 use fragscope::model::{Action, BlockState, Snapshot};
 use fragscope::replay::replay_device;
 use fragscope::synth::SynthOptions;
 use std::collections::HashMap;
-use util::{each_real_snapshot, fixture, real_dir, run, synthetic_pickle};
 
 const MIB: u64 = 1 << 20;
 

@@ -2,10 +2,9 @@
 //! attached to bug tickets from strangers, and opening one must be safe,
 //! bounded and answered by one clear line. See docs/robustness.md.
 
-mod hostile_util;
-
+use crate::util::guarded::*;
+use crate::util::{Pk, Rng, leftovers, path_str, real_inputs};
 use fragscope::input::{self, LoadError};
-use hostile_util::*;
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -493,7 +492,7 @@ fn shared_records_do_not_expand_without_bound() {
 #[test]
 fn real_files_truncated_at_every_tenth() {
     let d = tmp();
-    for src in real_files() {
+    for src in real_inputs() {
         let bytes = std::fs::read(&src).unwrap();
         let base = src.file_name().unwrap().to_string_lossy().into_owned();
         for tenth in 0..10 {
@@ -514,7 +513,7 @@ fn real_files_truncated_at_every_tenth() {
 fn real_files_with_random_byte_flips() {
     let d = tmp();
     let mut rng = Rng::new(9);
-    for src in real_files() {
+    for src in real_inputs() {
         let bytes = std::fs::read(&src).unwrap();
         let base = src.file_name().unwrap().to_string_lossy().into_owned();
         for flips in [1usize, 16, 256] {

@@ -6,11 +6,10 @@
 //! The walks over subcommands read the clap definition, so they cover
 //! commands added later without edits here.
 
-mod util;
+use crate::util::*;
 use clap::CommandFactory;
 use fragscope::cli::Cli;
 use std::process::Command;
-use util::*;
 
 /// Every visible subcommand name (clap's own `help` excluded).
 fn subcommands() -> Vec<String> {
