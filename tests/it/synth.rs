@@ -3,8 +3,7 @@
 //! segments, blocks and trace agree, in every shape (`--shape`), each with
 //! the properties it is named for.
 
-mod util;
-
+use crate::util;
 use fragscope::input;
 use fragscope::model::{Action, BlockState, Snapshot, StackId};
 use fragscope::synth::{Shape, SynthOptions, generate, write_pickle};
