@@ -208,6 +208,23 @@ fn text_device(
     writeln!(w, "{}", range_line(asked, (from, to, n), listed, grep))
 }
 
+/// What comes before the rows: the file and what its figures mean (text),
+/// the CSV header, or the JSON object's opening with the input's kind.
+fn head(
+    w: &mut dyn Write,
+    a: &Args,
+    fmt: &str,
+    format: Format,
+    kind: &str,
+    legend: &str,
+) -> io::Result<()> {
+    match format {
+        Format::Text => writeln!(w, "{} ({fmt})\n{legend}", a.file),
+        Format::Csv => w.write_all(re::CSV_HEADER.as_bytes()),
+        Format::Json => re::json_start(w, &json!({"file": a.file, "kind": kind, "grep": a.grep})),
+    }
+}
+
 fn write_snapshot(
     w: &mut dyn Write,
     a: &Args,
@@ -217,18 +234,14 @@ fn write_snapshot(
     devs: &[i64],
     sel: &Selection,
 ) -> io::Result<()> {
-    match format {
-        Format::Text => writeln!(
-            w,
-            "{} ({fmt})\nallocated: requested bytes of live blocks after the event; reserved: bytes of the device's segments after it (the replayed figures of `fragscope timeline`)",
-            a.file
-        )?,
-        Format::Csv => w.write_all(re::CSV_HEADER.as_bytes())?,
-        Format::Json => re::json_start(
-            w,
-            &json!({"file": a.file, "kind": "snapshot", "grep": a.grep}),
-        )?,
-    }
+    head(
+        w,
+        a,
+        fmt,
+        format,
+        "snapshot",
+        "allocated: requested bytes of live blocks after the event; reserved: bytes of the device's segments after it (the replayed figures of `fragscope timeline`)",
+    )?;
     for (k, &d) in devs.iter().enumerate() {
         // One device's replay at a time: its compact series is all that is
         // held besides the model.
@@ -298,18 +311,14 @@ fn write_trace(
     devs: &[usize],
     sel: &Selection,
 ) -> io::Result<()> {
-    match format {
-        Format::Text => writeln!(
-            w,
-            "{} ({fmt})\nallocated: Total Allocated after the event (block bytes); reserved: Total Reserved (`-` where the trace records none); a profiler trace records no stream",
-            a.file
-        )?,
-        Format::Csv => w.write_all(re::CSV_HEADER.as_bytes())?,
-        Format::Json => re::json_start(
-            w,
-            &json!({"file": a.file, "kind": "profiler_trace", "grep": a.grep}),
-        )?,
-    }
+    head(
+        w,
+        a,
+        fmt,
+        format,
+        "profiler_trace",
+        "allocated: Total Allocated after the event (block bytes); reserved: Total Reserved (`-` where the trace records none); a profiler trace records no stream",
+    )?;
     for (k, &i) in devs.iter().enumerate() {
         let d = &t.devices[i];
         let ev = TraceEvents::new(t, d, sel);
