@@ -184,6 +184,36 @@ pub struct TraceCoverage {
     pub single_entry: bool,
 }
 
+/// The actions PyTorch names, each with its own counter in `trace_coverage`.
+const KNOWN: [Action; 10] = [
+    Action::Alloc,
+    Action::FreeRequested,
+    Action::FreeCompleted,
+    Action::SegmentAlloc,
+    Action::SegmentFree,
+    Action::SegmentMap,
+    Action::SegmentUnmap,
+    Action::Snapshot,
+    Action::Oom,
+    Action::Annotate,
+];
+
+fn known_slot(a: &Action) -> Option<usize> {
+    Some(match a {
+        Action::Alloc => 0,
+        Action::FreeRequested => 1,
+        Action::FreeCompleted => 2,
+        Action::SegmentAlloc => 3,
+        Action::SegmentFree => 4,
+        Action::SegmentMap => 5,
+        Action::SegmentUnmap => 6,
+        Action::Snapshot => 7,
+        Action::Oom => 8,
+        Action::Annotate => 9,
+        Action::Other(_) => return None,
+    })
+}
+
 pub fn trace_coverage(snap: &Snapshot) -> Vec<TraceCoverage> {
     let mut out = Vec::new();
     for (d, tr) in snap.traces().iter().enumerate() {
@@ -192,26 +222,35 @@ pub fn trace_coverage(snap: &Snapshot) -> Vec<TraceCoverage> {
             events: tr.len() as u64,
             ..Default::default()
         };
-        let mut seen: std::collections::HashSet<u64, crate::input::pickle::FxBuild> =
+        // Keyed by block address: foldhash, seeded per set. The pickle
+        // decoder's Fx hash leaves the low bits of a multiple of 512 at zero,
+        // and those pick the bucket: on a trace with tens of thousands of
+        // addresses every insert probed a long run of full buckets.
+        let mut seen: std::collections::HashSet<u64, foldhash::fast::RandomState> =
             Default::default();
-        // Counted by action first: a few distinct ones over millions of events.
-        let mut counts: Vec<(&Action, u64)> = Vec::new();
+        // Counted by action first: the known ones in an array, indexed by
+        // their place in `KNOWN`; the file's own ones in a short list.
+        let mut known = [0u64; KNOWN.len()];
+        let mut others: Vec<(&Action, u64)> = Vec::new();
+        let (mut first, mut last) = (i64::MAX, i64::MIN);
         for e in tr {
-            match counts.iter_mut().find(|(a, _)| **a == e.action) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((&e.action, 1)),
+            match known_slot(&e.action) {
+                Some(i) => known[i] += 1,
+                None => match others.iter_mut().find(|(a, _)| **a == e.action) {
+                    Some((_, n)) => *n += 1,
+                    None => others.push((&e.action, 1)),
+                },
             }
             if let Some(t) = e.time_us() {
-                c.first_time_us = Some(c.first_time_us.map_or(t, |x: i64| x.min(t)));
-                c.last_time_us = Some(c.last_time_us.map_or(t, |x: i64| x.max(t)));
+                first = first.min(t);
+                last = last.max(t);
             }
             match e.action {
                 Action::Alloc => {
                     seen.insert(e.addr);
                 }
-                Action::FreeRequested if !seen.contains(&e.addr) => {
+                Action::FreeRequested if seen.insert(e.addr) => {
                     c.frees_without_alloc += 1;
-                    seen.insert(e.addr);
                 }
                 Action::FreeCompleted if !seen.remove(&e.addr) => {
                     c.frees_without_alloc += 1;
@@ -219,6 +258,15 @@ pub fn trace_coverage(snap: &Snapshot) -> Vec<TraceCoverage> {
                 _ => {}
             }
         }
+        if first <= last {
+            c.first_time_us = Some(first);
+            c.last_time_us = Some(last);
+        }
+        let counts = KNOWN
+            .iter()
+            .zip(known)
+            .filter(|&(_, n)| n > 0)
+            .chain(others);
         for (a, n) in counts {
             *c.actions.entry(a.name(snap).to_string()).or_default() += n;
         }
@@ -301,6 +349,56 @@ mod tests {
             state,
             frames: StackId::EMPTY,
         }
+    }
+
+    #[test]
+    fn coverage_counts_frees_of_blocks_the_trace_never_saw() {
+        let ev = |a, addr, t: Option<i64>| {
+            TraceEvent::new(a, addr, 512, 0, StackId::EMPTY).with_time_us(t)
+        };
+        let snap = Snapshot {
+            device_traces: Some(vec![
+                vec![
+                    // Allocated and freed inside the trace: not counted.
+                    ev(Action::Alloc, 0x1000, Some(30)),
+                    ev(Action::FreeRequested, 0x1000, Some(10)),
+                    ev(Action::FreeCompleted, 0x1000, Some(40)),
+                    // Allocated before the trace: one free, in two steps.
+                    ev(Action::FreeRequested, 0x2000, None),
+                    ev(Action::FreeCompleted, 0x2000, Some(20)),
+                    // A completed free alone; then its address reused.
+                    ev(Action::FreeCompleted, 0x3000, Some(25)),
+                    ev(Action::Alloc, 0x3000, Some(26)),
+                    ev(Action::SegmentAlloc, 0x4000, None),
+                ],
+                vec![ev(Action::Snapshot, 0, None)],
+            ]),
+            ..Default::default()
+        };
+        let c = trace_coverage(&snap);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].events, 8);
+        assert_eq!(c[0].frees_without_alloc, 2);
+        assert!(c[0].starts_mid_run);
+        assert_eq!(
+            (c[0].first_time_us, c[0].last_time_us),
+            (Some(10), Some(40))
+        );
+        let actions: Vec<(&str, u64)> =
+            c[0].actions.iter().map(|(k, &n)| (k.as_str(), n)).collect();
+        assert_eq!(
+            actions,
+            [
+                ("alloc", 2),
+                ("free_completed", 3),
+                ("free_requested", 2),
+                ("segment_alloc", 1)
+            ]
+        );
+        assert!(!c[0].single_entry);
+        assert_eq!((c[1].first_time_us, c[1].last_time_us), (None, None));
+        assert_eq!(c[1].frees_without_alloc, 0);
+        assert!(c[1].single_entry);
     }
 
     #[test]
