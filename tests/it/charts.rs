@@ -928,3 +928,49 @@ fn report_and_plot_commands_write_their_files() {
     assert_eq!(run_cli(&["plot", "gaps", &copy, "-o", &copy]), 2);
     assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&p).unwrap());
 }
+
+/// A title wider than its chart (a long file name) is drawn smaller until it
+/// fits; centred at full size it would lose both ends.
+#[test]
+fn a_long_title_is_drawn_small_enough_to_fit() {
+    let d = tempfile::tempdir().unwrap();
+    let name = format!("{}.json", "a_very_long_snapshot_name_".repeat(4));
+    let input = d.path().join(&name);
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fragmented.json"),
+        &input,
+    )
+    .unwrap();
+    let out = d.path().join("t.svg");
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_fragscope"))
+        .args(["plot", "timeline"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let svg = std::fs::read_to_string(&out).unwrap();
+    // The title's <text> element: its font size, and the chart's width.
+    let at = svg.find(&name).expect("the title names the file");
+    let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+    let size: f64 = tag
+        .split("font-size=\"")
+        .nth(1)
+        .and_then(|x| x.split('"').next())
+        .and_then(|x| x.parse().ok())
+        .expect("a font size");
+    let title = svg[at..].split('\n').next().unwrap();
+    let title = format!("{}{title}", &svg[svg[..at].rfind('\n').unwrap() + 1..at]);
+    let width: i32 = svg
+        .split("width=\"")
+        .nth(1)
+        .and_then(|x| x.split('"').next())
+        .and_then(|x| x.parse().ok())
+        .unwrap();
+    assert!(size < 24.0, "{tag}");
+    assert!(
+        fragscope::render::svg::text_width(title.trim(), size) <= width - 36,
+        "{title:?} at {size} in {width}"
+    );
+}

@@ -108,7 +108,14 @@ pub(crate) fn frame<'a, 'b, DB: DrawingBackend>(
     y_label_area: u32,
 ) -> ChartBuilder<'a, 'b, DB> {
     let mut b = ChartBuilder::on(area);
-    b.caption(title, (FONT, TITLE_SIZE))
+    // A title is centred: one wider than the chart (a long file name) would
+    // lose both ends, so it is drawn smaller until it fits (down to 12).
+    let room = area.dim_in_pixel().0 as i32 - 36;
+    let mut size = TITLE_SIZE;
+    while size > 12.0 && text_width(title, size) > room {
+        size -= 1.0;
+    }
+    b.caption(title, (FONT, size))
         .margin(12)
         .margin_right(24)
         .x_label_area_size(48)
