@@ -85,10 +85,11 @@ fn wheel_installs_the_command_into_a_fresh_venv() {
         .arg(&wheels)
         .current_dir(root())
         .env("CARGO_TERM_COLOR", "never");
-    if profile != "dev" {
-        // A target directory of its own, so the debug artifacts stay.
-        build.env("CARGO_TARGET_DIR", root().join("target").join("packaging"));
-    }
+    // A target directory of its own, whatever the profile: the other tests
+    // of this binary run the debug binary at the same time, and a build in
+    // their target directory can relink it under them (seen: "spawn
+    // fragscope: No such file or directory").
+    build.env("CARGO_TARGET_DIR", root().join("target").join("packaging"));
     ok(&mut build);
     let wheel: Vec<PathBuf> = std::fs::read_dir(&wheels)
         .unwrap()
