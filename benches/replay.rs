@@ -12,7 +12,7 @@ const MIB: u64 = 1 << 20;
 
 /// The allocator of the binary, so that the figures are the binary's.
 #[global_allocator]
-static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+static ALLOC: fragscope::core::alloc::HugePages = fragscope::core::alloc::HugePages;
 
 fn ev(action: Action, addr: u64, size: u64, t: i64) -> TraceEvent {
     TraceEvent::new(action, addr, size, 0, StackId::EMPTY).with_time_us(Some(t))
@@ -75,11 +75,11 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     let snap = synthetic(1000, 70_000);
     let n = snap.trace_of(0).len() as u64;
-    let check = fragscope::replay::replay_device(&snap, 0).report;
+    let check = fragscope::timeline::replay_device(&snap, 0).report;
     assert!(check.final_state_matches && check.clean_events == check.events);
     g.throughput(Throughput::Elements(n));
     g.bench_function("synthetic_1M_events", |b| {
-        b.iter(|| black_box(fragscope::replay::replay_device(black_box(&snap), 0)))
+        b.iter(|| black_box(fragscope::timeline::replay_device(black_box(&snap), 0)))
     });
     let real = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -91,7 +91,7 @@ fn bench(c: &mut Criterion) {
                 .unwrap();
         g.throughput(Throughput::Elements(snap.trace_of(0).len() as u64));
         g.bench_function("decomfl_23k_events", |b| {
-            b.iter(|| black_box(fragscope::replay::replay_device(black_box(&snap), 0)))
+            b.iter(|| black_box(fragscope::timeline::replay_device(black_box(&snap), 0)))
         });
     }
     g.finish();

@@ -11,11 +11,11 @@
 //! The end-to-end comparison with Python is `scripts/bench.py`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use fragscope::analysis::metrics::DeviceMetrics;
+use fragscope::analysis::report::Report;
 use fragscope::cli::report::{attach_what_if, build_report};
 use fragscope::input::{self, Content, Loaded};
-use fragscope::metrics::DeviceMetrics;
 use fragscope::model::Snapshot;
-use fragscope::report::Report;
 use fragscope::synth::{SynthOptions, generate, write_pickle};
 use std::hint::black_box;
 use std::time::Duration;
@@ -24,7 +24,7 @@ const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
 
 /// The allocator of the binary, so that the figures are the binary's.
 #[global_allocator]
-static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+static ALLOC: fragscope::core::alloc::HugePages = fragscope::core::alloc::HugePages;
 
 /// (label, pickle bytes) of every input benchmarked.
 fn inputs() -> Vec<(String, Vec<u8>)> {
@@ -87,7 +87,7 @@ fn stages(c: &mut Criterion) {
         let loaded = input::load_bytes(&bytes, &label).expect("a valid pickle");
         let snap = load(&bytes);
         let n = events(&snap);
-        let replays = fragscope::replay::replay(&snap);
+        let replays = fragscope::timeline::replay(&snap);
 
         let mut g = c.benchmark_group("decode");
         g.sample_size(10).measurement_time(Duration::from_secs(10));
@@ -101,7 +101,7 @@ fn stages(c: &mut Criterion) {
         g.sample_size(10).measurement_time(Duration::from_secs(10));
         g.throughput(Throughput::Elements(n));
         g.bench_with_input(BenchmarkId::from_parameter(&label), &snap, |b, s| {
-            b.iter(|| fragscope::replay::replay(black_box(s)))
+            b.iter(|| fragscope::timeline::replay(black_box(s)))
         });
         g.finish();
 
@@ -109,7 +109,8 @@ fn stages(c: &mut Criterion) {
         g.throughput(Throughput::Elements(n));
         g.bench_with_input(BenchmarkId::from_parameter(&label), &snap, |b, s| {
             b.iter(|| {
-                let fs = fragscope::stats::file_stats(black_box(s), "bench", String::new());
+                let fs =
+                    fragscope::analysis::stats::file_stats(black_box(s), "bench", String::new());
                 let per_device: Vec<DeviceMetrics> = replays
                     .iter()
                     .map(|r| {
@@ -132,7 +133,7 @@ fn stages(c: &mut Criterion) {
         g.finish();
         let report = report_model(&snap, &loaded);
 
-        let fs = fragscope::stats::file_stats(&snap, "bench", String::new());
+        let fs = fragscope::analysis::stats::file_stats(&snap, "bench", String::new());
         let mut g = c.benchmark_group("render");
         g.sample_size(10);
         g.throughput(Throughput::Elements(n));

@@ -18,7 +18,7 @@ use common::cpu;
 
 /// The allocator of the binary, so that the figures are the binary's.
 #[global_allocator]
-static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+static ALLOC: fragscope::core::alloc::HugePages = fragscope::core::alloc::HugePages;
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -1,4 +1,4 @@
-//! Times the replay phase alone (`replay::replay`, as `stage_times`
+//! Times the replay phase alone (`timeline::replay`, as `stage_times`
 //! measures it), a few rounds in a row on one decoded snapshot: prints each
 //! round's wall seconds and millions of events a second, then the median.
 //! For work on the replay, where decoding every round costs more than the
@@ -14,7 +14,7 @@ use common::cpu;
 
 /// The allocator of the binary, so that the figures are the binary's.
 #[global_allocator]
-static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+static ALLOC: fragscope::core::alloc::HugePages = fragscope::core::alloc::HugePages;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -30,7 +30,7 @@ fn main() {
     let mut walls = Vec::new();
     for _ in 0..rounds.max(1) {
         let (t, c) = (Instant::now(), cpu());
-        let r = fragscope::replay::replay(snap);
+        let r = fragscope::timeline::replay(snap);
         let wall = t.elapsed().as_secs_f64();
         let used = cpu() - c;
         drop(std::hint::black_box(r));

@@ -23,7 +23,7 @@ fn best<T>(mut f: impl FnMut() -> T) -> f64 {
 
 /// The allocator of the binary, so that the figures are the binary's.
 #[global_allocator]
-static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+static ALLOC: fragscope::core::alloc::HugePages = fragscope::core::alloc::HugePages;
 
 fn main() {
     let path = std::env::args().nth(1).expect("usage: series_size FILE");
@@ -31,7 +31,7 @@ fn main() {
     let Content::Snapshot(snap) = &l.content else {
         panic!("{path}: not a snapshot")
     };
-    let r = fragscope::replay::replay(snap);
+    let r = fragscope::timeline::replay(snap);
     for d in &r {
         let s = &d.samples;
         println!(
@@ -43,7 +43,7 @@ fn main() {
             s.is_compact()
         );
     }
-    let replay_s = best(|| fragscope::replay::replay(snap));
+    let replay_s = best(|| fragscope::timeline::replay(snap));
     let forward_s = best(|| {
         r.iter()
             .map(|d| {

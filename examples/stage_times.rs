@@ -32,7 +32,7 @@ fn phase<T>(name: &str, f: impl FnOnce() -> T) -> T {
 
 /// The allocator of the binary, so that the figures are the binary's.
 #[global_allocator]
-static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+static ALLOC: fragscope::core::alloc::HugePages = fragscope::core::alloc::HugePages;
 
 fn main() {
     let path = std::env::args().nth(1).expect("usage: stage_times FILE");
@@ -44,14 +44,14 @@ fn main() {
     };
     let events: usize = snap.traces().iter().map(|t| t.len()).sum();
     print!("events={events} ");
-    let r = phase("replay", || fragscope::replay::replay(snap));
+    let r = phase("replay", || fragscope::timeline::replay(snap));
     std::hint::black_box(&r);
     drop(r);
     let inputs = phase("gather", || {
-        fragscope::report::gather(snap, None, None).expect("replayable devices")
+        fragscope::analysis::report::gather(snap, None, None).expect("replayable devices")
     });
     let culprits = phase("culprits", || device_culprits(snap, &inputs));
-    let mut rep = fragscope::report::build(snap, &l.name, "pickle", inputs, culprits);
+    let mut rep = fragscope::analysis::report::build(snap, &l.name, "pickle", inputs, culprits);
     phase("what_if", || attach_what_if(&mut rep, snap));
     let html = phase("html", || {
         fragscope::render::html::html(&rep).expect("an HTML report")

@@ -1,6 +1,6 @@
-/// Large blocks on huge pages: see `fragscope::alloc`.
+/// Large blocks on huge pages: see `fragscope::core::alloc`.
 #[global_allocator]
-static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+static ALLOC: fragscope::core::alloc::HugePages = fragscope::core::alloc::HugePages;
 
 fn main() {
     std::process::exit(fragscope::cli::main_with_args(std::env::args_os()));

@@ -13,12 +13,12 @@
 //! so a non-finite float in `allocator_settings`, an annotation or an unknown
 //! key becomes `null` in the JSON form (MessagePack keeps it).
 
-use fragscope::check::{RegressionLimit, Rules};
-use fragscope::encode;
+use fragscope::analysis::check::{RegressionLimit, Rules};
+use fragscope::analysis::metrics::Quantity;
+use fragscope::input::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
 use fragscope::input::{self, Content, LoadOptions, pickle, snapshot};
-use fragscope::metrics::Quantity;
 use fragscope::model::{Action, Setting, Snapshot, StackId};
-use fragscope::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
+use fragscope::render::encode;
 
 /// The name decoders are given; every error must start with it.
 pub const NAME: &str = "fuzz-input";
@@ -151,8 +151,9 @@ pub fn check_profiler_trace(tr: &ProfilerTrace) {
 /// Memory-timeline export: the downsampled series keeps the peak total,
 /// and the reports render.
 pub fn check_memory_timeline(tl: &MemoryTimeline) {
-    let max =
-        |v: &[fragscope::profiler::memtimeline::CategorySample]| v.iter().map(|s| s.total()).max();
+    let max = |v: &[fragscope::input::profiler::memtimeline::CategorySample]| {
+        v.iter().map(|s| s.total()).max()
+    };
     let down = tl.downsampled(64);
     assert!(down.len() <= 64 + 2);
     assert_eq!(
@@ -344,11 +345,11 @@ pub fn check_model(snap: &Snapshot, input_len: usize) {
 
 /// `stats` over the model: no panic, no overflow, text and JSON render.
 pub fn check_stats(snap: &Snapshot) {
-    let fs = fragscope::stats::file_stats(snap, NAME, "fuzz".into());
+    let fs = fragscope::analysis::stats::file_stats(snap, NAME, "fuzz".into());
     let map = fragscope::render::segmap::segment_map(&snap.segments, 40);
     let text = fragscope::render::stats::render(&fs, &map);
     assert!(text.starts_with(NAME));
-    fragscope::stats::device_stats(snap);
+    fragscope::analysis::stats::device_stats(snap);
     assert_eq!(
         fs.devices.iter().map(|d| d.stats.segments).sum::<u64>(),
         fs.totals.segments,
@@ -448,7 +449,7 @@ pub fn first_difference(a: &Snapshot, b: &Snapshot) -> String {
 /// are thinned out (each `state_at` replays the whole trace again).
 const REPLAY_MOMENTS: usize = 4;
 
-/// Replay stage (`fragscope::replay`), from whatever the loader decodes: the
+/// Replay stage (`fragscope::timeline`), from whatever the loader decodes: the
 /// promises of its contract (`src/replay/mod.rs`) on any model.
 ///
 /// * One sample per event plus the start, each naming its event and time.
@@ -485,8 +486,8 @@ pub fn check_replay(data: &[u8]) {
 
 /// [`check_replay`] on a decoded model.
 pub fn check_replay_model(snap: &Snapshot) {
-    use fragscope::replay::{self, Moment};
-    let all = replay::replay(snap);
+    use fragscope::timeline::{self, Moment};
+    let all = timeline::replay(snap);
     assert_eq!(
         all.iter().map(|r| r.device).collect::<Vec<_>>(),
         snap.devices(),
@@ -533,7 +534,7 @@ pub fn check_replay_model(snap: &Snapshot) {
             assert!(a.count > 0 && a.first_event.is_none_or(|e| e < n), "{a:?}");
             assert_eq!(
                 a.first_event.is_none(),
-                a.kind == replay::AnomalyKind::InconsistentRecord,
+                a.kind == timeline::AnomalyKind::InconsistentRecord,
                 "{a:?}"
             );
             one_line("anomaly", &a.example);
@@ -549,11 +550,11 @@ pub fn check_replay_model(snap: &Snapshot) {
         moments.push(Some(n + 3));
         moments.truncate(REPLAY_MOMENTS);
         for at in moments {
-            let st = replay::state_at(snap, d, at);
+            let st = timeline::state_at(snap, d, at);
             check_moment(snap, dr, &st, at);
         }
         if r.final_state_matches {
-            let end = replay::state_at(snap, d, n.checked_sub(1));
+            let end = timeline::state_at(snap, d, n.checked_sub(1));
             let mut rec: Vec<&fragscope::model::Segment> = snap.segments_of(d).collect();
             rec.sort_by_key(|s| s.address);
             assert_eq!(
@@ -602,7 +603,7 @@ pub fn check_replay_model(snap: &Snapshot) {
     }
 }
 
-fn check_sample_conserves(d: i64, i: usize, s: &fragscope::replay::Sample) {
+fn check_sample_conserves(d: i64, i: usize, s: &fragscope::timeline::Sample) {
     let ctx = || format!("device {d}, sample {i}: {s:?}");
     assert!(s.allocated <= s.active, "allocated above active: {}", ctx());
     assert_eq!(s.internal_free, s.active - s.allocated, "{}", ctx());
@@ -647,7 +648,7 @@ fn figures<'a>(segs: impl IntoIterator<Item = &'a fragscope::model::Segment>) ->
     f
 }
 
-fn figures_of_sample(s: &fragscope::replay::Sample) -> Figures {
+fn figures_of_sample(s: &fragscope::timeline::Sample) -> Figures {
     (
         s.reserved,
         s.allocated,
@@ -661,8 +662,8 @@ fn figures_of_sample(s: &fragscope::replay::Sample) -> Figures {
 
 fn check_moment(
     snap: &Snapshot,
-    dr: &fragscope::replay::DeviceReplay,
-    st: &fragscope::replay::MomentState,
+    dr: &fragscope::timeline::DeviceReplay,
+    st: &fragscope::timeline::MomentState,
     at: Option<usize>,
 ) {
     use fragscope::model::BlockState;

@@ -2,12 +2,12 @@
 //! rule holds, 1 when one fails, 2 when an input or the config is unusable.
 
 use super::common::{Exit, Global, print};
-use crate::check::{
+use crate::analysis::check::{
     CONFIG_FILE, RegressionLimit, RuleKind, Rules, evaluate, parse_category_limit_flag,
     parse_limit, parse_regression_flag,
 };
+use crate::analysis::metrics::{MetricId, Metrics, Quantity};
 use crate::input::{self, Content};
-use crate::metrics::{MetricId, Metrics, Quantity};
 use crate::render::check as render;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -78,7 +78,7 @@ pub struct Args {
     /// (parameter, optimizer_state, input, temporary, activation, gradient,
     /// autograd_detail, unknown), e.g. activation=2GiB. Repeatable.
     #[arg(long, value_name = "CATEGORY=SIZE", value_parser = parse_category_limit_flag)]
-    pub max_peak_category: Vec<(crate::profiler::memtimeline::Category, Quantity)>,
+    pub max_peak_category: Vec<(crate::input::profiler::memtimeline::Category, Quantity)>,
     /// How much worse than the baseline a metric may get: METRIC=5% or an
     /// amount in its unit (peak_reserved=512MiB, fragmentation=0.05).
     /// Repeatable.
@@ -139,7 +139,7 @@ pub fn load_measured(
 /// exports: the category peaks of one have no counterpart in the
 /// allocator figures of the other.
 pub fn same_kind(a: (&str, &Metrics), b: (&str, &Metrics), what: &str) -> anyhow::Result<()> {
-    use crate::metrics::Source::MemoryTimeline;
+    use crate::analysis::metrics::Source::MemoryTimeline;
     let kind = |m: &Metrics| {
         if m.source == MemoryTimeline {
             "a memory-timeline export"
@@ -201,7 +201,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let (current, _) = load_metrics(&a.file, g, a.device)?;
     // A memory-timeline export records no OOM: the default rule would only
     // ever be skipped. One the user asks for stays, and says why it skips.
-    if current.source == crate::metrics::Source::MemoryTimeline && !oom_rule_given {
+    if current.source == crate::analysis::metrics::Source::MemoryTimeline && !oom_rule_given {
         rules.limits.remove(&RuleKind::MaxOomEvents);
     }
     let baseline_name = rules
@@ -243,7 +243,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         Some(o) => {
             let mut inputs = vec![a.file.clone()];
             inputs.extend(baseline_name.clone());
-            crate::output::write_atomic(o, body.as_bytes(), &inputs)?;
+            crate::cli::output::write_atomic(o, body.as_bytes(), &inputs)?;
         }
     }
     Ok(if report.ok() {

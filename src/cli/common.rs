@@ -17,7 +17,7 @@ pub struct Global {
 
 impl Global {
     pub fn from_args(a: &GlobalArgs) -> Global {
-        crate::units::set_exact_bytes(a.bytes);
+        crate::core::units::set_exact_bytes(a.bytes);
         let color = use_color(
             a.color,
             std::io::stdout().is_terminal(),
@@ -77,7 +77,7 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// and file contents reach messages, so control characters are escaped: no
 /// input can split or forge a line.
 pub fn print_error(e: &anyhow::Error, verbose: bool) {
-    use crate::input::one_line;
+    use crate::core::text::one_line;
     let mut err = std::io::stderr().lock();
     if verbose {
         let _ = writeln!(err, "fragscope: error: {}", one_line(&e.to_string()));
@@ -93,7 +93,7 @@ pub fn warn(msg: &str) {
     let _ = writeln!(
         std::io::stderr().lock(),
         "fragscope: warning: {}",
-        crate::input::one_line(msg)
+        crate::core::text::one_line(msg)
     );
 }
 

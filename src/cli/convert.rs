@@ -42,9 +42,13 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     };
     let (snap, _) = input::load_snapshot(&a.input, &g.load)?;
     // Written as it is encoded: the output is never held whole.
-    crate::output::write_atomic_with(&a.output, std::slice::from_ref(&a.input), |w| match to {
-        To::Json => crate::encode::write_json(&snap, w),
-        To::Msgpack => crate::encode::write_msgpack(&snap, w),
-    })?;
+    crate::cli::output::write_atomic_with(
+        &a.output,
+        std::slice::from_ref(&a.input),
+        |w| match to {
+            To::Json => crate::render::encode::write_json(&snap, w),
+            To::Msgpack => crate::render::encode::write_msgpack(&snap, w),
+        },
+    )?;
     Ok(Exit::Ok)
 }

@@ -1,11 +1,11 @@
 //! `fragscope culprits FILE`: which live blocks pin fragmented memory.
 
 use super::common::{Exit, Global, print};
-use crate::culprits::{self, Analysis, GroupBy, Options};
+use crate::analysis::culprits::{self, Analysis, GroupBy, Options};
 use crate::input;
 use crate::model::Snapshot;
 use crate::render::culprits::{View, render_json, render_text};
-use crate::replay::{self, Moment, MomentState};
+use crate::timeline::{self, Moment, MomentState};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -96,9 +96,9 @@ pub fn states(
     let mut out = Vec::new();
     let mut first_err = None;
     for d in devices {
-        let r = replay::replay_device(snap, d);
+        let r = timeline::replay_device(snap, d);
         match r.resolve(snap, moment) {
-            Ok(at) => out.push(replay::state_at(snap, d, at)),
+            Ok(at) => out.push(timeline::state_at(snap, d, at)),
             Err(e) => {
                 first_err.get_or_insert(format!("device {d}: {e}"));
             }
@@ -119,7 +119,7 @@ pub fn analyses(snap: &Snapshot, states: &[MomentState], opts: &Options) -> Vec<
 
 /// A profiler trace: live bytes by operator at the moment (default: the
 /// peak of allocated bytes). Stranded bytes need a segment layout.
-fn run_trace(a: &Args, tr: &crate::profiler::ProfilerTrace) -> anyhow::Result<Exit> {
+fn run_trace(a: &Args, tr: &crate::input::profiler::ProfilerTrace) -> anyhow::Result<Exit> {
     use crate::render::profiler as rp;
     let name =
         a.at.as_deref()
@@ -135,7 +135,7 @@ fn run_trace(a: &Args, tr: &crate::profiler::ProfilerTrace) -> anyhow::Result<Ex
             a.file
         );
     }
-    let devs = crate::trace_report::select(tr, a.device)
+    let devs = crate::analysis::trace_report::select(tr, a.device)
         .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
     let mut found = Vec::new();
     let mut first_err = None;

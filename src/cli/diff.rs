@@ -2,7 +2,7 @@
 
 use super::check::{load_measured, same_kind};
 use super::common::{Exit, Global, print, warn};
-use crate::diff::{DiffInput, call_sites, diff, segment_diff, trace_sites};
+use crate::analysis::diff::{DiffInput, call_sites, diff, segment_diff, trace_sites};
 use crate::input::Content;
 
 #[derive(clap::Args, Debug)]

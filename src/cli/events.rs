@@ -2,10 +2,10 @@
 //! figures after it, written as it goes.
 
 use super::common::{Exit, Global, load_input};
-use crate::events::{Row, Selection, SnapshotEvents, TraceEvents};
+use crate::analysis::events::{Row, Selection, SnapshotEvents, TraceEvents};
 use crate::input::Content;
+use crate::input::profiler::ProfilerTrace;
 use crate::model::Snapshot;
-use crate::profiler::ProfilerTrace;
 use crate::render::events as re;
 use serde_json::json;
 use std::io::{self, Write};
@@ -78,12 +78,12 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     match &loaded.content {
         Content::Snapshot(s) => {
             let devs = snapshot_devices(&a, s)?;
-            crate::output::write_atomic_with(&a.output, inputs, |w| {
+            crate::cli::output::write_atomic_with(&a.output, inputs, |w| {
                 write_snapshot(w, &a, &fmt, format, s, &devs, &sel)
             })?;
         }
         Content::Profiler(t) => {
-            let devs: Vec<usize> = crate::trace_report::select(t, a.device)
+            let devs: Vec<usize> = crate::analysis::trace_report::select(t, a.device)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?
                 .into_iter()
                 .map(|d| {
@@ -98,7 +98,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
                 devs.iter()
                     .map(|&i| (t.devices[i].label.clone(), t.devices[i].events.len())),
             )?;
-            crate::output::write_atomic_with(&a.output, inputs, |w| {
+            crate::cli::output::write_atomic_with(&a.output, inputs, |w| {
                 write_trace(w, &a, &fmt, format, t, &devs, &sel)
             })?;
         }
@@ -245,7 +245,7 @@ fn write_snapshot(
     for (k, &d) in devs.iter().enumerate() {
         // One device's replay at a time: its compact series is all that is
         // held besides the model.
-        let r = crate::replay::replay_device(s, d);
+        let r = crate::timeline::replay_device(s, d);
         let ev = SnapshotEvents::new(s, &r, sel);
         let (from, to, n) = ev.range();
         match format {

@@ -29,7 +29,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         }
         Some(t) => ("the text given".to_string(), t.to_string()),
     };
-    let e = crate::explain::explain(&text).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    let e = crate::analysis::explain::explain(&text).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     if a.json {
         print(&crate::render::explain::json(&e))?;
     } else {

@@ -2,10 +2,10 @@
 //! allocation stack, drawn with inferno.
 
 use super::common::{Exit, Global};
-use crate::culprits::Options;
+use crate::analysis::culprits::Options;
 use crate::input;
 use crate::render::flamegraph::{Weight, collapsed, svg};
-use crate::replay::Moment;
+use crate::timeline::Moment;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -65,6 +65,6 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         devices.join(", ")
     );
     let bytes = svg(&lines, title, &subtitle).map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
-    crate::output::write_atomic(&a.output, &bytes, std::slice::from_ref(&a.file))?;
+    crate::cli::output::write_atomic(&a.output, &bytes, std::slice::from_ref(&a.file))?;
     Ok(Exit::Ok)
 }

@@ -160,7 +160,7 @@ fn finish(page: &str) -> String {
 pub fn run(a: Args, _g: &Global) -> anyhow::Result<Exit> {
     let page = page()?;
     match a.output {
-        Some(path) => crate::output::write_atomic(&path, page.as_bytes(), &[])?,
+        Some(path) => crate::cli::output::write_atomic(&path, page.as_bytes(), &[])?,
         None => print(&page)?,
     }
     Ok(Exit::Ok)

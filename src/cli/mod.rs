@@ -17,6 +17,7 @@ pub mod explain;
 pub mod flamegraph;
 pub mod man;
 pub mod oom;
+pub mod output;
 pub mod plot;
 pub mod report;
 pub mod simulate;
@@ -71,7 +72,7 @@ pub enum ColorChoice {
 }
 
 pub fn parse_size_arg(s: &str) -> Result<u64, String> {
-    crate::units::parse_size(s)
+    crate::core::units::parse_size(s)
 }
 
 #[derive(Subcommand, Debug)]

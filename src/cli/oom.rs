@@ -22,7 +22,7 @@ pub const OOM_SCHEMA: &str = "fragscope.oom/1";
 
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let (snap, _) = input::load_snapshot(&a.file, &g.load)?;
-    let r = crate::oom::analyse(&snap, a.capacity);
+    let r = crate::analysis::oom::analyse(&snap, a.capacity);
     if a.json {
         let v = serde_json::json!({
             "schema": OOM_SCHEMA,

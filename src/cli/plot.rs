@@ -3,7 +3,7 @@
 use super::common::{Exit, Global};
 use crate::input;
 use crate::render::charts::{self, Kind};
-use crate::replay::Moment;
+use crate::timeline::Moment;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -77,7 +77,7 @@ fn plot_other(a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<S
                     a.file
                 );
             }
-            let r = crate::trace_report::build(t, &a.file, fmt, a.device, a.at)
+            let r = crate::analysis::trace_report::build(t, &a.file, fmt, a.device, a.at)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
             let panels = r
                 .devices
@@ -96,7 +96,7 @@ fn plot_other(a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<S
                     a.file
                 );
             }
-            let r = crate::trace_report::build_categories(t, &a.file, fmt);
+            let r = crate::analysis::trace_report::build_categories(t, &a.file, fmt);
             Ok(rt::categories(&r)?.body)
         }
     }
@@ -111,6 +111,6 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         }
         other => plot_other(&a, &super::stats::describe_format(&loaded), other)?,
     };
-    crate::output::write_atomic(&a.output, svg.as_bytes(), std::slice::from_ref(&a.file))?;
+    crate::cli::output::write_atomic(&a.output, svg.as_bytes(), std::slice::from_ref(&a.file))?;
     Ok(Exit::Ok)
 }

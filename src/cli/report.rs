@@ -4,16 +4,16 @@
 //! report (one snapshot per rank).
 
 use super::common::{Exit, Global, expand_inputs, print, print_error};
-use crate::culprits::{self, GroupBy};
+use crate::analysis::culprits::{self, GroupBy};
+use crate::analysis::metrics::Metrics;
+use crate::analysis::ranks::{self, RankRow, RanksReport};
+use crate::analysis::report::{self, DeviceCulprits, DeviceInput, Report};
+use crate::analysis::stats::FileStats;
 use crate::input::{self, Content, Loaded};
-use crate::metrics::Metrics;
 use crate::model::Snapshot;
-use crate::ranks::{self, RankRow, RanksReport};
 use crate::render::{charts, html, markdown, trace_report as rt};
-use crate::replay::Moment;
-use crate::report::{self, DeviceCulprits, DeviceInput, Report};
 use crate::sim::{self, SimConfig, SimReport};
-use crate::stats::FileStats;
+use crate::timeline::Moment;
 use rayon::prelude::*;
 
 #[derive(clap::Args, Debug)]
@@ -117,8 +117,8 @@ pub fn build_report_with(
     loaded: &Loaded,
     device: Option<i64>,
     at: Option<Moment>,
-    on_start: impl FnMut(i64, &crate::replay::Replayer),
-    on_replay: impl FnMut(&crate::replay::DeviceReplay),
+    on_start: impl FnMut(i64, &crate::timeline::Replayer),
+    on_replay: impl FnMut(&crate::timeline::DeviceReplay),
 ) -> anyhow::Result<Report> {
     let inputs = report::gather_with(snap, device, at, on_start, on_replay)
         .map_err(|e| anyhow::anyhow!("{}: {e}", loaded.name))?;
@@ -196,7 +196,7 @@ pub fn build_report_what_if(
     }
     enum Handoff {
         Start(i64, Vec<crate::model::Segment>),
-        Replay(i64, Box<crate::replay::ReplayReport>),
+        Replay(i64, Box<crate::timeline::ReplayReport>),
     }
     let simulable = sim::trace::simulable_devices(snap);
     let configs = what_if_configs(snap);
@@ -302,7 +302,7 @@ pub fn rank_input(path: &str, g: &Global) -> anyhow::Result<RankInput> {
     let fmt = super::stats::describe_format(&l);
     Ok(match &l.content {
         Content::Snapshot(s) => RankInput::Snapshot(
-            Box::new(crate::stats::file_stats(s, path, fmt)),
+            Box::new(crate::analysis::stats::file_stats(s, path, fmt)),
             Box::new(Metrics::of_snapshot(s, None).map_err(|e| anyhow::anyhow!("{path}: {e}"))?),
         ),
         Content::Profiler(_) => RankInput::LeftOut(
@@ -385,7 +385,7 @@ fn write_forms(a: &Args, kinds: &[Out], inputs: &[String], f: &Forms) -> anyhow:
             Out::Svg => (f.svg)()?.into_bytes(),
             Out::Markdown => (f.md)(svg_link.as_deref()).into_bytes(),
         };
-        crate::output::write_atomic(path, &bytes, inputs)?;
+        crate::cli::output::write_atomic(path, &bytes, inputs)?;
     }
     if a.markdown {
         print(&(f.md)(svg_link.as_deref()))?;
@@ -448,7 +448,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             )?;
         }
         Content::Profiler(t) => {
-            let r = crate::trace_report::build(t, file, &fmt, a.device, a.at)
+            let r = crate::analysis::trace_report::build(t, file, &fmt, a.device, a.at)
                 .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
             write_forms(
                 &a,
@@ -467,7 +467,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
                     "{file}: --device and --at: a memory-timeline export holds one device's tensor bytes by category and no allocator state to show at a moment"
                 );
             }
-            let r = crate::trace_report::build_categories(t, file, &fmt);
+            let r = crate::analysis::trace_report::build_categories(t, file, &fmt);
             write_forms(
                 &a,
                 &kinds,

@@ -90,7 +90,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     }
     if let Some(path) = &a.svg {
         let title = format!("reserved over the trace, device {device} (model)");
-        crate::output::write_atomic(
+        crate::cli::output::write_atomic(
             path,
             crate::render::simulate::chart_svg(&title, &report).as_bytes(),
             std::slice::from_ref(&a.file),

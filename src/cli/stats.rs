@@ -1,10 +1,10 @@
 //! `fragscope stats FILE...`
 
 use super::common::{Exit, Global, expand_inputs, print, warn};
+use crate::analysis::stats::{FileStats, file_stats};
+use crate::core::units::{fmt_bytes, fmt_pct};
 use crate::input::{self, Content};
 use crate::render::table::{Tone, align_numbers, fragmentation_tone, new_table, toned};
-use crate::stats::{FileStats, file_stats};
-use crate::units::{fmt_bytes, fmt_pct};
 use comfy_table::Cell;
 use rayon::prelude::*;
 

@@ -3,8 +3,8 @@
 //! `_dump_snapshot` writes one.
 
 use super::common::{Exit, Global, print};
+use crate::core::units::fmt_bytes;
 use crate::synth::{Shape, SynthOptions, generate_with_progress, write_pickle};
-use crate::units::fmt_bytes;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -81,7 +81,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         b.tick();
     }
     let mut written = 0;
-    crate::output::write_atomic_with(&a.output, &[], |w| {
+    crate::cli::output::write_atomic_with(&a.output, &[], |w| {
         written = write_pickle(&s, w)?;
         Ok(())
     })?;

@@ -4,7 +4,7 @@ use super::common::{Exit, Global, print};
 use crate::input;
 use crate::model::Snapshot;
 use crate::render::timeline as rt;
-use crate::replay::{self, DeviceReplay, Moment, downsample::downsample_series};
+use crate::timeline::{self, DeviceReplay, Moment, downsample::downsample_series};
 use serde::Serialize;
 
 #[derive(clap::Args, Debug)]
@@ -43,8 +43,8 @@ pub const TIMELINE_SCHEMA: &str = "fragscope.timeline/1";
 #[derive(Serialize)]
 struct JsonDevice<'a> {
     device: i64,
-    report: &'a replay::ReplayReport,
-    key_moments: Vec<replay::KeyMoment>,
+    report: &'a timeline::ReplayReport,
+    key_moments: Vec<timeline::KeyMoment>,
     /// True when `samples` was reduced with --max-points.
     downsampled: bool,
     samples: Samples<'a>,
@@ -53,15 +53,15 @@ struct JsonDevice<'a> {
 /// A device's samples in the JSON: the downsampled points, or every sample
 /// read from the compact series as it is written (never expanded whole).
 enum Samples<'a> {
-    Points(Vec<replay::Sample>),
-    Series(&'a replay::Series),
+    Points(Vec<timeline::Sample>),
+    Series(&'a timeline::Series),
 }
 
 impl Serialize for Samples<'_> {
     fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         match self {
             Samples::Points(v) => v.serialize(ser),
-            Samples::Series(s) => crate::serial::Seq::new(s.iter()).serialize(ser),
+            Samples::Series(s) => crate::core::serial::Seq::new(s.iter()).serialize(ser),
         }
     }
 }
@@ -130,7 +130,11 @@ fn moment_label(m: Moment) -> String {
 
 /// A profiler trace: its key moments and series, the snapshot columns it
 /// has; `--at` has no segment layout to show.
-fn run_trace(a: &Args, fmt: &str, tr: &crate::profiler::ProfilerTrace) -> anyhow::Result<Exit> {
+fn run_trace(
+    a: &Args,
+    fmt: &str,
+    tr: &crate::input::profiler::ProfilerTrace,
+) -> anyhow::Result<Exit> {
     if a.at.is_some() {
         anyhow::bail!(
             "{}: --at: not measurable for a profiler trace: the state at a moment is a segment layout, which a trace does not record; `fragscope culprits --at MOMENT {}` shows the live bytes by operator there",
@@ -138,9 +142,9 @@ fn run_trace(a: &Args, fmt: &str, tr: &crate::profiler::ProfilerTrace) -> anyhow
             a.file
         );
     }
-    let devs = crate::trace_report::select(tr, a.device)
+    let devs = crate::analysis::trace_report::select(tr, a.device)
         .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
-    let series = |d: &crate::profiler::TraceDevice| match a.max_points {
+    let series = |d: &crate::input::profiler::TraceDevice| match a.max_points {
         Some(n) => d.downsampled(n),
         None => d.samples.clone(),
     };
@@ -173,7 +177,7 @@ fn run_trace(a: &Args, fmt: &str, tr: &crate::profiler::ProfilerTrace) -> anyhow
 fn run_categories(
     a: &Args,
     fmt: &str,
-    tl: &crate::profiler::MemoryTimeline,
+    tl: &crate::input::profiler::MemoryTimeline,
 ) -> anyhow::Result<Exit> {
     if a.at.is_some() || a.device.is_some() {
         anyhow::bail!(
@@ -216,11 +220,11 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             anyhow::bail!("{}: no segments and no trace events", a.file);
         };
         devices(&snap, Some(d)).map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
-        let r = replay::replay_device(&snap, d);
+        let r = timeline::replay_device(&snap, d);
         let at = r
             .resolve(&snap, m)
             .map_err(|e| anyhow::anyhow!("{}: --at: {e}", a.file))?;
-        let st = replay::state_at(&snap, d, at);
+        let st = timeline::state_at(&snap, d, at);
         let map = crate::render::segmap::segment_map(&st.segments, a.map_rows);
         print(&rt::moment_text(
             &a.file,
@@ -235,12 +239,12 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let devs = devices(&snap, a.device).map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
     let replays: Vec<DeviceReplay> = devs
         .iter()
-        .map(|d| replay::replay_device(&snap, *d))
+        .map(|d| timeline::replay_device(&snap, *d))
         .collect();
     if a.csv {
         // Written row by row: the full series of a long trace is never
         // held as text, nor expanded into samples.
-        crate::output::write_atomic_with("-", &[], |w| match a.max_points {
+        crate::cli::output::write_atomic_with("-", &[], |w| match a.max_points {
             Some(n) => rt::write_csv(
                 w,
                 replays
@@ -263,9 +267,9 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         let doc = JsonTimeline {
             schema: TIMELINE_SCHEMA,
             file: &a.file,
-            devices: crate::serial::Seq::new(devices),
+            devices: crate::core::serial::Seq::new(devices),
         };
-        crate::output::write_atomic_with("-", &[], |w| {
+        crate::cli::output::write_atomic_with("-", &[], |w| {
             serde_json::to_writer_pretty(&mut *w, &doc).map_err(std::io::Error::from)?;
             w.write_all(b"\n")
         })?;

@@ -15,11 +15,11 @@ pub fn load_json(bytes: &[u8], name: &str) -> Result<Content, LoadError> {
             e.column()
         ),
     })?;
-    if crate::profiler::is_chrome_trace(&v) {
-        return crate::profiler::trace_from_json(&v, name).map(Content::Profiler);
+    if crate::input::profiler::is_chrome_trace(&v) {
+        return crate::input::profiler::trace_from_json(&v, name).map(Content::Profiler);
     }
-    if crate::profiler::is_memory_timeline(&v) {
-        return crate::profiler::timeline_from_json(&v, name).map(Content::MemoryTimeline);
+    if crate::input::profiler::is_memory_timeline(&v) {
+        return crate::input::profiler::timeline_from_json(&v, name).map(Content::MemoryTimeline);
     }
     let mut arena = Arena::default();
     let root = to_arena(&v, &mut arena);

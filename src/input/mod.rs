@@ -9,11 +9,13 @@
 
 pub mod json;
 pub mod pickle;
+pub mod profiler;
 pub mod snapshot;
 pub mod value;
 
+use crate::core::text::one_line;
+use crate::input::profiler::{MemoryTimeline, ProfilerTrace};
 use crate::model::Snapshot;
-use crate::profiler::{MemoryTimeline, ProfilerTrace};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -607,24 +609,6 @@ fn check_ids(snap: &Snapshot) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Text from a file or a third-party library may hold newlines; an error is
-/// one line.
-pub fn one_line(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
-        return s.to_string();
-    }
-    s.chars()
-        .flat_map(|c| {
-            let esc: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            esc
-        })
-        .collect()
 }
 
 fn decode_pickle_snapshot(bytes: &[u8], name: &str, context: &str) -> Result<Snapshot, LoadError> {

@@ -18,8 +18,9 @@
 //! the one the arena alone would give, error paths too (a test holds both
 //! paths equal on every real file).
 
-use super::pickle::{FxBuild, Sink, Val};
+use super::pickle::{Sink, Val};
 use super::value::{Arena, Node, Vid};
+use crate::core::hash::FxBuild;
 use crate::model::*;
 use std::collections::HashMap;
 

@@ -9,8 +9,8 @@ use super::svg::segmap::{Highlight, SegmentMapChart, segmap_svg};
 use super::svg::sites::{SiteBar, SitesChart, sites_svg};
 use super::svg::timeline::{OomMark, TimelineChart, timeline_svg};
 use super::svg::{ChartError, Svg, WIDTH};
-use crate::report::{DeviceReport, Report};
-use crate::units::fmt_binary;
+use crate::analysis::report::{DeviceReport, Report};
+use crate::core::units::fmt_binary;
 
 /// Culprits outlined on the segment map.
 pub const HIGHLIGHT_SITES: usize = 5;

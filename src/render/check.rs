@@ -4,7 +4,7 @@
 //! command decides where it goes.
 
 use super::table::{Tone, new_table, paint, toned};
-use crate::check::{CheckReport, Finding, RuleKind, Verdict};
+use crate::analysis::check::{CheckReport, Finding, RuleKind, Verdict};
 use comfy_table::Cell;
 
 fn measured(f: &Finding) -> String {

@@ -3,11 +3,11 @@
 //! shares and labels, and returns strings.
 
 use super::table::{align_numbers, new_table};
-use crate::culprits::{Analysis, BlockFinding, Counterfactual, GroupBy};
-use crate::frames::{CallSite, SiteKind, filtered, frame_label};
+use crate::analysis::culprits::{Analysis, BlockFinding, Counterfactual, GroupBy};
+use crate::analysis::frames::{CallSite, SiteKind, filtered, frame_label};
+use crate::core::units::{below_display_precision, fmt_bytes, fmt_bytes_pair, fmt_delta, fmt_pct};
 use crate::model::{BlockState, Snapshot, StackId};
-use crate::replay::Origin;
-use crate::units::{below_display_precision, fmt_bytes, fmt_bytes_pair, fmt_delta, fmt_pct};
+use crate::timeline::Origin;
 use serde::Serialize;
 
 pub const JSON_SCHEMA: &str = "fragscope.culprits/1";
@@ -319,7 +319,7 @@ pub fn render_text(a: &Analysis, snap: &Snapshot, v: &View) -> String {
     if !a.long_lived_small.is_empty() {
         out.push_str(&format!(
             "\nLong-lived small blocks in large segments (at most 1/{} of the segment; older than the trace or alive for at least half of it):\n",
-            crate::culprits::SMALL_BLOCK_FACTOR
+            crate::analysis::culprits::SMALL_BLOCK_FACTOR
         ));
         let idx: Vec<usize> = a.long_lived_small.iter().take(v.top).copied().collect();
         out.push_str(&block_table(a, &idx));
@@ -330,7 +330,7 @@ pub fn render_text(a: &Analysis, snap: &Snapshot, v: &View) -> String {
     if !a.almost_empty.is_empty() {
         out.push_str(&format!(
             "\nAlmost-empty segments (live blocks fill less than 1/{}), and what keeps them:\n",
-            crate::culprits::ALMOST_EMPTY_DIVISOR
+            crate::analysis::culprits::ALMOST_EMPTY_DIVISOR
         ));
         let mut t = new_table(&["segment", "type", "live", "free", "kept by"]);
         for s in a.almost_empty.iter().take(v.top) {
@@ -465,7 +465,7 @@ struct JsonGroup<'a> {
 #[derive(Serialize)]
 struct JsonAlmostEmpty<'a> {
     #[serde(flatten)]
-    segment: &'a crate::culprits::AlmostEmptySegment,
+    segment: &'a crate::analysis::culprits::AlmostEmptySegment,
     kept_by_addresses: Vec<u64>,
     kept_by_sites: Vec<String>,
 }
@@ -495,7 +495,7 @@ struct JsonDevice<'a> {
     almost_empty_count: usize,
     almost_empty: Vec<JsonAlmostEmpty<'a>>,
     rounding_waste_count: usize,
-    rounding_waste: &'a [crate::culprits::RoundingWaste],
+    rounding_waste: &'a [crate::analysis::culprits::RoundingWaste],
     pending_free_count: usize,
     pending_free: Vec<JsonBlock<'a>>,
     notes: &'a [String],

@@ -2,9 +2,11 @@
 //! (schema `fragscope.diff/1`), both from one [`DiffReport`].
 
 use super::table::{Tone, align_numbers, new_table, toned};
-use crate::diff::{Culprit, DiffReport, Direction, MetricDelta, SegmentDiff, SegmentFigures, Side};
-use crate::metrics::Unit;
-use crate::units::{fmt_bytes, fmt_bytes_pair, fmt_delta, fmt_pct, pct_rounds_to_zero};
+use crate::analysis::diff::{
+    Culprit, DiffReport, Direction, MetricDelta, SegmentDiff, SegmentFigures, Side,
+};
+use crate::analysis::metrics::Unit;
+use crate::core::units::{fmt_bytes, fmt_bytes_pair, fmt_delta, fmt_pct, pct_rounds_to_zero};
 use comfy_table::{Cell, CellAlignment};
 
 fn side(s: &Side) -> String {
@@ -33,7 +35,7 @@ fn change(d: &MetricDelta) -> String {
     }
 }
 
-fn cell(q: Option<crate::metrics::Quantity>, dev: Option<i64>, show_dev: bool) -> String {
+fn cell(q: Option<crate::analysis::metrics::Quantity>, dev: Option<i64>, show_dev: bool) -> String {
     match (q, dev) {
         (None, _) => "n/a".into(),
         (Some(q), Some(d)) if show_dev => format!("{} (dev {d})", q.fmt()),
@@ -44,7 +46,7 @@ fn cell(q: Option<crate::metrics::Quantity>, dev: Option<i64>, show_dev: bool) -
 /// The before and after cells of a metric; two sizes that would print the
 /// same although they differ get the decimals that tell them apart.
 fn cells(m: &MetricDelta, show_dev: bool) -> (String, String) {
-    use crate::metrics::Quantity;
+    use crate::analysis::metrics::Quantity;
     if let (Some(Quantity::Bytes(b)), Some(Quantity::Bytes(a))) = (m.before, m.after) {
         let (fb, fa) = fmt_bytes_pair(b, a);
         let dev = |s: String, d: Option<i64>| match d {

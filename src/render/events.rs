@@ -9,8 +9,8 @@
 
 use super::table::{Tone, paint};
 use super::timeline::fmt_time;
-use crate::events::Row;
-use crate::units::fmt_bytes;
+use crate::analysis::events::Row;
+use crate::core::units::fmt_bytes;
 use std::io::{self, Write};
 
 pub const EVENTS_SCHEMA: &str = "fragscope.events/1";

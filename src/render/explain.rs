@@ -1,7 +1,7 @@
 //! Text and JSON of `fragscope explain`.
 
-use crate::explain::{Explained, Explanation};
-use crate::units::fmt_bytes;
+use crate::analysis::explain::{Explained, Explanation};
+use crate::core::units::fmt_bytes;
 
 /// Schema of `fragscope explain --json`.
 pub const EXPLAIN_SCHEMA: &str = "fragscope.explain/1";

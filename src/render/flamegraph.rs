@@ -6,8 +6,8 @@
 //! them to inferno with fixed options, so the same input always yields the
 //! same SVG. Returns bytes; never writes files.
 
-use crate::culprits::Analysis;
-use crate::frames::{filtered, frame_label};
+use crate::analysis::culprits::Analysis;
+use crate::analysis::frames::{filtered, frame_label};
 use crate::model::{BlockState, Snapshot};
 use std::collections::BTreeMap;
 

@@ -6,9 +6,9 @@
 use super::charts;
 use super::svg::compose::escape;
 use super::svg::{ChartError, Svg};
-use crate::report::{DeviceReport, OomFinding, Report, moment_text};
-use crate::stats::TraceCoverage;
-use crate::units::{fmt_bytes, fmt_pct};
+use crate::analysis::report::{DeviceReport, OomFinding, Report, moment_text};
+use crate::analysis::stats::TraceCoverage;
+use crate::core::units::{fmt_bytes, fmt_pct};
 use std::fmt::Write;
 
 /// Culprit rows listed per device.

@@ -3,8 +3,8 @@
 //! moments and the top call sites as GitHub tables, and a link to the
 //! summary SVG when one was written.
 
-use crate::report::{Report, moment_text};
-use crate::units::{fmt_bytes, fmt_pct};
+use crate::analysis::report::{Report, moment_text};
+use crate::core::units::{fmt_bytes, fmt_pct};
 use std::fmt::Write;
 
 /// Call sites listed per device.

@@ -5,6 +5,7 @@ pub mod charts;
 pub mod check;
 pub mod culprits;
 pub mod diff;
+pub mod encode;
 pub mod events;
 pub mod explain;
 pub mod flamegraph;

@@ -1,9 +1,9 @@
 //! Text of `fragscope oom`: one section per failed allocation, or what the
 //! final state says when the file has no `oom` event.
 
-use crate::advice::Diagnosis;
-use crate::oom::{FinalStateFinding, GapSite, OomFinding, OomReport};
-use crate::units::fmt_bytes;
+use crate::analysis::advice::Diagnosis;
+use crate::analysis::oom::{FinalStateFinding, GapSite, OomFinding, OomReport};
+use crate::core::units::fmt_bytes;
 
 fn gap_line(g: &Option<GapSite>) -> String {
     match g {
@@ -153,7 +153,7 @@ pub fn render(file: &str, r: &OomReport) -> String {
         out.push_str(&format!(
             "\n{} more oom event(s), not diagnosed one by one (the first {} of each device are)\n",
             r.undiagnosed_ooms,
-            crate::oom::MAX_DIAGNOSED_OOMS
+            crate::analysis::oom::MAX_DIAGNOSED_OOMS
         ));
     }
     if r.ooms.is_empty() {

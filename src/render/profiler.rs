@@ -4,9 +4,9 @@
 //! why.
 
 use super::table::{align_numbers, new_table};
-use crate::profiler::chrome::{DeviceSummary, OpShare, Peak, TraceDevice};
-use crate::profiler::{Category, MISSING_FIGURES, MemoryTimeline, ProfilerTrace};
-use crate::units::{fmt_bytes, fmt_pct};
+use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::input::profiler::chrome::{DeviceSummary, OpShare, Peak, TraceDevice};
+use crate::input::profiler::{Category, MISSING_FIGURES, MemoryTimeline, ProfilerTrace};
 use serde_json::json;
 
 /// Schema of `fragscope stats --json` for a trace.
@@ -320,7 +320,7 @@ pub fn timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
         _ => String::new(),
     };
     let form = match tl.form {
-        Some(crate::profiler::memtimeline::TimelineForm::Raw) => "raw rows",
+        Some(crate::input::profiler::memtimeline::TimelineForm::Raw) => "raw rows",
         _ => "times and sizes",
     };
     out.push_str(&format!(
@@ -441,7 +441,7 @@ pub fn trace_timeline_text(
     tr: &ProfilerTrace,
     devices: &[&TraceDevice],
 ) -> String {
-    use crate::trace_report::{NO_LAYOUT, key_moments};
+    use crate::analysis::trace_report::{NO_LAYOUT, key_moments};
     let mut out = format!("{file} ({format})\n");
     out.push_str(&format!(
         "profiler trace: {} trace events, {} [memory] events, {} operators\n",
@@ -524,7 +524,9 @@ fn csv_opt(x: Option<u64>) -> String {
 
 /// The series of a trace as CSV, with the snapshot CSV's header; figures a
 /// trace lacks are empty, the device is its label (`cuda:0`).
-pub fn trace_timeline_csv(devices: &[(&TraceDevice, Vec<crate::profiler::TraceSample>)]) -> String {
+pub fn trace_timeline_csv(
+    devices: &[(&TraceDevice, Vec<crate::input::profiler::TraceSample>)],
+) -> String {
     let mut out = String::from(super::timeline::CSV_HEADER);
     for (d, samples) in devices {
         for s in samples {
@@ -548,7 +550,7 @@ pub fn trace_timeline_csv(devices: &[(&TraceDevice, Vec<crate::profiler::TraceSa
 pub fn trace_timeline_json(
     file: &str,
     tr: &ProfilerTrace,
-    devices: &[(&TraceDevice, Vec<crate::profiler::TraceSample>, bool)],
+    devices: &[(&TraceDevice, Vec<crate::input::profiler::TraceSample>, bool)],
 ) -> String {
     let v = json!({
         "schema": "fragscope.timeline/1",
@@ -557,7 +559,7 @@ pub fn trace_timeline_json(
         "devices": devices.iter().map(|(d, samples, down)| json!({
             "device": d.label,
             "summary": d.summary,
-            "key_moments": crate::trace_report::key_moments(d, &tr.names).iter().map(|k| json!({
+            "key_moments": crate::analysis::trace_report::key_moments(d, &tr.names).iter().map(|k| json!({
                 "label": k.label,
                 "at": k.at,
                 "sample": k.sample,
@@ -577,7 +579,7 @@ pub fn trace_timeline_json(
 /// `fragscope timeline` on a memory-timeline export: live bytes by
 /// category at the start, the peak and the end.
 pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
-    use crate::trace_report::NO_ALLOCATOR;
+    use crate::analysis::trace_report::NO_ALLOCATOR;
     let mut out = format!("{file} ({format})\n");
     out.push_str(&format!(
         "memory timeline: {} rows, {} time steps\n",
@@ -588,7 +590,7 @@ pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -
     let mut h = vec!["moment", "time", "total"];
     h.extend(Category::ALL.iter().map(|c| c.as_str()));
     let mut t = new_table(&h);
-    let mut row = |label: &str, s: &crate::profiler::memtimeline::CategorySample| {
+    let mut row = |label: &str, s: &crate::input::profiler::memtimeline::CategorySample| {
         let mut r = vec![
             label.to_string(),
             match s.time_us {
@@ -615,7 +617,9 @@ pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -
     out
 }
 
-pub fn categories_timeline_csv(samples: &[crate::profiler::memtimeline::CategorySample]) -> String {
+pub fn categories_timeline_csv(
+    samples: &[crate::input::profiler::memtimeline::CategorySample],
+) -> String {
     let mut out = String::from("time_us,total");
     for c in Category::ALL {
         out.push(',');
@@ -636,7 +640,7 @@ pub fn categories_timeline_csv(samples: &[crate::profiler::memtimeline::Category
 pub fn categories_timeline_json(
     file: &str,
     tl: &MemoryTimeline,
-    samples: &[crate::profiler::memtimeline::CategorySample],
+    samples: &[crate::input::profiler::memtimeline::CategorySample],
     downsampled: bool,
 ) -> String {
     let v = json!({
@@ -647,7 +651,7 @@ pub fn categories_timeline_json(
         "peak": tl.peak,
         "downsampled": downsampled,
         "samples": samples,
-        "not_measurable": crate::trace_report::NO_ALLOCATOR,
+        "not_measurable": crate::analysis::trace_report::NO_ALLOCATOR,
     });
     serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
 }

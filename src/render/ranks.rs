@@ -6,8 +6,8 @@ use super::markdown::md;
 use super::svg::compose::{Para, escape, stack, text_panel};
 use super::svg::ranks::{RankBar, RanksChart, ranks_svg};
 use super::svg::{ChartError, Svg, WIDTH};
-use crate::ranks::RanksReport;
-use crate::units::{fmt_bytes, fmt_pct};
+use crate::analysis::ranks::RanksReport;
+use crate::core::units::{fmt_bytes, fmt_pct};
 use std::fmt::Write;
 
 fn opt_bytes(x: Option<u64>) -> String {

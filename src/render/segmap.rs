@@ -4,8 +4,8 @@
 //! the page that live blocks fill when several share it (`*` when full), and a
 //! space when it is free. Rows are sorted by (size, live bytes).
 
+use crate::core::units::fmt_bytes;
 use crate::model::*;
-use crate::units::fmt_bytes;
 
 pub const PAGE: u64 = 20 << 20;
 /// Rows longer than this many cells are drawn with larger cells (a whole

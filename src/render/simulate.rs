@@ -3,8 +3,8 @@
 //! Returns strings; never prints.
 
 use super::table::{align_numbers, kv_table, new_table};
+use crate::core::units::{fmt_binary, fmt_bytes, fmt_pct};
 use crate::sim::{CapacitySource, SimReport, Summary};
-use crate::units::{fmt_binary, fmt_bytes, fmt_pct};
 use std::fmt::Write;
 
 fn recorded_oom_cell(s: &Summary) -> String {

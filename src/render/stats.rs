@@ -1,8 +1,8 @@
 //! Text rendering of `fragscope stats`.
 
 use super::table::{align_numbers, fragmentation_tone, new_table, toned};
-use crate::stats::{FileStats, StateStats};
-use crate::units::{fmt_bytes, fmt_pct};
+use crate::analysis::stats::{FileStats, StateStats};
+use crate::core::units::{fmt_bytes, fmt_pct};
 use comfy_table::Cell;
 
 pub fn stat_cells(s: &StateStats) -> Vec<Cell> {

@@ -3,9 +3,9 @@
 
 use super::stats::{STAT_HEADER, stat_cells};
 use super::table::{align_numbers, new_table};
-use crate::replay::{DeviceReplay, KeyMoment, MomentState, Origin, ReplayReport, Sample};
-use crate::stats::StateStats;
-use crate::units::{fmt_bytes, fmt_pct};
+use crate::analysis::stats::StateStats;
+use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::timeline::{DeviceReplay, KeyMoment, MomentState, Origin, ReplayReport, Sample};
 
 /// Seconds since `t0`, or `-` without a time.
 pub fn fmt_time(t: Option<i64>, t0: Option<i64>) -> String {
@@ -51,7 +51,7 @@ pub fn device_text(r: &DeviceReplay, moments: &[KeyMoment]) -> String {
         format!(
             "device {}: no trace events: only the recorded state is known, so there is no peak and no out-of-memory event to show; {}\n",
             r.device,
-            crate::replay::RECORD_A_TRACE
+            crate::timeline::RECORD_A_TRACE
         )
     } else {
         format!(

@@ -11,7 +11,7 @@
 //! ([`AddressOrder`]), since best fit breaks ties by address.
 
 use super::config::SimConfig;
-use super::policy::{
+use crate::model::policy::{
     MIN_BLOCK_SIZE, ROUND_LARGE, SMALL_BUFFER, allocation_size_with, is_small, oversize_refuses,
     round_size, should_split,
 };

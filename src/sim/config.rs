@@ -6,8 +6,8 @@
 //! Keys that only concern the pinned-host allocator, locking or handles are
 //! accepted and ignored, as they do not change the device policy.
 
-use super::policy::{LARGE_BUFFER, ROUNDUP_BUCKETS};
 use crate::model::AllocatorSettings;
+use crate::model::policy::{LARGE_BUFFER, ROUNDUP_BUCKETS};
 use serde::Serialize;
 
 /// The policy knobs of the native caching allocator.

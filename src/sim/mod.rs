@@ -17,7 +17,6 @@
 pub mod allocator;
 pub mod config;
 pub mod fidelity;
-pub mod policy;
 pub mod run;
 pub mod series;
 pub mod trace;

@@ -433,7 +433,7 @@ impl NearPeak {
         if s.reserved == 0 {
             return;
         }
-        let f = crate::stats::fragmentation(s.largest_free, s.inactive);
+        let f = crate::model::fragmentation(s.largest_free, s.inactive);
         match &mut self.cur {
             Some((r, w, g)) if *r == s.reserved => {
                 *w = w.max(f);

@@ -1,5 +1,5 @@
 //! A reserved-bytes curve downsampled while it is produced: the same points
-//! as `replay::downsample::downsample` over the whole series (each bucket of
+//! as `timeline::downsample::downsample` over the whole series (each bucket of
 //! consecutive values becomes its minimum and maximum, the one that happens
 //! first first), without keeping one value per trace event.
 //!
@@ -107,7 +107,7 @@ impl SeriesBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::{Sample, downsample::downsample};
+    use crate::timeline::{Sample, downsample::downsample};
 
     fn reference(vals: &[u64], max: usize) -> Vec<(u32, u64)> {
         let s: Vec<Sample> = vals

@@ -7,7 +7,7 @@
 //! the allocator model nor formats anything.
 
 use crate::model::{Action, Segment, Snapshot, TraceEvent};
-use crate::replay::ReplayReport;
+use crate::timeline::ReplayReport;
 use serde::Serialize;
 use std::collections::HashSet;
 
@@ -40,13 +40,13 @@ pub struct StartState {
 }
 
 /// The start state of one device's trace: the replay stage's reconstructed
-/// start (`crate::replay::state_at(snap, device, None)`), which undoes the
+/// start (`crate::timeline::state_at(snap, device, None)`), which undoes the
 /// trace on the final segments and puts back the blocks older than the
 /// trace that the trace frees, with sizes inferred from their requests.
 /// This is the one place the simulator takes its start state from.
 pub fn start_state(snap: &Snapshot, device: i64) -> StartState {
     // One rebuild of the start, and the report without the series.
-    let replayer = crate::replay::Replayer::new(snap, device);
+    let replayer = crate::timeline::Replayer::new(snap, device);
     start_state_from(
         snap,
         device,

@@ -7,15 +7,15 @@
 //! as PNG, for looking at them.
 
 use crate::golden;
+use fragscope::analysis::report::{self, DeviceCulprits, DeviceInput, Report};
+use fragscope::analysis::stats::StateStats;
 use fragscope::cli::report::{attach_what_if, device_culprits};
 use fragscope::model::*;
 use fragscope::render::charts::{self, Kind};
 use fragscope::render::svg::Svg;
 use fragscope::render::svg::segmap::{SegmentMapChart, layout, segmap_svg};
 use fragscope::render::{html, markdown};
-use fragscope::replay::{DeviceReplay, KeyMoment, MomentState, ReplayReport, Sample};
-use fragscope::report::{self, DeviceCulprits, DeviceInput, Report};
-use fragscope::stats::StateStats;
+use fragscope::timeline::{DeviceReplay, KeyMoment, MomentState, ReplayReport, Sample};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -378,8 +378,8 @@ fn fixture() -> Fixture {
             report: ReplayReport {
                 events: n,
                 clean_events: n - 2,
-                anomalies: vec![fragscope::replay::Anomaly {
-                    kind: fragscope::replay::AnomalyKind::FreeOfUnknownAddress,
+                anomalies: vec![fragscope::timeline::Anomaly {
+                    kind: fragscope::timeline::AnomalyKind::FreeOfUnknownAddress,
                     count: 2,
                     first_event: Some(1),
                     example: "free_completed of 0x7f0000001000 with no live block".into(),
@@ -405,7 +405,7 @@ fn fixture() -> Fixture {
     let dev1_sample = sample_of(&dev1, None, None);
     let dev1_input = DeviceInput {
         key_moments: vec![KeyMoment {
-            label: fragscope::replay::RECORDED_STATE.into(),
+            label: fragscope::timeline::RECORDED_STATE.into(),
             at: None,
             sample: dev1_sample,
         }],
@@ -686,7 +686,7 @@ fn final_state_input(snap: &Snapshot, device: i64) -> DeviceInput {
             report: ReplayReport::default(),
         },
         key_moments: vec![KeyMoment {
-            label: fragscope::replay::RECORDED_STATE.into(),
+            label: fragscope::timeline::RECORDED_STATE.into(),
             at: None,
             sample,
         }],

@@ -5,11 +5,11 @@
 //! Failures print the command with its stdout and stderr.
 
 use crate::golden;
-use fragscope::check::{CheckReport, Verdict};
-use fragscope::diff::{DiffReport, Direction};
-use fragscope::metrics::{MetricId, Metrics, Quantity};
+use fragscope::analysis::check::{CheckReport, Verdict};
+use fragscope::analysis::diff::{DiffReport, Direction};
+use fragscope::analysis::metrics::{MetricId, Metrics, Quantity};
+use fragscope::analysis::stats::StateStats;
 use fragscope::model::*;
-use fragscope::stats::StateStats;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -140,7 +140,7 @@ fn after() -> Snapshot {
 
 fn write(dir: &Path, name: &str, s: &Snapshot) -> String {
     let p = dir.join(name);
-    std::fs::write(&p, fragscope::encode::to_json_bytes(s)).unwrap();
+    std::fs::write(&p, fragscope::render::encode::to_json_bytes(s)).unwrap();
     p.to_string_lossy().into_owned()
 }
 
@@ -402,7 +402,7 @@ fn known_regression_against_a_baseline() {
     assert_eq!(pr.baseline_value, Some(Quantity::Bytes(100 * MIB)));
     assert_eq!(pr.current_value, Some(Quantity::Bytes(120 * MIB)));
     assert!(
-        matches!(pr.measured, Some(fragscope::check::Value::Relative(x)) if (x - 0.2).abs() < 1e-12)
+        matches!(pr.measured, Some(fragscope::analysis::check::Value::Relative(x)) if (x - 0.2).abs() < 1e-12)
     );
     assert_eq!(get("max_regression.fragmentation").verdict, Verdict::Fail);
     // The largest gap stayed 40 MiB: no regression.
@@ -459,9 +459,12 @@ fn json_output_round_trips() {
         .find(|x| x.rule == "max_fragmentation")
         .unwrap();
     assert!(
-        matches!(frag.measured, Some(fragscope::check::Value::Ratio(x)) if (x - 0.2).abs() < 1e-12)
+        matches!(frag.measured, Some(fragscope::analysis::check::Value::Ratio(x)) if (x - 0.2).abs() < 1e-12)
     );
-    assert_eq!(frag.threshold, fragscope::check::Value::Ratio(0.1));
+    assert_eq!(
+        frag.threshold,
+        fragscope::analysis::check::Value::Ratio(0.1)
+    );
     assert!(!frag.hint.is_empty());
     // Written to a file through -o, the same bytes.
     let out = f.dir.path().join("report.json");
@@ -837,7 +840,7 @@ fn metrics(s: &Snapshot, device: Option<i64>) -> Metrics {
     Metrics::of_snapshot(s, device).unwrap()
 }
 
-fn gib(q: Option<fragscope::metrics::Measured>) -> f64 {
+fn gib(q: Option<fragscope::analysis::metrics::Measured>) -> f64 {
     q.unwrap().value.as_f64() / (1u64 << 30) as f64
 }
 
@@ -892,7 +895,7 @@ fn check_real(
         let end = StateStats::of(s.segments_of(d.device));
         assert!(frag >= end.fragmentation || end.reserved_bytes * 2 < d.peak_reserved.unwrap());
     }
-    let (sites, _) = fragscope::diff::call_sites(&s, device);
+    let (sites, _) = fragscope::analysis::diff::call_sites(&s, device);
     let live: u64 = sites.iter().map(|x| x.live_bytes).sum();
     assert_eq!(
         live, all.allocated_bytes,
@@ -908,16 +911,16 @@ fn real_diff(
     before: (&Snapshot, &Metrics, Option<i64>),
     after: (&Snapshot, &Metrics, Option<i64>),
 ) -> DiffReport {
-    let (sb, _) = fragscope::diff::call_sites(before.0, before.2);
-    let (sa, _) = fragscope::diff::call_sites(after.0, after.2);
-    fragscope::diff::diff(
-        &fragscope::diff::DiffInput {
+    let (sb, _) = fragscope::analysis::diff::call_sites(before.0, before.2);
+    let (sa, _) = fragscope::analysis::diff::call_sites(after.0, after.2);
+    fragscope::analysis::diff::diff(
+        &fragscope::analysis::diff::DiffInput {
             file: "before",
             device: before.2,
             metrics: before.1,
             sites: Some(&sb),
         },
-        &fragscope::diff::DiffInput {
+        &fragscope::analysis::diff::DiffInput {
             file: "after",
             device: after.2,
             metrics: after.1,
@@ -949,7 +952,7 @@ fn real_octreenca_single_step_vs_inference() {
     assert_eq!(direction(&r, MetricId::PeakReserved), Direction::Worse);
     assert!(!r.call_sites.is_empty());
     // Movers are sorted by how far they moved.
-    let moved = |s: &fragscope::diff::SiteDelta| {
+    let moved = |s: &fragscope::analysis::diff::SiteDelta| {
         s.live_change()
             .unsigned_abs()
             .max(s.peak_change().unsigned_abs())
@@ -980,14 +983,14 @@ fn real_cs336_small_vs_medium() {
     assert_eq!(direction(&r, MetricId::PeakAllocated), Direction::Worse);
     // The medium model's run is a regression against the small one under a
     // 5 % peak-reserved rule, and passes its own figures as baseline.
-    let mut rules = fragscope::check::Rules::defaults();
+    let mut rules = fragscope::analysis::check::Rules::defaults();
     rules.regressions.insert(
         MetricId::PeakReserved,
-        fragscope::check::RegressionLimit::Relative(0.05),
+        fragscope::analysis::check::RegressionLimit::Relative(0.05),
     );
-    let rep = fragscope::check::evaluate("medium", &mm, Some(("small", &ms)), &rules);
+    let rep = fragscope::analysis::check::evaluate("medium", &mm, Some(("small", &ms)), &rules);
     assert_eq!(rep.failed, 1);
-    let rep = fragscope::check::evaluate("medium", &mm, Some(("medium", &mm)), &rules);
+    let rep = fragscope::analysis::check::evaluate("medium", &mm, Some(("medium", &mm)), &rules);
     assert!(rep.ok());
 }
 
@@ -1024,9 +1027,9 @@ fn real_two_devices_of_one_file() {
     assert_eq!(direction(&r, MetricId::EndReserved), Direction::Better);
     assert_eq!(direction(&r, MetricId::OomEvents), Direction::Better);
     // The default OOM rule fails device 1 and holds on device 2.
-    let rules = fragscope::check::Rules::defaults();
-    assert!(!fragscope::check::evaluate(name, &m1, None, &rules).ok());
-    assert!(fragscope::check::evaluate(name, &m2, None, &rules).ok());
+    let rules = fragscope::analysis::check::Rules::defaults();
+    assert!(!fragscope::analysis::check::evaluate(name, &m1, None, &rules).ok());
+    assert!(fragscope::analysis::check::evaluate(name, &m2, None, &rules).ok());
     // All devices: the file-level figure is the worst device's.
     let all = metrics(&s, None);
     let w = all.get(MetricId::EndReserved).unwrap();
@@ -1372,7 +1375,7 @@ fn min_largest_gap_fails_only_where_enough_is_free_but_split() {
         assert_eq!(f.rule, "min_largest_gap");
         (f, rep.metrics[&MetricId::LargestGap].value)
     };
-    use fragscope::check::Value;
+    use fragscope::analysis::check::Value;
 
     // Reserved = allocated after events 2 and 3: the smallest largest gap
     // under pressure is 0 B, yet every moment with 16 MiB free had them in

@@ -7,9 +7,9 @@
 //! test recounts from the raw rows.
 
 use crate::util::{fixture, real_dir, run};
-use fragscope::check::{CheckReport, Value, Verdict};
-use fragscope::diff::{DiffReport, Direction};
-use fragscope::metrics::{MetricId, Quantity, Source};
+use fragscope::analysis::check::{CheckReport, Value, Verdict};
+use fragscope::analysis::diff::{DiffReport, Direction};
+use fragscope::analysis::metrics::{MetricId, Quantity, Source};
 use std::collections::BTreeMap;
 
 const MIB: u64 = 1 << 20;
@@ -37,7 +37,7 @@ fn check_json(args: &[&str], code: i32) -> CheckReport {
     r
 }
 
-fn finding<'a>(r: &'a CheckReport, rule: &str) -> &'a fragscope::check::Finding {
+fn finding<'a>(r: &'a CheckReport, rule: &str) -> &'a fragscope::analysis::check::Finding {
     r.findings
         .iter()
         .find(|f| f.rule == rule)

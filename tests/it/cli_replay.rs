@@ -94,7 +94,7 @@ fn write_fragmented() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(
         d.path().join("frag.json"),
-        fragscope::encode::to_json_bytes(&fragmented()),
+        fragscope::render::encode::to_json_bytes(&fragmented()),
     )
     .unwrap();
     d

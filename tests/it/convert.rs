@@ -39,8 +39,8 @@ fn fixtures_round_trip() {
 /// In memory through the library (the command itself is covered above).
 #[test]
 fn real_snapshots_round_trip() {
-    use fragscope::encode::{to_json_bytes, to_msgpack_bytes};
     use fragscope::input::{Content, load_bytes};
+    use fragscope::render::encode::{to_json_bytes, to_msgpack_bytes};
     let opts = LoadOptions::default();
     for f in real_files(&[".pickle", ".pkl"]) {
         let path = f.to_string_lossy().into_owned();
@@ -83,9 +83,9 @@ fn refuses_to_overwrite_its_input_and_unknown_extension() {
 /// exactly.
 #[test]
 fn messagepack_keeps_every_optional_event_field() {
-    use fragscope::encode::to_msgpack_bytes;
     use fragscope::input::{Content, Format, load_bytes};
     use fragscope::model::*;
+    use fragscope::render::encode::to_msgpack_bytes;
     let mut i = Interner::new();
     let ctx = i.string("N/A").unwrap();
     let meta = i.string("{\"step\": 3}").unwrap();

@@ -5,11 +5,11 @@
 //! golden files (`FRAGSCOPE_BLESS=1` rewrites them).
 
 use crate::golden;
-use fragscope::culprits::{Analysis, GroupBy, Options, analyze, final_state};
-use fragscope::frames::SiteKind;
+use fragscope::analysis::culprits::{Analysis, GroupBy, Options, analyze, final_state};
+use fragscope::analysis::frames::SiteKind;
 use fragscope::input::{LoadOptions, load_snapshot};
 use fragscope::model::{BlockState, Snapshot};
-use fragscope::replay::Origin;
+use fragscope::timeline::Origin;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

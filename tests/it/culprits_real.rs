@@ -4,12 +4,12 @@
 //! allocator, dispatcher or CPython frame; and checks the scoring invariants
 //! on every snapshot.
 
+use fragscope::analysis::culprits::{Analysis, Options, analyze, final_state, recorded_origins};
+use fragscope::analysis::frames::SiteKind;
 use fragscope::cli::culprits::states;
-use fragscope::culprits::{Analysis, Options, analyze, final_state, recorded_origins};
-use fragscope::frames::SiteKind;
 use fragscope::input::{LoadOptions, load_snapshot};
 use fragscope::model::{BlockState, Snapshot};
-use fragscope::replay::Moment;
+use fragscope::timeline::Moment;
 use std::path::PathBuf;
 
 const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
@@ -149,7 +149,7 @@ fn top_culprits_name_user_code() {
         let file = &top.call_site.file;
         assert_eq!(
             (
-                fragscope::frames::basename(file),
+                fragscope::analysis::frames::basename(file),
                 top.call_site.line,
                 top.call_site.function.as_str()
             ),
@@ -194,7 +194,7 @@ fn stacks_with_native_frames_skip_to_the_user_frame() {
     let top = a.ranked().next().unwrap();
     let innermost = snap.frame(snap.stack(top.stack)[0]);
     assert_eq!(snap.str(innermost.name), "torch::unwind::unwind()");
-    let kept = fragscope::frames::filtered(&snap, top.stack);
+    let kept = fragscope::analysis::frames::filtered(&snap, top.stack);
     assert!(kept.len() < snap.stack(top.stack).len());
     assert!(
         snap.str(snap.frame(kept[0]).name)
@@ -312,7 +312,7 @@ fn works_at_peak_max_frag_and_an_event() {
             assert!(!st.is_empty(), "{name} --at {label}");
             for s in &st {
                 let ctx = format!("{name} --at {label} device {}", s.device);
-                let r = fragscope::replay::replay_device(&snap, s.device);
+                let r = fragscope::timeline::replay_device(&snap, s.device);
                 assert_eq!(s.at, r.resolve(&snap, m).unwrap(), "{ctx}");
                 let a = analyze(&snap, s, &Options::default());
                 let pinned_free: u64 = s
@@ -326,7 +326,7 @@ fn works_at_peak_max_frag_and_an_event() {
                 assert_eq!(a.total_stranded, pinned_free, "{ctx}");
                 // Ages are measured back from the moment.
                 for b in a.ranked() {
-                    if let fragscope::replay::Origin::Event(e) = b.origin {
+                    if let fragscope::timeline::Origin::Event(e) = b.origin {
                         assert!(Some(e as usize) <= s.at, "{ctx}");
                     }
                 }
@@ -359,7 +359,7 @@ fn end_origins_agree_with_the_replay() {
             let ctx = format!("{} device {d}", p.display());
             let end = final_state(&snap, d);
             let last = snap.trace_of(d).len().checked_sub(1);
-            let replayed = fragscope::replay::state_at(&snap, d, last);
+            let replayed = fragscope::timeline::state_at(&snap, d, last);
             let from_trace = recorded_origins(&snap, d, &end.segments);
             assert_eq!(end.origins.len(), from_trace.len(), "{ctx}");
             for (a, o) in &end.origins {

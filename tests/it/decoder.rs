@@ -266,9 +266,9 @@ fn optional_fields_pickle() -> Vec<u8> {
 
 #[test]
 fn optional_trace_fields_read_the_same_both_ways_and_round_trip() {
-    use fragscope::encode::{to_json_bytes, to_msgpack_bytes};
     use fragscope::input::{Content, load_bytes};
     use fragscope::model::{Action, StrId};
+    use fragscope::render::encode::{to_json_bytes, to_msgpack_bytes};
     let bytes = optional_fields_pickle();
     let a = slow(&bytes).unwrap();
     let (b, taken) = fast(&bytes).unwrap();

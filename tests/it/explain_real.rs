@@ -3,8 +3,8 @@
 //! are written from reading each message: sizes exactly as printed (two
 //! decimals, binary units), then combined the way each wording defines them.
 
-use fragscope::advice::{Cause, OomFigures};
-use fragscope::explain::{
+use fragscope::analysis::advice::{Cause, OomFigures};
+use fragscope::analysis::explain::{
     Backend, Hint, MemorySummary, Pool, SegmentsPaste, Wording, explain, parse,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,7 +45,7 @@ fn expandable(var: &str) -> Option<Hint> {
     Some(Hint::ExpandableSegments { var: var.into() })
 }
 
-type Check = Box<dyn Fn(&fragscope::explain::Parsed)>;
+type Check = Box<dyn Fn(&fragscope::analysis::explain::Parsed)>;
 
 struct Case {
     messages: Vec<Msg>,

@@ -274,7 +274,7 @@ fn nesting_in_messagepack_is_bounded() {
         stacks: vec![vec![]],
         ..Default::default()
     };
-    let mp = fragscope::encode::to_msgpack_bytes(&snap);
+    let mp = fragscope::render::encode::to_msgpack_bytes(&snap);
     // The encoding of Setting::Int(7) and of one List level around a value.
     let leaf = rmp_serde::to_vec(&fragscope::model::Setting::Int(7)).unwrap();
     let one = rmp_serde::to_vec(&fragscope::model::Setting::List(vec![
@@ -948,7 +948,7 @@ fn messagepack_of_an_earlier_version_is_refused_with_what_to_do() {
         stacks: vec![vec![]],
         ..Default::default()
     };
-    let mut v1 = fragscope::encode::to_msgpack_bytes(&snap);
+    let mut v1 = fragscope::render::encode::to_msgpack_bytes(&snap);
     let version = fragscope::input::MSGPACK_MAGIC.len() - 1;
     assert_eq!(v1[version], 2);
     v1[version] = 1;
@@ -1019,7 +1019,11 @@ fn messagepack_ids_are_checked_before_use() {
             "stack 0 must be the empty stack",
         ),
     ] {
-        let f = write(d.path(), name, &fragscope::encode::to_msgpack_bytes(&snap));
+        let f = write(
+            d.path(),
+            name,
+            &fragscope::render::encode::to_msgpack_bytes(&snap),
+        );
         run(&["stats", &f])
             .assert_clean_error(&f)
             .assert_stderr_has(want);

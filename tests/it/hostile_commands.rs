@@ -212,7 +212,7 @@ fn contradictions_msgpack() -> Vec<u8> {
     t[5].size = u64::MAX;
     t[6].addr = u64::MAX - 4096;
     t[9].size = u64::MAX;
-    fragscope::encode::to_msgpack_bytes(&snap)
+    fragscope::render::encode::to_msgpack_bytes(&snap)
 }
 
 #[test]

@@ -10,8 +10,8 @@
 use crate::util::{each_real_snapshot, fixture, real_dir, run, synthetic_pickle};
 use fragscope::input::{Content, load_bytes, load_snapshot};
 use fragscope::model::{Action, BlockState, Snapshot};
-use fragscope::replay::replay_device;
 use fragscope::synth::SynthOptions;
+use fragscope::timeline::replay_device;
 use std::collections::HashMap;
 
 const MIB: u64 = 1 << 20;
@@ -180,7 +180,7 @@ fn real_file_with_pending_blocks_and_no_trace() {
     assert!(
         out.contains(&format!(
             "allocated incl. pending frees (a block counted until free_completed, as memory_viz does): {} in the recorded state",
-            fragscope::units::fmt_bytes(allocated + pending)
+            fragscope::core::units::fmt_bytes(allocated + pending)
         )),
         "{out}"
     );

@@ -4,9 +4,9 @@
 //! independent reading of the same JSON (time-ordered events, paired by
 //! address).
 
+use fragscope::input::profiler::memtimeline::{ActionCounts, TimelineForm};
+use fragscope::input::profiler::{Category, MemoryTimeline, ProfilerTrace};
 use fragscope::input::{Content, LoadOptions, load};
-use fragscope::profiler::memtimeline::{ActionCounts, TimelineForm};
-use fragscope::profiler::{Category, MemoryTimeline, ProfilerTrace};
 
 const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
 
@@ -364,7 +364,7 @@ fn stats_wording_matches_snapshots() {
         return;
     };
     let snap = fragscope::render::stats::render(
-        &fragscope::stats::file_stats(&s, "snap", "pickle".into()),
+        &fragscope::analysis::stats::file_stats(&s, "snap", "pickle".into()),
         "",
     );
     let tr = fragscope::render::profiler::trace_text("trace", "JSON", &t);

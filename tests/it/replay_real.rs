@@ -4,11 +4,11 @@
 //! per-file report in docs/replay-report.md must be current
 //! (`FRAGSCOPE_BLESS=1 cargo test --test it replay_real::` rewrites it).
 
-use fragscope::advice::Cause;
+use fragscope::analysis::advice::Cause;
+use fragscope::analysis::stats::StateStats;
 use fragscope::input::{LoadOptions, load_snapshot};
 use fragscope::model::{Action, BlockState, Snapshot};
-use fragscope::replay::{self, Origin, replay};
-use fragscope::stats::StateStats;
+use fragscope::timeline::{self, Origin, replay};
 
 const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
 const REPORT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/replay-report.md");
@@ -128,7 +128,7 @@ fn rows() -> Option<Vec<Row>> {
             }
             // Blocks of the final state that the trace allocated: their sizes
             // came from the rounding and split rules.
-            let end = replay::state_at(&snap, r.device, rep.events.checked_sub(1));
+            let end = timeline::state_at(&snap, r.device, rep.events.checked_sub(1));
             let (mut rule_sized, mut unsplit) = (0, 0);
             for seg in &end.segments {
                 for b in &seg.blocks {
@@ -136,7 +136,7 @@ fn rows() -> Option<Vec<Row>> {
                         && matches!(end.origins.get(&b.address), Some(Origin::Event(_)))
                     {
                         rule_sized += 1;
-                        let rounded = replay::round_size(
+                        let rounded = timeline::round_size(
                             snap.allocator_settings.as_ref(),
                             b.requested_or_size(),
                         );
@@ -223,7 +223,7 @@ fn oom_in_the_expandable_segments_file() {
     let Some(snap) = load("constructor-sun_code-location_oom_expandable_3dev.pickle") else {
         return;
     };
-    let r = fragscope::oom::analyse(&snap, None);
+    let r = fragscope::analysis::oom::analyse(&snap, None);
     assert_eq!(r.ooms.len(), 1);
     let o = &r.ooms[0];
     assert_eq!((o.device, o.event), (1, 421));
@@ -267,7 +267,7 @@ fn oom_time_snapshot_without_an_oom_event() {
     let Some(snap) = load("yiyi_llm-inference_oom-time_noframes_2023.pickle") else {
         return;
     };
-    let r = fragscope::oom::analyse(&snap, None);
+    let r = fragscope::analysis::oom::analyse(&snap, None);
     assert!(r.ooms.is_empty());
     let f = &r.final_state[0];
     assert!(f.looks_dumped_at_oom);
@@ -281,6 +281,6 @@ fn oom_time_snapshot_without_an_oom_event() {
     assert_ne!(f.diagnosis.cause, Cause::Fragmentation);
     assert!(f.diagnosis.headline.starts_with("not fragmentation"));
     // With the capacity of a 12 GiB card the verdict becomes capacity.
-    let r = fragscope::oom::analyse(&snap, Some(12 << 30));
+    let r = fragscope::analysis::oom::analyse(&snap, Some(12 << 30));
     assert_eq!(r.final_state[0].diagnosis.cause, Cause::Capacity);
 }

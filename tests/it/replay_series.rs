@@ -8,9 +8,9 @@
 use crate::util::{each_real_snapshot, synthetic_pickle};
 use fragscope::input::load_bytes;
 use fragscope::model::Snapshot;
-use fragscope::replay::downsample::{downsample, downsample_series};
-use fragscope::replay::{Sample, Series, replay};
 use fragscope::synth::SynthOptions;
+use fragscope::timeline::downsample::{downsample, downsample_series};
+use fragscope::timeline::{Sample, Series, replay};
 
 /// Most bytes a replayed sample may take on average in a series of many.
 const BYTES_PER_SAMPLE: usize = 24;

@@ -6,8 +6,8 @@
 use crate::util::{each_real_snapshot, synthetic_pickle};
 use fragscope::input::load_bytes;
 use fragscope::model::Snapshot;
-use fragscope::replay::{Replayer, replay_device, state_at};
 use fragscope::synth::SynthOptions;
+use fragscope::timeline::{Replayer, replay_device, state_at};
 
 fn check(name: &str, snap: &Snapshot) {
     for d in snap.devices() {

@@ -401,7 +401,7 @@ fn peaks_during_the_trace_on_real_files() {
             continue;
         };
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        let replay = fragscope::replay::replay_device(&snap, device);
+        let replay = fragscope::timeline::replay_device(&snap, device);
         if replay.report.final_state_matches && replay.report.anomalies.is_empty() {
             let after_events = replay.samples.iter().skip(1).map(|s| s.reserved).max();
             assert_eq!(r.recorded_peak_reserved_in_trace, after_events, "{name}");

@@ -3,8 +3,8 @@
 //! capacity, only fail when the policy says so, and can reuse every freed
 //! block.
 
+use fragscope::model::policy::{SMALL_BUFFER, is_small, round_size};
 use fragscope::model::{BlockState, Segment, SegmentType};
-use fragscope::sim::policy::{SMALL_BUFFER, is_small, round_size};
 use fragscope::sim::{AddressOrder, SimAction, SimConfig, Simulator};
 use proptest::prelude::*;
 use std::collections::BTreeMap;

@@ -9,9 +9,9 @@ use crate::util::{each_real_snapshot, synthetic_pickle};
 use fragscope::cli::report::{WHAT_IF_CONFIGS, attach_what_if, build_report, build_report_what_if};
 use fragscope::input::{Content, Loaded, load_bytes};
 use fragscope::model::Snapshot;
-use fragscope::replay::{Sample, downsample::downsample};
 use fragscope::sim::{self, SimConfig, Step, run};
 use fragscope::synth::SynthOptions;
+use fragscope::timeline::{Sample, downsample::downsample};
 
 /// Worst fragmentation and smallest largest gap over the moments with
 /// reserved at least half the peak, from every step.
@@ -24,7 +24,7 @@ fn near_peak(all: &[Step]) -> (u64, u64, f64, u64) {
         .iter()
         .filter(|s| s.reserved > 0 && s.reserved.saturating_mul(2) >= peak_reserved)
     {
-        worst = worst.max(fragscope::stats::fragmentation(s.largest_free, s.inactive));
+        worst = worst.max(fragscope::model::fragmentation(s.largest_free, s.inactive));
         gap = gap.min(s.largest_free);
     }
     let gap = if gap == u64::MAX { 0 } else { gap };

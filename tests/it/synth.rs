@@ -267,14 +267,14 @@ fn segments_blocks_and_trace_agree() {
     }
     // The replay rebuilds the start from the end and replays forward to the
     // recorded final state: the three parts are one consistent history.
-    let r = fragscope::replay::replay_device(&snap, 0);
+    let r = fragscope::timeline::replay_device(&snap, 0);
     assert!(
         r.report.final_state_matches,
         "{:?} {:?}",
         r.report.final_state_diff, r.report.anomalies
     );
     // Fragmentation emerges: cached blocks sit between live ones.
-    let st = fragscope::stats::file_stats(&snap, "synth", String::new());
+    let st = fragscope::analysis::stats::file_stats(&snap, "synth", String::new());
     assert!(st.totals.free_blocks > 1, "{:?}", st.totals);
     assert!(st.totals.fragmentation > 0.0, "{:?}", st.totals);
 }
@@ -295,7 +295,7 @@ fn every_shape_replays_to_its_recorded_state() {
             "{shape:?}"
         );
         for &d in &devices {
-            let r = fragscope::replay::replay_device(&snap, d);
+            let r = fragscope::timeline::replay_device(&snap, d);
             assert!(
                 r.report.final_state_matches && r.report.anomalies.is_empty(),
                 "{shape:?} device {d}: {:?} {:?}",
@@ -399,7 +399,7 @@ fn fragmented_has_thousands_of_segments_and_live_blocks() {
         holding * 10 >= segments * 9,
         "{holding} of {segments} hold a live block"
     );
-    let st = fragscope::stats::file_stats(&snap, "synth", String::new());
+    let st = fragscope::analysis::stats::file_stats(&snap, "synth", String::new());
     assert!(st.totals.fragmentation > 0.5, "{:?}", st.totals);
     let trace = snap.trace_of(0);
     let mut released = HashSet::new();

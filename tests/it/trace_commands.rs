@@ -9,12 +9,12 @@
 
 use crate::golden;
 use crate::util::*;
+use fragscope::analysis::trace_report::{self, NO_LAYOUT};
 use fragscope::cli::Global;
+use fragscope::core::units::fmt_bytes;
+use fragscope::input::profiler::{MemoryTimeline, ProfilerTrace};
 use fragscope::input::{Content, LoadOptions, load};
-use fragscope::profiler::{MemoryTimeline, ProfilerTrace};
 use fragscope::render::svg::compose::escape;
-use fragscope::trace_report::{self, NO_LAYOUT};
-use fragscope::units::fmt_bytes;
 use std::path::Path;
 
 fn path(name: &str) -> Option<String> {

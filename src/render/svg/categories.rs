@@ -3,9 +3,9 @@
 //! the peak marked with its total.
 
 use super::*;
-use crate::profiler::Category;
-use crate::profiler::memtimeline::CategorySample;
-use crate::units::fmt_binary;
+use crate::core::units::fmt_binary;
+use crate::input::profiler::Category;
+use crate::input::profiler::memtimeline::CategorySample;
 
 pub struct CategoriesChart<'a> {
     pub title: &'a str,

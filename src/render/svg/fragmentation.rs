@@ -4,7 +4,7 @@
 
 use super::timeline::OomMark;
 use super::*;
-use crate::replay::downsample::downsample;
+use crate::timeline::downsample::downsample;
 
 pub struct FragmentationChart<'a> {
     pub title: &'a str,

@@ -4,7 +4,7 @@
 //! visible at a glance.
 
 use super::*;
-use crate::units::fmt_binary;
+use crate::core::units::fmt_binary;
 
 pub struct GapsChart<'a> {
     pub title: &'a str,

@@ -3,7 +3,7 @@
 //! Owns chart layout only: every chart takes plain, already computed figures
 //! (samples, segments, gap sizes, per-site byte counts) and returns an
 //! [`Svg`]. Nothing here loads files, replays traces or decides what a
-//! culprit is; the report builder ([`crate::report`]) and the commands feed
+//! culprit is; the report builder ([`crate::analysis::report`]) and the commands feed
 //! the charts.
 //!
 //! Shared conventions: byte axes are in binary units (the unit is chosen from
@@ -21,7 +21,7 @@ pub mod segmap;
 pub mod sites;
 pub mod timeline;
 
-use crate::replay::Sample;
+use crate::timeline::Sample;
 use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::ValueFormatter;

@@ -4,7 +4,7 @@
 
 use super::compose::stack;
 use super::*;
-use crate::units::{fmt_binary, fmt_pct};
+use crate::core::units::{fmt_binary, fmt_pct};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RankBar {

@@ -15,8 +15,8 @@
 //! count.
 
 use super::*;
+use crate::core::units::fmt_binary;
 use crate::model::{BlockState, Segment};
-use crate::units::fmt_binary;
 use std::collections::HashMap;
 
 /// Segments narrower than this at the chosen scale are aggregated.

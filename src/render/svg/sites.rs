@@ -3,7 +3,7 @@
 //! blocks pin the segment). Bars in the order given: the caller ranks.
 
 use super::*;
-use crate::units::fmt_binary;
+use crate::core::units::fmt_binary;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SiteBar {

@@ -4,8 +4,8 @@
 //! and the largest gap at that moment.
 
 use super::*;
-use crate::replay::downsample::downsample;
-use crate::units::fmt_binary;
+use crate::core::units::fmt_binary;
+use crate::timeline::downsample::downsample;
 
 /// An out-of-memory event to mark on a time series.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,18 +6,18 @@
 //! bytes over the trace, free memory pinned), "culprits new or gone", and
 //! the segments of one run only (matched by address and size, as PyTorch's
 //! `_memory_viz compare` matches them) with what they hold.
-//! Must not compute the run-level metrics (that is [`crate::metrics`]) or
+//! Must not compute the run-level metrics (that is [`crate::analysis::metrics`]) or
 //! format output (that is `render::diff`).
 //!
-//! A call site is [`crate::frames::call_site`], the frame every command
+//! A call site is [`crate::analysis::frames::call_site`], the frame every command
 //! names (the innermost user frame among those PyTorch's viewer shows), in
-//! its [`crate::frames::CallSite::label_without_line`] form: the line is left out so that an
+//! its [`crate::analysis::frames::CallSite::label_without_line`] form: the line is left out so that an
 //! edit above a function does not make every site below it "new".
 
-use crate::frames::call_site;
-use crate::metrics::{MetricId, Metrics, Quantity, Source, Unit};
+use crate::analysis::frames::call_site;
+use crate::analysis::metrics::{MetricId, Metrics, Quantity, Source, Unit};
+use crate::input::profiler::ProfilerTrace;
 use crate::model::{BlockState, Segment, Snapshot, StackId, TraceEvent};
-use crate::profiler::ProfilerTrace;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -575,7 +575,7 @@ fn metric_delta(m: MetricId, before: &Metrics, after: &Metrics) -> MetricDelta {
         d.relative = (bv != 0.0).then(|| change / bv);
         // A change that prints as zero (a ratio within 0.05 points) is no
         // change, in every output.
-        let negligible = m.unit() == Unit::Ratio && crate::units::pct_rounds_to_zero(change);
+        let negligible = m.unit() == Unit::Ratio && crate::core::units::pct_rounds_to_zero(change);
         d.direction = if change == 0.0 || negligible {
             Direction::Same
         } else if (change > 0.0) != m.lower_is_worse() {
@@ -590,7 +590,7 @@ fn metric_delta(m: MetricId, before: &Metrics, after: &Metrics) -> MetricDelta {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frames::CallSite;
+    use crate::analysis::frames::CallSite;
     use crate::model::*;
 
     /// A one-device snapshot: one segment per entry of `segs`, each a list of
@@ -896,7 +896,7 @@ mod tests {
         assert_eq!(site_of(&s, py), "model.py (forward)");
         // The same frame `culprits` names, without its line.
         assert_eq!(
-            crate::frames::call_site(&s, py).label(),
+            crate::analysis::frames::call_site(&s, py).label(),
             "model.py:524 (forward)"
         );
         assert_eq!(site_of(&s, StackId::EMPTY), CallSite::unknown().label());

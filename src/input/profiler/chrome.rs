@@ -17,14 +17,14 @@
 
 use super::Anomalies;
 use super::Anomaly;
-use crate::advice::OomFigures;
+use crate::analysis::advice::OomFigures;
 use crate::input::LoadError;
-use crate::replay::Moment;
+use crate::timeline::Moment;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
-/// Figures of [`crate::replay::Sample`] that a trace cannot give, with why.
+/// Figures of [`crate::timeline::Sample`] that a trace cannot give, with why.
 /// Charts and checks name these as "not available for profiler traces".
 pub const MISSING_FIGURES: &[(&str, &str)] = &[
     (
@@ -131,7 +131,7 @@ pub struct TraceOom {
 }
 
 impl TraceOom {
-    /// What the trace knows about the failure, for [`crate::advice::diagnose`].
+    /// What the trace knows about the failure, for [`crate::analysis::advice::diagnose`].
     pub fn figures(&self, capacity: Option<u64>) -> OomFigures {
         OomFigures {
             requested: Some(self.bytes),
@@ -144,7 +144,7 @@ impl TraceOom {
 }
 
 /// The allocator figures after one event, with the field names of
-/// [`crate::replay::Sample`] for the figures a trace has (see
+/// [`crate::timeline::Sample`] for the figures a trace has (see
 /// [`MISSING_FIGURES`] for the others).
 #[derive(Serialize, Debug, Clone, Copy, Default, PartialEq)]
 pub struct TraceSample {
@@ -394,7 +394,7 @@ impl TraceDevice {
 
     /// At most `max_points` samples (rounded up to even) for charts: each
     /// bucket of consecutive samples becomes its element-wise minimum and
-    /// maximum, as [`crate::replay::downsample`] does for snapshots, so no
+    /// maximum, as [`crate::timeline::downsample`] does for snapshots, so no
     /// peak is lowered and no dip raised.
     pub fn downsampled(&self, max_points: usize) -> Vec<TraceSample> {
         downsample(&self.samples, max_points)

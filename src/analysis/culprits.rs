@@ -13,9 +13,9 @@
 //! final segments (with the replay's origins); every other moment comes from
 //! the replay stage.
 
-use crate::frames::{CallSite, SiteKind, call_site};
+use crate::analysis::frames::{CallSite, SiteKind, call_site};
 use crate::model::*;
-use crate::replay::{MomentState, Origin};
+use crate::timeline::{MomentState, Origin};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -28,7 +28,7 @@ pub const SMALL_BLOCK_FACTOR: u64 = 20;
 
 /// The state at the end of the recording (the snapshot's final segments).
 ///
-/// Origins are the replay's (`replay::state_at` after the last event), so
+/// Origins are the replay's (`timeline::state_at` after the last event), so
 /// that a block has the same age at `end` as at any other moment. A live
 /// block the replay does not hold (its final state differs from the
 /// recording there) falls back to [`recorded_origins`].
@@ -38,7 +38,7 @@ pub fn final_state(snap: &Snapshot, device: i64) -> MomentState {
     let trace = snap.trace_of(device);
     let mut origins = recorded_origins(snap, device, &segments);
     if let Some(last) = trace.len().checked_sub(1) {
-        let replayed = crate::replay::state_at(snap, device, Some(last));
+        let replayed = crate::timeline::state_at(snap, device, Some(last));
         for (a, o) in origins.iter_mut() {
             if let Some(r) = replayed.origins.get(a) {
                 *o = *r;

@@ -2,9 +2,9 @@
 //! PyTorch's memory_viz page and by fragscope), and fragscope's MessagePack
 //! form. Reading either back yields an equal [`Snapshot`].
 
+use crate::core::serial::Seq;
 use crate::input::MSGPACK_MAGIC;
 use crate::model::*;
-use crate::serial::Seq;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
 use std::io::Write;

@@ -105,15 +105,6 @@ impl StateStats {
     }
 }
 
-/// 1 − largest / total free; 0 when nothing is free.
-pub fn fragmentation(largest: u64, free: u64) -> f64 {
-    if free == 0 {
-        0.0
-    } else {
-        1.0 - largest as f64 / free as f64
-    }
-}
-
 /// Per device, then per (pool, stream, segment type).
 #[derive(Serialize, Debug, Clone)]
 pub struct PoolStats {

@@ -1,15 +1,15 @@
 //! Many ranks: one snapshot per rank of a distributed job, side by side.
 //!
 //! Owns the per-rank row (`stats` figures of the final state, the peaks and
-//! worst fragmentation of [`crate::metrics`]), the rank labels (paths
+//! worst fragmentation of [`crate::analysis::metrics`]), the rank labels (paths
 //! without the directory they share, never absolute) and the verdict
 //! sentences. The outlier flags come from the caller, computed with the rule
 //! of `fragscope stats` on several files (`cli::stats::outliers`), so both
 //! commands flag the same ranks. No I/O, no formatting beyond sentences.
 
-use crate::metrics::{MetricId, Metrics};
-use crate::stats::FileStats;
-use crate::units::{fmt_bytes, fmt_pct};
+use crate::analysis::metrics::{MetricId, Metrics};
+use crate::analysis::stats::FileStats;
+use crate::core::units::{fmt_bytes, fmt_pct};
 
 /// One rank's figures.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,7 +36,7 @@ pub struct RankRow {
 pub fn row(file: String, fs: &FileStats, m: &Metrics) -> RankRow {
     let bytes = |id| {
         m.get(id).and_then(|x| match x.value {
-            crate::metrics::Quantity::Bytes(b) => Some(b),
+            crate::analysis::metrics::Quantity::Bytes(b) => Some(b),
             _ => None,
         })
     };

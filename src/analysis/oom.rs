@@ -1,17 +1,17 @@
 //! OOM forensics: for every `oom` event of a snapshot, the replayed allocator
 //! state at that moment measured against the failed request, with the
-//! verdict and suggestions of [`crate::advice::diagnose`]; for a snapshot
+//! verdict and suggestions of [`crate::analysis::advice::diagnose`]; for a snapshot
 //! with no `oom` event that was dumped at OOM time, what its final state
 //! still tells.
 //!
 //! Owns the findings only (figures and sentences); reading files and
 //! laying out text belong to `cli` and `render`.
 
-use crate::advice::{Cause, Diagnosis, OomFigures, diagnose};
-use crate::frames;
+use crate::analysis::advice::{Cause, Diagnosis, OomFigures, diagnose};
+use crate::analysis::frames;
+use crate::core::units::{fmt_bytes, fmt_pct};
 use crate::model::*;
-use crate::replay::{self, MomentState};
-use crate::units::{fmt_bytes, fmt_pct};
+use crate::timeline::{self, MomentState};
 use serde::Serialize;
 
 /// A final state "looks dumped at OOM time" when live and pending blocks
@@ -135,10 +135,10 @@ pub fn analyse(snap: &Snapshot, capacity: Option<u64>) -> OomReport {
         if ooms.is_empty() {
             continue;
         }
-        let rep = replay::replay_device(snap, d);
+        let rep = timeline::replay_device(snap, d);
         let shown = &ooms[..ooms.len().min(MAX_DIAGNOSED_OOMS)];
         out.undiagnosed_ooms += ooms.len() - shown.len();
-        replay::for_each_state_at(snap, d, shown, |st| {
+        timeline::for_each_state_at(snap, d, shown, |st| {
             let i = st.at.expect("an event");
             out.ooms
                 .push(finding(snap, &trace[i], i, &st, &rep.report, capacity));
@@ -146,7 +146,7 @@ pub fn analyse(snap: &Snapshot, capacity: Option<u64>) -> OomReport {
     }
     if out.ooms.is_empty() {
         for d in snap.devices() {
-            let st = replay::state_at(snap, d, snap.trace_of(d).len().checked_sub(1));
+            let st = timeline::state_at(snap, d, snap.trace_of(d).len().checked_sub(1));
             out.final_state.push(final_state(snap, &st, capacity));
         }
     }
@@ -250,7 +250,7 @@ pub fn finding_at(
     snap: &Snapshot,
     state: &MomentState,
     event: usize,
-    report: &replay::ReplayReport,
+    report: &timeline::ReplayReport,
     capacity: Option<u64>,
 ) -> Option<OomFinding> {
     let e = snap.trace_of(state.device).get(event)?;
@@ -262,7 +262,7 @@ fn finding(
     e: &TraceEvent,
     i: usize,
     st: &MomentState,
-    report: &replay::ReplayReport,
+    report: &timeline::ReplayReport,
     capacity: Option<u64>,
 ) -> OomFinding {
     let f = figures(st);
@@ -277,8 +277,9 @@ fn finding(
     let (expandable, max_split, gc) = settings_figures(snap);
     let exp = expandable.unwrap_or(false);
     let usable = |s: &Segment| s.stream == e.stream && s.segment_type == kind && s.pool() == pool;
-    let largest = replay::largest_free_gap_segment(st).map(|(s, b)| GapSite::of(s, b));
-    let largest_usable = replay::largest_free_gap_where(st, usable).map(|(s, b)| GapSite::of(s, b));
+    let largest = timeline::largest_free_gap_segment(st).map(|(s, b)| GapSite::of(s, b));
+    let largest_usable =
+        timeline::largest_free_gap_where(st, usable).map(|(s, b)| GapSite::of(s, b));
     let usable_fit = st
         .segments
         .iter()
@@ -290,7 +291,7 @@ fn finding(
     let new_memory_needed = if exp {
         rounded.div_ceil(page) * page
     } else {
-        replay::allocation_size(rounded)
+        timeline::allocation_size(rounded)
     };
     let replay_caveat = {
         let before: Vec<String> = report
@@ -348,7 +349,7 @@ fn finding(
         active: f.active,
         pending_free: f.pending,
         free_in_reserved: f.inactive,
-        free_blocks_that_fit: replay::free_blocks_at_least(st, rounded),
+        free_blocks_that_fit: timeline::free_blocks_at_least(st, rounded),
         usable_blocks_that_fit: usable_fit,
         largest_free_gap: largest,
         largest_usable_gap: largest_usable,
@@ -366,7 +367,7 @@ fn finding(
 fn final_state(snap: &Snapshot, st: &MomentState, capacity: Option<u64>) -> FinalStateFinding {
     let f = figures(st);
     let (expandable, max_split, gc) = settings_figures(snap);
-    let largest = replay::largest_free_gap_segment(st).map(|(s, b)| GapSite::of(s, b));
+    let largest = timeline::largest_free_gap_segment(st).map(|(s, b)| GapSite::of(s, b));
     let gap = largest.as_ref().map_or(0, |g| g.gap_size);
     let live = f.active + f.pending;
     let live_share = if f.reserved > 0 {

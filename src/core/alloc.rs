@@ -22,7 +22,7 @@
 //! Declare it where a process starts:
 //!
 //!     #[global_allocator]
-//!     static ALLOC: fragscope::alloc::HugePages = fragscope::alloc::HugePages;
+//!     static ALLOC: fragscope::core::alloc::HugePages = fragscope::core::alloc::HugePages;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 

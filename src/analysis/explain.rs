@@ -5,7 +5,7 @@
 //! residue and terminal line wraps), `torch.cuda.memory_summary()` tables,
 //! `torch.cuda.memory_stats()` dumps and pasted `memory_snapshot()` segment
 //! dicts. It turns them into [`OomFigures`], runs the diagnosis shared with
-//! `fragscope oom` ([`crate::advice::diagnose`]) and adds what only the text
+//! `fragscope oom` ([`crate::analysis::advice::diagnose`]) and adds what only the text
 //! tells: which release wrote it (so suggestions that release lacks are marked
 //! as such), which listed process is this one, and figures that cannot all be
 //! true. It must not read files or print.
@@ -15,8 +15,8 @@
 //! wraps cut words and numbers anywhere (`Memory Mana` / `gement`) and
 //! continuation lines are joined without inserting anything.
 
-use crate::advice::{Cause, Diagnosis, OomFigures, Suggestion, diagnose};
-use crate::units::fmt_bytes;
+use crate::analysis::advice::{Cause, Diagnosis, OomFigures, Suggestion, diagnose};
+use crate::core::units::fmt_bytes;
 use regex::Regex;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -1123,7 +1123,7 @@ mod tests {
         let e = explain(t).unwrap();
         assert_eq!(
             e.items[0].diagnosis.cause,
-            crate::advice::Cause::Fragmentation
+            crate::analysis::advice::Cause::Fragmentation
         );
     }
 

@@ -5,10 +5,10 @@
 //!
 //! Owns: which moment each device is shown at (the first out-of-memory
 //! event, else the moment most reserved memory sat free), each OOM diagnosed by
-//! [`crate::oom`] as `fragscope oom` does, the verdict sentences, and the data
+//! [`crate::analysis::oom`] as `fragscope oom` does, the verdict sentences, and the data
 //! quality notes, and turning a culprit [`Analysis`] into the per-site rows
 //! the charts and tables show ([`culprit_rows`]). It does not replay (that is
-//! [`crate::replay`]), does not rank culprits (that is [`crate::culprits`];
+//! [`crate::timeline`]), does not rank culprits (that is [`crate::analysis::culprits`];
 //! the caller passes its summary sentence and rows as [`DeviceCulprits`]),
 //! does not run the what-if model (the caller attaches [`crate::sim`]
 //! reports), and does no formatting beyond the sentences of the verdict.
@@ -17,15 +17,15 @@
 //! are downsampled to a fixed number of points, every list has a stable
 //! order with explicit tie-breakers.
 
-use crate::advice::Diagnosis;
-use crate::culprits::Analysis;
-use crate::frames::{CallSite, filtered, frame_label};
+use crate::analysis::advice::Diagnosis;
+use crate::analysis::culprits::Analysis;
+use crate::analysis::frames::{CallSite, filtered, frame_label};
+use crate::analysis::stats::{StateStats, TraceCoverage, consistency_warnings, trace_coverage};
+use crate::core::units::{fmt_bytes, fmt_pct};
 use crate::model::*;
 use crate::render::svg::timeline::OomMark;
-use crate::replay::downsample::downsample_series;
-use crate::replay::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample, Series};
-use crate::stats::{StateStats, TraceCoverage, consistency_warnings, trace_coverage};
-use crate::units::{fmt_bytes, fmt_pct};
+use crate::timeline::downsample::downsample_series;
+use crate::timeline::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample, Series};
 use std::collections::HashMap;
 
 /// One call site and the memory it holds at the shown moment.
@@ -39,7 +39,7 @@ pub struct CulpritRow {
     /// request size is recorded).
     pub live_bytes: u64,
     /// Free bytes the site's blocks strand, by the scoring rule of
-    /// [`crate::culprits`] (`docs/culprits.md`).
+    /// [`crate::analysis::culprits`] (`docs/culprits.md`).
     pub stranded_bytes: u64,
     /// Addresses of the site's live blocks (outlined on the segment map).
     pub blocks: Vec<u64>,
@@ -277,8 +277,8 @@ pub fn gather_with(
     snap: &Snapshot,
     device: Option<i64>,
     at: Option<Moment>,
-    mut on_start: impl FnMut(i64, &crate::replay::Replayer),
-    mut on_replay: impl FnMut(&crate::replay::DeviceReplay),
+    mut on_start: impl FnMut(i64, &crate::timeline::Replayer),
+    mut on_replay: impl FnMut(&crate::timeline::DeviceReplay),
 ) -> Result<Vec<DeviceInput>, String> {
     let devices: Vec<i64> = match device {
         Some(d) => {
@@ -295,7 +295,7 @@ pub fn gather_with(
     let mut out = Vec::new();
     for d in devices {
         // One rebuild of the start serves the series and the moment.
-        let replayer = crate::replay::Replayer::new(snap, d);
+        let replayer = crate::timeline::Replayer::new(snap, d);
         on_start(d, &replayer);
         let replay = replayer.replay();
         on_replay(&replay);
@@ -429,10 +429,10 @@ pub fn build(
         let samples = &inp.replay.samples;
         let ooms = oom_findings(snap, &inp);
         let recorded_ooms = trace.iter().filter(|e| e.action == Action::Oom).count();
-        if recorded_ooms > crate::oom::MAX_DIAGNOSED_OOMS {
+        if recorded_ooms > crate::analysis::oom::MAX_DIAGNOSED_OOMS {
             quality.push(format!(
                 "device {d}: {recorded_ooms} oom events; the first {} are diagnosed",
-                crate::oom::MAX_DIAGNOSED_OOMS
+                crate::analysis::oom::MAX_DIAGNOSED_OOMS
             ));
         }
         let rr = &inp.replay.report;
@@ -523,7 +523,7 @@ pub fn build(
     report
 }
 
-/// Every OOM of a device as `fragscope oom` diagnoses it ([`crate::oom`]),
+/// Every OOM of a device as `fragscope oom` diagnoses it ([`crate::analysis::oom`]),
 /// so the report and the command phrase the same moment identically. The
 /// shown moment's state serves when it is that OOM; other OOMs are replayed.
 fn oom_findings(snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
@@ -531,12 +531,13 @@ fn oom_findings(snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
     let trace = snap.trace_of(d);
     let ooms: Vec<usize> = (0..trace.len())
         .filter(|&i| trace[i].action == Action::Oom)
-        .take(crate::oom::MAX_DIAGNOSED_OOMS)
+        .take(crate::analysis::oom::MAX_DIAGNOSED_OOMS)
         .collect();
     let mut out = Vec::new();
-    let mut add = |state: &crate::replay::MomentState, i: usize| {
+    let mut add = |state: &crate::timeline::MomentState, i: usize| {
         let ev = &trace[i];
-        let Some(f) = crate::oom::finding_at(snap, state, i, &inp.replay.report, None) else {
+        let Some(f) = crate::analysis::oom::finding_at(snap, state, i, &inp.replay.report, None)
+        else {
             return;
         };
         out.push(OomFinding {
@@ -551,7 +552,7 @@ fn oom_findings(snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
         });
     };
     // One replay for all of them (a file may hold an OOM per event).
-    crate::replay::for_each_state_at(snap, d, &ooms, |st| {
+    crate::timeline::for_each_state_at(snap, d, &ooms, |st| {
         let i = st.at.expect("an event");
         if inp.moment.at == Some(i) {
             add(&inp.moment, i);
@@ -582,7 +583,7 @@ pub fn verdict(r: &Report) -> Vec<String> {
     if untraced.len() == r.devices.len() {
         v.push(format!(
             "No allocator trace was recorded in this snapshot, so only its recorded state is known: peaks over the run and out-of-memory events are not measurable; {}.",
-            crate::replay::RECORD_A_TRACE
+            crate::timeline::RECORD_A_TRACE
         ));
     }
     for d in &r.devices {
@@ -841,7 +842,7 @@ mod tests {
                 ],
             ),
         ];
-        let state = crate::replay::MomentState {
+        let state = crate::timeline::MomentState {
             device: 0,
             at: None,
             time_us: None,
@@ -849,7 +850,7 @@ mod tests {
             origins: Default::default(),
             failed_request: None,
         };
-        let an = crate::culprits::analyze(&snap, &state, &Default::default());
+        let an = crate::analysis::culprits::analyze(&snap, &state, &Default::default());
         let rows = culprit_rows(&snap, &an);
         assert_eq!(rows.len(), 2);
         // The gap at the end of the first segment is bounded by train.py's

@@ -3,7 +3,7 @@
 //! (figures parsed from an OOM message). Pure logic over [`OomFigures`]; the
 //! callers supply what they know and leave the rest `None`.
 
-use crate::units::fmt_bytes;
+use crate::core::units::fmt_bytes;
 use serde::Serialize;
 
 /// Everything known about one failed allocation. Unknown figures are `None`.

@@ -4,7 +4,7 @@
 //!
 //! Owns: the rule names and their config syntax, config validation (every
 //! error names the file and the key), the pass/fail arithmetic and the hints.
-//! Must not compute metrics (that is [`crate::metrics`]), read snapshots, or
+//! Must not compute metrics (that is [`crate::analysis::metrics`]), read snapshots, or
 //! format output (that is `render::check`).
 //!
 //! Config file:
@@ -31,9 +31,9 @@
 //! peak_activation = "10%"
 //! ```
 
-use crate::metrics::{Measured, MetricId, Metrics, Quantity, TraceFacts, Unit};
-use crate::profiler::memtimeline::Category;
-use crate::units::{fmt_bytes, fmt_pct, parse_size};
+use crate::analysis::metrics::{Measured, MetricId, Metrics, Quantity, TraceFacts, Unit};
+use crate::core::units::{fmt_bytes, fmt_pct, parse_size};
+use crate::input::profiler::memtimeline::Category;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -192,14 +192,14 @@ impl Rules {
         // escaped, so that an error stays one line.
         let key_err = |key: &str, msg: String| ConfigError::Key {
             path: origin.to_string(),
-            key: crate::input::one_line(key),
+            key: crate::core::text::one_line(key),
             msg,
         };
         let doc: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| ConfigError::Syntax {
                 path: origin.to_string(),
-                msg: crate::input::one_line(&e.to_string().trim_end().replace('\n', " ")),
+                msg: crate::core::text::one_line(&e.to_string().trim_end().replace('\n', " ")),
             })?;
         let mut r = Rules::default();
         for (k, v) in &doc {
@@ -462,10 +462,10 @@ impl Value {
             Value::Bytes(b) => fmt_bytes(b),
             Value::Ratio(r) => fmt_pct(r),
             Value::Count(c) => c.to_string(),
-            Value::Relative(r) if crate::units::pct_rounds_to_zero(r) => "±0%".into(),
+            Value::Relative(r) if crate::core::units::pct_rounds_to_zero(r) => "±0%".into(),
             Value::Relative(r) => signed(r, fmt_pct(r)),
-            Value::BytesDelta(d) => crate::units::fmt_delta(d as i128),
-            Value::RatioDelta(r) if crate::units::pct_rounds_to_zero(r) => "±0 pt".into(),
+            Value::BytesDelta(d) => crate::core::units::fmt_delta(d as i128),
+            Value::RatioDelta(r) if crate::core::units::pct_rounds_to_zero(r) => "±0 pt".into(),
             Value::RatioDelta(r) => signed(r, format!("{:.1} pt", r * 100.0)),
             Value::CountDelta(d) => signed(d as f64, d.to_string()),
         }
@@ -473,7 +473,7 @@ impl Value {
     /// Whether [`Value::fmt`] prints this change as zero (`0.0 pt`, `0.0%`).
     pub fn rounds_to_zero(self) -> bool {
         match self {
-            Value::Relative(r) | Value::RatioDelta(r) => crate::units::pct_rounds_to_zero(r),
+            Value::Relative(r) | Value::RatioDelta(r) => crate::core::units::pct_rounds_to_zero(r),
             Value::BytesDelta(d) | Value::CountDelta(d) => d == 0,
             Value::Bytes(_) | Value::Ratio(_) | Value::Count(_) => false,
         }
@@ -572,7 +572,7 @@ pub fn evaluate(
     }
     let mut notes: Vec<String> = current.notes.clone();
     if findings.is_empty() {
-        notes.push(if current.source == crate::metrics::Source::MemoryTimeline {
+        notes.push(if current.source == crate::analysis::metrics::Source::MemoryTimeline {
             format!(
                 "no rule is set, so nothing is gated: a memory-timeline export is checked with {}, {CATEGORY_RULES}.CATEGORY or max_regression.peak_* (docs/ci.md)",
                 RuleKind::MaxPeakTotal.key()
@@ -781,7 +781,7 @@ fn regression(
                 metric.label(),
                 NO_GPU_EVENTS
             ),
-            (true, crate::metrics::Source::ProfilerTrace) => format!(
+            (true, crate::analysis::metrics::Source::ProfilerTrace) => format!(
                 "{} is not measurable for the baseline, a profiler trace",
                 metric.label()
             ),
@@ -840,7 +840,7 @@ fn regression(
         (true, false) => "; the baseline's figure is of its recorded state (no trace)",
     };
     let (bs, cs) = match (b.value, c.value) {
-        (Quantity::Bytes(x), Quantity::Bytes(y)) => crate::units::fmt_bytes_pair(x, y),
+        (Quantity::Bytes(x), Quantity::Bytes(y)) => crate::core::units::fmt_bytes_pair(x, y),
         (x, y) => (x.fmt(), y.fmt()),
     };
     f.message = format!(
@@ -867,18 +867,20 @@ fn other_kind_hint(metric: MetricId, m: &Metrics) -> Option<String> {
     if metric.applies_to(m.source) {
         return None;
     }
-    Some(if m.source == crate::metrics::Source::MemoryTimeline {
-        format!(
-            "a memory-timeline export records live tensor bytes by category, not the allocator's state; gate {} or {CATEGORY_RULES}.CATEGORY on it, or record a memory snapshot or profiler trace to measure {}",
-            RuleKind::MaxPeakTotal.key(),
-            metric.key()
-        )
-    } else {
-        format!(
-            "{} is a memory-profiler category figure, which only a memory-timeline export records: torch.profiler's export_memory_timeline(\"x.raw.json.gz\")",
-            metric.key()
-        )
-    })
+    Some(
+        if m.source == crate::analysis::metrics::Source::MemoryTimeline {
+            format!(
+                "a memory-timeline export records live tensor bytes by category, not the allocator's state; gate {} or {CATEGORY_RULES}.CATEGORY on it, or record a memory snapshot or profiler trace to measure {}",
+                RuleKind::MaxPeakTotal.key(),
+                metric.key()
+            )
+        } else {
+            format!(
+                "{} is a memory-profiler category figure, which only a memory-timeline export records: torch.profiler's export_memory_timeline(\"x.raw.json.gz\")",
+                metric.key()
+            )
+        },
+    )
 }
 
 /// Said after a figure of a device without trace events: only its recorded
@@ -897,14 +899,15 @@ fn recorded_only(metric: MetricId, m: &Metrics, device: Option<i64>) -> &'static
 /// A figure of a snapshot's device (or, summed, devices) without trace
 /// events, other than an end figure.
 fn untraced_figure(metric: MetricId, m: &Metrics, device: Option<i64>) -> bool {
-    let untraced =
-        |d: &crate::metrics::DeviceMetrics| d.timeline == crate::metrics::Timeline::FinalStateOnly;
+    let untraced = |d: &crate::analysis::metrics::DeviceMetrics| {
+        d.timeline == crate::analysis::metrics::Timeline::FinalStateOnly
+    };
     let from_untraced = match device {
         Some(x) => m.devices.iter().any(|d| d.device == x && untraced(d)),
         None => !m.devices.is_empty() && m.devices.iter().all(untraced),
     };
     from_untraced
-        && m.source == crate::metrics::Source::Snapshot
+        && m.source == crate::analysis::metrics::Source::Snapshot
         && !matches!(metric, MetricId::EndAllocated | MetricId::EndReserved)
 }
 
@@ -924,16 +927,16 @@ fn not_measurable(metric: MetricId, m: &Metrics) -> String {
         return format!("{} is not measurable: {NO_GPU_EVENTS}", metric.label());
     }
     match m.source {
-        crate::metrics::Source::ProfilerTrace => {
+        crate::analysis::metrics::Source::ProfilerTrace => {
             format!("{} is not measurable for a profiler trace", metric.label())
         }
-        crate::metrics::Source::MemoryTimeline => {
+        crate::analysis::metrics::Source::MemoryTimeline => {
             format!(
                 "{} is not measurable for a memory-timeline export",
                 metric.label()
             )
         }
-        crate::metrics::Source::Snapshot => {
+        crate::analysis::metrics::Source::Snapshot => {
             format!("{} is not measurable from this input", metric.label())
         }
     }
@@ -979,18 +982,20 @@ fn unmeasurable_hint(metric: MetricId, m: &Metrics) -> String {
         return h;
     }
     match m.source {
-        crate::metrics::Source::MemoryTimeline => "the export holds no time step to measure".into(),
+        crate::analysis::metrics::Source::MemoryTimeline => {
+            "the export holds no time step to measure".into()
+        }
         // The note says why, once, and what to record instead.
-        crate::metrics::Source::ProfilerTrace if no_gpu(m) => String::new(),
-        crate::metrics::Source::ProfilerTrace => format!(
+        crate::analysis::metrics::Source::ProfilerTrace if no_gpu(m) => String::new(),
+        crate::analysis::metrics::Source::ProfilerTrace => format!(
             "{}; record a memory snapshot to measure {}",
             trace_lacks(metric, m.trace.unwrap_or_default()),
             metric.key()
         ),
-        crate::metrics::Source::Snapshot if m.devices.is_empty() => {
+        crate::analysis::metrics::Source::Snapshot if m.devices.is_empty() => {
             "the snapshot holds no segments: nothing was reserved".into()
         }
-        crate::metrics::Source::Snapshot => {
+        crate::analysis::metrics::Source::Snapshot => {
             "nothing was reserved in this snapshot, so there is no free gap to measure".into()
         }
     }
@@ -1014,8 +1019,8 @@ expandable_segments:True lets segments grow instead of leaving gaps."
                 .iter()
                 .find(|d| Some(d.device) == device)
                 .or(m.devices.first());
-            let untraced =
-                dev.is_some_and(|d| d.timeline == crate::metrics::Timeline::FinalStateOnly);
+            let untraced = dev
+                .is_some_and(|d| d.timeline == crate::analysis::metrics::Timeline::FinalStateOnly);
             match dev.and_then(|d| Some((d.peak_allocated?, d.peak_reserved?))) {
                 Some((a, r)) if untraced && r > 0 && (a as f64) < 0.8 * r as f64 => format!(
                     "In the recorded state {} is allocated ({} of reserved): the rest is cached \
@@ -1105,7 +1110,7 @@ fn category_hint(metric: MetricId) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{DeviceMetrics, Source, Timeline};
+    use crate::analysis::metrics::{DeviceMetrics, Source, Timeline};
 
     fn metrics(peak_reserved: u64, frag: f64, gap: u64, ooms: u64) -> Metrics {
         Metrics {
@@ -1410,7 +1415,7 @@ oom_events = 0
 
     #[test]
     fn category_rules_on_an_export() {
-        let t = crate::profiler::memtimeline::timeline_from_json(
+        let t = crate::input::profiler::memtimeline::timeline_from_json(
             &serde_json::json!([[-1, 1, 100, 0], [1000, 2, 300, 4], [2000, 4, -300, 4]]),
             "x",
         )

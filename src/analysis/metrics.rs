@@ -41,11 +41,11 @@
 //! ([`CategoryMetrics`]); the allocator metrics are not measurable for it,
 //! nor the category peaks for a snapshot or a profiler trace.
 
+use crate::analysis::stats::StateStats;
+use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::input::profiler::memtimeline::{Category, MemoryTimeline};
 use crate::model::Snapshot;
-use crate::profiler::memtimeline::{Category, MemoryTimeline};
-use crate::replay::Sample;
-use crate::stats::StateStats;
-use crate::units::{fmt_bytes, fmt_pct};
+use crate::timeline::Sample;
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -601,7 +601,7 @@ impl Metrics {
     /// has events (`device` limits it to one).
     pub fn of_snapshot(snap: &Snapshot, device: Option<i64>) -> Result<Metrics, MetricsError> {
         let devices = select_devices(snap, device)?;
-        let ooms = crate::stats::oom_events(snap);
+        let ooms = crate::analysis::stats::oom_events(snap);
         let mut out = Metrics {
             source: Source::Snapshot,
             devices: Vec::new(),
@@ -617,7 +617,7 @@ impl Metrics {
             let samples = if snap.trace_of(d).is_empty() {
                 Vec::new()
             } else {
-                let r = crate::replay::replay_device(snap, d);
+                let r = crate::timeline::replay_device(snap, d);
                 let anomalies: u64 = r.report.anomalies.iter().map(|a| a.count).sum();
                 if let Some(a) = r.report.anomalies.first() {
                     out.notes.push(format!(
@@ -654,7 +654,7 @@ impl Metrics {
                 "{} {}: no trace was recorded, so only the recorded state is known and every figure is that state's: the run's peaks (at least these) and its out-of-memory events are not measurable; {}",
                 if untraced.len() == 1 { "device" } else { "devices" },
                 untraced.join(", "),
-                crate::replay::RECORD_A_TRACE
+                crate::timeline::RECORD_A_TRACE
             ));
         }
         Ok(out)
@@ -685,7 +685,7 @@ impl Metrics {
     /// allocator and is left out). `device` picks one device index. The notes
     /// name every figure a trace cannot give.
     pub fn of_trace(
-        tr: &crate::profiler::ProfilerTrace,
+        tr: &crate::input::profiler::ProfilerTrace,
         device: Option<i64>,
     ) -> Result<Metrics, MetricsError> {
         if let Some(n) = tr.no_gpu_memory() {
@@ -702,11 +702,11 @@ impl Metrics {
                 }),
             });
         }
-        let picked: Vec<&crate::profiler::TraceDevice> = tr.accelerators(device).collect();
+        let picked: Vec<&crate::input::profiler::TraceDevice> = tr.accelerators(device).collect();
         if let Some(want) = device
             && picked.is_empty()
         {
-            let accel: Vec<&crate::profiler::TraceDevice> = tr.accelerators(None).collect();
+            let accel: Vec<&crate::input::profiler::TraceDevice> = tr.accelerators(None).collect();
             return Err(MetricsError::NoSuchDevice {
                 device: want,
                 available: if accel.is_empty() {
@@ -898,7 +898,7 @@ mod tests {
             external_free: inactive,
             largest_free_gap: largest,
             free_gaps: gaps,
-            fragmentation: crate::stats::fragmentation(largest, inactive),
+            fragmentation: crate::model::fragmentation(largest, inactive),
             ..Sample::default()
         }
     }
@@ -992,7 +992,7 @@ mod tests {
         // Activations peak at 300 when parameters are 100; gradients (50)
         // come after the activations are gone: each category's own peak, and
         // the total's (400), which is not their sum (450).
-        let t = crate::profiler::memtimeline::timeline_from_json(
+        let t = crate::input::profiler::memtimeline::timeline_from_json(
             &serde_json::json!([
                 [-1, 1, 100, 0],
                 [1000, 2, 300, 4],
@@ -1022,7 +1022,7 @@ mod tests {
             s.get(MetricId::PeakReserved).map(|x| x.value),
             Some(Quantity::Bytes(0))
         );
-        for c in crate::profiler::memtimeline::Category::ALL {
+        for c in crate::input::profiler::memtimeline::Category::ALL {
             assert_eq!(MetricId::peak_of(c).category(), Some(c));
         }
         assert_eq!(MetricId::PeakTotal.category(), None);

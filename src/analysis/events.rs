@@ -4,18 +4,18 @@
 //!
 //! Owns: choosing the events of a range and a call-site filter, and pairing
 //! each with its figures. For a snapshot those are the replay's samples
-//! ([`crate::replay::DeviceReplay::samples`], the figures `timeline` prints:
+//! ([`crate::timeline::DeviceReplay::samples`], the figures `timeline` prints:
 //! `samples[i + 1]` after event `i`); for a profiler trace the trace's own
-//! series ([`crate::profiler::TraceDevice::samples`]). A call site is the
-//! one every command names ([`crate::frames::call_site`]; the operator for
+//! series ([`crate::input::profiler::TraceDevice::samples`]). A call site is the
+//! one every command names ([`crate::analysis::frames::call_site`]; the operator for
 //! a profiler trace). Rows are handed to a callback one at a time and never
 //! collected, so a listing of millions of events holds no more than the
 //! model and the replay's compact series. Formatting is `render::events`.
 
-use crate::frames::{call_site, filtered, frame_label};
+use crate::analysis::frames::{call_site, filtered, frame_label};
+use crate::input::profiler::{ProfilerTrace, TraceDevice};
 use crate::model::{Action, Snapshot, StackId};
-use crate::profiler::{ProfilerTrace, TraceDevice};
-use crate::replay::DeviceReplay;
+use crate::timeline::DeviceReplay;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io;
@@ -191,7 +191,7 @@ impl<'a> TraceEvents<'a> {
         let mut sites = HashMap::new();
         for e in &dev.events[from..to] {
             sites.entry((e.op, e.python)).or_insert_with(|| {
-                let label = crate::profiler::chrome::op_label(&tr.names, e);
+                let label = crate::input::profiler::chrome::op_label(&tr.names, e);
                 let name = |i: Option<u32>| i.map(|i| tr.name(i));
                 let keep = passes(&[Some(&label), name(e.top_op), name(e.python)]);
                 Site { label, keep }
@@ -356,7 +356,7 @@ mod tests {
     }
 
     fn rows(s: &Snapshot, sel: &Selection) -> Vec<(Option<usize>, String, u64, u64, String)> {
-        let r = crate::replay::replay_device(s, 0);
+        let r = crate::timeline::replay_device(s, 0);
         let ev = SnapshotEvents::new(s, &r, sel);
         let mut out = Vec::new();
         let n = ev
@@ -430,7 +430,7 @@ mod tests {
     #[test]
     fn an_oom_row_has_no_address_and_the_device_free_memory() {
         let s = snap();
-        let r = crate::replay::replay_device(&s, 0);
+        let r = crate::timeline::replay_device(&s, 0);
         let ev = SnapshotEvents::new(&s, &r, &Selection::default());
         let mut seen = Vec::new();
         ev.for_each(|row| {

@@ -30,7 +30,7 @@
 //! Owns only the storage; the figures come from `state`.
 
 use super::Sample;
-use crate::stats::fragmentation;
+use crate::model::fragmentation;
 
 /// Rows from one restart of the stream to the next: `get` decodes at most
 /// this many, and a restart costs a whole row (a few dozen bytes) and

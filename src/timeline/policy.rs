@@ -3,12 +3,12 @@
 //! `round_size`, `should_split` and the segment size of a new cudaMalloc,
 //! bound to one snapshot's settings.
 //!
-//! Owns only that binding: the rules themselves are [`crate::sim::policy`],
+//! Owns only that binding: the rules themselves are [`crate::model::policy`],
 //! the one source of truth shared with the allocator model, so the replay and
 //! the simulator can never disagree about a block's size.
 
 use crate::model::AllocatorSettings;
-use crate::sim::policy as rules;
+use crate::model::policy as rules;
 
 pub use rules::{LARGE_BUFFER, SMALL_BUFFER, SMALL_SIZE};
 

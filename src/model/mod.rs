@@ -8,6 +8,8 @@
 //! serialises with serde, and re-reading what `convert` writes yields an equal
 //! model.
 
+pub mod policy;
+
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -644,6 +646,15 @@ impl Interner {
             .zip((0..).map(ActionName::new))
             .collect();
         i
+    }
+}
+
+/// 1 − largest / total free; 0 when nothing is free.
+pub fn fragmentation(largest: u64, free: u64) -> f64 {
+    if free == 0 {
+        0.0
+    } else {
+        1.0 - largest as f64 / free as f64
     }
 }
 

@@ -7,18 +7,18 @@
 //! snapshot's, for the figures a trace has), the moment a report shows, the
 //! live bytes by operator at that moment, the verdict sentences, and the one
 //! line that says what a trace cannot give ([`NO_LAYOUT`]). It does not
-//! decode (that is [`crate::profiler`]) and does no formatting beyond those
+//! decode (that is [`crate::input::profiler`]) and does no formatting beyond those
 //! sentences. Output is deterministic: file names are base names, series are
 //! downsampled to a fixed number of points, lists keep the order the decoder
 //! gives them (largest first, ties by name).
 
-use crate::advice::diagnose;
-use crate::profiler::chrome::{BEFORE_TRACE, DeviceSummary, OpShare, TraceDevice};
-use crate::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
+use crate::analysis::advice::diagnose;
+use crate::analysis::report::OomFinding;
+use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::input::profiler::chrome::{BEFORE_TRACE, DeviceSummary, OpShare, TraceDevice};
+use crate::input::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
 use crate::render::svg::timeline::OomMark;
-use crate::replay::{Moment, Sample};
-use crate::report::OomFinding;
-use crate::units::{fmt_bytes, fmt_pct};
+use crate::timeline::{Moment, Sample};
 
 /// What every output on a trace says about the figures it lacks.
 pub const NO_LAYOUT: &str = "a profiler trace records allocated and reserved totals but no segment or block layout, so free gaps, the largest free gap, fragmentation and stranded bytes are not measurable for it; record a memory snapshot (torch.cuda.memory._record_memory_history + _dump_snapshot) for those";
@@ -27,7 +27,7 @@ pub const NO_LAYOUT: &str = "a profiler trace records allocated and reserved tot
 pub const NO_ALLOCATOR: &str = "a memory-timeline export records live tensor bytes by category, not the allocator: reserved memory, free gaps, fragmentation and call sites are not measurable for it; record a profiler trace or a memory snapshot for those";
 
 /// Points kept per device series in reports.
-pub const REPORT_POINTS: usize = crate::report::REPORT_POINTS;
+pub const REPORT_POINTS: usize = crate::analysis::report::REPORT_POINTS;
 
 /// A moment of a trace device worth a row.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,7 +90,7 @@ pub fn as_sample(t: &TraceSample) -> Sample {
     }
 }
 
-pub use crate::report::moment_text;
+pub use crate::analysis::report::moment_text;
 
 #[derive(Debug, Clone)]
 pub struct TraceDeviceReport {
@@ -228,7 +228,7 @@ pub fn build(
     let mut devices = Vec::new();
     for d in select(tr, device)? {
         let (m, label) = match at {
-            Some(m) => (m, crate::report::moment_name(m)),
+            Some(m) => (m, crate::analysis::report::moment_name(m)),
             None => default_moment(d),
         };
         let moment_at = d.resolve(m).map_err(|e| format!("{}: {e}", d.label))?;
@@ -296,12 +296,12 @@ pub fn build(
         kind.push_str(&format!(", rank {r} of {w}"));
     }
     let mut r = TraceReport {
-        file: crate::report::base_name(file),
+        file: crate::analysis::report::base_name(file),
         format: format.to_string(),
         kind,
         verdict: Vec::new(),
         devices,
-        missing: crate::profiler::MISSING_FIGURES
+        missing: crate::input::profiler::MISSING_FIGURES
             .iter()
             .map(|(f, why)| (f.to_string(), why.to_string()))
             .collect(),
@@ -450,7 +450,7 @@ pub fn build_categories(tl: &MemoryTimeline, file: &str, format: &str) -> Catego
     let mut small = tl.clone();
     small.samples = tl.downsampled(REPORT_POINTS);
     let form = match tl.form {
-        Some(crate::profiler::memtimeline::TimelineForm::Raw) => "raw rows",
+        Some(crate::input::profiler::memtimeline::TimelineForm::Raw) => "raw rows",
         _ => "times and sizes",
     };
     let kind = format!(
@@ -462,11 +462,12 @@ pub fn build_categories(tl: &MemoryTimeline, file: &str, format: &str) -> Catego
     match tl.peak {
         None => verdict.push("The memory timeline is empty.".into()),
         Some(p) => {
-            let mut parts: Vec<(u64, crate::profiler::Category)> = crate::profiler::Category::ALL
-                .iter()
-                .map(|&c| (p.bytes[c as usize], c))
-                .filter(|x| x.0 > 0)
-                .collect();
+            let mut parts: Vec<(u64, crate::input::profiler::Category)> =
+                crate::input::profiler::Category::ALL
+                    .iter()
+                    .map(|&c| (p.bytes[c as usize], c))
+                    .filter(|x| x.0 > 0)
+                    .collect();
             parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             let at = match (p.time_us, tl.first_time_us()) {
                 (Some(t), Some(o)) => format!("t={:.3} s", (t - o) as f64 / 1e6),
@@ -488,7 +489,7 @@ pub fn build_categories(tl: &MemoryTimeline, file: &str, format: &str) -> Catego
     }
     verdict.push(upper_first(NO_ALLOCATOR) + ".");
     CategoryReport {
-        file: crate::report::base_name(file),
+        file: crate::analysis::report::base_name(file),
         format: format.to_string(),
         kind,
         verdict,

@@ -2,8 +2,8 @@
 //! property test that drives the state machine with random streams.
 
 use super::*;
+use crate::analysis::stats::StateStats;
 use crate::model::BlockState::{ActiveAllocated as A, ActivePendingFree as P};
-use crate::stats::StateStats;
 
 pub(super) const MIB: u64 = 1 << 20;
 pub(super) const B: u64 = 0x7f00_0000_0000;

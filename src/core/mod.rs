@@ -1,0 +1,10 @@
+//! Leaf helpers that every stage may use and that use nothing of the crate:
+//! byte and percentage formatting ([`units`]), a serializer for streamed
+//! sequences ([`serial`]), text and hashing helpers ([`text`], [`hash`]) and
+//! the process's memory allocator ([`alloc`]).
+
+pub mod alloc;
+pub mod hash;
+pub mod serial;
+pub mod text;
+pub mod units;

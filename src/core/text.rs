@@ -1,0 +1,19 @@
+//! Text helpers shared by every stage.
+
+/// Text from a file or a third-party library may hold newlines; an error is
+/// one line.
+pub fn one_line(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .flat_map(|c| {
+            let esc: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            esc
+        })
+        .collect()
+}
