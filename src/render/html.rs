@@ -8,7 +8,8 @@ use super::svg::compose::escape;
 use super::svg::{ChartError, Svg};
 use crate::analysis::report::{DeviceReport, OomFinding, Report, moment_text};
 use crate::analysis::stats::TraceCoverage;
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use std::fmt::Write;
 
 /// Culprit rows listed per device.
@@ -134,7 +135,12 @@ fn incl_pending_at(d: &DeviceReport) -> String {
     moment_text(p.at, p.time_us, d.first_time_us)
 }
 
-fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), ChartError> {
+fn device_section(
+    st: &Style,
+    out: &mut String,
+    r: &Report,
+    d: &DeviceReport,
+) -> Result<(), ChartError> {
     let _ = writeln!(
         out,
         "<section id=\"device-{0}\">\n<h2>Device {0}</h2>",
@@ -145,7 +151,7 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
         if d.traced() {
             format!(
                 "{} ({})",
-                fmt_bytes(b),
+                st.bytes(b),
                 moment_text(e.map(|x| x as usize), t, d.first_time_us)
             )
         } else {
@@ -169,14 +175,14 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
         num(&if d.traced() {
             format!(
                 "{} ({})",
-                fmt_bytes(d.peak_allocated_incl_pending.bytes),
+                st.bytes(d.peak_allocated_incl_pending.bytes),
                 incl_pending_at(d)
             )
         } else {
             "n/a (no trace)".into()
         }),
-        num(&fmt_bytes(d.end.reserved)),
-        num(&fmt_bytes(d.end.allocated)),
+        num(&st.bytes(d.end.reserved)),
+        num(&st.bytes(d.end.allocated)),
         num(&if d.traced() {
             d.ooms.len().to_string()
         } else {
@@ -193,10 +199,10 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
                 "<tr>{}{}{}{}{}{}{}{}</tr>",
                 cell(&k.label),
                 nowrap(&d.when(k.at, s.time_us)),
-                num(&fmt_bytes(s.reserved)),
-                num(&fmt_bytes(s.allocated)),
-                num(&fmt_bytes(s.reserved.saturating_sub(s.allocated))),
-                num(&fmt_bytes(s.largest_free_gap)),
+                num(&st.bytes(s.reserved)),
+                num(&st.bytes(s.allocated)),
+                num(&st.bytes(s.reserved.saturating_sub(s.allocated))),
+                num(&st.bytes(s.largest_free_gap)),
                 num(&s.free_gaps.to_string()),
                 num(&fmt_pct(s.fragmentation)),
             );
@@ -261,15 +267,15 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
                 "<tr>{}{}{}{}{}{stack}</tr>",
                 num(&(i + 1).to_string()),
                 cell(&c.site),
-                num(&fmt_bytes(c.live_bytes)),
-                num(&fmt_bytes(c.stranded_bytes)),
+                num(&st.bytes(c.live_bytes)),
+                num(&st.bytes(c.stranded_bytes)),
                 num(&c.blocks.len().to_string()),
             );
         }
         out.push_str("</table>\n");
     }
     if let Some(w) = r.what_if_of(d.device) {
-        what_if_section(out, r, w);
+        what_if_section(st, out, r, w);
     }
     out.push_str("</section>\n");
     Ok(())
@@ -277,10 +283,10 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
 
 /// The what-if model's chart and answer, labelled as a model with its
 /// fidelity so nobody takes it for a measurement.
-fn what_if_section(out: &mut String, r: &Report, w: &crate::sim::SimReport) {
+fn what_if_section(st: &Style, out: &mut String, r: &Report, w: &crate::sim::SimReport) {
     use super::simulate::{answer, chart_svg, expandable_answer, fidelity_line};
     out.push_str("<h3>What if: other allocator settings (a model)</h3>\n");
-    if let Some(a) = expandable_answer(w) {
+    if let Some(a) = expandable_answer(st, w) {
         let _ = writeln!(out, "<p class=\"lead\"><b>{}</b></p>", escape(&a));
     }
     let _ = writeln!(out, "<p>{}</p>", escape(&fidelity_line(w)));
@@ -297,7 +303,7 @@ fn what_if_section(out: &mut String, r: &Report, w: &crate::sim::SimReport) {
         &svg,
         &format!("what-if model of reserved memory, device {}", w.device),
     ));
-    if let Some(a) = answer(w) {
+    if let Some(a) = answer(st, w) {
         let _ = writeln!(out, "<p>{}</p>", escape(&a));
     }
     let _ = writeln!(
@@ -308,7 +314,7 @@ fn what_if_section(out: &mut String, r: &Report, w: &crate::sim::SimReport) {
 }
 
 /// The whole report as one HTML document.
-pub fn html(r: &Report) -> Result<String, ChartError> {
+pub fn html(st: &Style, r: &Report) -> Result<String, ChartError> {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -350,7 +356,7 @@ pub fn html(r: &Report) -> Result<String, ChartError> {
         out.push_str("</p></nav>\n");
     }
     for d in &r.devices {
-        device_section(&mut out, r, d)?;
+        device_section(st, &mut out, r, d)?;
     }
 
     out.push_str("<section id=\"settings\"><h2>Allocator settings</h2>\n");

@@ -4,7 +4,8 @@
 //! summary SVG when one was written.
 
 use crate::analysis::report::{Report, moment_text};
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use std::fmt::Write;
 
 /// Call sites listed per device.
@@ -18,7 +19,7 @@ pub(crate) fn md(s: &str) -> String {
 }
 
 /// `svg_link`: where the summary image will be, relative to the Markdown.
-pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
+pub fn markdown(st: &Style, r: &Report, svg_link: Option<&str>) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "## Memory report: `{}`\n", r.file.replace('`', "'"));
     for v in &r.verdict {
@@ -39,7 +40,7 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
             // No trace: no peak, only the recorded (final) state.
             let peak = |b: u64| {
                 if d.traced() {
-                    fmt_bytes(b)
+                    st.bytes(b)
                 } else {
                     "n/a (no trace)".into()
                 }
@@ -52,8 +53,8 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
                 peak(d.peak_reserved.reserved),
                 peak(d.peak_allocated.allocated),
                 peak(d.peak_allocated_incl_pending.bytes),
-                fmt_bytes(d.end.reserved),
-                fmt_bytes(d.end.allocated),
+                st.bytes(d.end.reserved),
+                st.bytes(d.end.allocated),
                 if d.traced() {
                     d.ooms.len().to_string()
                 } else {
@@ -82,9 +83,15 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
                     x.mark.time_us,
                     d.first_time_us
                 )),
-                fmt_bytes(x.mark.request),
-                x.mark.largest_gap.map(fmt_bytes).unwrap_or("?".into()),
-                x.mark.device_free.map(fmt_bytes).unwrap_or("?".into()),
+                st.bytes(x.mark.request),
+                x.mark
+                    .largest_gap
+                    .map(|b| st.bytes(b))
+                    .unwrap_or("?".into()),
+                x.mark
+                    .device_free
+                    .map(|b| st.bytes(b))
+                    .unwrap_or("?".into()),
                 md(x.diagnosis.cause.as_str())
             );
         }
@@ -120,10 +127,10 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
                 "| {} | {} | {} | {} | {} | {} | {} |",
                 md(&k.label),
                 md(&d.when(k.at, s.time_us)),
-                fmt_bytes(s.reserved),
-                fmt_bytes(s.allocated),
-                fmt_bytes(s.reserved.saturating_sub(s.allocated)),
-                fmt_bytes(s.largest_free_gap),
+                st.bytes(s.reserved),
+                st.bytes(s.allocated),
+                st.bytes(s.reserved.saturating_sub(s.allocated)),
+                st.bytes(s.largest_free_gap),
                 fmt_pct(s.fragmentation)
             );
         }
@@ -147,15 +154,15 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
                 "| {} | `{}` | {} | {} |",
                 i + 1,
                 md(&c.site).replace('`', "'"),
-                fmt_bytes(c.live_bytes),
-                fmt_bytes(c.stranded_bytes)
+                st.bytes(c.live_bytes),
+                st.bytes(c.stranded_bytes)
             );
         }
         o.push('\n');
     }
     for w in &r.what_if {
         let _ = writeln!(o, "### What if (a model), device {}\n", w.device);
-        if let Some(a) = super::simulate::expandable_answer(w) {
+        if let Some(a) = super::simulate::expandable_answer(st, w) {
             let _ = writeln!(o, "**{}**\n", md(&a));
         }
         let _ = writeln!(o, "{}\n", md(&super::simulate::fidelity_line(w)));

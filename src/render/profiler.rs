@@ -4,7 +4,8 @@
 //! why.
 
 use super::table::{align_numbers, new_table};
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use crate::input::profiler::chrome::{DeviceSummary, OpShare, Peak, TraceDevice};
 use crate::input::profiler::{Category, MISSING_FIGURES, MemoryTimeline, ProfilerTrace};
 use serde_json::json;
@@ -27,8 +28,8 @@ fn rel(t: Option<i64>, start: Option<i64>) -> String {
     }
 }
 
-fn opt_bytes(x: Option<u64>) -> String {
-    x.map(fmt_bytes).unwrap_or_else(|| NA.to_string())
+fn opt_bytes(st: &Style, x: Option<u64>) -> String {
+    x.map(|b| st.bytes(b)).unwrap_or_else(|| NA.to_string())
 }
 
 fn where_(p: &Peak, start: Option<i64>) -> String {
@@ -39,16 +40,16 @@ fn where_(p: &Peak, start: Option<i64>) -> String {
     s
 }
 
-fn shares(out: &mut String, title: &str, v: &[OpShare], total: Option<u64>) {
+fn shares(st: &Style, out: &mut String, title: &str, v: &[OpShare], total: Option<u64>) {
     if v.is_empty() {
         return;
     }
     out.push_str(title);
-    let mut t = new_table(&["operator", "bytes", "share", "allocations"]);
+    let mut t = new_table(st, &["operator", "bytes", "share", "allocations"]);
     for s in v.iter().take(TOP) {
         t.add_row(vec![
             s.op.clone(),
-            fmt_bytes(s.bytes),
+            st.bytes(s.bytes),
             total
                 .filter(|&t| t > 0)
                 .map(|t| fmt_pct(s.bytes as f64 / t as f64))
@@ -74,17 +75,17 @@ fn start_of(tr: &ProfilerTrace) -> Option<i64> {
         .min()
 }
 
-fn device_name(d: &TraceDevice) -> String {
+fn device_name(st: &Style, d: &TraceDevice) -> String {
     match (&d.name, d.capacity) {
-        (Some(n), Some(c)) => format!("{} ({n}, {})", d.label, fmt_bytes(c)),
-        (None, Some(c)) => format!("{} ({})", d.label, fmt_bytes(c)),
+        (Some(n), Some(c)) => format!("{} ({n}, {})", d.label, st.bytes(c)),
+        (None, Some(c)) => format!("{} ({})", d.label, st.bytes(c)),
         (Some(n), None) => format!("{} ({n})", d.label),
         _ => d.label.clone(),
     }
 }
 
 /// `fragscope stats` on a profiler trace.
-pub fn trace_text(file: &str, format: &str, tr: &ProfilerTrace) -> String {
+pub fn trace_text(st: &Style, file: &str, format: &str, tr: &ProfilerTrace) -> String {
     let start = start_of(tr);
     let mut out = format!("{file} ({format})\n");
     out.push_str(&format!(
@@ -107,25 +108,28 @@ pub fn trace_text(file: &str, format: &str, tr: &ProfilerTrace) -> String {
     }
 
     out.push_str("\nAt the end of the trace:\n");
-    let mut t = new_table(&[
-        "device",
-        "events",
-        "reserved",
-        "allocated",
-        "free internal",
-        "free external",
-        "largest free",
-        "fragmentation",
-    ]);
+    let mut t = new_table(
+        st,
+        &[
+            "device",
+            "events",
+            "reserved",
+            "allocated",
+            "free internal",
+            "free external",
+            "largest free",
+            "fragmentation",
+        ],
+    );
     for d in &tr.devices {
         let s = &d.summary;
         t.add_row(vec![
             d.label.clone(),
             s.events.to_string(),
-            opt_bytes(s.reserved_end),
-            fmt_bytes(s.allocated_end),
+            opt_bytes(st, s.reserved_end),
+            st.bytes(s.allocated_end),
             NA.into(),
-            opt_bytes(s.external_free_end),
+            opt_bytes(st, s.external_free_end),
             NA.into(),
             NA.into(),
         ]);
@@ -134,32 +138,35 @@ pub fn trace_text(file: &str, format: &str, tr: &ProfilerTrace) -> String {
     out.push_str(&format!("{t}\n"));
 
     out.push_str("\nOver the trace:\n");
-    let mut t = new_table(&[
-        "device",
-        "allocated before",
-        "peak reserved",
-        "peak allocated",
-        "at",
-        "peak free external",
-        "at",
-        "reserved grew",
-    ]);
+    let mut t = new_table(
+        st,
+        &[
+            "device",
+            "allocated before",
+            "peak reserved",
+            "peak allocated",
+            "at",
+            "peak free external",
+            "at",
+            "reserved grew",
+        ],
+    );
     for d in &tr.devices {
         let s = &d.summary;
         let before = if s.allocated_before_is_lower_bound {
-            format!("≥ {}", fmt_bytes(s.allocated_before_trace))
+            format!("≥ {}", st.bytes(s.allocated_before_trace))
         } else {
-            fmt_bytes(s.allocated_before_trace)
+            st.bytes(s.allocated_before_trace)
         };
         let pa = s.peak_allocated.as_ref();
         let pf = s.peak_external_free.as_ref();
         t.add_row(vec![
             d.label.clone(),
             before,
-            opt_bytes(s.peak_reserved.as_ref().map(|p| p.bytes)),
-            opt_bytes(pa.map(|p| p.bytes)),
+            opt_bytes(st, s.peak_reserved.as_ref().map(|p| p.bytes)),
+            opt_bytes(st, pa.map(|p| p.bytes)),
             pa.map(|p| where_(p, start)).unwrap_or_else(|| "-".into()),
-            opt_bytes(pf.map(|p| p.bytes)),
+            opt_bytes(st, pf.map(|p| p.bytes)),
             pf.map(|p| where_(p, start)).unwrap_or_else(|| "-".into()),
             if s.has_totals && !d.key.is_cpu() {
                 match s.reserved_growth.len() {
@@ -176,7 +183,7 @@ pub fn trace_text(file: &str, format: &str, tr: &ProfilerTrace) -> String {
     out.push_str(&format!("{t}\n"));
 
     for d in &tr.devices {
-        device_details(&mut out, d, start);
+        device_details(st, &mut out, d, start);
     }
 
     out.push_str("\nNotes:\n");
@@ -200,14 +207,14 @@ pub fn trace_text(file: &str, format: &str, tr: &ProfilerTrace) -> String {
     out
 }
 
-fn device_details(out: &mut String, d: &TraceDevice, start: Option<i64>) {
+fn device_details(st: &Style, out: &mut String, d: &TraceDevice, start: Option<i64>) {
     let s: &DeviceSummary = &d.summary;
-    out.push_str(&format!("\n{}:\n", device_name(d)));
+    out.push_str(&format!("\n{}:\n", device_name(st, d)));
     if s.has_totals && !d.key.is_cpu() {
         if s.reserved_growth.is_empty() {
             out.push_str(&format!(
                 "  reserved memory stayed at {} for the whole trace (no new segment was needed)\n",
-                opt_bytes(s.reserved_start)
+                opt_bytes(st, s.reserved_start)
             ));
         } else {
             let grown: u64 = s
@@ -219,9 +226,9 @@ fn device_details(out: &mut String, d: &TraceDevice, start: Option<i64>) {
                 "  reserved memory grew {} times by {} in all; {} of them ({}) while the cache \
                  already held at least the request free: fragmentation, or free memory in another pool or stream\n",
                 s.reserved_growth.len(),
-                fmt_bytes(grown),
+                st.bytes(grown),
                 s.growth_with_free_cache,
-                fmt_bytes(s.growth_with_free_cache_bytes)
+                st.bytes(s.growth_with_free_cache_bytes)
             ));
             let mut steps: Vec<_> = s.reserved_growth.iter().collect();
             steps.sort_by(|a, b| {
@@ -229,21 +236,24 @@ fn device_details(out: &mut String, d: &TraceDevice, start: Option<i64>) {
                     .cmp(&(a.reserved_after - a.reserved_before))
                     .then(a.event.cmp(&b.event))
             });
-            let mut t = new_table(&[
-                "at",
-                "grew by",
-                "reserved after",
-                "allocation",
-                "free before",
-                "operator",
-            ]);
+            let mut t = new_table(
+                st,
+                &[
+                    "at",
+                    "grew by",
+                    "reserved after",
+                    "allocation",
+                    "free before",
+                    "operator",
+                ],
+            );
             for g in steps.into_iter().take(TOP) {
                 t.add_row(vec![
                     rel(Some(g.time_us), start),
-                    fmt_bytes(g.reserved_after - g.reserved_before),
-                    fmt_bytes(g.reserved_after),
-                    fmt_bytes(g.bytes),
-                    fmt_bytes(g.free_before),
+                    st.bytes(g.reserved_after - g.reserved_before),
+                    st.bytes(g.reserved_after),
+                    st.bytes(g.bytes),
+                    st.bytes(g.free_before),
                     g.op.clone().unwrap_or_else(|| "-".into()),
                 ]);
             }
@@ -255,7 +265,7 @@ fn device_details(out: &mut String, d: &TraceDevice, start: Option<i64>) {
         out.push_str(&format!(
             "  {} frees ({}) of memory allocated before the trace started\n",
             s.frees_before_trace,
-            fmt_bytes(s.frees_before_trace_bytes)
+            st.bytes(s.frees_before_trace_bytes)
         ));
     }
     if let (Some(n), Some(b)) = (s.live_at_end, s.live_at_end_bytes)
@@ -263,16 +273,16 @@ fn device_details(out: &mut String, d: &TraceDevice, start: Option<i64>) {
     {
         out.push_str(&format!(
             "  {n} allocations made during the trace are still live at its end ({})\n",
-            fmt_bytes(b)
+            st.bytes(b)
         ));
     }
     for o in &d.ooms {
         out.push_str(&format!(
             "  out of memory at {}: tried {} with {} reserved, {} allocated{}\n",
             rel(Some(o.ts_us.floor() as i64), start),
-            fmt_bytes(o.bytes),
-            opt_bytes(o.total_reserved),
-            opt_bytes(o.total_allocated),
+            st.bytes(o.bytes),
+            opt_bytes(st, o.total_reserved),
+            opt_bytes(st, o.total_allocated),
             o.op.as_ref()
                 .map(|x| format!(", in {x}"))
                 .unwrap_or_default()
@@ -280,12 +290,14 @@ fn device_details(out: &mut String, d: &TraceDevice, start: Option<i64>) {
     }
     let total_alloc: u64 = s.allocations_by_op.iter().map(|x| x.bytes).sum();
     shares(
+        st,
         out,
         "  Bytes allocated, by operator:\n",
         &s.allocations_by_op,
         Some(total_alloc),
     );
     shares(
+        st,
         out,
         "  Live at the peak of allocated, by operator:\n",
         &s.live_at_peak_by_op,
@@ -312,7 +324,7 @@ pub fn trace_json(file: &str, format: &str, tr: &ProfilerTrace) -> String {
 }
 
 /// `fragscope stats` on a memory-timeline export.
-pub fn timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
+pub fn timeline_text(st: &Style, file: &str, format: &str, tl: &MemoryTimeline) -> String {
     let mut out = format!("{file} ({format})\n");
     let start = tl.first_time_us();
     let span = match (start, tl.last_time_us()) {
@@ -339,27 +351,27 @@ pub fn timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
         h.push("before profiling");
     }
     h.extend(["peak", "share of peak", "end"]);
-    let mut t = new_table(&h);
+    let mut t = new_table(st, &h);
     for c in Category::ALL {
         let mut row = vec![c.as_str().to_string()];
         if let Some(p) = pre {
-            row.push(fmt_bytes(p.get(c)));
+            row.push(st.bytes(p.get(c)));
         }
         let b = peak.bytes[c as usize];
-        row.push(fmt_bytes(b));
+        row.push(st.bytes(b));
         row.push(if peak.total > 0 {
             fmt_pct(b as f64 / peak.total as f64)
         } else {
             "-".into()
         });
-        row.push(fmt_bytes(end.get(c)));
+        row.push(st.bytes(end.get(c)));
         t.add_row(row);
     }
     let mut row = vec!["total".to_string()];
     if let Some(p) = pre {
-        row.push(fmt_bytes(p.total()));
+        row.push(st.bytes(p.total()));
     }
-    row.extend([fmt_bytes(peak.total), String::new(), fmt_bytes(end.total())]);
+    row.extend([st.bytes(peak.total), String::new(), st.bytes(end.total())]);
     t.add_row(row);
     align_numbers(&mut t, 1);
     out.push_str(&format!("{t}\n"));
@@ -371,11 +383,11 @@ pub fn timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
     parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     out.push_str(&format!(
         "peak: {} live at {}: {}\n",
-        fmt_bytes(peak.total),
+        st.bytes(peak.total),
         rel(peak.time_us, start),
         parts
             .iter()
-            .map(|(b, c)| format!("{} {}", c.as_str(), fmt_bytes(*b)))
+            .map(|(b, c)| format!("{} {}", c.as_str(), st.bytes(*b)))
             .collect::<Vec<_>>()
             .join(", ")
     ));
@@ -436,6 +448,7 @@ pub fn timeline_json(file: &str, format: &str, tl: &MemoryTimeline) -> String {
 /// `fragscope timeline` on a profiler trace: the key-moment table of each
 /// device, with the snapshot timeline's columns.
 pub fn trace_timeline_text(
+    st: &Style,
     file: &str,
     format: &str,
     tr: &ProfilerTrace,
@@ -454,36 +467,39 @@ pub fn trace_timeline_text(
         let s = &d.summary;
         out.push_str(&format!(
             "\n{}: {} memory events, {} allocations, {} frees\n",
-            device_name(d),
+            device_name(st, d),
             s.events,
             s.allocations,
             s.frees
         ));
         let t0 = s.first_time_us;
-        let mut t = new_table(&[
-            "moment",
-            "event",
-            "time",
-            "allocated",
-            "reserved",
-            "free internal",
-            "free external",
-            "pending free",
-            "largest gap",
-            "gaps",
-            "fragmentation",
-            "operator",
-        ]);
+        let mut t = new_table(
+            st,
+            &[
+                "moment",
+                "event",
+                "time",
+                "allocated",
+                "reserved",
+                "free internal",
+                "free external",
+                "pending free",
+                "largest gap",
+                "gaps",
+                "fragmentation",
+                "operator",
+            ],
+        );
         for k in key_moments(d, &tr.names) {
             let x = &k.sample;
             t.add_row(vec![
                 k.label.clone(),
                 k.at.map_or("-".into(), |a| a.to_string()),
                 super::timeline::fmt_time(x.time_us, t0),
-                fmt_bytes(x.allocated),
-                opt_bytes(x.reserved),
+                st.bytes(x.allocated),
+                opt_bytes(st, x.reserved),
                 NA.into(),
-                opt_bytes(x.external_free),
+                opt_bytes(st, x.external_free),
                 NA.into(),
                 NA.into(),
                 NA.into(),
@@ -501,7 +517,7 @@ pub fn trace_timeline_text(
                     "reserved memory grew {} times; {} of them ({}) while the cache already held at least the allocation's bytes free\n",
                     s.reserved_growth.len(),
                     s.growth_with_free_cache,
-                    fmt_bytes(s.growth_with_free_cache_bytes)
+                    st.bytes(s.growth_with_free_cache_bytes)
                 ));
             }
         }
@@ -578,7 +594,12 @@ pub fn trace_timeline_json(
 
 /// `fragscope timeline` on a memory-timeline export: live bytes by
 /// category at the start, the peak and the end.
-pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
+pub fn categories_timeline_text(
+    st: &Style,
+    file: &str,
+    format: &str,
+    tl: &MemoryTimeline,
+) -> String {
     use crate::analysis::trace_report::NO_ALLOCATOR;
     let mut out = format!("{file} ({format})\n");
     out.push_str(&format!(
@@ -589,7 +610,7 @@ pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -
     let start = tl.first_time_us();
     let mut h = vec!["moment", "time", "total"];
     h.extend(Category::ALL.iter().map(|c| c.as_str()));
-    let mut t = new_table(&h);
+    let mut t = new_table(st, &h);
     let mut row = |label: &str, s: &crate::input::profiler::memtimeline::CategorySample| {
         let mut r = vec![
             label.to_string(),
@@ -597,9 +618,9 @@ pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -
                 None => "before profiling".into(),
                 t => super::timeline::fmt_time(t, start),
             },
-            fmt_bytes(s.total()),
+            st.bytes(s.total()),
         ];
-        r.extend(Category::ALL.iter().map(|&c| fmt_bytes(s.get(c))));
+        r.extend(Category::ALL.iter().map(|&c| st.bytes(s.get(c))));
         t.add_row(r);
     };
     if let Some(first) = tl.samples.first() {
@@ -699,7 +720,12 @@ pub fn trace_culprits(
 
 /// `fragscope culprits` on a trace: live bytes by operator at the moment,
 /// in the snapshot output's units, and why stranded bytes are missing.
-pub fn trace_culprits_text(c: &TraceCulprits, first_time_us: Option<i64>, top: usize) -> String {
+pub fn trace_culprits_text(
+    st: &Style,
+    c: &TraceCulprits,
+    first_time_us: Option<i64>,
+    top: usize,
+) -> String {
     let at = match c.at {
         Some(i) => format!(
             "after event {i}, {}",
@@ -710,9 +736,9 @@ pub fn trace_culprits_text(c: &TraceCulprits, first_time_us: Option<i64>, top: u
     let mut out = format!("{} at {} ({at})\n", c.device, c.moment);
     out.push_str(&format!(
         "Live: {} allocated, {} reserved, {} free external (reserved − allocated).\n",
-        fmt_bytes(c.allocated),
-        opt_bytes(c.reserved),
-        opt_bytes(c.external_free)
+        st.bytes(c.allocated),
+        opt_bytes(st, c.reserved),
+        opt_bytes(st, c.external_free)
     ));
     out.push_str(&format!("{}.\n", upper(NO_STRANDED)));
     match &c.live_by_op {
@@ -722,12 +748,12 @@ pub fn trace_culprits_text(c: &TraceCulprits, first_time_us: Option<i64>, top: u
         Some(v) if v.is_empty() => out.push_str("No live allocation at this moment.\n"),
         Some(v) => {
             out.push_str("Live bytes by operator (the call site of a trace):\n");
-            let mut t = new_table(&["rank", "operator", "live", "share", "allocations"]);
+            let mut t = new_table(st, &["rank", "operator", "live", "share", "allocations"]);
             for (i, s) in v.iter().take(top).enumerate() {
                 t.add_row(vec![
                     (i + 1).to_string(),
                     s.op.clone(),
-                    fmt_bytes(s.bytes),
+                    st.bytes(s.bytes),
                     if c.allocated > 0 {
                         fmt_pct(s.bytes as f64 / c.allocated as f64)
                     } else {

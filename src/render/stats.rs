@@ -2,19 +2,20 @@
 
 use super::table::{align_numbers, fragmentation_tone, new_table, toned};
 use crate::analysis::stats::{FileStats, StateStats};
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use comfy_table::Cell;
 
-pub fn stat_cells(s: &StateStats) -> Vec<Cell> {
+pub fn stat_cells(st: &Style, s: &StateStats) -> Vec<Cell> {
     vec![
         Cell::new(s.segments),
         Cell::new(s.blocks),
-        Cell::new(fmt_bytes(s.reserved_bytes)),
-        Cell::new(fmt_bytes(s.allocated_bytes)),
-        Cell::new(fmt_bytes(s.internal_free_bytes)),
-        Cell::new(fmt_bytes(s.external_free_bytes)),
-        Cell::new(fmt_bytes(s.pending_free_bytes)),
-        Cell::new(fmt_bytes(s.largest_free_block_bytes)),
+        Cell::new(st.bytes(s.reserved_bytes)),
+        Cell::new(st.bytes(s.allocated_bytes)),
+        Cell::new(st.bytes(s.internal_free_bytes)),
+        Cell::new(st.bytes(s.external_free_bytes)),
+        Cell::new(st.bytes(s.pending_free_bytes)),
+        Cell::new(st.bytes(s.largest_free_block_bytes)),
         Cell::new(s.free_blocks),
         toned(
             fmt_pct(s.fragmentation),
@@ -36,20 +37,20 @@ pub const STAT_HEADER: [&str; 10] = [
     "fragmentation",
 ];
 
-pub fn render(fs: &FileStats, segmap: &str) -> String {
+pub fn render(st: &Style, fs: &FileStats, segmap: &str) -> String {
     let mut out = String::new();
     out.push_str(&format!("{} ({})\n", fs.file, fs.format));
     let mut h = vec!["device"];
     h.extend(STAT_HEADER);
-    let mut t = new_table(&h);
+    let mut t = new_table(st, &h);
     for d in &fs.devices {
         let mut row = vec![Cell::new(d.device)];
-        row.extend(stat_cells(&d.stats));
+        row.extend(stat_cells(st, &d.stats));
         t.add_row(row);
     }
     if fs.devices.len() > 1 {
         let mut row = vec![Cell::new("all")];
-        row.extend(stat_cells(&fs.totals));
+        row.extend(stat_cells(st, &fs.totals));
         t.add_row(row);
     }
     align_numbers(&mut t, 1);
@@ -61,7 +62,7 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
         out.push_str("\nBy pool and stream:\n");
         let mut h = vec!["device", "pool", "stream", "type"];
         h.extend(STAT_HEADER);
-        let mut t = new_table(&h);
+        let mut t = new_table(st, &h);
         for d in &fs.devices {
             for p in &d.pools {
                 let mut row = vec![
@@ -74,7 +75,7 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
                     }),
                     Cell::new(p.segment_type),
                 ];
-                row.extend(stat_cells(&p.stats));
+                row.extend(stat_cells(st, &p.stats));
                 t.add_row(row);
             }
         }
@@ -89,7 +90,10 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
             "  no device_traces in this file (recorded without history, or a bare segment list)\n",
         );
     } else {
-        let mut t = new_table(&["device", "events", "actions", "time span", "coverage"]);
+        let mut t = new_table(
+            st,
+            &["device", "events", "actions", "time span", "coverage"],
+        );
         for c in &fs.trace_coverage {
             let actions = c
                 .actions
@@ -136,9 +140,9 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
                 "  device {} event #{}: tried {} with {} free on the device\n",
                 o.device,
                 o.index,
-                fmt_bytes(o.size),
+                st.bytes(o.size),
                 o.device_free
-                    .map(fmt_bytes)
+                    .map(|b| st.bytes(b))
                     .unwrap_or_else(|| "unknown".into())
             ));
         }
@@ -153,11 +157,11 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
     out.push_str(&format!(
         "segments: {}\ntotal_reserved: {}\ntotal_allocated: {}\ntotal_free: {} ({} internal, {} external)\n",
         fs.totals.segments,
-        fmt_bytes(fs.totals.reserved_bytes),
-        fmt_bytes(fs.totals.allocated_bytes),
-        fmt_bytes(fs.totals.free_bytes()),
-        fmt_bytes(fs.totals.internal_free_bytes),
-        fmt_bytes(fs.totals.external_free_bytes),
+        st.bytes(fs.totals.reserved_bytes),
+        st.bytes(fs.totals.allocated_bytes),
+        st.bytes(fs.totals.free_bytes()),
+        st.bytes(fs.totals.internal_free_bytes),
+        st.bytes(fs.totals.external_free_bytes),
     ));
     for w in &fs.warnings {
         out.push_str(&format!("warning: {w}\n"));

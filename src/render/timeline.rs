@@ -4,7 +4,8 @@
 use super::stats::{STAT_HEADER, stat_cells};
 use super::table::{align_numbers, new_table};
 use crate::analysis::stats::StateStats;
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use crate::timeline::{DeviceReplay, KeyMoment, MomentState, Origin, ReplayReport, Sample};
 
 /// Seconds since `t0`, or `-` without a time.
@@ -45,7 +46,7 @@ pub fn report_lines(r: &ReplayReport) -> String {
 }
 
 /// One device: headline, key-moment table, anomalies and inferences.
-pub fn device_text(r: &DeviceReplay, moments: &[KeyMoment]) -> String {
+pub fn device_text(st: &Style, r: &DeviceReplay, moments: &[KeyMoment]) -> String {
     let rep = &r.report;
     let mut out = if rep.events == 0 {
         format!(
@@ -67,37 +68,40 @@ pub fn device_text(r: &DeviceReplay, moments: &[KeyMoment]) -> String {
         )
     };
     let t0 = r.samples.iter().find_map(|s| s.time_us);
-    let mut t = new_table(&[
-        "moment",
-        "event",
-        "time",
-        "allocated",
-        "reserved",
-        "free internal",
-        "free external",
-        "pending free",
-        "largest gap",
-        "gaps",
-        "fragmentation",
-        "max small req",
-        "max large req",
-    ]);
+    let mut t = new_table(
+        st,
+        &[
+            "moment",
+            "event",
+            "time",
+            "allocated",
+            "reserved",
+            "free internal",
+            "free external",
+            "pending free",
+            "largest gap",
+            "gaps",
+            "fragmentation",
+            "max small req",
+            "max large req",
+        ],
+    );
     for k in moments {
         let s = &k.sample;
         t.add_row(vec![
             k.label.clone(),
             k.at.map_or("-".into(), |a| a.to_string()),
             fmt_time(s.time_us, t0),
-            fmt_bytes(s.allocated),
-            fmt_bytes(s.reserved),
-            fmt_bytes(s.internal_free),
-            fmt_bytes(s.external_free),
-            fmt_bytes(s.pending_free),
-            fmt_bytes(s.largest_free_gap),
+            st.bytes(s.allocated),
+            st.bytes(s.reserved),
+            st.bytes(s.internal_free),
+            st.bytes(s.external_free),
+            st.bytes(s.pending_free),
+            st.bytes(s.largest_free_gap),
             s.free_gaps.to_string(),
             fmt_pct(s.fragmentation),
-            fmt_bytes(s.largest_small_request),
-            fmt_bytes(s.largest_large_request),
+            st.bytes(s.largest_small_request),
+            st.bytes(s.largest_large_request),
         ]);
     }
     align_numbers(&mut t, 1);
@@ -107,7 +111,7 @@ pub fn device_text(r: &DeviceReplay, moments: &[KeyMoment]) -> String {
         .iter()
         .find(|k| k.label == "peak allocated")
         .map(|k| k.sample.allocated);
-    out.push_str(&incl_pending_line(rep, peak_allocated));
+    out.push_str(&incl_pending_line(st, rep, peak_allocated));
     out.push('\n');
     out.push_str(&report_lines(rep));
     out
@@ -126,17 +130,17 @@ pub fn incl_pending_when(rep: &ReplayReport) -> String {
 /// One line: allocated bytes counted as PyTorch's memory_viz counts them
 /// (a block until its `free_completed`), beside fragscope's own peak
 /// allocated (until `free_requested`) when one is shown.
-pub fn incl_pending_line(rep: &ReplayReport, peak_allocated: Option<u64>) -> String {
+pub fn incl_pending_line(st: &Style, rep: &ReplayReport, peak_allocated: Option<u64>) -> String {
     let what = if rep.events == 0 { "" } else { "peak " };
     let mut s = format!(
         "allocated incl. pending frees (a block counted until free_completed, as memory_viz does): {what}{} {}",
-        fmt_bytes(rep.peak_allocated_incl_pending),
+        st.bytes(rep.peak_allocated_incl_pending),
         incl_pending_when(rep)
     );
     if let Some(a) = peak_allocated.filter(|_| rep.events > 0) {
         s.push_str(&format!(
             "; allocated (until free_requested) peaks at {}",
-            fmt_bytes(a)
+            st.bytes(a)
         ));
     }
     s
@@ -191,6 +195,7 @@ where
 
 /// `--at`: the stats and segment map of one moment.
 pub fn moment_text(
+    style: &Style,
     file: &str,
     label: &str,
     st: &MomentState,
@@ -216,8 +221,8 @@ pub fn moment_text(
         )
     };
     let stats = StateStats::of(&st.segments);
-    let mut t = new_table(&STAT_HEADER);
-    t.add_row(stat_cells(&stats));
+    let mut t = new_table(style, &STAT_HEADER);
+    t.add_row(stat_cells(style, &stats));
     align_numbers(&mut t, 0);
     out.push_str(&t.to_string());
     out.push('\n');
@@ -237,7 +242,7 @@ pub fn moment_text(
     if let Some(r) = st.failed_request {
         out.push_str(&format!(
             "this event is an out-of-memory: {} (rounded) could not be placed\n",
-            fmt_bytes(r)
+            style.bytes(r)
         ));
     }
     if !report.final_state_matches || !report.anomalies.is_empty() {

@@ -11,7 +11,8 @@ use super::svg::compose::{Para, escape, stack, text_panel};
 use super::svg::timeline::{OomMark, TimelineChart, timeline_svg};
 use super::svg::{ChartError, Svg, WIDTH};
 use crate::analysis::trace_report::{CategoryReport, TraceDeviceReport, TraceReport, moment_text};
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use crate::input::profiler::Category;
 use crate::input::profiler::chrome::{OpShare, Peak};
 use crate::timeline::Sample;
@@ -23,8 +24,8 @@ pub const TABLE_OPS: usize = 20;
 pub const TABLE_GROWTH: usize = 10;
 const NA: &str = "n/a";
 
-fn opt_bytes(x: Option<u64>) -> String {
-    x.map(fmt_bytes).unwrap_or_else(|| NA.into())
+fn opt_bytes(st: &Style, x: Option<u64>) -> String {
+    x.map(|b| st.bytes(b)).unwrap_or_else(|| NA.into())
 }
 
 /// The memory timeline of one trace device: allocated and (when recorded)
@@ -112,7 +113,7 @@ fn anchor(label: &str) -> String {
         .collect()
 }
 
-fn ops_table(out: &mut String, ops: &[OpShare], total: u64, count_header: &str) {
+fn ops_table(st: &Style, out: &mut String, ops: &[OpShare], total: u64, count_header: &str) {
     out.push_str(&format!(
         "<table><tr><th>#</th><th>operator</th><th>bytes</th><th>share</th><th>{count_header}</th></tr>\n"
     ));
@@ -122,7 +123,7 @@ fn ops_table(out: &mut String, ops: &[OpShare], total: u64, count_header: &str) 
             "<tr>{}{}{}{}{}</tr>",
             num(&(i + 1).to_string()),
             cell(&s.op),
-            num(&fmt_bytes(s.bytes)),
+            num(&st.bytes(s.bytes)),
             num(&if total > 0 {
                 fmt_pct(s.bytes as f64 / total as f64)
             } else {
@@ -146,6 +147,7 @@ fn ops_table(out: &mut String, ops: &[OpShare], total: u64, count_header: &str) 
 }
 
 fn device_section(
+    st: &Style,
     out: &mut String,
     r: &TraceReport,
     d: &TraceDeviceReport,
@@ -167,16 +169,16 @@ fn device_section(
         num(&s
             .peak_reserved
             .as_ref()
-            .map(|p| format!("{} ({})", fmt_bytes(p.bytes), at(p)))
+            .map(|p| format!("{} ({})", st.bytes(p.bytes), at(p)))
             .unwrap_or_else(|| NA.into())),
         num(&s
             .peak_allocated
             .as_ref()
-            .map(|p| format!("{} ({})", fmt_bytes(p.bytes), at(p)))
+            .map(|p| format!("{} ({})", st.bytes(p.bytes), at(p)))
             .unwrap_or_else(|| NA.into())),
         num(NA),
-        num(&opt_bytes(s.reserved_end)),
-        num(&fmt_bytes(s.allocated_end)),
+        num(&opt_bytes(st, s.reserved_end)),
+        num(&st.bytes(s.allocated_end)),
         num(&d.ooms.len().to_string()),
     );
     oom_verdicts(out, &d.ooms, d.first_time_us);
@@ -189,9 +191,9 @@ fn device_section(
                 "<tr>{}{}{}{}{}{}{}{}{}</tr>",
                 cell(&k.label),
                 nowrap(&moment_text(k.at, x.time_us, d.first_time_us)),
-                num(&opt_bytes(x.reserved)),
-                num(&fmt_bytes(x.allocated)),
-                num(&opt_bytes(x.external_free)),
+                num(&opt_bytes(st, x.reserved)),
+                num(&st.bytes(x.allocated)),
+                num(&opt_bytes(st, x.external_free)),
                 num(NA),
                 num(NA),
                 num(NA),
@@ -214,13 +216,13 @@ fn device_section(
     match &d.live_by_op {
         None => out.push_str("<p>Not available: this trace's memory events carry no address, so allocations cannot be paired with their frees.</p>\n"),
         Some(v) if v.is_empty() => out.push_str("<p>No live allocation at this moment.</p>\n"),
-        Some(v) => ops_table(out, v, d.moment_sample.allocated, "live allocations"),
+        Some(v) => ops_table(st, out, v, d.moment_sample.allocated, "live allocations"),
     }
     out.push_str("<p class=\"meta\">Stranded bytes: not measurable for a profiler trace (they need the segment layout).</p>\n");
     if !s.allocations_by_op.is_empty() {
         out.push_str("<h3>Bytes allocated over the trace, by operator</h3>\n");
         let total: u64 = s.allocations_by_op.iter().map(|x| x.bytes).sum();
-        ops_table(out, &s.allocations_by_op, total, "allocations");
+        ops_table(st, out, &s.allocations_by_op, total, "allocations");
     }
     if !s.reserved_growth.is_empty() {
         out.push_str("<h3>Where reserved memory grew</h3>\n");
@@ -229,7 +231,7 @@ fn device_section(
             "<p>{} growth(s); {} of them ({}) while the cache already held at least the allocation's bytes free: fragmentation, or free memory in another pool or stream.</p>",
             s.reserved_growth.len(),
             s.growth_with_free_cache,
-            fmt_bytes(s.growth_with_free_cache_bytes)
+            st.bytes(s.growth_with_free_cache_bytes)
         );
         let mut steps: Vec<_> = s.reserved_growth.iter().collect();
         steps.sort_by(|a, b| {
@@ -247,10 +249,10 @@ fn device_section(
                     Some(g.time_us),
                     d.first_time_us
                 )),
-                num(&fmt_bytes(g.reserved_after - g.reserved_before)),
-                num(&fmt_bytes(g.reserved_after)),
-                num(&fmt_bytes(g.bytes)),
-                num(&fmt_bytes(g.free_before)),
+                num(&st.bytes(g.reserved_after - g.reserved_before)),
+                num(&st.bytes(g.reserved_after)),
+                num(&st.bytes(g.bytes)),
+                num(&st.bytes(g.free_before)),
                 cell(g.op.as_deref().unwrap_or("-")),
             );
         }
@@ -261,7 +263,7 @@ fn device_section(
 }
 
 /// The whole report of a profiler trace as one HTML document.
-pub fn html(r: &TraceReport) -> Result<String, ChartError> {
+pub fn html(st: &Style, r: &TraceReport) -> Result<String, ChartError> {
     let mut out = String::new();
     head(&mut out, &r.file);
     let _ = writeln!(
@@ -293,7 +295,7 @@ pub fn html(r: &TraceReport) -> Result<String, ChartError> {
         out.push_str("</p></nav>\n");
     }
     for d in &r.devices {
-        device_section(&mut out, r, d)?;
+        device_section(st, &mut out, r, d)?;
     }
     out.push_str("<section id=\"missing\"><h2>Not measurable for a profiler trace</h2>\n<table><tr><th>figure</th><th>why</th></tr>\n");
     for (f, why) in &r.missing {
@@ -333,7 +335,7 @@ pub fn summary(r: &TraceReport) -> Result<Svg, ChartError> {
 }
 
 /// The report as Markdown, with the snapshot report's tables.
-pub fn markdown(r: &TraceReport, svg_link: Option<&str>) -> String {
+pub fn markdown(st: &Style, r: &TraceReport, svg_link: Option<&str>) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "## Memory report: `{}`\n", r.file.replace('`', "'"));
     quote(&mut o, &r.verdict);
@@ -350,11 +352,11 @@ pub fn markdown(r: &TraceReport, svg_link: Option<&str>) -> String {
                 "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 md(&d.label),
                 d.events,
-                opt_bytes(s.peak_reserved.as_ref().map(|p| p.bytes)),
-                opt_bytes(s.peak_allocated.as_ref().map(|p| p.bytes)),
+                opt_bytes(st, s.peak_reserved.as_ref().map(|p| p.bytes)),
+                opt_bytes(st, s.peak_allocated.as_ref().map(|p| p.bytes)),
                 NA,
-                opt_bytes(s.reserved_end),
-                fmt_bytes(s.allocated_end),
+                opt_bytes(st, s.reserved_end),
+                st.bytes(s.allocated_end),
                 d.ooms.len()
             );
         }
@@ -374,9 +376,9 @@ pub fn markdown(r: &TraceReport, svg_link: Option<&str>) -> String {
                 "| {} | {} | {} | {} | {} | {NA} | {NA} |",
                 md(&k.label),
                 md(&moment_text(k.at, x.time_us, d.first_time_us)),
-                opt_bytes(x.reserved),
-                fmt_bytes(x.allocated),
-                opt_bytes(x.external_free),
+                opt_bytes(st, x.reserved),
+                st.bytes(x.allocated),
+                opt_bytes(st, x.external_free),
             );
         }
         o.push('\n');
@@ -399,7 +401,7 @@ pub fn markdown(r: &TraceReport, svg_link: Option<&str>) -> String {
                 "| {} | `{}` | {} | {} |",
                 i + 1,
                 md(&s.op).replace('`', "'"),
-                fmt_bytes(s.bytes),
+                st.bytes(s.bytes),
                 if d.moment_sample.allocated > 0 {
                     fmt_pct(s.bytes as f64 / d.moment_sample.allocated as f64)
                 } else {
@@ -437,7 +439,7 @@ pub fn categories(r: &CategoryReport) -> Result<Svg, ChartError> {
 }
 
 /// Rows of the category table: (category, before profiling, peak, share, end).
-fn category_rows(r: &CategoryReport) -> Vec<[String; 5]> {
+fn category_rows(st: &Style, r: &CategoryReport) -> Vec<[String; 5]> {
     let tl = &r.timeline;
     let Some(peak) = tl.peak else {
         return Vec::new();
@@ -450,32 +452,32 @@ fn category_rows(r: &CategoryReport) -> Vec<[String; 5]> {
             let b = peak.bytes[c as usize];
             [
                 c.as_str().to_string(),
-                pre.map(|p| fmt_bytes(p.get(c)))
+                pre.map(|p| st.bytes(p.get(c)))
                     .unwrap_or_else(|| "-".into()),
-                fmt_bytes(b),
+                st.bytes(b),
                 if peak.total > 0 {
                     fmt_pct(b as f64 / peak.total as f64)
                 } else {
                     "-".into()
                 },
-                end.map(|e| fmt_bytes(e.get(c)))
+                end.map(|e| st.bytes(e.get(c)))
                     .unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
     rows.push([
         "total".into(),
-        pre.map(|p| fmt_bytes(p.total()))
+        pre.map(|p| st.bytes(p.total()))
             .unwrap_or_else(|| "-".into()),
-        fmt_bytes(peak.total),
+        st.bytes(peak.total),
         String::new(),
-        end.map(|e| fmt_bytes(e.total()))
+        end.map(|e| st.bytes(e.total()))
             .unwrap_or_else(|| "-".into()),
     ]);
     rows
 }
 
-pub fn categories_html(r: &CategoryReport) -> Result<String, ChartError> {
+pub fn categories_html(st: &Style, r: &CategoryReport) -> Result<String, ChartError> {
     let mut out = String::new();
     head(&mut out, &r.file);
     let _ = writeln!(
@@ -491,7 +493,7 @@ pub fn categories_html(r: &CategoryReport) -> Result<String, ChartError> {
         &categories(r)?,
         "live tensor bytes by category over time",
     ));
-    let rows = category_rows(r);
+    let rows = category_rows(st, r);
     if !rows.is_empty() {
         out.push_str("<table><tr><th>category</th><th>before profiling</th><th>at the peak</th><th>share of the peak</th><th>end</th></tr>\n");
         for row in rows {
@@ -520,14 +522,14 @@ pub fn categories_summary(r: &CategoryReport) -> Result<Svg, ChartError> {
     ))
 }
 
-pub fn categories_markdown(r: &CategoryReport, svg_link: Option<&str>) -> String {
+pub fn categories_markdown(st: &Style, r: &CategoryReport, svg_link: Option<&str>) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "## Memory report: `{}`\n", r.file.replace('`', "'"));
     quote(&mut o, &r.verdict);
     if let Some(link) = svg_link {
         let _ = writeln!(o, "![memory summary of {}]({})\n", md(&r.file), link);
     }
-    let rows = category_rows(r);
+    let rows = category_rows(st, r);
     if !rows.is_empty() {
         o.push_str("| category | before profiling | at the peak | share of the peak | end |\n|---|---:|---:|---:|---:|\n");
         for row in rows {
