@@ -431,34 +431,8 @@ fn message_notes(
     d: &mut Diagnosis,
     notes: &mut Vec<String>,
 ) {
-    match m.wording {
-        Wording::Cached => notes.push(
-            "in this wording \"cached\" is memory reserved but not allocated; reserved = already allocated + cached"
-                .into(),
-        ),
-        Wording::RuntimeError => notes.push(
-            "\"CUDA error: out of memory\" comes from the CUDA runtime, not from PyTorch's caching allocator: \
-             creating the CUDA context, a library workspace (cuBLAS, cuDNN, NCCL) or a kernel launch failed; \
-             the allocator's figures are not in the message, so look at nvidia-smi and what else runs on the GPU"
-                .into(),
-        ),
-        Wording::MoreThan1Eb => notes.push(
-            "a request of more than 1 EiB is a wrong size computation (an overflow or a negative \
-             dimension), not a memory shortage"
-                .into(),
-        ),
-        Wording::FractionRejection => notes.push(
-            "the allocator refused the request before asking the driver, because it would exceed \
-             the per_process_memory_fraction cap (throw_on_cudamalloc_oom): raise the fraction or \
-             reduce the peak"
-                .into(),
-        ),
-        Wording::Unrecognised => notes.push(
-            "\"out of memory\" without the allocator's figures; paste the whole message, or the \
-             output of torch.cuda.memory_summary() taken at the failure"
-                .into(),
-        ),
-        _ => {}
+    if let Some(n) = wording_note(m.wording) {
+        notes.push(n.into());
     }
     if m.self_inferred
         && let (Some(p), Some(r)) = (m.processes.iter().find(|p| p.this_process), f.reserved)
@@ -527,7 +501,40 @@ fn message_notes(
                 .into(),
         );
     }
-    // Suggestions the release that wrote the message does not have.
+    release_limits(m, d);
+}
+
+/// What the wording itself tells, whatever the figures.
+fn wording_note(wording: Wording) -> Option<&'static str> {
+    Some(match wording {
+        Wording::Cached => {
+            "in this wording \"cached\" is memory reserved but not allocated; reserved = already allocated + cached"
+        }
+        Wording::RuntimeError => {
+            "\"CUDA error: out of memory\" comes from the CUDA runtime, not from PyTorch's caching allocator: \
+             creating the CUDA context, a library workspace (cuBLAS, cuDNN, NCCL) or a kernel launch failed; \
+             the allocator's figures are not in the message, so look at nvidia-smi and what else runs on the GPU"
+        }
+        Wording::MoreThan1Eb => {
+            "a request of more than 1 EiB is a wrong size computation (an overflow or a negative \
+             dimension), not a memory shortage"
+        }
+        Wording::FractionRejection => {
+            "the allocator refused the request before asking the driver, because it would exceed \
+             the per_process_memory_fraction cap (throw_on_cudamalloc_oom): raise the fraction or \
+             reduce the peak"
+        }
+        Wording::Unrecognised => {
+            "\"out of memory\" without the allocator's figures; paste the whole message, or the \
+             output of torch.cuda.memory_summary() taken at the failure"
+        }
+        _ => return None,
+    })
+}
+
+/// Suggestions the release that wrote the message does not have are marked
+/// as not applying, and their variable is the one the message names.
+fn release_limits(m: &OomMessage, d: &mut Diagnosis) {
     let var = match &m.hint {
         Some(Hint::ExpandableSegments { var }) => var.clone(),
         _ => "PYTORCH_CUDA_ALLOC_CONF".into(),

@@ -207,41 +207,16 @@ pub(super) fn message(line: usize, text: &str) -> OomMessage {
     let by_pytorch = find_size(&BY_PYTORCH, text);
     let private = find_size(&PRIVATE, text);
     let unallocated = find_size(&UNALLOCATED, text);
-    let hint = if let Some(c) = HINT_EXPANDABLE.captures(text) {
-        Some(Hint::ExpandableSegments {
-            var: c[1].to_string(),
-        })
-    } else if HINT_SPLIT.is_match(text) {
-        Some(Hint::MaxSplitSize)
-    } else if HINT_EMPTY.is_match(text) {
-        Some(Hint::EmptyCache)
-    } else {
-        None
-    };
+    let hint = hint_of(text);
 
-    let wording = if TRIED_EB.is_match(text) {
-        Wording::MoreThan1Eb
-    } else if PREEMPTIVE.is_match(text) {
-        Wording::FractionRejection
-    } else if by_pytorch.is_some() || text.contains("of which") {
-        if text.contains("capacty") {
-            Wording::Capacty
-        } else {
-            Wording::Current
-        }
-    } else if cached.is_some() {
-        Wording::Cached
-    } else if reserved_total.is_some() {
-        if hint == Some(Hint::MaxSplitSize) {
-            Wording::ReservedInTotalSplitHint
-        } else {
-            Wording::ReservedInTotal
-        }
-    } else if text.contains("error") && text.contains("out of memory") && tried.is_none() {
-        Wording::RuntimeError
-    } else {
-        Wording::Unrecognised
-    };
+    let wording = wording_of(
+        text,
+        by_pytorch,
+        cached,
+        reserved_total,
+        hint.as_ref(),
+        tried,
+    );
 
     let (allocated, reserved_unallocated, reserved, private_pools) = match wording {
         Wording::Cached => (
@@ -269,6 +244,83 @@ pub(super) fn message(line: usize, text: &str) -> OomMessage {
         }
     };
 
+    let (processes, self_inferred) = processes_of(text, reserved);
+
+    OomMessage {
+        line,
+        text: text.trim_end().to_string(),
+        backend,
+        wording,
+        device,
+        tried,
+        requested: REQUESTED
+            .captures(text)
+            .and_then(|c| size(&c[1], c.get(2).map(|u| u.as_str()).unwrap_or("B"))),
+        capacity,
+        free,
+        allocated,
+        private_pools,
+        reserved_unallocated,
+        reserved,
+        allowed: find_size(&ALLOWED, text),
+        processes,
+        self_inferred,
+        hint,
+    }
+}
+
+/// The advice line PyTorch appended to the message, if any.
+fn hint_of(text: &str) -> Option<Hint> {
+    if let Some(c) = HINT_EXPANDABLE.captures(text) {
+        Some(Hint::ExpandableSegments {
+            var: c[1].to_string(),
+        })
+    } else if HINT_SPLIT.is_match(text) {
+        Some(Hint::MaxSplitSize)
+    } else if HINT_EMPTY.is_match(text) {
+        Some(Hint::EmptyCache)
+    } else {
+        None
+    }
+}
+
+/// Which PyTorch release's wording the message has, from the figures it names.
+fn wording_of(
+    text: &str,
+    by_pytorch: Option<u64>,
+    cached: Option<u64>,
+    reserved_total: Option<u64>,
+    hint: Option<&Hint>,
+    tried: Option<u64>,
+) -> Wording {
+    if TRIED_EB.is_match(text) {
+        Wording::MoreThan1Eb
+    } else if PREEMPTIVE.is_match(text) {
+        Wording::FractionRejection
+    } else if by_pytorch.is_some() || text.contains("of which") {
+        if text.contains("capacty") {
+            Wording::Capacty
+        } else {
+            Wording::Current
+        }
+    } else if cached.is_some() {
+        Wording::Cached
+    } else if reserved_total.is_some() {
+        if hint == Some(&Hint::MaxSplitSize) {
+            Wording::ReservedInTotalSplitHint
+        } else {
+            Wording::ReservedInTotal
+        }
+    } else if text.contains("error") && text.contains("out of memory") && tried.is_none() {
+        Wording::RuntimeError
+    } else {
+        Wording::Unrecognised
+    }
+}
+
+/// The processes the message lists, and whether the one that is this
+/// process had to be inferred (the one nearest the reserved bytes).
+fn processes_of(text: &str, reserved: Option<u64>) -> (Vec<ProcessUse>, bool) {
     let mut processes: Vec<ProcessUse> = Vec::new();
     if let Some(b) = find_size(&THIS_PROCESS, text) {
         processes.push(ProcessUse {
@@ -302,28 +354,7 @@ pub(super) fn message(line: usize, text: &str) -> OomMessage {
             self_inferred = true;
         }
     }
-
-    OomMessage {
-        line,
-        text: text.trim_end().to_string(),
-        backend,
-        wording,
-        device,
-        tried,
-        requested: REQUESTED
-            .captures(text)
-            .and_then(|c| size(&c[1], c.get(2).map(|u| u.as_str()).unwrap_or("B"))),
-        capacity,
-        free,
-        allocated,
-        private_pools,
-        reserved_unallocated,
-        reserved,
-        allowed: find_size(&ALLOWED, text),
-        processes,
-        self_inferred,
-        hint,
-    }
+    (processes, self_inferred)
 }
 
 pub(super) fn canonical_metric(name: &str) -> &'static str {
