@@ -13,10 +13,10 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fragscope::analysis::metrics::DeviceMetrics;
 use fragscope::analysis::report::Report;
-use fragscope::cli::report::{attach_what_if, build_report};
 use fragscope::core::style::Style;
 use fragscope::input::{self, Content, Loaded};
 use fragscope::model::Snapshot;
+use fragscope::pipeline::{attach_what_if, build_report};
 use fragscope::synth::{SynthOptions, generate, write_pickle};
 use std::hint::black_box;
 use std::time::Duration;

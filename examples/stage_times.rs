@@ -8,9 +8,9 @@
 //!
 //!     cargo run --release --example stage_times -- snapshot.pickle
 
-use fragscope::cli::report::{attach_what_if, device_culprits};
 use fragscope::core::style::Style;
 use fragscope::input::{self, Content, LoadOptions};
+use fragscope::pipeline::{attach_what_if, device_culprits};
 use std::io::Write;
 use std::time::Instant;
 

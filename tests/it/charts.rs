@@ -9,9 +9,9 @@
 use crate::golden;
 use fragscope::analysis::report::{self, DeviceCulprits, DeviceInput, Report};
 use fragscope::analysis::stats::StateStats;
-use fragscope::cli::report::{attach_what_if, device_culprits};
 use fragscope::core::style::Style;
 use fragscope::model::*;
+use fragscope::pipeline::{attach_what_if, device_culprits};
 use fragscope::render::charts::{self, Kind};
 use fragscope::render::svg::Svg;
 use fragscope::render::svg::segmap::{SegmentMapChart, layout, segmap_svg};

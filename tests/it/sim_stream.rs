@@ -6,10 +6,10 @@
 //! ../shared/real.
 
 use crate::util::{each_real_snapshot, synthetic_pickle};
-use fragscope::cli::report::{WHAT_IF_CONFIGS, attach_what_if, build_report, build_report_what_if};
 use fragscope::core::style::Style;
 use fragscope::input::{Content, Loaded, load_bytes};
 use fragscope::model::Snapshot;
+use fragscope::pipeline::{WHAT_IF_CONFIGS, attach_what_if, build_report, build_report_what_if};
 use fragscope::sim::{self, SimConfig, Step, run};
 use fragscope::synth::SynthOptions;
 use fragscope::timeline::{Sample, downsample::downsample};
