@@ -77,7 +77,7 @@ fn load(bytes: &[u8]) -> Snapshot {
 /// culprits and the what-if model.
 fn report_model(snap: &Snapshot, loaded: &Loaded) -> Report {
     let mut r = build_report(&STYLE, snap, loaded, None, None).expect("a report");
-    attach_what_if(&STYLE, &mut r, snap);
+    attach_what_if(&mut r, snap);
     r
 }
 

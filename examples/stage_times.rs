@@ -51,9 +51,7 @@ fn main() {
     let inputs = phase("gather", || {
         fragscope::analysis::report::gather(snap, None, None).expect("replayable devices")
     });
-    let culprits = phase("culprits", || {
-        device_culprits(&Style::default(), snap, &inputs)
-    });
+    let culprits = phase("culprits", || device_culprits(snap, &inputs));
     let mut rep = fragscope::analysis::report::build(
         &Style::default(),
         snap,
@@ -62,9 +60,7 @@ fn main() {
         inputs,
         culprits,
     );
-    phase("what_if", || {
-        attach_what_if(&Style::default(), &mut rep, snap)
-    });
+    phase("what_if", || attach_what_if(&mut rep, snap));
     let html = phase("html", || {
         fragscope::render::html::html(&Style::default(), &rep).expect("an HTML report")
     });

@@ -150,7 +150,7 @@ pub const WHAT_IF_CONFIGS: &[&str] = &[
 /// The culprit analysis of each device at its report moment: what
 /// `fragscope culprits --at MOMENT` computes, grouped by call site, with
 /// its summary sentence.
-pub fn device_culprits(st: &Style, snap: &Snapshot, inputs: &[DeviceInput]) -> Vec<DeviceCulprits> {
+pub fn device_culprits(snap: &Snapshot, inputs: &[DeviceInput]) -> Vec<DeviceCulprits> {
     let opts = culprits::Options {
         request: None,
         group_by: GroupBy::Site,
@@ -162,7 +162,7 @@ pub fn device_culprits(st: &Style, snap: &Snapshot, inputs: &[DeviceInput]) -> V
             let a = culprits::analyze(snap, &i.moment, &opts);
             DeviceCulprits {
                 device: i.replay.device,
-                summary: crate::render::culprits::summary(st, &a),
+                summary: culprits::summary(&a),
                 rows: report::culprit_rows(snap, &a),
             }
         })
@@ -193,7 +193,7 @@ pub fn build_report_with(
 ) -> anyhow::Result<Report> {
     let inputs = report::gather_with(snap, device, at, on_start, on_replay)
         .map_err(|e| anyhow::anyhow!("{}: {e}", loaded.name))?;
-    let culprits = device_culprits(st, snap, &inputs);
+    let culprits = device_culprits(snap, &inputs);
     Ok(report::build(
         st,
         snap,
@@ -207,10 +207,10 @@ pub fn build_report_with(
 /// Runs the what-if model on every device of the report with allocations
 /// in its trace, and adds its answer to the verdict after the device's OOM
 /// lines. A device the model cannot run is named in the data-quality notes.
-pub fn attach_what_if(st: &Style, r: &mut Report, snap: &Snapshot) {
+pub fn attach_what_if(r: &mut Report, snap: &Snapshot) {
     let devices: Vec<i64> = r.devices.iter().map(|d| d.device).collect();
     let runs = what_if_runs(snap, &devices);
-    attach_what_if_runs(st, r, runs);
+    attach_what_if_runs(r, runs);
 }
 
 /// The what-if model of each of `devices` it can run; it needs only the
@@ -331,12 +331,12 @@ pub fn build_report_what_if(
         (r, w)
     });
     let mut r = r?;
-    attach_what_if_runs(st, &mut r, what_if);
+    attach_what_if_runs(&mut r, what_if);
     Ok(r)
 }
 
 /// Adds the answers of [`what_if_runs`] to the report.
-pub fn attach_what_if_runs(st: &Style, r: &mut Report, results: Vec<Result<SimReport, String>>) {
+pub fn attach_what_if_runs(r: &mut Report, results: Vec<Result<SimReport, String>>) {
     let mut runs: Vec<SimReport> = Vec::new();
     for w in results {
         match w {
@@ -348,17 +348,9 @@ pub fn attach_what_if_runs(st: &Style, r: &mut Report, results: Vec<Result<SimRe
         if w.recorded_ooms.is_empty() {
             continue;
         }
-        let Some(answer) = crate::render::simulate::expandable_answer(st, w) else {
-            continue;
-        };
-        let prefix = format!("Device {}: out of memory", w.device);
-        let at = r
-            .verdict
-            .iter()
-            .rposition(|v| v.starts_with(&prefix))
-            .map_or(r.verdict.len(), |i| i + 1);
-        r.verdict
-            .insert(at, format!("What-if model, device {}: {answer}", w.device));
+        if let Some(answer) = crate::analysis::what_if::expandable_answer(w) {
+            r.add_what_if(w.device, answer);
+        }
     }
     r.what_if = runs;
 }

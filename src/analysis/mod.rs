@@ -15,3 +15,4 @@ pub mod ranks;
 pub mod report;
 pub mod stats;
 pub mod trace_report;
+pub mod what_if;

@@ -150,7 +150,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
                 inputs,
                 &Forms {
                     html: Box::new(|| Ok(html::html(&g.style, &r)?)),
-                    svg: Box::new(|| Ok(charts::summary(&r)?.body)),
+                    svg: Box::new(|| Ok(charts::summary(&g.style, &r)?.body)),
                     md: Box::new(|link| markdown::markdown(&g.style, &r, link)),
                 },
             )?;

@@ -139,7 +139,7 @@ fn check_report(name: &str, snap: &Snapshot, loaded: &Loaded) {
     let Ok(mut plain) = build_report(&Style::default(), snap, loaded, None, None) else {
         return;
     };
-    attach_what_if(&Style::default(), &mut plain, snap);
+    attach_what_if(&mut plain, snap);
     let shared = build_report_what_if(&Style::default(), snap, loaded, None, None, false).unwrap();
     assert_eq!(
         serde_json::to_string(&plain.what_if).unwrap(),
