@@ -22,11 +22,11 @@
 use crate::analysis::advice::Diagnosis;
 use crate::analysis::culprits::{self, Analysis};
 use crate::analysis::frames::{CallSite, filtered, frame_label};
+use crate::analysis::oom::OomMark;
 use crate::analysis::stats::{StateStats, TraceCoverage, consistency_warnings, trace_coverage};
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
 use crate::model::*;
-use crate::render::svg::timeline::OomMark;
 use crate::timeline::downsample::downsample_series;
 use crate::timeline::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample, Series};
 use std::collections::HashMap;
