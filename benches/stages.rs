@@ -13,10 +13,10 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fragscope::analysis::metrics::DeviceMetrics;
 use fragscope::analysis::report::Report;
-use fragscope::cli::report::{attach_what_if, build_report};
 use fragscope::core::style::Style;
 use fragscope::input::{self, Content, Loaded};
 use fragscope::model::Snapshot;
+use fragscope::pipeline::{attach_what_if, build_report};
 use fragscope::synth::{SynthOptions, generate, write_pickle};
 use std::hint::black_box;
 use std::time::Duration;
@@ -77,7 +77,7 @@ fn load(bytes: &[u8]) -> Snapshot {
 /// culprits and the what-if model.
 fn report_model(snap: &Snapshot, loaded: &Loaded) -> Report {
     let mut r = build_report(&STYLE, snap, loaded, None, None).expect("a report");
-    attach_what_if(&STYLE, &mut r, snap);
+    attach_what_if(&mut r, snap);
     r
 }
 

@@ -8,9 +8,9 @@
 //!
 //!     cargo run --release --example stage_times -- snapshot.pickle
 
-use fragscope::cli::report::{attach_what_if, device_culprits};
 use fragscope::core::style::Style;
 use fragscope::input::{self, Content, LoadOptions};
+use fragscope::pipeline::{attach_what_if, device_culprits};
 use std::io::Write;
 use std::time::Instant;
 
@@ -51,9 +51,7 @@ fn main() {
     let inputs = phase("gather", || {
         fragscope::analysis::report::gather(snap, None, None).expect("replayable devices")
     });
-    let culprits = phase("culprits", || {
-        device_culprits(&Style::default(), snap, &inputs)
-    });
+    let culprits = phase("culprits", || device_culprits(snap, &inputs));
     let mut rep = fragscope::analysis::report::build(
         &Style::default(),
         snap,
@@ -62,9 +60,7 @@ fn main() {
         inputs,
         culprits,
     );
-    phase("what_if", || {
-        attach_what_if(&Style::default(), &mut rep, snap)
-    });
+    phase("what_if", || attach_what_if(&mut rep, snap));
     let html = phase("html", || {
         fragscope::render::html::html(&Style::default(), &rep).expect("an HTML report")
     });

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod core;
 pub mod input;
 pub mod model;
+pub mod pipeline;
 pub mod render;
 pub mod sim;
 pub mod synth;

@@ -229,6 +229,67 @@ impl Analysis {
     }
 }
 
+/// Where the top group's blocks come from, as the summary names it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Whence {
+    /// Grouped by call site, and none was recorded.
+    NoStack,
+    Site(String),
+    Stack(String),
+    Segment(String),
+}
+
+/// The culprit finding in brief: the top group, what it strands and what
+/// removing it would change, or why there is no top group. Worded by
+/// `render::culprits::summary`, in `fragscope culprits` and in the report's
+/// verdict alike.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Summary {
+    /// No live block strands free memory.
+    NothingStranded,
+    /// Only blocks waiting on cross-stream frees strand memory.
+    OnlyPendingFrees { stranded: u64 },
+    Top {
+        blocks: u64,
+        whence: Whence,
+        stranded: u64,
+        /// How many segments the group spans (`None` when grouped by
+        /// segment).
+        segments: Option<u64>,
+        /// The largest gap without the group, and the request it is
+        /// measured against.
+        without: Option<Counterfactual>,
+        target: Option<u64>,
+    },
+}
+
+/// The summary of `a`: its top group, else what strands memory at all.
+pub fn summary(a: &Analysis) -> Summary {
+    let Some(g) = a.groups.first() else {
+        return if a.total_stranded == 0 {
+            Summary::NothingStranded
+        } else {
+            Summary::OnlyPendingFrees {
+                stranded: a.total_stranded,
+            }
+        };
+    };
+    let whence = match a.group_by {
+        GroupBy::Site if g.call_site.kind == SiteKind::Unknown => Whence::NoStack,
+        GroupBy::Site => Whence::Site(g.label.clone()),
+        GroupBy::Stack => Whence::Stack(g.label.clone()),
+        GroupBy::Segment => Whence::Segment(g.label.clone()),
+    };
+    Summary::Top {
+        blocks: g.blocks.len() as u64,
+        whence,
+        stranded: g.stranded,
+        segments: (a.group_by != GroupBy::Segment).then_some(g.segments),
+        without: a.without_top_group.clone(),
+        target: a.target,
+    }
+}
+
 fn is_active(b: &Block) -> bool {
     b.state != BlockState::Inactive
 }

@@ -15,3 +15,5 @@ pub mod ranks;
 pub mod report;
 pub mod stats;
 pub mod trace_report;
+pub mod verdict;
+pub mod what_if;

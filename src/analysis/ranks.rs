@@ -147,6 +147,69 @@ pub fn build(st: &Style, rows: Vec<RankRow>, left_out: Vec<String>, rule: String
     }
 }
 
+/// Ranks whose reserved bytes exceed the median by more than 25 %, or whose
+/// fragmentation exceeds the median by more than 0.15, are flagged.
+pub const OUTLIER_RESERVED_FACTOR: f64 = 1.25;
+pub const OUTLIER_FRAGMENTATION_MARGIN: f64 = 0.15;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Why each of `rows` is an outlier among them (`None`: it is not).
+pub fn outliers(rows: &[&FileStats]) -> Vec<Option<String>> {
+    let med_r = median(
+        rows.iter()
+            .map(|f| f.totals.reserved_bytes as f64)
+            .collect(),
+    );
+    let med_f = median(rows.iter().map(|f| f.totals.fragmentation).collect());
+    rows.iter()
+        .map(|f| {
+            let mut why = Vec::new();
+            if rows.len() >= 3
+                && med_r > 0.0
+                && f.totals.reserved_bytes as f64 > med_r * OUTLIER_RESERVED_FACTOR
+            {
+                why.push(format!(
+                    "reserved {:.0}% above median",
+                    (f.totals.reserved_bytes as f64 / med_r - 1.0) * 100.0
+                ));
+            }
+            if rows.len() >= 3 && f.totals.fragmentation > med_f + OUTLIER_FRAGMENTATION_MARGIN {
+                why.push(format!(
+                    "fragmentation {} vs median {}",
+                    fmt_pct(f.totals.fragmentation),
+                    fmt_pct(med_f)
+                ));
+            }
+            if why.is_empty() {
+                None
+            } else {
+                Some(why.join("; "))
+            }
+        })
+        .collect()
+}
+
+/// The outlier rule of `stats` on several files, in words.
+pub fn outlier_rule() -> String {
+    format!(
+        "reserved at the end more than {:.0}% above the median, or fragmentation at the end more than {:.2} above it; needs 3 ranks or more",
+        (OUTLIER_RESERVED_FACTOR - 1.0) * 100.0,
+        OUTLIER_FRAGMENTATION_MARGIN
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

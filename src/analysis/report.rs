@@ -9,22 +9,24 @@
 //! quality notes, and turning a culprit [`Analysis`] into the per-site rows
 //! the charts and tables show ([`culprit_rows`]). It does not replay (that is
 //! [`crate::timeline`]), does not rank culprits (that is [`crate::analysis::culprits`];
-//! the caller passes its summary sentence and rows as [`DeviceCulprits`]),
-//! does not run the what-if model (the caller attaches [`crate::sim`]
-//! reports), and does no formatting beyond the sentences of the verdict.
+//! the caller passes its summary and rows as [`DeviceCulprits`]), does not
+//! run the what-if model (the caller attaches [`crate::sim`] reports and
+//! their answers, [`Report::add_what_if`]), and does no formatting beyond
+//! the sentences of the verdict; the lines other findings state stay typed
+//! ([`VerdictLine`]) and are worded by the renderers.
 //!
 //! Output is deterministic: the file is named by its base name only, series
 //! are downsampled to a fixed number of points, every list has a stable
 //! order with explicit tie-breakers.
 
+pub use super::verdict::VerdictLine;
 use crate::analysis::advice::Diagnosis;
-use crate::analysis::culprits::Analysis;
+use crate::analysis::culprits::{self, Analysis};
 use crate::analysis::frames::{CallSite, filtered, frame_label};
+use crate::analysis::oom::OomMark;
 use crate::analysis::stats::{StateStats, TraceCoverage, consistency_warnings, trace_coverage};
 use crate::core::style::Style;
-use crate::core::units::fmt_pct;
 use crate::model::*;
-use crate::render::svg::timeline::OomMark;
 use crate::timeline::downsample::downsample_series;
 use crate::timeline::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample, Series};
 use std::collections::HashMap;
@@ -51,12 +53,12 @@ pub struct CulpritRow {
 }
 
 /// The culprit analysis of one device at the report's moment: the summary
-/// sentence `fragscope culprits` prints for the same moment, and its rows by
-/// call site ([`culprit_rows`]).
+/// `fragscope culprits` states for the same moment, and its rows by call
+/// site ([`culprit_rows`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceCulprits {
     pub device: i64,
-    pub summary: String,
+    pub summary: culprits::Summary,
     pub rows: Vec<CulpritRow>,
 }
 
@@ -105,8 +107,8 @@ pub struct DeviceReport {
     pub moment_stats: StateStats,
     pub failed_request: Option<u64>,
     pub replay_report: ReplayReport,
-    /// The culprits summary sentence at the shown moment.
-    pub culprit_summary: Option<String>,
+    /// The culprits summary at the shown moment.
+    pub culprit_summary: Option<culprits::Summary>,
 }
 
 /// The peak of allocated bytes including pending frees
@@ -170,7 +172,7 @@ pub struct Report {
     pub file: String,
     pub format: String,
     /// Plain-words summary, most important first.
-    pub verdict: Vec<String>,
+    pub verdict: Vec<VerdictLine>,
     pub devices: Vec<DeviceReport>,
     pub culprits: Vec<CulpritRow>,
     /// `allocator_settings` as (key, value) text; empty when not recorded.
@@ -185,6 +187,18 @@ pub struct Report {
 }
 
 impl Report {
+    /// Adds the what-if model's answer for `device` to the verdict, after
+    /// the device's last out-of-memory line (at the end without one).
+    pub fn add_what_if(&mut self, device: i64, answer: crate::analysis::what_if::ExpandableAnswer) {
+        let at = self
+            .verdict
+            .iter()
+            .rposition(|v| matches!(v, VerdictLine::Oom { device: d, .. } if *d == device))
+            .map_or(self.verdict.len(), |i| i + 1);
+        self.verdict
+            .insert(at, VerdictLine::WhatIf { device, answer });
+    }
+
     /// The device the one-page summary shows: the first with an OOM, else
     /// the one with the largest peak reserved (lowest ordinal on ties).
     pub fn main_device(&self) -> Option<&DeviceReport> {
@@ -414,7 +428,7 @@ pub fn build(
     inputs: Vec<DeviceInput>,
     culprits: Vec<DeviceCulprits>,
 ) -> Report {
-    let mut summaries: HashMap<i64, String> = HashMap::new();
+    let mut summaries: HashMap<i64, culprits::Summary> = HashMap::new();
     let mut rows = Vec::new();
     for c in culprits {
         summaries.insert(c.device, c.summary);
@@ -521,7 +535,7 @@ pub fn build(
         quality,
         what_if: Vec::new(),
     };
-    report.verdict = verdict(st, &report);
+    report.verdict = super::verdict::verdict(st, &report);
     report
 }
 
@@ -564,117 +578,6 @@ fn oom_findings(st: &Style, snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFindin
         }
     });
     out
-}
-
-/// The summary in words: every OOM's diagnosis, else where the memory sat
-/// at the worst moment, then the top call site.
-pub fn verdict(st: &Style, r: &Report) -> Vec<String> {
-    let mut v = Vec::new();
-    if r.devices.is_empty() {
-        v.push("The snapshot holds no segments and no trace events: nothing was allocated while it was recorded.".into());
-        return v;
-    }
-    let any_oom = r.devices.iter().any(|d| !d.ooms.is_empty());
-    // Without a trace only the recorded state is known: said first, since
-    // no peak or out-of-memory event can follow for those devices.
-    let untraced: Vec<i64> = r
-        .devices
-        .iter()
-        .filter(|d| !d.traced())
-        .map(|d| d.device)
-        .collect();
-    if untraced.len() == r.devices.len() {
-        v.push(format!(
-            "No allocator trace was recorded in this snapshot, so only its recorded state is known: peaks over the run and out-of-memory events are not measurable; {}.",
-            crate::timeline::RECORD_A_TRACE
-        ));
-    }
-    for d in &r.devices {
-        for o in &d.ooms {
-            v.push(format!(
-                "Device {}: out of memory at {}. {}.",
-                d.device,
-                moment_text(Some(o.mark.event), o.mark.time_us, d.first_time_us),
-                upper_first(&o.diagnosis.headline),
-            ));
-        }
-    }
-    if !any_oom {
-        if untraced.len() < r.devices.len() {
-            v.push("No out-of-memory event was recorded.".into());
-        }
-        if let Some(d) = r.main_device() {
-            let s = &d.moment_stats;
-            let free = s.free_bytes();
-            let at = if d.traced() {
-                format!("at {} ({})", d.moment_text(), d.moment_label)
-            } else {
-                "in the recorded state".to_string()
-            };
-            if s.reserved_bytes > 0 {
-                v.push(format!(
-                    "Device {} {at}: {} of {} reserved ({}) sat free inside PyTorch's cache, in {} free gaps; the largest gap was {} (fragmentation {}).",
-                    d.device,
-                    st.bytes(free),
-                    st.bytes(s.reserved_bytes),
-                    fmt_pct(free as f64 / s.reserved_bytes as f64),
-                    s.free_blocks,
-                    st.bytes(s.largest_free_block_bytes),
-                    fmt_pct(s.fragmentation)
-                ));
-            }
-        }
-    }
-    if let Some(d) = r.main_device() {
-        if d.traced() {
-            v.push(format!(
-                "Peak on device {}: {} reserved, {} allocated.",
-                d.device,
-                st.bytes(d.peak_reserved.reserved),
-                st.bytes(d.peak_allocated.allocated)
-            ));
-        } else {
-            v.push(format!(
-                "Recorded state of device {}: {} reserved, {} allocated.",
-                d.device,
-                st.bytes(d.end.reserved),
-                st.bytes(d.end.allocated)
-            ));
-        }
-        if let Some(sentence) = &d.culprit_summary {
-            v.push(format!(
-                "Culprits on device {} at {}: {sentence}",
-                d.device,
-                d.moment_text()
-            ));
-        }
-    }
-    // Some devices traced, others not: those others are said last.
-    if untraced.len() < r.devices.len() {
-        if let [d] = untraced[..] {
-            v.push(format!(
-                "Device {d}: no allocator trace was recorded, so only its recorded state is known (no peak, no out-of-memory event)."
-            ));
-        } else if !untraced.is_empty() {
-            v.push(format!(
-                "Devices {}: no allocator trace was recorded, so only their recorded states are known (no peaks, no out-of-memory events).",
-                untraced
-                    .iter()
-                    .map(|d| d.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-    }
-    v
-}
-
-fn upper_first(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
-        None => String::new(),
-    }
 }
 
 /// The culprit analysis as rows by call site, for the report's tables and

@@ -3,11 +3,11 @@
 
 use super::common::{Exit, Global, print};
 use crate::analysis::check::{
-    CONFIG_FILE, RegressionLimit, RuleKind, Rules, evaluate, parse_category_limit_flag,
-    parse_limit, parse_regression_flag,
+    CONFIG_FILE, ConfigError, RegressionLimit, RuleKind, Rules, evaluate,
+    parse_category_limit_flag, parse_limit, parse_regression_flag,
 };
-use crate::analysis::metrics::{MetricId, Metrics, Quantity};
-use crate::input::{self, Content};
+use crate::analysis::metrics::{MetricId, Quantity};
+use crate::pipeline::{load_measured, same_kind};
 use crate::render::check as render;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -94,72 +94,6 @@ pub struct Args {
     pub output: Option<String>,
 }
 
-/// Metrics of any input `check` and `diff` accept.
-pub fn load_metrics(
-    path: &str,
-    g: &Global,
-    device: Option<i64>,
-) -> anyhow::Result<(Metrics, Option<crate::model::Snapshot>)> {
-    let (m, content) = load_measured(path, g, device)?;
-    match content {
-        Content::Snapshot(s) => Ok((m, Some(s))),
-        _ => Ok((m, None)),
-    }
-}
-
-/// The metrics of a snapshot, profiler trace or memory-timeline export and
-/// the decoded input itself.
-pub fn load_measured(
-    path: &str,
-    g: &Global,
-    device: Option<i64>,
-) -> anyhow::Result<(Metrics, Content)> {
-    let l = input::load(path, &g.load)?;
-    match l.content {
-        Content::Snapshot(s) => {
-            let m = Metrics::of_snapshot(&s, device).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-            Ok((m, Content::Snapshot(s)))
-        }
-        Content::Profiler(t) => {
-            let m = Metrics::of_trace(&t, device).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-            Ok((m, Content::Profiler(t)))
-        }
-        Content::MemoryTimeline(t) => {
-            if device.is_some() {
-                anyhow::bail!(
-                    "{path}: --device: a memory-timeline export holds one device's tensor bytes, with no device index to choose"
-                );
-            }
-            Ok((Metrics::of_memory_timeline(&t), Content::MemoryTimeline(t)))
-        }
-    }
-}
-
-/// Two inputs compare only when both or neither are memory-timeline
-/// exports: the category peaks of one have no counterpart in the
-/// allocator figures of the other.
-pub fn same_kind(a: (&str, &Metrics), b: (&str, &Metrics), what: &str) -> anyhow::Result<()> {
-    use crate::analysis::metrics::Source::MemoryTimeline;
-    let kind = |m: &Metrics| {
-        if m.source == MemoryTimeline {
-            "a memory-timeline export"
-        } else {
-            "a snapshot or profiler trace"
-        }
-    };
-    if (a.1.source == MemoryTimeline) != (b.1.source == MemoryTimeline) {
-        anyhow::bail!(
-            "{}: {what}: {} is {} and {} is {}; the per-category peaks of a memory-timeline export compare only with another export (export_memory_timeline(\"x.raw.json.gz\")), the allocator figures only with a snapshot or profiler trace",
-            b.0,
-            a.0,
-            kind(a.1),
-            b.0,
-            kind(b.1)
-        );
-    }
-    Ok(())
-}
-
 fn flag_rules(a: &Args) -> Rules {
     let mut r = Rules::default();
     for (rule, v) in [
@@ -191,14 +125,14 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     };
     let mut oom_rule_given = a.max_oom_events.is_some();
     if let Some(p) = &config {
-        let from_file = Rules::load(p)?;
+        let from_file = load_rules(p)?;
         oom_rule_given |= from_file.limits.contains_key(&RuleKind::MaxOomEvents);
         rules.merge(from_file);
     }
     let from_config = a.baseline.is_none() && rules.baseline.is_some();
     rules.merge(flag_rules(&a));
 
-    let (current, _) = load_metrics(&a.file, g, a.device)?;
+    let (current, _) = load_measured(&a.file, &g.load, a.device)?;
     // A memory-timeline export records no OOM: the default rule would only
     // ever be skipped. One the user asks for stays, and says why it skips.
     if current.source == crate::analysis::metrics::Source::MemoryTimeline && !oom_rule_given {
@@ -211,7 +145,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let baseline = match &baseline_name {
         None => None,
         Some(b) => {
-            let r = load_metrics(b, g, a.device);
+            let r = load_measured(b, &g.load, a.device);
             let r = match (&config, from_config) {
                 (Some(c), true) => r.with_context(|| format!("{}: check.baseline", c.display())),
                 _ => r.context("--baseline"),
@@ -254,6 +188,15 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     })
 }
 
+/// Reads a config file; a relative `baseline` is taken from its directory.
+fn load_rules(path: &Path) -> Result<Rules, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    Rules::from_config(&text, path)
+}
+
 /// GitHub collects every step's summary by appending to one file, so this is
 /// the one output that is appended to rather than replaced.
 fn append_summary(path: &Path, md: &str) -> anyhow::Result<()> {
@@ -266,4 +209,21 @@ fn append_summary(path: &Path, md: &str) -> anyhow::Result<()> {
     f.write_all(md.as_bytes())
         .with_context(|| format!("{}: cannot write $GITHUB_STEP_SUMMARY", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_baseline_is_taken_from_the_config_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("fragscope.toml");
+        std::fs::write(&p, "[check]\nbaseline = \"ci/base.pickle\"\n").unwrap();
+        let r = load_rules(&p).unwrap();
+        assert_eq!(r.baseline, Some(d.path().join("ci/base.pickle")));
+        let missing = d.path().join("nope.toml");
+        let e = load_rules(&missing).unwrap_err().to_string();
+        assert!(e.contains("nope.toml: cannot read the config file"), "{e}");
+    }
 }

@@ -1,12 +1,13 @@
 //! `fragscope culprits FILE`: which live blocks pin fragmented memory.
 
 use super::common::{Exit, Global, print};
-use crate::analysis::culprits::{self, Analysis, GroupBy, Options};
+use crate::analysis::culprits::{GroupBy, Options};
 use crate::core::style::Style;
 use crate::input;
 use crate::model::Snapshot;
+use crate::pipeline::{analyses, states};
 use crate::render::culprits::{View, render_json, render_text};
-use crate::timeline::{self, Moment, MomentState};
+use crate::timeline::Moment;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -57,65 +58,6 @@ impl From<GroupArg> for GroupBy {
             GroupArg::Segment => GroupBy::Segment,
         }
     }
-}
-
-/// The allocator state of each device at `moment` (every device with
-/// segments, or `device`). `end` comes straight from the snapshot's final
-/// segments; every other moment from the replay.
-pub fn states(
-    snap: &Snapshot,
-    file: &str,
-    moment: Moment,
-    device: Option<i64>,
-) -> anyhow::Result<Vec<MomentState>> {
-    let known = snap.devices();
-    let devices: Vec<i64> = match device {
-        Some(d) if known.contains(&d) => vec![d],
-        Some(d) => anyhow::bail!(
-            "{file}: --device {d}: no segments or trace events for that device (devices present: {})",
-            if known.is_empty() {
-                "none".to_string()
-            } else {
-                known
-                    .iter()
-                    .map(|d| d.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
-        ),
-        None => known
-            .into_iter()
-            .filter(|&d| snap.segments_of(d).next().is_some() || moment != Moment::End)
-            .collect(),
-    };
-    if moment == Moment::End {
-        return Ok(devices
-            .into_iter()
-            .map(|d| culprits::final_state(snap, d))
-            .collect());
-    }
-    let mut out = Vec::new();
-    let mut first_err = None;
-    for d in devices {
-        let r = timeline::replay_device(snap, d);
-        match r.resolve(snap, moment) {
-            Ok(at) => out.push(timeline::state_at(snap, d, at)),
-            Err(e) => {
-                first_err.get_or_insert(format!("device {d}: {e}"));
-            }
-        }
-    }
-    match (out.is_empty(), first_err) {
-        (true, Some(e)) => anyhow::bail!("{file}: {e}"),
-        _ => Ok(out),
-    }
-}
-
-pub fn analyses(snap: &Snapshot, states: &[MomentState], opts: &Options) -> Vec<Analysis> {
-    states
-        .iter()
-        .map(|s| culprits::analyze(snap, s, opts))
-        .collect()
 }
 
 /// A profiler trace: live bytes by operator at the moment (default: the

@@ -1,9 +1,9 @@
 //! `fragscope diff BEFORE AFTER`: two runs side by side.
 
-use super::check::{load_measured, same_kind};
 use super::common::{Exit, Global, print, warn};
 use crate::analysis::diff::{DiffInput, call_sites, diff, segment_diff, trace_sites};
 use crate::input::Content;
+use crate::pipeline::{load_measured, same_kind};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -47,8 +47,8 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         Some((x, y)) => (Some(x), Some(y)),
         None => (None, None),
     };
-    let (mb, sb) = load_measured(&a.before, g, db)?;
-    let (ma, sa) = load_measured(&a.after, g, da)?;
+    let (mb, sb) = load_measured(&a.before, &g.load, db)?;
+    let (ma, sa) = load_measured(&a.after, &g.load, da)?;
     same_kind((&a.before, &mb), (&a.after, &ma), "AFTER")?;
     let sites = |c: &Content, d, file: &str| match c {
         Content::Snapshot(s) => {

@@ -69,7 +69,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     };
     let bars = indicatif::MultiProgress::new();
     let loaded = load_input(&a.file, g, &bars)?;
-    let fmt = super::stats::describe_format(&g.style, &loaded);
+    let fmt = crate::pipeline::describe_format(&g.style, &loaded);
     let sel = Selection {
         from: a.from,
         to: a.to,

@@ -43,12 +43,12 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         a.at.parse()
             .map_err(|e: String| anyhow::anyhow!("--at: {e}"))?;
     let (snap, _) = input::load_snapshot(&a.file, &g.load)?;
-    let states = super::culprits::states(&snap, &a.file, moment, a.device)?;
+    let states = crate::pipeline::states(&snap, &a.file, moment, a.device)?;
     let opts = Options {
         request: a.request,
         ..Options::default()
     };
-    let analyses = super::culprits::analyses(&snap, &states, &opts);
+    let analyses = crate::pipeline::analyses(&snap, &states, &opts);
     let weight = match a.weight {
         WeightArg::Live => Weight::Live,
         WeightArg::Stranded => Weight::Stranded,

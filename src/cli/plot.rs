@@ -107,13 +107,13 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let loaded = input::load(&a.file, &g.load)?;
     let svg = match &loaded.content {
         input::Content::Snapshot(snap) => {
-            let report = super::report::build_report(&g.style, snap, &loaded, a.device, a.at)?;
+            let report = crate::pipeline::build_report(&g.style, snap, &loaded, a.device, a.at)?;
             charts::plot(a.kind.into(), &report, a.rows)?.body
         }
         other => plot_other(
             &g.style,
             &a,
-            &super::stats::describe_format(&g.style, &loaded),
+            &crate::pipeline::describe_format(&g.style, &loaded),
             other,
         )?,
     };

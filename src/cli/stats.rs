@@ -1,10 +1,10 @@
 //! `fragscope stats FILE...`
 
 use super::common::{Exit, Global, expand_inputs, print, warn};
+use crate::analysis::ranks;
 use crate::analysis::stats::{FileStats, file_stats};
-use crate::core::style::Style;
 use crate::core::units::fmt_pct;
-use crate::input::{self, Content};
+use crate::input::Content;
 use crate::render::table::{Tone, align_numbers, fragmentation_tone, new_table, toned};
 use comfy_table::Cell;
 use rayon::prelude::*;
@@ -40,7 +40,7 @@ fn one(
     bars: &indicatif::MultiProgress,
 ) -> anyhow::Result<One> {
     let l = super::common::load_input(path, g, bars)?;
-    let fmt = describe_format(&g.style, &l);
+    let fmt = crate::pipeline::describe_format(&g.style, &l);
     match &l.content {
         Content::Snapshot(s) => {
             let fs = file_stats(s, path, fmt);
@@ -58,68 +58,6 @@ fn one(
             json: crate::render::profiler::timeline_json(path, &fmt, t),
         }),
     }
-}
-
-pub fn describe_format(st: &Style, l: &input::Loaded) -> String {
-    let c = match l.compression {
-        input::Compression::None => "",
-        input::Compression::Gzip => ", gzip",
-        input::Compression::Zstd => ", zstd",
-    };
-    format!("{}{c}, {}", l.format, st.bytes(l.bytes))
-}
-
-/// Ranks whose reserved bytes exceed the median by more than 25 %, or whose
-/// fragmentation exceeds the median by more than 0.15, are flagged.
-pub const OUTLIER_RESERVED_FACTOR: f64 = 1.25;
-pub const OUTLIER_FRAGMENTATION_MARGIN: f64 = 0.15;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-pub fn outliers(rows: &[&FileStats]) -> Vec<Option<String>> {
-    let med_r = median(
-        rows.iter()
-            .map(|f| f.totals.reserved_bytes as f64)
-            .collect(),
-    );
-    let med_f = median(rows.iter().map(|f| f.totals.fragmentation).collect());
-    rows.iter()
-        .map(|f| {
-            let mut why = Vec::new();
-            if rows.len() >= 3
-                && med_r > 0.0
-                && f.totals.reserved_bytes as f64 > med_r * OUTLIER_RESERVED_FACTOR
-            {
-                why.push(format!(
-                    "reserved {:.0}% above median",
-                    (f.totals.reserved_bytes as f64 / med_r - 1.0) * 100.0
-                ));
-            }
-            if rows.len() >= 3 && f.totals.fragmentation > med_f + OUTLIER_FRAGMENTATION_MARGIN {
-                why.push(format!(
-                    "fragmentation {} vs median {}",
-                    fmt_pct(f.totals.fragmentation),
-                    fmt_pct(med_f)
-                ));
-            }
-            if why.is_empty() {
-                None
-            } else {
-                Some(why.join("; "))
-            }
-        })
-        .collect()
 }
 
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
@@ -167,7 +105,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         }
     }
     let refs: Vec<&FileStats> = ok.iter().collect();
-    let flags = outliers(&refs);
+    let flags = ranks::outliers(&refs);
     if a.json {
         let v = serde_json::json!({
             "schema": "fragscope.stats-multi/1",
@@ -223,8 +161,8 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         if flags.iter().any(|f| f.is_some()) {
             print(&format!(
                 "outlier: reserved more than {:.0}% above the median, or fragmentation more than {:.2} above it\n",
-                (OUTLIER_RESERVED_FACTOR - 1.0) * 100.0,
-                OUTLIER_FRAGMENTATION_MARGIN
+                (ranks::OUTLIER_RESERVED_FACTOR - 1.0) * 100.0,
+                ranks::OUTLIER_FRAGMENTATION_MARGIN
             ))?;
         }
     }

@@ -209,7 +209,7 @@ fn run_categories(
 
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let mut loaded = input::load(&a.file, &g.load)?;
-    let fmt = super::stats::describe_format(&g.style, &loaded);
+    let fmt = crate::pipeline::describe_format(&g.style, &loaded);
     let snap = match std::mem::replace(
         &mut loaded.content,
         input::Content::Snapshot(Snapshot::default()),
@@ -281,7 +281,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         let mut out = format!(
             "{} ({})\n",
             a.file,
-            super::stats::describe_format(&g.style, &loaded)
+            crate::pipeline::describe_format(&g.style, &loaded)
         );
         if replays.is_empty() {
             out.push_str("no segments and no trace events\n");

@@ -10,6 +10,7 @@ use super::svg::sites::{SiteBar, SitesChart, sites_svg};
 use super::svg::timeline::{OomMark, TimelineChart, timeline_svg};
 use super::svg::{ChartError, Svg, WIDTH};
 use crate::analysis::report::{DeviceReport, Report};
+use crate::core::style::Style;
 use crate::core::units::fmt_binary;
 
 /// Culprits outlined on the segment map.
@@ -152,16 +153,16 @@ pub fn plot(kind: Kind, r: &Report, max_rows: usize) -> Result<Svg, ChartError> 
 
 /// The single-page summary: verdict, the main device's timeline and its
 /// segment map at the shown moment.
-pub fn summary(r: &Report) -> Result<Svg, ChartError> {
+pub fn summary(st: &Style, r: &Report) -> Result<Svg, ChartError> {
     let mut paras = vec![Para::new(
         format!("fragscope report: {}", r.file),
         24,
         true,
         "#1e1e1e",
     )];
-    for (i, v) in r.verdict.iter().enumerate() {
+    for (i, v) in super::verdict::lines(st, r).into_iter().enumerate() {
         paras.push(Para::new(
-            v.clone(),
+            v,
             if i == 0 { 18 } else { 16 },
             i == 0,
             "#1e1e1e",

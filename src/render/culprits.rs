@@ -3,8 +3,10 @@
 //! shares and labels, and returns strings.
 
 use super::table::{align_numbers, new_table};
-use crate::analysis::culprits::{Analysis, BlockFinding, Counterfactual, GroupBy};
-use crate::analysis::frames::{CallSite, SiteKind, filtered, frame_label};
+use crate::analysis::culprits::{
+    self, Analysis, BlockFinding, Counterfactual, GroupBy, Summary, Whence,
+};
+use crate::analysis::frames::{CallSite, filtered, frame_label};
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
 use crate::model::{BlockState, Snapshot, StackId};
@@ -120,40 +122,48 @@ fn counterfactual_clause(st: &Style, c: &Counterfactual, target: Option<u64>) ->
 }
 
 /// The plain-words sentence about the top group.
-pub fn summary(st: &Style, a: &Analysis) -> String {
-    let Some(g) = a.groups.first() else {
-        return if a.total_stranded == 0 {
-            "No live block strands free memory at this moment.".into()
-        } else {
-            format!(
+pub fn summary(st: &Style, s: &Summary) -> String {
+    let (n, whence, stranded, segments, without, target) = match s {
+        Summary::NothingStranded => {
+            return "No live block strands free memory at this moment.".into();
+        }
+        Summary::OnlyPendingFrees { stranded } => {
+            return format!(
                 "Only blocks waiting on cross-stream frees strand memory ({}); see below.",
-                st.bytes(a.total_stranded)
-            )
-        };
+                st.bytes(*stranded)
+            );
+        }
+        Summary::Top {
+            blocks,
+            whence,
+            stranded,
+            segments,
+            without,
+            target,
+        } => (*blocks, whence, *stranded, *segments, without, *target),
     };
-    let n = g.blocks.len() as u64;
     let blocks = plural(n, "block", "blocks");
     let verb = if n == 1 { "strands" } else { "strand" };
-    let whence = match a.group_by {
-        GroupBy::Site if g.call_site.kind == SiteKind::Unknown => "with no recorded stack".into(),
-        GroupBy::Site => format!("from {}", g.label),
-        GroupBy::Stack => format!("with {}", g.label),
-        GroupBy::Segment => format!("in {}", g.label),
+    let whence = match whence {
+        Whence::NoStack => "with no recorded stack".into(),
+        Whence::Site(l) => format!("from {l}"),
+        Whence::Stack(l) => format!("with {l}"),
+        Whence::Segment(l) => format!("in {l}"),
     };
-    let mut s = format!("{blocks} {whence} {verb} {}", st.bytes(g.stranded));
-    if a.group_by != GroupBy::Segment {
+    let mut s = format!("{blocks} {whence} {verb} {}", st.bytes(stranded));
+    if let Some(segments) = segments {
         s.push_str(&format!(
             " across {}",
-            plural(g.segments, "segment", "segments")
+            plural(segments, "segment", "segments")
         ));
     }
-    if let Some(c) = &a.without_top_group {
+    if let Some(c) = without {
         s.push_str(if n == 1 {
             "; without it "
         } else {
             "; without them "
         });
-        s.push_str(&counterfactual_clause(st, c, a.target));
+        s.push_str(&counterfactual_clause(st, c, target));
     }
     s.push('.');
     s
@@ -257,7 +267,7 @@ pub fn render_text(st: &Style, a: &Analysis, snap: &Snapshot, v: &View) -> Strin
     let mut out = String::new();
     out.push_str(&moment_line(a, &v.moment));
     out.push('\n');
-    out.push_str(&summary(st, a));
+    out.push_str(&summary(st, &culprits::summary(a)));
     out.push('\n');
     out.push_str(&format!(
         "Stranded: {} of {} free ({} reserved in {}); largest free gap {}.\n",
@@ -559,7 +569,7 @@ pub fn render_json(
                 free: a.free,
                 total_stranded: a.total_stranded,
                 largest_gap: a.largest_gap,
-                summary: summary(st, a),
+                summary: summary(st, &culprits::summary(a)),
                 culprit_count: a.culprits,
                 culprits: (0..(a.culprits as usize).min(top))
                     .map(|i| json_block(a, snap, i))

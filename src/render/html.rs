@@ -286,7 +286,8 @@ fn device_section(
 fn what_if_section(st: &Style, out: &mut String, r: &Report, w: &crate::sim::SimReport) {
     use super::simulate::{answer, chart_svg, expandable_answer, fidelity_line};
     out.push_str("<h3>What if: other allocator settings (a model)</h3>\n");
-    if let Some(a) = expandable_answer(st, w) {
+    if let Some(a) = crate::analysis::what_if::expandable_answer(w) {
+        let a = expandable_answer(st, &a);
         let _ = writeln!(out, "<p class=\"lead\"><b>{}</b></p>", escape(&a));
     }
     let _ = writeln!(out, "<p>{}</p>", escape(&fidelity_line(w)));
@@ -336,7 +337,7 @@ pub fn html(st: &Style, r: &Report) -> Result<String, ChartError> {
         "<section id=\"verdict\"><h2>Verdict</h2>\n<div class=\"verdict{}\">",
         if any_oom { " oom" } else { "" }
     );
-    for (i, v) in r.verdict.iter().enumerate() {
+    for (i, v) in super::verdict::lines(st, r).iter().enumerate() {
         let _ = writeln!(
             out,
             "<p{}>{}</p>",

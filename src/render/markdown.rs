@@ -22,7 +22,7 @@ pub(crate) fn md(s: &str) -> String {
 pub fn markdown(st: &Style, r: &Report, svg_link: Option<&str>) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "## Memory report: `{}`\n", r.file.replace('`', "'"));
-    for v in &r.verdict {
+    for v in &super::verdict::lines(st, r) {
         let _ = writeln!(o, "> {}", md(v));
         o.push_str(">\n");
     }
@@ -162,7 +162,8 @@ pub fn markdown(st: &Style, r: &Report, svg_link: Option<&str>) -> String {
     }
     for w in &r.what_if {
         let _ = writeln!(o, "### What if (a model), device {}\n", w.device);
-        if let Some(a) = super::simulate::expandable_answer(st, w) {
+        if let Some(a) = crate::analysis::what_if::expandable_answer(w) {
+            let a = super::simulate::expandable_answer(st, &a);
             let _ = writeln!(o, "**{}**\n", md(&a));
         }
         let _ = writeln!(o, "{}\n", md(&super::simulate::fidelity_line(w)));

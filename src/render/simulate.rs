@@ -3,6 +3,7 @@
 //! Returns strings; never prints.
 
 use super::table::{align_numbers, kv_table, new_table};
+use crate::analysis::what_if::ExpandableAnswer;
 use crate::core::style::Style;
 use crate::core::units::{fmt_binary, fmt_pct};
 use crate::sim::{CapacitySource, SimReport, Summary};
@@ -290,61 +291,55 @@ pub fn answer(st: &Style, r: &SimReport) -> Option<String> {
     Some(a)
 }
 
-/// The configuration the one-line answer is about.
-pub const EXPANDABLE: &str = "expandable_segments:True";
-
 /// One sentence: would `expandable_segments:True` have avoided the
 /// recorded OOM, in the model (or what it does to the peak without one).
-/// `None` when the run did not try it.
-pub fn expandable_answer(st: &Style, r: &SimReport) -> Option<String> {
-    let recorded = r.results.first()?;
-    if r.recorded_config.contains(EXPANDABLE) {
-        return Some(if r.recorded_ooms.is_empty() {
+pub fn expandable_answer(st: &Style, a: &ExpandableAnswer) -> String {
+    match *a {
+        ExpandableAnswer::AlreadyOn => {
             "The recording already ran with expandable_segments:True.".to_string()
-        } else {
-            "expandable_segments was already on when the OOM was recorded: turning it on cannot have avoided it.".to_string()
-        });
+        }
+        ExpandableAnswer::AlreadyOnAtOom => "expandable_segments was already on when the OOM was recorded: turning it on cannot have avoided it.".to_string(),
+        ExpandableAnswer::NoOom {
+            expandable,
+            recorded,
+            inherited: Some(start),
+        } => format!(
+            "No OOM was recorded; in the model, expandable_segments:True peaks at {} reserved during the trace, against {} under the recorded settings (both start from the {} inherited from before the trace, which holds the peak over the whole run).",
+            st.bytes(expandable),
+            st.bytes(recorded),
+            st.bytes(start)
+        ),
+        ExpandableAnswer::NoOom {
+            expandable,
+            recorded,
+            inherited: None,
+        } => format!(
+            "No OOM was recorded; in the model, expandable_segments:True peaks at {} reserved, against {} under the recorded settings.",
+            st.bytes(expandable),
+            st.bytes(recorded)
+        ),
+        ExpandableAnswer::NotAvoided => {
+            "In the model, expandable_segments:True would not have avoided the OOM.".to_string()
+        }
+        ExpandableAnswer::AvoidedButFailsAt { event } => format!(
+            "In the model, expandable_segments:True would have avoided the recorded OOM, but another allocation fails at event {event}."
+        ),
+        ExpandableAnswer::Avoided {
+            peak,
+            in_trace: Some(e),
+        } => format!(
+            "In the model, expandable_segments:True would have avoided the OOM (peak reserved during the trace {}; {} with the start inherited from before the trace).",
+            st.bytes(e),
+            st.bytes(peak)
+        ),
+        ExpandableAnswer::Avoided {
+            peak,
+            in_trace: None,
+        } => format!(
+            "In the model, expandable_segments:True would have avoided the OOM (peak reserved {}).",
+            st.bytes(peak)
+        ),
     }
-    let es = r.results[1..].iter().find(|s| s.config == EXPANDABLE)?;
-    let in_trace = (es.start_holds_peak() || recorded.start_holds_peak())
-        .then(|| {
-            es.peak_reserved_in_trace
-                .zip(recorded.peak_reserved_in_trace)
-        })
-        .flatten();
-    Some(if r.recorded_ooms.is_empty() {
-        match in_trace {
-            Some((e, rec)) => format!(
-                "No OOM was recorded; in the model, expandable_segments:True peaks at {} reserved during the trace, against {} under the recorded settings (both start from the {} inherited from before the trace, which holds the peak over the whole run).",
-                st.bytes(e),
-                st.bytes(rec),
-                st.bytes(es.start_reserved)
-            ),
-            None => format!(
-                "No OOM was recorded; in the model, expandable_segments:True peaks at {} reserved, against {} under the recorded settings.",
-                st.bytes(es.peak_reserved),
-                st.bytes(recorded.peak_reserved)
-            ),
-        }
-    } else if es.recorded_ooms_avoided < es.recorded_ooms {
-        "In the model, expandable_segments:True would not have avoided the OOM.".to_string()
-    } else if let Some(e) = es.first_oom_event {
-        format!(
-            "In the model, expandable_segments:True would have avoided the recorded OOM, but another allocation fails at event {e}."
-        )
-    } else {
-        match in_trace {
-            Some((e, _)) => format!(
-                "In the model, expandable_segments:True would have avoided the OOM (peak reserved during the trace {}; {} with the start inherited from before the trace).",
-                st.bytes(e),
-                st.bytes(es.peak_reserved)
-            ),
-            None => format!(
-                "In the model, expandable_segments:True would have avoided the OOM (peak reserved {}).",
-                st.bytes(es.peak_reserved)
-            ),
-        }
-    })
 }
 
 /// The model's fidelity in one sentence, for every place a what-if figure

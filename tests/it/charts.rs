@@ -9,9 +9,9 @@
 use crate::golden;
 use fragscope::analysis::report::{self, DeviceCulprits, DeviceInput, Report};
 use fragscope::analysis::stats::StateStats;
-use fragscope::cli::report::{attach_what_if, device_culprits};
 use fragscope::core::style::Style;
 use fragscope::model::*;
+use fragscope::pipeline::{attach_what_if, device_culprits};
 use fragscope::render::charts::{self, Kind};
 use fragscope::render::svg::Svg;
 use fragscope::render::svg::segmap::{SegmentMapChart, layout, segmap_svg};
@@ -429,7 +429,7 @@ fn fixture() -> Fixture {
         moment_label: "no trace recorded".into(),
     };
     let inputs = vec![dev0_input, dev1_input];
-    let culprits = device_culprits(&Style::default(), &snap, &inputs);
+    let culprits = device_culprits(&snap, &inputs);
     Fixture {
         snap,
         inputs,
@@ -480,7 +480,7 @@ fn every_chart_matches_its_golden_file_and_renders() {
         ("segments", charts::segment_map(&r, d0, 36).unwrap()),
         ("gaps", charts::gaps(&r, d0).unwrap()),
         ("sites", charts::sites(&r, d0).unwrap()),
-        ("summary", charts::summary(&r).unwrap()),
+        ("summary", charts::summary(&Style::default(), &r).unwrap()),
         (
             "segments-all-devices",
             charts::plot(Kind::Segments, &r, 36).unwrap(),
@@ -564,8 +564,8 @@ fn output_is_deterministic() {
     let a = html::html(&Style::default(), &fixture_report()).unwrap();
     let b = html::html(&Style::default(), &fixture_report()).unwrap();
     assert_eq!(a, b);
-    let a = charts::summary(&fixture_report()).unwrap();
-    let b = charts::summary(&fixture_report()).unwrap();
+    let a = charts::summary(&Style::default(), &fixture_report()).unwrap();
+    let b = charts::summary(&Style::default(), &fixture_report()).unwrap();
     assert_eq!(a, b);
 }
 
@@ -743,7 +743,7 @@ fn thousands_of_segments_stay_legible() {
     rasterize("real-kkaitlyn-segments", &svg.body);
 
     let inputs = vec![final_state_input(&snap, 0)];
-    let culprits = device_culprits(&Style::default(), &snap, &inputs);
+    let culprits = device_culprits(&snap, &inputs);
     let r = report::build(
         &Style::default(),
         &snap,
@@ -778,7 +778,7 @@ fn real_final_states_render() {
             .filter(|d| *d == device)
             .map(|d| final_state_input(&snap, d))
             .collect();
-        let culprits = device_culprits(&Style::default(), &snap, &inputs);
+        let culprits = device_culprits(&snap, &inputs);
         let r = report::build(&Style::default(), &snap, name, "pickle", inputs, culprits);
         for kind in [Kind::Segments, Kind::Gaps, Kind::Sites] {
             let svg = charts::plot(kind, &r, 36).unwrap();
@@ -786,7 +786,7 @@ fn real_final_states_render() {
         }
         rasterize(
             &format!("real-{name}-summary"),
-            &charts::summary(&r).unwrap().body,
+            &charts::summary(&Style::default(), &r).unwrap().body,
         );
     }
 }
@@ -825,20 +825,24 @@ fn real_reports_through_the_replay() {
             return;
         };
         let inputs = report::gather(&snap, None, None).unwrap();
-        let culprits = device_culprits(&Style::default(), &snap, &inputs);
+        let culprits = device_culprits(&snap, &inputs);
         let mut r = report::build(&Style::default(), &snap, name, "pickle", inputs, culprits);
-        attach_what_if(&Style::default(), &mut r, &snap);
+        attach_what_if(&mut r, &snap);
         let h = html::html(&Style::default(), &r).unwrap();
         check_no_paths_or_network(name, &h);
         eprintln!("{name}: HTML {} bytes", h.len());
         assert!(h.len() < 3_000_000);
         rasterize(
             &format!("replayed-{name}-summary"),
-            &charts::summary(&r).unwrap().body,
+            &charts::summary(&Style::default(), &r).unwrap().body,
         );
         let path = Path::new(REAL).join(name);
+        let verdict = fragscope::render::verdict::lines(&Style::default(), &r);
         for d in &r.devices {
-            let sentence = d.culprit_summary.clone().unwrap();
+            let sentence = fragscope::render::culprits::summary(
+                &Style::default(),
+                d.culprit_summary.as_ref().unwrap(),
+            );
             assert_eq!(
                 culprits_summary_line(&path, d.device, d.moment_at),
                 sentence,
@@ -847,7 +851,7 @@ fn real_reports_through_the_replay() {
             );
             if r.main_device().map(|m| m.device) == Some(d.device) {
                 assert!(
-                    r.verdict.iter().any(|v| v.ends_with(&sentence)),
+                    verdict.iter().any(|v| v.ends_with(&sentence)),
                     "{name}: the verdict carries the main device's culprit sentence"
                 );
             }
@@ -878,18 +882,18 @@ fn real_reports_through_the_replay() {
             let w = r.what_if_of(1).unwrap();
             assert_eq!(w.recorded_ooms.len(), 1);
             assert!(
-                r.verdict.iter().any(|v| v
+                verdict.iter().any(|v| v
                     .starts_with("What-if model, device 1: expandable_segments was already on")),
-                "{:?}",
-                r.verdict
+                "{verdict:?}"
             );
             assert!(h.contains("Model fidelity under the recorded settings"));
             assert!(h.contains("Reserved over the trace per setting"));
             assert!(
-                d1.culprit_summary
-                    .as_ref()
-                    .unwrap()
-                    .contains("models.py:194 (update_nodes)")
+                fragscope::render::culprits::summary(
+                    &Style::default(),
+                    d1.culprit_summary.as_ref().unwrap()
+                )
+                .contains("models.py:194 (update_nodes)")
             );
         }
         if name.starts_with("kkaitlyn") {

@@ -6,9 +6,9 @@
 
 use fragscope::analysis::culprits::{Analysis, Options, analyze, final_state, recorded_origins};
 use fragscope::analysis::frames::SiteKind;
-use fragscope::cli::culprits::states;
 use fragscope::input::{LoadOptions, load_snapshot};
 use fragscope::model::{BlockState, Snapshot};
+use fragscope::pipeline::states;
 use fragscope::timeline::Moment;
 use std::path::PathBuf;
 

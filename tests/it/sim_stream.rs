@@ -6,10 +6,10 @@
 //! ../shared/real.
 
 use crate::util::{each_real_snapshot, synthetic_pickle};
-use fragscope::cli::report::{WHAT_IF_CONFIGS, attach_what_if, build_report, build_report_what_if};
 use fragscope::core::style::Style;
 use fragscope::input::{Content, Loaded, load_bytes};
 use fragscope::model::Snapshot;
+use fragscope::pipeline::{WHAT_IF_CONFIGS, attach_what_if, build_report, build_report_what_if};
 use fragscope::sim::{self, SimConfig, Step, run};
 use fragscope::synth::SynthOptions;
 use fragscope::timeline::{Sample, downsample::downsample};
@@ -139,7 +139,7 @@ fn check_report(name: &str, snap: &Snapshot, loaded: &Loaded) {
     let Ok(mut plain) = build_report(&Style::default(), snap, loaded, None, None) else {
         return;
     };
-    attach_what_if(&Style::default(), &mut plain, snap);
+    attach_what_if(&mut plain, snap);
     let shared = build_report_what_if(&Style::default(), snap, loaded, None, None, false).unwrap();
     assert_eq!(
         serde_json::to_string(&plain.what_if).unwrap(),

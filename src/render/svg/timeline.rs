@@ -7,19 +7,8 @@ use super::*;
 use crate::core::units::fmt_binary;
 use crate::timeline::downsample::downsample;
 
-/// An out-of-memory event to mark on a time series.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OomMark {
-    /// Index of the `oom` event in the device trace.
-    pub event: usize,
-    pub time_us: Option<i64>,
-    /// The (rounded) request that failed.
-    pub request: u64,
-    /// Largest free gap inside reserved memory at that moment.
-    pub largest_gap: Option<u64>,
-    /// Free device memory the driver reported.
-    pub device_free: Option<u64>,
-}
+/// Where the marked event lives: with the OOM findings.
+pub use crate::analysis::oom::OomMark;
 
 impl OomMark {
     /// `OOM: 4.94 GiB requested, largest free gap 1.20 GiB`
