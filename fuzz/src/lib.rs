@@ -135,7 +135,7 @@ pub fn check_profiler_trace(tr: &ProfilerTrace) {
             }
         }
         let max = |v: &[TraceSample]| v.iter().map(|s| s.allocated).max();
-        let down = d.downsampled(64);
+        let down = fragscope::timeline::downsample::downsample_trace(&d.samples, 64);
         assert!(
             down.len() <= 64 + 2,
             "{} points from downsampling to 64",
@@ -154,7 +154,7 @@ pub fn check_memory_timeline(tl: &MemoryTimeline) {
     let max = |v: &[fragscope::input::profiler::memtimeline::CategorySample]| {
         v.iter().map(|s| s.total()).max()
     };
-    let down = tl.downsampled(64);
+    let down = fragscope::timeline::downsample::downsample_categories(&tl.samples, 64);
     assert!(down.len() <= 64 + 2);
     assert_eq!(
         max(&down),

@@ -23,7 +23,6 @@ use crate::analysis::frames::{CallSite, filtered, frame_label};
 use crate::analysis::stats::{StateStats, TraceCoverage, consistency_warnings, trace_coverage};
 use crate::core::units::{fmt_bytes, fmt_pct};
 use crate::model::*;
-use crate::render::svg::timeline::OomMark;
 use crate::timeline::downsample::downsample_series;
 use crate::timeline::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample, Series};
 use std::collections::HashMap;

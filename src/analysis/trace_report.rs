@@ -12,12 +12,13 @@
 //! downsampled to a fixed number of points, lists keep the order the decoder
 //! gives them (largest first, ties by name).
 
-use crate::analysis::advice::diagnose;
+use crate::analysis::advice::{OomFigures, diagnose};
 use crate::analysis::report::OomFinding;
 use crate::core::units::{fmt_bytes, fmt_pct};
 use crate::input::profiler::chrome::{BEFORE_TRACE, DeviceSummary, OpShare, TraceDevice};
 use crate::input::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
-use crate::render::svg::timeline::OomMark;
+use crate::model::OomMark;
+use crate::timeline::downsample::{downsample_categories, downsample_trace};
 use crate::timeline::{Moment, Sample};
 
 /// What every output on a trace says about the figures it lacks.
@@ -247,15 +248,14 @@ pub fn build(
                         largest_gap: None,
                         device_free: None,
                     },
-                    diagnosis: diagnose(&o.figures(d.capacity)),
+                    diagnosis: diagnose(&OomFigures::of_trace(o, d.capacity)),
                 }
             })
             .collect();
         let reserved_known = d.summary.peak_reserved.is_some();
         // The start sample has no reserved figure (a trace reports totals
         // after events); drawing it as 0 would invent a drop.
-        let samples: Vec<Sample> = d
-            .downsampled(REPORT_POINTS)
+        let samples: Vec<Sample> = downsample_trace(&d.samples, REPORT_POINTS)
             .iter()
             .filter(|x| !reserved_known || x.reserved.is_some())
             .map(as_sample)
@@ -448,7 +448,7 @@ pub struct CategoryReport {
 
 pub fn build_categories(tl: &MemoryTimeline, file: &str, format: &str) -> CategoryReport {
     let mut small = tl.clone();
-    small.samples = tl.downsampled(REPORT_POINTS);
+    small.samples = downsample_categories(&tl.samples, REPORT_POINTS);
     let form = match tl.form {
         Some(crate::input::profiler::memtimeline::TimelineForm::Raw) => "raw rows",
         _ => "times and sizes",

@@ -145,7 +145,7 @@ fn run_trace(
     let devs = crate::analysis::trace_report::select(tr, a.device)
         .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
     let series = |d: &crate::input::profiler::TraceDevice| match a.max_points {
-        Some(n) => d.downsampled(n),
+        Some(n) => crate::timeline::downsample::downsample_trace(&d.samples, n),
         None => d.samples.clone(),
     };
     if a.csv {
@@ -186,7 +186,7 @@ fn run_categories(
         );
     }
     let samples = match a.max_points {
-        Some(n) => tl.downsampled(n),
+        Some(n) => crate::timeline::downsample::downsample_categories(&tl.samples, n),
         None => tl.samples.clone(),
     };
     if a.csv {

@@ -5,8 +5,9 @@
 
 use super::table::{align_numbers, new_table};
 use crate::core::units::{fmt_bytes, fmt_pct};
-use crate::input::profiler::chrome::{DeviceSummary, OpShare, Peak, TraceDevice};
-use crate::input::profiler::{Category, MISSING_FIGURES, MemoryTimeline, ProfilerTrace};
+use crate::model::memtimeline::{Category, MemoryTimeline};
+use crate::model::profiler::{DeviceSummary, OpShare, Peak, TraceDevice};
+use crate::model::profiler::{MISSING_FIGURES, ProfilerTrace};
 use serde_json::json;
 
 /// Schema of `fragscope stats --json` for a trace.
@@ -320,7 +321,7 @@ pub fn timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
         _ => String::new(),
     };
     let form = match tl.form {
-        Some(crate::input::profiler::memtimeline::TimelineForm::Raw) => "raw rows",
+        Some(crate::model::memtimeline::TimelineForm::Raw) => "raw rows",
         _ => "times and sizes",
     };
     out.push_str(&format!(
@@ -525,7 +526,7 @@ fn csv_opt(x: Option<u64>) -> String {
 /// The series of a trace as CSV, with the snapshot CSV's header; figures a
 /// trace lacks are empty, the device is its label (`cuda:0`).
 pub fn trace_timeline_csv(
-    devices: &[(&TraceDevice, Vec<crate::input::profiler::TraceSample>)],
+    devices: &[(&TraceDevice, Vec<crate::model::profiler::TraceSample>)],
 ) -> String {
     let mut out = String::from(super::timeline::CSV_HEADER);
     for (d, samples) in devices {
@@ -550,7 +551,7 @@ pub fn trace_timeline_csv(
 pub fn trace_timeline_json(
     file: &str,
     tr: &ProfilerTrace,
-    devices: &[(&TraceDevice, Vec<crate::input::profiler::TraceSample>, bool)],
+    devices: &[(&TraceDevice, Vec<crate::model::profiler::TraceSample>, bool)],
 ) -> String {
     let v = json!({
         "schema": "fragscope.timeline/1",
@@ -590,7 +591,7 @@ pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -
     let mut h = vec!["moment", "time", "total"];
     h.extend(Category::ALL.iter().map(|c| c.as_str()));
     let mut t = new_table(&h);
-    let mut row = |label: &str, s: &crate::input::profiler::memtimeline::CategorySample| {
+    let mut row = |label: &str, s: &crate::model::memtimeline::CategorySample| {
         let mut r = vec![
             label.to_string(),
             match s.time_us {
@@ -617,9 +618,7 @@ pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -
     out
 }
 
-pub fn categories_timeline_csv(
-    samples: &[crate::input::profiler::memtimeline::CategorySample],
-) -> String {
+pub fn categories_timeline_csv(samples: &[crate::model::memtimeline::CategorySample]) -> String {
     let mut out = String::from("time_us,total");
     for c in Category::ALL {
         out.push(',');
@@ -640,7 +639,7 @@ pub fn categories_timeline_csv(
 pub fn categories_timeline_json(
     file: &str,
     tl: &MemoryTimeline,
-    samples: &[crate::input::profiler::memtimeline::CategorySample],
+    samples: &[crate::model::memtimeline::CategorySample],
     downsampled: bool,
 ) -> String {
     let v = json!({

@@ -12,8 +12,8 @@ use super::svg::timeline::{OomMark, TimelineChart, timeline_svg};
 use super::svg::{ChartError, Svg, WIDTH};
 use crate::analysis::trace_report::{CategoryReport, TraceDeviceReport, TraceReport, moment_text};
 use crate::core::units::{fmt_bytes, fmt_pct};
-use crate::input::profiler::Category;
-use crate::input::profiler::chrome::{OpShare, Peak};
+use crate::model::memtimeline::Category;
+use crate::model::profiler::{OpShare, Peak};
 use crate::timeline::Sample;
 use std::fmt::Write;
 
@@ -157,7 +157,7 @@ fn device_section(
         anchor(&d.label),
         escape(&d.heading)
     );
-    let at = |p: &crate::input::profiler::chrome::Peak| {
+    let at = |p: &crate::model::profiler::Peak| {
         moment_text(p.event.map(|e| e as usize), p.time_us, d.first_time_us)
     };
     let _ = writeln!(

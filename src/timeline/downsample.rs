@@ -4,6 +4,8 @@
 //! raised (a property the tests check).
 
 use super::{Sample, Series};
+use crate::model::memtimeline::CategorySample;
+use crate::model::profiler::TraceSample;
 
 /// At most `max_points` samples (rounded up to an even count); the series is
 /// returned unchanged when it is already short enough.
@@ -83,6 +85,78 @@ fn downsample_iter(
     out
 }
 
+fn opt_ext(a: Option<u64>, b: Option<u64>, max: bool) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if max { x.max(y) } else { x.min(y) }),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// A profiler trace device's series ([`crate::model::profiler::TraceDevice::samples`]) cut to at
+/// most `max_points` samples (rounded up to even) for charts: each bucket of
+/// consecutive samples becomes its element-wise minimum and maximum, as
+/// [`downsample`] does for snapshots, so no peak is lowered and no dip raised.
+pub fn downsample_trace(samples: &[TraceSample], max_points: usize) -> Vec<TraceSample> {
+    let max_points = max_points.max(2);
+    if samples.len() <= max_points {
+        return samples.to_vec();
+    }
+    let per = samples.len().div_ceil(max_points / 2);
+    let mut out = Vec::with_capacity(max_points);
+    for chunk in samples.chunks(per) {
+        let (mut lo, mut hi) = (chunk[0], chunk[0]);
+        for s in &chunk[1..] {
+            lo.allocated = lo.allocated.min(s.allocated);
+            hi.allocated = hi.allocated.max(s.allocated);
+            lo.active = lo.active.min(s.active);
+            hi.active = hi.active.max(s.active);
+            lo.reserved = opt_ext(lo.reserved, s.reserved, false);
+            hi.reserved = opt_ext(hi.reserved, s.reserved, true);
+            lo.external_free = opt_ext(lo.external_free, s.external_free, false);
+            hi.external_free = opt_ext(hi.external_free, s.external_free, true);
+        }
+        let (first, last) = (chunk[0], chunk[chunk.len() - 1]);
+        lo.event = first.event;
+        lo.time_us = first.time_us;
+        hi.event = last.event;
+        hi.time_us = last.time_us;
+        out.push(lo);
+        if chunk.len() > 1 {
+            out.push(hi);
+        }
+    }
+    out
+}
+
+/// A memory-timeline export's series cut to at most `max_points` samples
+/// (rounded up to even) for a stacked chart. Each bucket keeps two of its real samples, the lowest and the
+/// highest total, in time order: stacks stay sums of real categories and
+/// the peak is never lowered.
+pub fn downsample_categories(samples: &[CategorySample], max_points: usize) -> Vec<CategorySample> {
+    let max_points = max_points.max(2);
+    if samples.len() <= max_points {
+        return samples.to_vec();
+    }
+    let per = samples.len().div_ceil(max_points / 2);
+    let mut out = Vec::with_capacity(max_points);
+    for chunk in samples.chunks(per) {
+        // Ties go to the earliest sample.
+        let lo = (0..chunk.len())
+            .min_by_key(|&i| (chunk[i].total(), i))
+            .expect("non-empty");
+        let hi = (0..chunk.len())
+            .max_by_key(|&i| (chunk[i].total(), std::cmp::Reverse(i)))
+            .expect("non-empty");
+        let (a, b) = (lo.min(hi), lo.max(hi));
+        out.push(chunk[a]);
+        if b != a {
+            out.push(chunk[b]);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +227,50 @@ mod tests {
             prop_assert_eq!(d.iter().map(|x| x.largest_free_gap).min().unwrap(), dip);
             prop_assert_eq!(&downsample_series(&Series::from(s.clone()), max), &d);
             prop_assert_eq!(&d, &by_chunks(&s, max));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn downsampling_keeps_the_peak(
+            totals in proptest::collection::vec(0u64..1_000_000, 1..2000),
+            max in 2usize..300,
+        ) {
+            let t = crate::model::memtimeline::MemoryTimeline {
+                samples: totals.iter().enumerate().map(|(i, &b)| crate::model::memtimeline::CategorySample {
+                    time_us: Some(i as i64),
+                    bytes: [b, 0, 0, 0, b / 2, 0, 0, 0],
+                }).collect(),
+                ..Default::default()
+            };
+            let d = downsample_categories(&t.samples, max);
+            proptest::prop_assert!(d.len() <= max.max(2) + 1);
+            let peak = t.samples.iter().map(|s| s.total()).max();
+            proptest::prop_assert_eq!(d.iter().map(|s| s.total()).max(), peak);
+            // Real samples, in time order.
+            proptest::prop_assert!(d.windows(2).all(|w| w[0].time_us < w[1].time_us));
+            proptest::prop_assert!(d.iter().all(|s| t.samples.contains(s)));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn downsampling_keeps_extremes(
+            vals in proptest::collection::vec((0u64..1_000_000, proptest::option::of(0u64..2_000_000)), 1..1500),
+            max in 2usize..200,
+        ) {
+            let s: Vec<TraceSample> = vals.iter().enumerate().map(|(i, (a, r))| TraceSample {
+                event: Some(i as u32), allocated: *a, active: *a, reserved: *r,
+                external_free: r.map(|r| r.saturating_sub(*a)), ..Default::default()
+            }).collect();
+            let d = downsample_trace(&s, max);
+            proptest::prop_assert!(d.len() <= max.max(2) + 1);
+            let top = |v: &[TraceSample], f: &dyn Fn(&TraceSample) -> Option<u64>| v.iter().filter_map(f).max();
+            let low = |v: &[TraceSample], f: &dyn Fn(&TraceSample) -> Option<u64>| v.iter().filter_map(f).min();
+            proptest::prop_assert_eq!(top(&d, &|x| Some(x.allocated)), top(&s, &|x| Some(x.allocated)));
+            proptest::prop_assert_eq!(low(&d, &|x| Some(x.allocated)), low(&s, &|x| Some(x.allocated)));
+            proptest::prop_assert_eq!(top(&d, &|x| x.reserved), top(&s, &|x| x.reserved));
+            proptest::prop_assert_eq!(top(&d, &|x| x.external_free), top(&s, &|x| x.external_free));
         }
     }
 }

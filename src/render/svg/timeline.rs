@@ -7,30 +7,7 @@ use super::*;
 use crate::core::units::fmt_binary;
 use crate::timeline::downsample::downsample;
 
-/// An out-of-memory event to mark on a time series.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OomMark {
-    /// Index of the `oom` event in the device trace.
-    pub event: usize,
-    pub time_us: Option<i64>,
-    /// The (rounded) request that failed.
-    pub request: u64,
-    /// Largest free gap inside reserved memory at that moment.
-    pub largest_gap: Option<u64>,
-    /// Free device memory the driver reported.
-    pub device_free: Option<u64>,
-}
-
-impl OomMark {
-    /// `OOM: 4.94 GiB requested, largest free gap 1.20 GiB`
-    pub fn caption(&self) -> String {
-        let gap = self
-            .largest_gap
-            .map(|g| format!(", largest free gap {}", fmt_binary(g)))
-            .unwrap_or_default();
-        format!("OOM: {} requested{gap}", fmt_binary(self.request))
-    }
-}
+pub use crate::model::OomMark;
 
 pub struct TimelineChart<'a> {
     pub title: &'a str,
