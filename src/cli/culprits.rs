@@ -142,7 +142,7 @@ fn run_trace(a: &Args, tr: &crate::input::profiler::ProfilerTrace) -> anyhow::Re
     for d in devs {
         match d.resolve(moment) {
             Ok(at) => found.push((
-                rp::trace_culprits(d, &tr.names, &name, at),
+                culprits::trace_culprits(d, &tr.names, &name, at),
                 d.summary.first_time_us,
             )),
             Err(e) => {
