@@ -1,29 +1,142 @@
 //! Downsampling a long series for charts and CSV without losing extremes:
 //! each bucket of consecutive samples becomes two points, the element-wise
 //! minimum and maximum of every figure, so no peak is lowered and no dip is
-//! raised (a property the tests check).
+//! raised (a property the tests check). One downsampler serves snapshots and
+//! profiler traces ([`Bucketed`]); only the order of a bucket's two points
+//! differs ([`Order`]). A memory-timeline export keeps real samples instead
+//! ([`downsample_categories`]): its stacked chart must show sums of real
+//! categories.
 
 use super::{Sample, Series};
 use crate::model::memtimeline::CategorySample;
 use crate::model::profiler::TraceSample;
 
+/// The order of a bucket's two points, the one way the samples of the two
+/// inputs are dated differently: both points keep the figures of the
+/// bucket's extremes, the first is dated at the bucket's first sample, the
+/// second at its last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// The extreme of reserved bytes that happens first comes first (its
+    /// last maximum against its first minimum): a snapshot's chart rises and
+    /// falls where the replay did.
+    ReservedFirst,
+    /// The minimum, then the maximum: a profiler trace's charts and CSV.
+    LowThenHigh,
+}
+
+/// A sample that can be bucketed: every figure folds to its minimum and
+/// maximum.
+pub trait Bucketed: Copy {
+    /// Folds `s` into the bucket's element-wise minimum `lo` and maximum
+    /// `hi`.
+    fn fold(lo: &mut Self, hi: &mut Self, s: &Self);
+    /// Reserved bytes, for [`Order::ReservedFirst`].
+    fn reserved_bytes(&self) -> u64;
+    /// Takes the event and time of `from`.
+    fn date_as(&mut self, from: &Self);
+}
+
+impl Bucketed for Sample {
+    fn fold(lo: &mut Self, hi: &mut Self, s: &Self) {
+        macro_rules! ext {
+            ($($f:ident),*) => {$(
+                lo.$f = lo.$f.min(s.$f);
+                hi.$f = hi.$f.max(s.$f);
+            )*};
+        }
+        ext!(
+            allocated,
+            active,
+            reserved,
+            internal_free,
+            external_free,
+            pending_free,
+            largest_free_gap,
+            free_gaps,
+            largest_small_request,
+            largest_large_request
+        );
+        lo.fragmentation = lo.fragmentation.min(s.fragmentation);
+        hi.fragmentation = hi.fragmentation.max(s.fragmentation);
+    }
+    fn reserved_bytes(&self) -> u64 {
+        self.reserved
+    }
+    fn date_as(&mut self, from: &Self) {
+        (self.event, self.time_us) = (from.event, from.time_us);
+    }
+}
+
+/// The lower or higher of two optional figures; a missing one yields to the
+/// other.
+fn opt_ext(a: Option<u64>, b: Option<u64>, max: bool) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if max { x.max(y) } else { x.min(y) }),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+impl Bucketed for TraceSample {
+    fn fold(lo: &mut Self, hi: &mut Self, s: &Self) {
+        lo.allocated = lo.allocated.min(s.allocated);
+        hi.allocated = hi.allocated.max(s.allocated);
+        lo.active = lo.active.min(s.active);
+        hi.active = hi.active.max(s.active);
+        lo.reserved = opt_ext(lo.reserved, s.reserved, false);
+        hi.reserved = opt_ext(hi.reserved, s.reserved, true);
+        lo.external_free = opt_ext(lo.external_free, s.external_free, false);
+        hi.external_free = opt_ext(hi.external_free, s.external_free, true);
+    }
+    fn reserved_bytes(&self) -> u64 {
+        self.reserved.unwrap_or(0)
+    }
+    fn date_as(&mut self, from: &Self) {
+        (self.event, self.time_us) = (from.event, from.time_us);
+    }
+}
+
 /// At most `max_points` samples (rounded up to an even count); the series is
 /// returned unchanged when it is already short enough.
 pub fn downsample(samples: &[Sample], max_points: usize) -> Vec<Sample> {
-    downsample_iter(samples.len(), samples.iter().copied(), max_points)
+    downsample_iter(
+        samples.len(),
+        samples.iter().copied(),
+        max_points,
+        Order::ReservedFirst,
+    )
 }
 
 /// [`downsample`] of a replayed series, read once, without expanding it.
 pub fn downsample_series(samples: &Series, max_points: usize) -> Vec<Sample> {
-    downsample_iter(samples.len(), samples.iter(), max_points)
+    downsample_iter(
+        samples.len(),
+        samples.iter(),
+        max_points,
+        Order::ReservedFirst,
+    )
+}
+
+/// A profiler trace device's series
+/// ([`crate::model::profiler::TraceDevice::samples`]) cut the same way, its
+/// points in [`Order::LowThenHigh`].
+pub fn downsample_trace(samples: &[TraceSample], max_points: usize) -> Vec<TraceSample> {
+    downsample_iter(
+        samples.len(),
+        samples.iter().copied(),
+        max_points,
+        Order::LowThenHigh,
+    )
 }
 
 /// Buckets of `per` consecutive samples out of `n`, each read once.
-fn downsample_iter(
+fn downsample_iter<S: Bucketed>(
     n: usize,
-    mut samples: impl Iterator<Item = Sample>,
+    mut samples: impl Iterator<Item = S>,
     max_points: usize,
-) -> Vec<Sample> {
+    order: Order,
+) -> Vec<S> {
     let max_points = max_points.max(2);
     if n <= max_points {
         return samples.collect();
@@ -40,90 +153,26 @@ fn downsample_iter(
         // Where reserved peaks (its last maximum) and dips (its first
         // minimum) in the bucket.
         let (mut imax, mut imin) = (0, 0);
-        let (mut rmax, mut rmin) = (first.reserved, first.reserved);
+        let (mut rmax, mut rmin) = (first.reserved_bytes(), first.reserved_bytes());
         for j in 1..len {
             let s = samples.next().expect("as many samples as counted");
-            macro_rules! ext {
-                ($($f:ident),*) => {$(
-                    lo.$f = lo.$f.min(s.$f);
-                    hi.$f = hi.$f.max(s.$f);
-                )*};
+            S::fold(&mut lo, &mut hi, &s);
+            let r = s.reserved_bytes();
+            if r >= rmax {
+                (rmax, imax) = (r, j);
             }
-            ext!(
-                allocated,
-                active,
-                reserved,
-                internal_free,
-                external_free,
-                pending_free,
-                largest_free_gap,
-                free_gaps,
-                largest_small_request,
-                largest_large_request
-            );
-            lo.fragmentation = lo.fragmentation.min(s.fragmentation);
-            hi.fragmentation = hi.fragmentation.max(s.fragmentation);
-            if s.reserved >= rmax {
-                (rmax, imax) = (s.reserved, j);
-            }
-            if s.reserved < rmin {
-                (rmin, imin) = (s.reserved, j);
+            if r < rmin {
+                (rmin, imin) = (r, j);
             }
             last = s;
         }
-        // Put the extreme of reserved that happens first, first.
-        let (mut a, mut b) = if imax < imin { (hi, lo) } else { (lo, hi) };
-        a.event = first.event;
-        a.time_us = first.time_us;
-        b.event = last.event;
-        b.time_us = last.time_us;
+        let high_first = order == Order::ReservedFirst && imax < imin;
+        let (mut a, mut b) = if high_first { (hi, lo) } else { (lo, hi) };
+        a.date_as(&first);
+        b.date_as(&last);
         out.push(a);
         if len > 1 {
             out.push(b);
-        }
-    }
-    out
-}
-
-fn opt_ext(a: Option<u64>, b: Option<u64>, max: bool) -> Option<u64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(if max { x.max(y) } else { x.min(y) }),
-        (x, None) => x,
-        (None, y) => y,
-    }
-}
-
-/// A profiler trace device's series ([`crate::model::profiler::TraceDevice::samples`]) cut to at
-/// most `max_points` samples (rounded up to even) for charts: each bucket of
-/// consecutive samples becomes its element-wise minimum and maximum, as
-/// [`downsample`] does for snapshots, so no peak is lowered and no dip raised.
-pub fn downsample_trace(samples: &[TraceSample], max_points: usize) -> Vec<TraceSample> {
-    let max_points = max_points.max(2);
-    if samples.len() <= max_points {
-        return samples.to_vec();
-    }
-    let per = samples.len().div_ceil(max_points / 2);
-    let mut out = Vec::with_capacity(max_points);
-    for chunk in samples.chunks(per) {
-        let (mut lo, mut hi) = (chunk[0], chunk[0]);
-        for s in &chunk[1..] {
-            lo.allocated = lo.allocated.min(s.allocated);
-            hi.allocated = hi.allocated.max(s.allocated);
-            lo.active = lo.active.min(s.active);
-            hi.active = hi.active.max(s.active);
-            lo.reserved = opt_ext(lo.reserved, s.reserved, false);
-            hi.reserved = opt_ext(hi.reserved, s.reserved, true);
-            lo.external_free = opt_ext(lo.external_free, s.external_free, false);
-            hi.external_free = opt_ext(hi.external_free, s.external_free, true);
-        }
-        let (first, last) = (chunk[0], chunk[chunk.len() - 1]);
-        lo.event = first.event;
-        lo.time_us = first.time_us;
-        hi.event = last.event;
-        hi.time_us = last.time_us;
-        out.push(lo);
-        if chunk.len() > 1 {
-            out.push(hi);
         }
     }
     out
