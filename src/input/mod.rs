@@ -22,7 +22,7 @@ use std::path::Path;
 /// Default bound on the (decompressed) bytes read from one input: 16 GiB.
 pub const DEFAULT_MAX_INPUT: u64 = 16 << 30;
 
-pub use crate::model::MSGPACK_MAGIC;
+pub use crate::core::serial::MSGPACK_MAGIC;
 
 /// The prefix of every version of the MessagePack form, [`MSGPACK_MAGIC`]
 /// without its version byte.

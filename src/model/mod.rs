@@ -15,11 +15,6 @@ pub mod profiler;
 
 pub use moment::{Moment, OomMark};
 
-/// Magic prefix of fragscope's MessagePack form of the model. The last byte
-/// is the version of the form: the serde form of the model, so it changes
-/// whenever the model does.
-pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x02";
-
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
