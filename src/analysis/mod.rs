@@ -14,4 +14,3 @@ pub mod oom;
 pub mod ranks;
 pub mod report;
 pub mod stats;
-pub mod trace_report;

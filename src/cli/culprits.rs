@@ -135,7 +135,7 @@ fn run_trace(a: &Args, tr: &crate::input::profiler::ProfilerTrace) -> anyhow::Re
             a.file
         );
     }
-    let devs = crate::analysis::trace_report::select(tr, a.device)
+    let devs = crate::analysis::report::trace::select(tr, a.device)
         .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
     let mut found = Vec::new();
     let mut first_err = None;

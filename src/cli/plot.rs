@@ -77,7 +77,7 @@ fn plot_other(a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<S
                     a.file
                 );
             }
-            let r = crate::analysis::trace_report::build(t, &a.file, fmt, a.device, a.at)
+            let r = crate::analysis::report::trace::build(t, &a.file, fmt, a.device, a.at)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
             let panels = r
                 .devices
@@ -96,7 +96,7 @@ fn plot_other(a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<S
                     a.file
                 );
             }
-            let r = crate::analysis::trace_report::build_categories(t, &a.file, fmt);
+            let r = crate::analysis::report::trace::build_categories(t, &a.file, fmt);
             Ok(rt::categories(&r)?.body)
         }
     }

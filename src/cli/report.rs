@@ -448,7 +448,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             )?;
         }
         Content::Profiler(t) => {
-            let r = crate::analysis::trace_report::build(t, file, &fmt, a.device, a.at)
+            let r = crate::analysis::report::trace::build(t, file, &fmt, a.device, a.at)
                 .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
             write_forms(
                 &a,
@@ -467,7 +467,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
                     "{file}: --device and --at: a memory-timeline export holds one device's tensor bytes by category and no allocator state to show at a moment"
                 );
             }
-            let r = crate::analysis::trace_report::build_categories(t, file, &fmt);
+            let r = crate::analysis::report::trace::build_categories(t, file, &fmt);
             write_forms(
                 &a,
                 &kinds,

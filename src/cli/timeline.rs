@@ -142,7 +142,7 @@ fn run_trace(
             a.file
         );
     }
-    let devs = crate::analysis::trace_report::select(tr, a.device)
+    let devs = crate::analysis::report::trace::select(tr, a.device)
         .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
     let series = |d: &crate::input::profiler::TraceDevice| match a.max_points {
         Some(n) => crate::timeline::downsample::downsample_trace(&d.samples, n),

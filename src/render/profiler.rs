@@ -443,7 +443,7 @@ pub fn trace_timeline_text(
     tr: &ProfilerTrace,
     devices: &[&TraceDevice],
 ) -> String {
-    use crate::analysis::trace_report::{NO_LAYOUT, key_moments};
+    use crate::analysis::report::trace::{NO_LAYOUT, key_moments};
     let mut out = format!("{file} ({format})\n");
     out.push_str(&format!(
         "profiler trace: {} trace events, {} [memory] events, {} operators\n",
@@ -561,7 +561,7 @@ pub fn trace_timeline_json(
         "devices": devices.iter().map(|(d, samples, down)| json!({
             "device": d.label,
             "summary": d.summary,
-            "key_moments": crate::analysis::trace_report::key_moments(d, &tr.names).iter().map(|k| json!({
+            "key_moments": crate::analysis::report::trace::key_moments(d, &tr.names).iter().map(|k| json!({
                 "label": k.label,
                 "at": k.at,
                 "sample": k.sample,
@@ -581,7 +581,7 @@ pub fn trace_timeline_json(
 /// `fragscope timeline` on a memory-timeline export: live bytes by
 /// category at the start, the peak and the end.
 pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
-    use crate::analysis::trace_report::NO_ALLOCATOR;
+    use crate::analysis::report::trace::NO_ALLOCATOR;
     let mut out = format!("{file} ({format})\n");
     out.push_str(&format!(
         "memory timeline: {} rows, {} time steps\n",
@@ -651,7 +651,7 @@ pub fn categories_timeline_json(
         "peak": tl.peak,
         "downsampled": downsampled,
         "samples": samples,
-        "not_measurable": crate::analysis::trace_report::NO_ALLOCATOR,
+        "not_measurable": crate::analysis::report::trace::NO_ALLOCATOR,
     });
     serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
 }
@@ -673,7 +673,10 @@ pub fn trace_culprits_text(c: &TraceCulprits, first_time_us: Option<i64>, top: u
         opt_bytes(c.reserved),
         opt_bytes(c.external_free)
     ));
-    out.push_str(&format!("{}.\n", upper(NO_STRANDED)));
+    out.push_str(&format!(
+        "{}.\n",
+        crate::core::text::upper_first(NO_STRANDED)
+    ));
     match &c.live_by_op {
         None => out.push_str(
             "Live bytes by operator: not measurable for this trace: its memory events carry no address (2021 schema), so allocations cannot be paired with their frees.\n",
@@ -707,14 +710,6 @@ pub fn trace_culprits_text(c: &TraceCulprits, first_time_us: Option<i64>, top: u
         }
     }
     out
-}
-
-fn upper(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
-        None => String::new(),
-    }
 }
 
 pub fn trace_culprits_json(file: &str, all: &[TraceCulprits]) -> String {

@@ -10,7 +10,7 @@ use super::svg::categories::{CategoriesChart, categories_svg};
 use super::svg::compose::{Para, escape, stack, text_panel};
 use super::svg::timeline::{OomMark, TimelineChart, timeline_svg};
 use super::svg::{ChartError, Svg, WIDTH};
-use crate::analysis::trace_report::{CategoryReport, TraceDeviceReport, TraceReport, moment_text};
+use crate::analysis::report::trace::{CategoryReport, TraceDeviceReport, TraceReport, moment_text};
 use crate::core::units::{fmt_bytes, fmt_pct};
 use crate::model::memtimeline::Category;
 use crate::model::profiler::{OpShare, Peak};

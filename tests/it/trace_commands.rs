@@ -9,7 +9,7 @@
 
 use crate::golden;
 use crate::util::*;
-use fragscope::analysis::trace_report::{self, NO_LAYOUT};
+use fragscope::analysis::report::trace::{self as trace_report, NO_LAYOUT};
 use fragscope::cli::Global;
 use fragscope::core::units::fmt_bytes;
 use fragscope::input::profiler::{MemoryTimeline, ProfilerTrace};

@@ -12,12 +12,15 @@
 //! downsampled to a fixed number of points, lists keep the order the decoder
 //! gives them (largest first, ties by name).
 
+use super::OomFinding;
 use crate::analysis::advice::{OomFigures, diagnose};
-use crate::analysis::report::OomFinding;
+use crate::core::text::upper_first;
 use crate::core::units::{fmt_bytes, fmt_pct};
-use crate::input::profiler::chrome::{BEFORE_TRACE, DeviceSummary, OpShare, TraceDevice};
-use crate::input::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
 use crate::model::OomMark;
+use crate::model::memtimeline::MemoryTimeline;
+use crate::model::profiler::{
+    BEFORE_TRACE, DeviceSummary, OpShare, ProfilerTrace, TraceDevice, TraceSample,
+};
 use crate::timeline::downsample::{downsample_categories, downsample_trace};
 use crate::timeline::{Moment, Sample};
 
@@ -27,8 +30,7 @@ pub const NO_LAYOUT: &str = "a profiler trace records allocated and reserved tot
 /// What every output on a memory-timeline export says about its figures.
 pub const NO_ALLOCATOR: &str = "a memory-timeline export records live tensor bytes by category, not the allocator: reserved memory, free gaps, fragmentation and call sites are not measurable for it; record a profiler trace or a memory snapshot for those";
 
-/// Points kept per device series in reports.
-pub const REPORT_POINTS: usize = crate::analysis::report::REPORT_POINTS;
+pub use super::REPORT_POINTS;
 
 /// A moment of a trace device worth a row.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,7 +93,7 @@ pub fn as_sample(t: &TraceSample) -> Sample {
     }
 }
 
-pub use crate::analysis::report::moment_text;
+pub use super::moment_text;
 
 #[derive(Debug, Clone)]
 pub struct TraceDeviceReport {
@@ -301,7 +303,7 @@ pub fn build(
         kind,
         verdict: Vec::new(),
         devices,
-        missing: crate::input::profiler::MISSING_FIGURES
+        missing: crate::model::profiler::MISSING_FIGURES
             .iter()
             .map(|(f, why)| (f.to_string(), why.to_string()))
             .collect(),
@@ -310,14 +312,6 @@ pub fn build(
     };
     r.verdict = verdict(&r);
     Ok(r)
-}
-
-fn upper_first(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
-        None => String::new(),
-    }
 }
 
 /// The summary in words, with the snapshot report's wording for the
@@ -450,7 +444,7 @@ pub fn build_categories(tl: &MemoryTimeline, file: &str, format: &str) -> Catego
     let mut small = tl.clone();
     small.samples = downsample_categories(&tl.samples, REPORT_POINTS);
     let form = match tl.form {
-        Some(crate::input::profiler::memtimeline::TimelineForm::Raw) => "raw rows",
+        Some(crate::model::memtimeline::TimelineForm::Raw) => "raw rows",
         _ => "times and sizes",
     };
     let kind = format!(
@@ -462,8 +456,8 @@ pub fn build_categories(tl: &MemoryTimeline, file: &str, format: &str) -> Catego
     match tl.peak {
         None => verdict.push("The memory timeline is empty.".into()),
         Some(p) => {
-            let mut parts: Vec<(u64, crate::input::profiler::Category)> =
-                crate::input::profiler::Category::ALL
+            let mut parts: Vec<(u64, crate::model::memtimeline::Category)> =
+                crate::model::memtimeline::Category::ALL
                     .iter()
                     .map(|&c| (p.bytes[c as usize], c))
                     .filter(|x| x.0 > 0)
