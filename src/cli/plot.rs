@@ -60,7 +60,7 @@ impl From<PlotKind> for Kind {
 
 /// The one chart a trace or a memory-timeline export has: its timeline.
 fn plot_other(a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<String> {
-    use crate::render::trace_report as rt;
+    use crate::render::charts as rt;
     let what = match a.kind {
         PlotKind::Timeline => None,
         PlotKind::Fragmentation => Some("fragmentation needs the largest free gap"),
@@ -82,7 +82,7 @@ fn plot_other(a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<S
             let panels = r
                 .devices
                 .iter()
-                .map(|d| rt::timeline(&r, d))
+                .map(|d| rt::trace_timeline(&r, d))
                 .collect::<Result<Vec<_>, _>>()?;
             if panels.is_empty() {
                 anyhow::bail!("{}: no device has memory events", a.file);

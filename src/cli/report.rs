@@ -11,7 +11,7 @@ use crate::analysis::report::{self, DeviceCulprits, DeviceInput, Report};
 use crate::analysis::stats::FileStats;
 use crate::input::{self, Content, Loaded};
 use crate::model::Snapshot;
-use crate::render::{charts, html, markdown, trace_report as rt};
+use crate::render::{charts, html, markdown};
 use crate::sim::{self, SimConfig, SimReport};
 use crate::timeline::Moment;
 use rayon::prelude::*;
@@ -455,9 +455,9 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
                 &kinds,
                 inputs,
                 &Forms {
-                    html: Box::new(|| Ok(rt::html(&r)?)),
-                    svg: Box::new(|| Ok(rt::summary(&r)?.body)),
-                    md: Box::new(|link| rt::markdown(&r, link)),
+                    html: Box::new(|| Ok(html::trace_html(&r)?)),
+                    svg: Box::new(|| Ok(charts::trace_summary(&r)?.body)),
+                    md: Box::new(|link| markdown::trace_markdown(&r, link)),
                 },
             )?;
         }
@@ -473,9 +473,9 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
                 &kinds,
                 inputs,
                 &Forms {
-                    html: Box::new(|| Ok(rt::categories_html(&r)?)),
-                    svg: Box::new(|| Ok(rt::categories_summary(&r)?.body)),
-                    md: Box::new(|link| rt::categories_markdown(&r, link)),
+                    html: Box::new(|| Ok(html::categories_html(&r)?)),
+                    svg: Box::new(|| Ok(charts::categories_summary(&r)?.body)),
+                    md: Box::new(|link| markdown::categories_markdown(&r, link)),
                 },
             )?;
         }

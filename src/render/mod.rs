@@ -20,4 +20,3 @@ pub mod stats;
 pub mod svg;
 pub mod table;
 pub mod timeline;
-pub mod trace_report;
