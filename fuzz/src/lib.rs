@@ -143,8 +143,8 @@ pub fn check_profiler_trace(tr: &ProfilerTrace) {
         );
         assert_eq!(max(&down), max(&d.samples), "downsampling lowered the peak");
     }
-    fragscope::render::profiler::trace_text(NAME, "fuzz", tr);
-    let json = fragscope::render::profiler::trace_json(NAME, "fuzz", tr);
+    fragscope::render::stats::trace_text(NAME, "fuzz", tr);
+    let json = fragscope::render::stats::trace_json(NAME, "fuzz", tr);
     serde_json::from_str::<serde_json::Value>(&json).expect("trace JSON report parses");
 }
 
@@ -164,8 +164,8 @@ pub fn check_memory_timeline(tl: &MemoryTimeline) {
     if let Some(p) = &tl.peak {
         assert_eq!(Some(p.total), max(&tl.samples), "peak is the highest total");
     }
-    fragscope::render::profiler::timeline_text(NAME, "fuzz", tl);
-    let json = fragscope::render::profiler::timeline_json(NAME, "fuzz", tl);
+    fragscope::render::stats::timeline_text(NAME, "fuzz", tl);
+    let json = fragscope::render::stats::timeline_json(NAME, "fuzz", tl);
     serde_json::from_str::<serde_json::Value>(&json).expect("timeline JSON report parses");
 }
 

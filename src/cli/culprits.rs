@@ -120,7 +120,7 @@ pub fn analyses(snap: &Snapshot, states: &[MomentState], opts: &Options) -> Vec<
 /// A profiler trace: live bytes by operator at the moment (default: the
 /// peak of allocated bytes). Stranded bytes need a segment layout.
 fn run_trace(a: &Args, tr: &crate::input::profiler::ProfilerTrace) -> anyhow::Result<Exit> {
-    use crate::render::profiler as rp;
+    use crate::render::culprits as rp;
     let name =
         a.at.as_deref()
             .unwrap_or("peak")

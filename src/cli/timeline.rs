@@ -150,7 +150,7 @@ fn run_trace(
     };
     if a.csv {
         let s: Vec<_> = devs.iter().map(|d| (*d, series(d))).collect();
-        print(&crate::render::profiler::trace_timeline_csv(&s))?;
+        print(&crate::render::timeline::trace_timeline_csv(&s))?;
     } else if a.json {
         let s: Vec<_> = devs
             .iter()
@@ -162,11 +162,11 @@ fn run_trace(
                 )
             })
             .collect();
-        print(&crate::render::profiler::trace_timeline_json(
+        print(&crate::render::timeline::trace_timeline_json(
             &a.file, tr, &s,
         ))?;
     } else {
-        print(&crate::render::profiler::trace_timeline_text(
+        print(&crate::render::timeline::trace_timeline_text(
             &a.file, fmt, tr, &devs,
         ))?;
     }
@@ -190,14 +190,14 @@ fn run_categories(
         None => tl.samples.clone(),
     };
     if a.csv {
-        print(&crate::render::profiler::categories_timeline_csv(&samples))?;
+        print(&crate::render::timeline::categories_timeline_csv(&samples))?;
     } else if a.json {
         let down = samples.len() < tl.samples.len();
-        print(&crate::render::profiler::categories_timeline_json(
+        print(&crate::render::timeline::categories_timeline_json(
             &a.file, tl, &samples, down,
         ))?;
     } else {
-        print(&crate::render::profiler::categories_timeline_text(
+        print(&crate::render::timeline::categories_timeline_text(
             &a.file, fmt, tl,
         ))?;
     }

@@ -4,6 +4,7 @@
 //! use `<details>`, which needs no JavaScript.
 
 use super::charts;
+use super::stats::{NA, opt_bytes};
 use super::svg::compose::escape;
 use super::svg::{ChartError, Svg};
 use crate::analysis::report::trace::{CategoryReport, TraceDeviceReport, TraceReport};
@@ -395,10 +396,6 @@ pub fn html(r: &Report) -> Result<String, ChartError> {
 pub const TABLE_OPS: usize = 20;
 /// Reserved-growth rows listed.
 pub const TABLE_GROWTH: usize = 10;
-pub(crate) const NA: &str = "n/a";
-pub(crate) fn opt_bytes(x: Option<u64>) -> String {
-    x.map(fmt_bytes).unwrap_or_else(|| NA.into())
-}
 /// The document head, with the inline style sheet.
 pub(crate) fn head(out: &mut String, file: &str) {
     let _ = write!(

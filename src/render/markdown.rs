@@ -3,7 +3,8 @@
 //! moments and the top call sites as GitHub tables, and a link to the
 //! summary SVG when one was written.
 
-use super::html::{NA, category_rows, opt_bytes};
+use super::html::category_rows;
+use super::stats::{NA, opt_bytes};
 use crate::analysis::report::trace::{CategoryReport, TraceReport};
 use crate::analysis::report::{Report, moment_text};
 use crate::core::units::{fmt_bytes, fmt_pct};

@@ -12,7 +12,6 @@ pub mod flamegraph;
 pub mod html;
 pub mod markdown;
 pub mod oom;
-pub mod profiler;
 pub mod ranks;
 pub mod segmap;
 pub mod simulate;

@@ -1,7 +1,7 @@
 //! Findings of the inputs that are not snapshots: a `torch.profiler` trace
 //! recorded with `profile_memory=True` and an `export_memory_timeline` file.
 //! `timeline`, `culprits` and `report` show these; `stats` has its own
-//! tables in [`crate::render::profiler`].
+//! tables in [`crate::render::stats`].
 //!
 //! Owns: the key moments of a trace device (the same labels as a replayed
 //! snapshot's, for the figures a trace has), the moment a report shows, the
