@@ -14,11 +14,18 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use fragscope::analysis::metrics::DeviceMetrics;
 use fragscope::analysis::report::Report;
 use fragscope::cli::report::{attach_what_if, build_report};
+use fragscope::core::style::Style;
 use fragscope::input::{self, Content, Loaded};
 use fragscope::model::Snapshot;
 use fragscope::synth::{SynthOptions, generate, write_pickle};
 use std::hint::black_box;
 use std::time::Duration;
+
+/// Binary units, no color: what a pipe gets.
+const STYLE: Style = Style {
+    exact_bytes: false,
+    color: false,
+};
 
 const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
 
@@ -69,8 +76,8 @@ fn load(bytes: &[u8]) -> Snapshot {
 /// What `fragscope report` builds before rendering: replay, moments,
 /// culprits and the what-if model.
 fn report_model(snap: &Snapshot, loaded: &Loaded) -> Report {
-    let mut r = build_report(snap, loaded, None, None).expect("a report");
-    attach_what_if(&mut r, snap);
+    let mut r = build_report(&STYLE, snap, loaded, None, None).expect("a report");
+    attach_what_if(&STYLE, &mut r, snap);
     r
 }
 
@@ -139,8 +146,8 @@ fn stages(c: &mut Criterion) {
         g.throughput(Throughput::Elements(n));
         g.bench_with_input(BenchmarkId::new("stats", &label), &snap, |b, s| {
             b.iter(|| {
-                let map = fragscope::render::segmap::segment_map(&s.segments, 40);
-                fragscope::render::stats::render(black_box(&fs), &map)
+                let map = fragscope::render::segmap::segment_map(&STYLE, &s.segments, 40);
+                fragscope::render::stats::render(&STYLE, black_box(&fs), &map)
             })
         });
         g.bench_with_input(
@@ -158,7 +165,7 @@ fn stages(c: &mut Criterion) {
             },
         );
         g.bench_with_input(BenchmarkId::new("report-html", &label), &report, |b, r| {
-            b.iter(|| fragscope::render::html::html(black_box(r)).expect("an HTML report"))
+            b.iter(|| fragscope::render::html::html(&STYLE, black_box(r)).expect("an HTML report"))
         });
         g.finish();
     }

@@ -9,6 +9,7 @@
 //!     cargo run --release --example stage_times -- snapshot.pickle
 
 use fragscope::cli::report::{attach_what_if, device_culprits};
+use fragscope::core::style::Style;
 use fragscope::input::{self, Content, LoadOptions};
 use std::io::Write;
 use std::time::Instant;
@@ -50,11 +51,22 @@ fn main() {
     let inputs = phase("gather", || {
         fragscope::analysis::report::gather(snap, None, None).expect("replayable devices")
     });
-    let culprits = phase("culprits", || device_culprits(snap, &inputs));
-    let mut rep = fragscope::analysis::report::build(snap, &l.name, "pickle", inputs, culprits);
-    phase("what_if", || attach_what_if(&mut rep, snap));
+    let culprits = phase("culprits", || {
+        device_culprits(&Style::default(), snap, &inputs)
+    });
+    let mut rep = fragscope::analysis::report::build(
+        &Style::default(),
+        snap,
+        &l.name,
+        "pickle",
+        inputs,
+        culprits,
+    );
+    phase("what_if", || {
+        attach_what_if(&Style::default(), &mut rep, snap)
+    });
     let html = phase("html", || {
-        fragscope::render::html::html(&rep).expect("an HTML report")
+        fragscope::render::html::html(&Style::default(), &rep).expect("an HTML report")
     });
     std::hint::black_box(html);
     println!();

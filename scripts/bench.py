@@ -40,6 +40,10 @@ not disk. One Markdown table per shape, with the machine and its load:
     scripts/bench.py --matrix --sizes 100MB,250MB --rounds 1   # a quick run
     scripts/bench.py --matrix --shapes fragmented --out-md /tmp/matrix.md
 
+--baseline BIN runs every command of the matrix with a second binary too
+(an older build), in the same round, and adds its wall time and the ratio
+new / old to the tables: a before-and-after measured side by side.
+
 Each file's event count is found by two small calibration runs (bytes per
 event and the fixed part, i.e. the segments) and corrected once if the file
 misses its size by more than 5 %. Inputs are kept under --out-dir
@@ -265,6 +269,7 @@ def run_matrix(a, exe, example):
             res = {label: [] for label, *_ in MATRIX_COMMANDS}
             ratio = {label: [] for label, *_ in MATRIX_COMMANDS}
             py = []
+            base = {label: [] for label, *_ in MATRIX_COMMANDS}
             stages = []
             for r in range(rounds):
                 print(f"{os.path.basename(path)}: round {r + 1}/{rounds}", file=sys.stderr)
@@ -272,6 +277,10 @@ def run_matrix(a, exe, example):
                 for label, args, ok, _ in MATRIX_COMMANDS:
                     cmd = [exe] + [x.format(f=path, d=scratch) for x in args]
                     this[label] = timed(cmd, ok=ok)
+                    if a.baseline:
+                        old = timed([a.baseline] + cmd[1:], ok=ok)
+                        if old and this[label]:
+                            base[label].append(this[label][0] / old[0])
                 p = timed([sys.executable, "-c", PY_LOAD, path])
                 if p:
                     py.append(p)
@@ -283,7 +292,7 @@ def run_matrix(a, exe, example):
                 for _ in range(max(a.stage_runs, 1)):
                     stages.append(stage_times(example, path))
             stage = {k: median([s[k] for s in stages if k in s]) for k in stages[0]} if stages else {}
-            rows.append((path, events, said, mb, size, res, ratio, py, stage))
+            rows.append((path, events, said, mb, size, res, ratio, py, stage, base))
         load1 = os.getloadavg()[0]
         say(f"### {shape}")
         say("")
@@ -294,16 +303,18 @@ def run_matrix(a, exe, example):
                 f"--events {events}` ({said})")
         say(f"* load average {load0:.2f} before this shape's runs, {load1:.2f} after")
         say("")
-        say("| size | command | wall | / pickle.load | target | peak RSS | RSS / file | s per 100 MiB |")
-        say("|---|---|---:|---:|---|---:|---:|---:|")
-        for path, events, said, mb, size, res, ratio, py, stage in rows:
+        extra = " new / old |" if a.baseline else ""
+        say("| size | command | wall | / pickle.load | target | peak RSS | RSS / file | s per 100 MiB |" + extra)
+        say("|---|---|---:|---:|---|---:|---:|---:|" + ("---:|" if a.baseline else ""))
+        for path, events, said, mb, size, res, ratio, py, stage, base in rows:
             pw = median([x[0] for x in py])
             prss = median([x[2] for x in py])
             say(f"| {mib(size):.0f} MiB | Python `pickle.load` | {pw:.2f} s | 1.00x | | "
-                f"{mib(prss):.0f} MiB | {prss / size:.2f}x | {pw / mib(size) * 100:.2f} |")
+                f"{mib(prss):.0f} MiB | {prss / size:.2f}x | {pw / mib(size) * 100:.2f} |"
+                + (" |" if a.baseline else ""))
             for label, _, _, target in MATRIX_COMMANDS:
                 if not res[label]:
-                    say(f"| {mib(size):.0f} MiB | `{label}` | failed | | | | | |")
+                    say(f"| {mib(size):.0f} MiB | `{label}` | failed | | | | | |" + (" |" if a.baseline else ""))
                     continue
                 w = median([x[0] for x in res[label]])
                 rss = median([x[2] for x in res[label]])
@@ -311,11 +322,12 @@ def run_matrix(a, exe, example):
                 met = "yes" if rt <= target else "no"
                 rss_met = "" if rss <= size else " (over the file)"
                 say(f"| {mib(size):.0f} MiB | `{label}` | {w:.2f} s | {rt:.3f}x | ≤ {target}x: {met} | "
-                    f"{mib(rss):.0f} MiB | {rss / size:.2f}x{rss_met} | {w / mib(size) * 100:.2f} |")
+                    f"{mib(rss):.0f} MiB | {rss / size:.2f}x{rss_met} | {w / mib(size) * 100:.2f} |"
+                    + (f" {median(base[label]):.2f}x |" if a.baseline else ""))
         say("")
         say("| size | events | decode | decoder | replay | replay rate |")
         say("|---|---:|---:|---:|---:|---:|")
-        for path, events, said, mb, size, res, ratio, py, stage in rows:
+        for path, events, said, mb, size, res, ratio, py, stage, _ in rows:
             if "decode_s" not in stage:
                 say(f"| {mib(size):.0f} MiB | | failed | | | |")
                 continue
@@ -355,6 +367,10 @@ def main():
     ap.add_argument("--shapes", default=",".join(MATRIX_SHAPES),
                     help="with --matrix: the shapes, comma-separated")
     ap.add_argument("--seed", type=int, default=1, help="with --matrix: synth's seed")
+    ap.add_argument("--baseline", default=None,
+                    help="with --matrix: an older fragscope binary, run beside the new one")
+    ap.add_argument("--bin", default=None,
+                    help="the fragscope binary to measure (default: build target/release)")
     ap.add_argument("--out-md", default=None,
                     help="with --matrix: also write the tables to this Markdown file")
     a = ap.parse_args()
@@ -362,7 +378,7 @@ def main():
     if not a.no_build:
         sh(["cargo", "build", "--release", "--quiet", "--bin", "fragscope",
             "--example", "stage_times"], cwd=ROOT)
-    exe = os.path.join(ROOT, "target", "release", "fragscope")
+    exe = a.bin or os.path.join(ROOT, "target", "release", "fragscope")
     example = os.path.join(ROOT, "target", "release", "examples", "stage_times")
     os.makedirs(a.out_dir, exist_ok=True)
     if a.matrix:

@@ -15,6 +15,7 @@
 
 use fragscope::analysis::check::{RegressionLimit, Rules};
 use fragscope::analysis::metrics::Quantity;
+use fragscope::core::style::Style;
 use fragscope::input::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
 use fragscope::input::{self, Content, LoadOptions, pickle, snapshot};
 use fragscope::model::{Action, Setting, Snapshot, StackId};
@@ -143,7 +144,7 @@ pub fn check_profiler_trace(tr: &ProfilerTrace) {
         );
         assert_eq!(max(&down), max(&d.samples), "downsampling lowered the peak");
     }
-    fragscope::render::stats::trace_text(NAME, "fuzz", tr);
+    fragscope::render::stats::trace_text(&Style::default(), NAME, "fuzz", tr);
     let json = fragscope::render::stats::trace_json(NAME, "fuzz", tr);
     serde_json::from_str::<serde_json::Value>(&json).expect("trace JSON report parses");
 }
@@ -164,7 +165,7 @@ pub fn check_memory_timeline(tl: &MemoryTimeline) {
     if let Some(p) = &tl.peak {
         assert_eq!(Some(p.total), max(&tl.samples), "peak is the highest total");
     }
-    fragscope::render::stats::timeline_text(NAME, "fuzz", tl);
+    fragscope::render::stats::timeline_text(&Style::default(), NAME, "fuzz", tl);
     let json = fragscope::render::stats::timeline_json(NAME, "fuzz", tl);
     serde_json::from_str::<serde_json::Value>(&json).expect("timeline JSON report parses");
 }
@@ -346,8 +347,8 @@ pub fn check_model(snap: &Snapshot, input_len: usize) {
 /// `stats` over the model: no panic, no overflow, text and JSON render.
 pub fn check_stats(snap: &Snapshot) {
     let fs = fragscope::analysis::stats::file_stats(snap, NAME, "fuzz".into());
-    let map = fragscope::render::segmap::segment_map(&snap.segments, 40);
-    let text = fragscope::render::stats::render(&fs, &map);
+    let map = fragscope::render::segmap::segment_map(&Style::default(), &snap.segments, 40);
+    let text = fragscope::render::stats::render(&Style::default(), &fs, &map);
     assert!(text.starts_with(NAME));
     fragscope::analysis::stats::device_stats(snap);
     assert_eq!(

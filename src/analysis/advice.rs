@@ -3,7 +3,7 @@
 //! (figures parsed from an OOM message). Pure logic over [`OomFigures`]; the
 //! callers supply what they know and leave the rest `None`.
 
-use crate::core::units::fmt_bytes;
+use crate::core::style::Style;
 use serde::Serialize;
 
 /// Everything known about one failed allocation. Unknown figures are `None`.
@@ -105,7 +105,7 @@ pub const OTHER_MEMORY_SHARE: f64 = 0.10;
 /// …and above this absolute amount.
 pub const OTHER_MEMORY_MIN: u64 = 1 << 30;
 
-pub fn diagnose(f: &OomFigures) -> Diagnosis {
+pub fn diagnose(st: &Style, f: &OomFigures) -> Diagnosis {
     let need = f.alloc_size.or(f.requested);
     let free_in_reserved = match (f.reserved, f.allocated) {
         (Some(r), Some(a)) => Some(
@@ -124,8 +124,8 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
     {
         inconsistencies.push(format!(
             "allocated ({}) exceeds reserved ({}): impossible for one allocator state",
-            fmt_bytes(a),
-            fmt_bytes(r)
+            st.bytes(a),
+            st.bytes(r)
         ));
     }
     if let (Some(c), Some(r)) = (f.capacity, f.reserved)
@@ -133,8 +133,8 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
     {
         inconsistencies.push(format!(
             "reserved ({}) exceeds the device's capacity ({})",
-            fmt_bytes(r),
-            fmt_bytes(c)
+            st.bytes(r),
+            st.bytes(c)
         ));
     }
     if let (Some(c), Some(free)) = (f.capacity, f.device_free)
@@ -142,8 +142,8 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
     {
         inconsistencies.push(format!(
             "free memory ({}) exceeds the device's capacity ({})",
-            fmt_bytes(free),
-            fmt_bytes(c)
+            st.bytes(free),
+            st.bytes(c)
         ));
     }
     if let (Some(c), Some(free), Some(p)) = (f.capacity, f.device_free, f.process_memory)
@@ -151,9 +151,9 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
     {
         inconsistencies.push(format!(
             "free ({}) plus this process's memory ({}) exceed the capacity ({})",
-            fmt_bytes(free),
-            fmt_bytes(p),
-            fmt_bytes(c)
+            st.bytes(free),
+            st.bytes(p),
+            st.bytes(c)
         ));
     }
     if let (Some(a), Some(p)) = (f.allocated, f.process_memory)
@@ -161,40 +161,40 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
     {
         inconsistencies.push(format!(
             "PyTorch's allocated memory ({}) exceeds the process's memory in use ({})",
-            fmt_bytes(a),
-            fmt_bytes(p)
+            st.bytes(a),
+            st.bytes(p)
         ));
     }
 
     let mut details = Vec::new();
     if let Some(n) = need {
-        details.push(format!("requested: {}", fmt_bytes(n)));
+        details.push(format!("requested: {}", st.bytes(n)));
     }
     if let (Some(r), Some(a)) = (f.reserved, f.allocated) {
         details.push(format!(
             "reserved by PyTorch: {}, allocated to tensors: {}, free inside reserved: {}",
-            fmt_bytes(r),
-            fmt_bytes(a),
-            fmt_bytes(free_in_reserved.unwrap_or(0))
+            st.bytes(r),
+            st.bytes(a),
+            st.bytes(free_in_reserved.unwrap_or(0))
         ));
     }
     if let Some(g) = f.largest_free_gap {
         details.push(format!(
             "largest free gap inside reserved memory: {}",
-            fmt_bytes(g)
+            st.bytes(g)
         ));
     }
     if let (Some(c), Some(free)) = (f.capacity, f.device_free) {
         details.push(format!(
             "device: {} total, {} free",
-            fmt_bytes(c),
-            fmt_bytes(free)
+            st.bytes(c),
+            st.bytes(free)
         ));
     }
     if let Some(o) = non_pytorch {
         details.push(format!(
             "memory outside PyTorch's cache (other processes, CUDA context, libraries): {}",
-            fmt_bytes(o)
+            st.bytes(o)
         ));
     }
 
@@ -219,8 +219,8 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
             Cause::Capacity,
             format!(
                 "capacity: the request alone ({}) is larger than the device's total capacity ({})",
-                fmt_bytes(n),
-                fmt_bytes(f.capacity.unwrap_or(0))
+                st.bytes(n),
+                st.bytes(f.capacity.unwrap_or(0))
             ),
         ),
         (Some(n), Some(fr)) => {
@@ -228,14 +228,14 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
             if fr >= n && gap_too_small {
                 let gap = f
                     .largest_free_gap
-                    .map(|g| format!(", but the largest free gap is only {}", fmt_bytes(g)))
+                    .map(|g| format!(", but the largest free gap is only {}", st.bytes(g)))
                     .unwrap_or_default();
                 (
                     Cause::Fragmentation,
                     format!(
                         "fragmentation: {} was free inside PyTorch's reserved memory{gap}, so {} did not fit in one piece",
-                        fmt_bytes(fr),
-                        fmt_bytes(n)
+                        st.bytes(fr),
+                        st.bytes(n)
                     ),
                 )
             } else if fr + device_free >= n && fr > 0 && device_free < n && gap_too_small {
@@ -243,9 +243,9 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
                     Cause::Fragmentation,
                     format!(
                         "fragmentation: {} free inside reserved memory plus {} free on the device would hold {}, but neither piece alone does",
-                        fmt_bytes(fr),
-                        fmt_bytes(device_free),
-                        fmt_bytes(n)
+                        st.bytes(fr),
+                        st.bytes(device_free),
+                        st.bytes(n)
                     ),
                 )
             } else if f.device_free.is_some_and(|free| free >= n) {
@@ -256,8 +256,8 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
                     Cause::Unknown,
                     format!(
                         "the device reported {} free, enough for {}: these figures do not explain the failure",
-                        fmt_bytes(device_free),
-                        fmt_bytes(n)
+                        st.bytes(device_free),
+                        st.bytes(n)
                     ),
                 )
             } else if big_other && fr + device_free < n {
@@ -266,9 +266,9 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
                     format!(
                         "memory outside PyTorch ({}) leaves too little for this process: even perfectly packed, {} does not fit",
                         non_pytorch
-                            .map(fmt_bytes)
+                            .map(|b| st.bytes(b))
                             .unwrap_or_else(|| "unknown".into()),
-                        fmt_bytes(n)
+                        st.bytes(n)
                     ),
                 )
             } else {
@@ -276,9 +276,9 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
                     Cause::Capacity,
                     format!(
                         "capacity: only {} was free in reserved memory and {} on the device, so {} does not fit even perfectly packed",
-                        fmt_bytes(fr),
-                        fmt_bytes(device_free),
-                        fmt_bytes(n)
+                        st.bytes(fr),
+                        st.bytes(device_free),
+                        st.bytes(n)
                     ),
                 )
             }
@@ -356,7 +356,7 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
             } else if !free_enough {
                 format!(
                     "less than {} is free in reserved memory: there is too little cached memory to return",
-                    fmt_bytes(OTHER_MEMORY_MIN)
+                    st.bytes(OTHER_MEMORY_MIN)
                 )
             } else {
                 "returns entirely free segments to the driver so a new, large segment can be created; it does not free segments that still hold one live block".into()
@@ -377,8 +377,8 @@ pub fn diagnose(f: &OomFigures) -> Diagnosis {
             what: "check other processes on the GPU (nvidia-smi) and CUDA_VISIBLE_DEVICES".into(),
             applies: big_other,
             why: match non_pytorch {
-                Some(o) if big_other => format!("{} of the device is held outside PyTorch's cache", fmt_bytes(o)),
-                Some(o) => format!("only {} of the device is held outside PyTorch's cache", fmt_bytes(o)),
+                Some(o) if big_other => format!("{} of the device is held outside PyTorch's cache", st.bytes(o)),
+                Some(o) => format!("only {} of the device is held outside PyTorch's cache", st.bytes(o)),
                 None if big_other => "the message names other processes holding memory".into(),
                 None => "the figures do not show memory held outside PyTorch".into(),
             },
@@ -408,57 +408,69 @@ mod tests {
 
     #[test]
     fn fragmentation_when_free_but_no_gap() {
-        let d = diagnose(&OomFigures {
-            alloc_size: Some(2 * GIB),
-            capacity: Some(80 * GIB),
-            device_free: Some(100 * MIB),
-            reserved: Some(78 * GIB),
-            allocated: Some(70 * GIB),
-            largest_free_gap: Some(300 * MIB),
-            ..Default::default()
-        });
+        let d = diagnose(
+            &Style::default(),
+            &OomFigures {
+                alloc_size: Some(2 * GIB),
+                capacity: Some(80 * GIB),
+                device_free: Some(100 * MIB),
+                reserved: Some(78 * GIB),
+                allocated: Some(70 * GIB),
+                largest_free_gap: Some(300 * MIB),
+                ..Default::default()
+            },
+        );
         assert_eq!(d.cause, Cause::Fragmentation);
         assert!(d.suggestions[0].applies);
     }
 
     #[test]
     fn capacity_when_bytes_are_missing() {
-        let d = diagnose(&OomFigures {
-            alloc_size: Some(4 * GIB),
-            capacity: Some(24 * GIB),
-            device_free: Some(200 * MIB),
-            reserved: Some(23 * GIB),
-            allocated: Some(22 * GIB + 900 * MIB),
-            ..Default::default()
-        });
+        let d = diagnose(
+            &Style::default(),
+            &OomFigures {
+                alloc_size: Some(4 * GIB),
+                capacity: Some(24 * GIB),
+                device_free: Some(200 * MIB),
+                reserved: Some(23 * GIB),
+                allocated: Some(22 * GIB + 900 * MIB),
+                ..Default::default()
+            },
+        );
         assert_eq!(d.cause, Cause::Capacity);
         assert!(!d.suggestions[0].applies);
     }
 
     #[test]
     fn other_processes() {
-        let d = diagnose(&OomFigures {
-            alloc_size: Some(2 * GIB),
-            capacity: Some(80 * GIB),
-            device_free: Some(100 * MIB),
-            reserved: Some(10 * GIB),
-            allocated: Some(9 * GIB + 900 * MIB),
-            ..Default::default()
-        });
+        let d = diagnose(
+            &Style::default(),
+            &OomFigures {
+                alloc_size: Some(2 * GIB),
+                capacity: Some(80 * GIB),
+                device_free: Some(100 * MIB),
+                reserved: Some(10 * GIB),
+                allocated: Some(9 * GIB + 900 * MIB),
+                ..Default::default()
+            },
+        );
         assert_eq!(d.cause, Cause::OtherProcesses);
     }
 
     #[test]
     fn a_request_larger_than_the_device_is_capacity() {
-        let d = diagnose(&OomFigures {
-            alloc_size: Some(124 * GIB),
-            capacity: Some(95 * GIB),
-            device_free: Some(51 * GIB),
-            reserved: Some(28 * GIB),
-            allocated: Some(25 * GIB),
-            other_processes: Some(15 * GIB),
-            ..Default::default()
-        });
+        let d = diagnose(
+            &Style::default(),
+            &OomFigures {
+                alloc_size: Some(124 * GIB),
+                capacity: Some(95 * GIB),
+                device_free: Some(51 * GIB),
+                reserved: Some(28 * GIB),
+                allocated: Some(25 * GIB),
+                other_processes: Some(15 * GIB),
+                ..Default::default()
+            },
+        );
         assert_eq!(d.cause, Cause::Capacity);
         assert!(
             d.headline.contains("larger than the device"),
@@ -469,14 +481,17 @@ mod tests {
 
     #[test]
     fn free_device_memory_leaves_the_cause_open() {
-        let d = diagnose(&OomFigures {
-            alloc_size: Some(12 * MIB),
-            capacity: Some(10 * GIB),
-            device_free: Some(9 * GIB),
-            reserved: Some(13 * MIB),
-            allocated: Some(8 * MIB),
-            ..Default::default()
-        });
+        let d = diagnose(
+            &Style::default(),
+            &OomFigures {
+                alloc_size: Some(12 * MIB),
+                capacity: Some(10 * GIB),
+                device_free: Some(9 * GIB),
+                reserved: Some(13 * MIB),
+                allocated: Some(8 * MIB),
+                ..Default::default()
+            },
+        );
         assert_eq!(d.cause, Cause::Unknown);
         assert!(!d.suggestions[0].applies);
     }
@@ -554,7 +569,10 @@ mod tests {
 
     #[test]
     fn a_skipped_suggestion_says_why_it_is_skipped() {
-        let all: Vec<Diagnosis> = every_kind_of_oom().iter().map(diagnose).collect();
+        let all: Vec<Diagnosis> = every_kind_of_oom()
+            .iter()
+            .map(|f| diagnose(&Style::default(), f))
+            .collect();
         let causes: std::collections::BTreeSet<String> =
             all.iter().map(|d| format!("{:?}", d.cause)).collect();
         assert_eq!(causes.len(), 5, "{causes:?}");
@@ -612,12 +630,15 @@ mod tests {
 
     #[test]
     fn inconsistent_figures_are_reported() {
-        let d = diagnose(&OomFigures {
-            capacity: Some(8 * GIB),
-            reserved: Some(9 * GIB),
-            allocated: Some(10 * GIB),
-            ..Default::default()
-        });
+        let d = diagnose(
+            &Style::default(),
+            &OomFigures {
+                capacity: Some(8 * GIB),
+                reserved: Some(9 * GIB),
+                allocated: Some(10 * GIB),
+                ..Default::default()
+            },
+        );
         assert_eq!(d.inconsistencies.len(), 2);
     }
 }

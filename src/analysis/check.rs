@@ -32,7 +32,8 @@
 //! ```
 
 use crate::analysis::metrics::{Measured, MetricId, Metrics, Quantity, TraceFacts, Unit};
-use crate::core::units::{fmt_bytes, fmt_pct, parse_size};
+use crate::core::style::Style;
+use crate::core::units::{fmt_pct, parse_size};
 use crate::input::profiler::memtimeline::Category;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -113,10 +114,10 @@ pub enum RegressionLimit {
 }
 
 impl RegressionLimit {
-    pub fn fmt(self) -> String {
+    pub fn fmt(self, st: &Style) -> String {
         match self {
             RegressionLimit::Relative(r) => format!("+{}", fmt_pct(r)),
-            RegressionLimit::Absolute(q) => format!("+{}", q.fmt()),
+            RegressionLimit::Absolute(q) => format!("+{}", q.fmt(st)),
         }
     }
 }
@@ -456,15 +457,15 @@ impl Value {
             Value::BytesDelta(d) | Value::CountDelta(d) => d as f64,
         }
     }
-    pub fn fmt(self) -> String {
+    pub fn fmt(self, st: &Style) -> String {
         let signed = |d: f64, s: String| if d > 0.0 { format!("+{s}") } else { s };
         match self {
-            Value::Bytes(b) => fmt_bytes(b),
+            Value::Bytes(b) => st.bytes(b),
             Value::Ratio(r) => fmt_pct(r),
             Value::Count(c) => c.to_string(),
             Value::Relative(r) if crate::core::units::pct_rounds_to_zero(r) => "±0%".into(),
             Value::Relative(r) => signed(r, fmt_pct(r)),
-            Value::BytesDelta(d) => crate::core::units::fmt_delta(d as i128),
+            Value::BytesDelta(d) => st.delta(d as i128),
             Value::RatioDelta(r) if crate::core::units::pct_rounds_to_zero(r) => "±0 pt".into(),
             Value::RatioDelta(r) => signed(r, format!("{:.1} pt", r * 100.0)),
             Value::CountDelta(d) => signed(d as f64, d.to_string()),
@@ -479,12 +480,12 @@ impl Value {
         }
     }
     /// A change too small for [`Value::fmt`], with three more decimals.
-    fn fmt_precise(self) -> String {
+    fn fmt_precise(self, st: &Style) -> String {
         let signed = |d: f64, s: String| if d > 0.0 { format!("+{s}") } else { s };
         match self {
             Value::Relative(r) => signed(r, format!("{:.4}%", r * 100.0)),
             Value::RatioDelta(r) => signed(r, format!("{:.4} pt", r * 100.0)),
-            other => other.fmt(),
+            other => other.fmt(st),
         }
     }
     fn of(q: Quantity) -> Value {
@@ -549,6 +550,7 @@ impl CheckReport {
 /// Applies every rule; absolute rules first (in [`RuleKind::ALL`] order),
 /// then regressions (in [`MetricId::ALL`] order).
 pub fn evaluate(
+    st: &Style,
     file: &str,
     current: &Metrics,
     baseline: Option<(&str, &Metrics)>,
@@ -556,10 +558,11 @@ pub fn evaluate(
 ) -> CheckReport {
     let mut findings = Vec::new();
     for (&rule, &limit) in &rules.limits {
-        findings.push(absolute(rule, limit, current));
+        findings.push(absolute(st, rule, limit, current));
     }
     for (&c, &limit) in &rules.category_limits {
         findings.push(absolute_on(
+            st,
             format!("{CATEGORY_RULES}.{}", c.key()),
             MetricId::peak_of(c),
             false,
@@ -568,7 +571,7 @@ pub fn evaluate(
         ));
     }
     for (&metric, &limit) in &rules.regressions {
-        findings.push(regression(metric, limit, current, baseline));
+        findings.push(regression(st, metric, limit, current, baseline));
     }
     let mut notes: Vec<String> = current.notes.clone();
     if findings.is_empty() {
@@ -616,13 +619,27 @@ fn on_device(d: Option<i64>) -> String {
     d.map(|d| format!(" on device {d}")).unwrap_or_default()
 }
 
-fn absolute(rule: RuleKind, limit: Quantity, m: &Metrics) -> Finding {
-    absolute_on(rule.key().into(), rule.metric(), rule.is_min(), limit, m)
+fn absolute(st: &Style, rule: RuleKind, limit: Quantity, m: &Metrics) -> Finding {
+    absolute_on(
+        st,
+        rule.key().into(),
+        rule.metric(),
+        rule.is_min(),
+        limit,
+        m,
+    )
 }
 
 /// A bound on one metric, under the rule named `rule` (`min`: fails below
 /// the limit, else above it).
-fn absolute_on(rule: String, metric: MetricId, min: bool, limit: Quantity, m: &Metrics) -> Finding {
+fn absolute_on(
+    st: &Style,
+    rule: String,
+    metric: MetricId,
+    min: bool,
+    limit: Quantity,
+    m: &Metrics,
+) -> Finding {
     let mut f = Finding {
         rule,
         metric,
@@ -641,7 +658,7 @@ fn absolute_on(rule: String, metric: MetricId, min: bool, limit: Quantity, m: &M
         return f;
     };
     if f.rule == RuleKind::MinLargestGap.key() {
-        return min_largest_gap(f, limit, m);
+        return min_largest_gap(st, f, limit, m);
     }
     f.device = got.device;
     f.measured = Some(Value::of(got.value));
@@ -656,14 +673,14 @@ fn absolute_on(rule: String, metric: MetricId, min: bool, limit: Quantity, m: &M
     f.message = format!(
         "{} {}{}{} {relation} {}",
         metric.label(),
-        got.value.fmt(),
+        got.value.fmt(st),
         on_device(got.device),
         recorded_only(metric, m, got.device),
-        limit.fmt()
+        limit.fmt(st)
     );
     if fails {
         f.verdict = Verdict::Fail;
-        f.hint = fail_hint(metric, m, got.device);
+        f.hint = fail_hint(st, metric, m, got.device);
     } else {
         f.verdict = Verdict::Pass;
     }
@@ -677,7 +694,7 @@ fn absolute_on(rule: String, metric: MetricId, min: bool, limit: Quantity, m: &M
 /// free bytes lay: that is a matter of capacity, which the peak rules gate.
 /// The figure shown is the smallest largest gap among the moments that had
 /// the minimum free, on the worst device.
-fn min_largest_gap(mut f: Finding, limit: Quantity, m: &Metrics) -> Finding {
+fn min_largest_gap(st: &Style, mut f: Finding, limit: Quantity, m: &Metrics) -> Finding {
     let n = limit.as_f64() as u64;
     let measured = || m.devices.iter().filter(|d| d.largest_gap.is_some());
     // Devices ascend; the first of equal gaps wins.
@@ -696,10 +713,10 @@ fn min_largest_gap(mut f: Finding, limit: Quantity, m: &Metrics) -> Finding {
         f.verdict = Verdict::Pass;
         f.message = format!(
             "no moment under pressure had {} of reserved memory free (at most {}{}), so no gap of that size was missing: meets the minimum of {}",
-            limit.fmt(),
-            fmt_bytes(most.map_or(0, |x| x.1)),
+            limit.fmt(st),
+            st.bytes(most.map_or(0, |x| x.1)),
             on_device(f.device),
-            limit.fmt()
+            limit.fmt(st)
         );
         return f;
     };
@@ -709,10 +726,10 @@ fn min_largest_gap(mut f: Finding, limit: Quantity, m: &Metrics) -> Finding {
         f.verdict = Verdict::Fail;
         f.message = format!(
             "largest free gap {} on device {d} is below the minimum of {} {}, with {} of reserved memory free",
-            fmt_bytes(g.largest_gap),
-            limit.fmt(),
+            st.bytes(g.largest_gap),
+            limit.fmt(st),
             g.at.text(),
-            fmt_bytes(g.free)
+            st.bytes(g.free)
         );
         f.hint = format!(
             "{} of reserved memory sat free {} but in gaps of at most {}: a request of {} needs a new \
@@ -720,18 +737,18 @@ cudaMalloc (an OOM when the device is full) although the cache holds enough. Tha
 fragmentation: try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which grows a segment instead \
 of leaving gaps between segments, and avoid keeping long-lived tensors allocated between \
 short-lived ones.",
-            fmt_bytes(g.free),
+            st.bytes(g.free),
             g.at.text(),
-            fmt_bytes(g.largest_gap),
-            limit.fmt()
+            st.bytes(g.largest_gap),
+            limit.fmt(st)
         );
     } else {
         f.verdict = Verdict::Pass;
         f.message = format!(
             "largest free gap at least {} on device {d} whenever {} or more of reserved memory were free under pressure: meets the minimum of {}",
-            fmt_bytes(g.largest_gap),
-            limit.fmt(),
-            limit.fmt()
+            st.bytes(g.largest_gap),
+            limit.fmt(st),
+            limit.fmt(st)
         );
     }
     f
@@ -742,6 +759,7 @@ short-lived ones.",
 const REL_EPS: f64 = 1e-9;
 
 fn regression(
+    st: &Style,
     metric: MetricId,
     limit: RegressionLimit,
     cur: &Metrics,
@@ -766,7 +784,7 @@ fn regression(
         f.message = format!(
             "{}: no baseline to compare with ({} allowed)",
             metric.label(),
-            limit.fmt()
+            limit.fmt(st)
         );
         f.hint = "give one with --baseline FILE or `baseline = \"...\"` in [check]".into();
         return f;
@@ -822,8 +840,8 @@ fn regression(
         // A change that prints as zero is no change, unless it is what
         // fails the rule (a zero allowance): then it gets the digits.
         Some(m) if m.rounds_to_zero() && !fails => "unchanged".into(),
-        Some(m) if m.rounds_to_zero() => format!("{} worse", m.fmt_precise()),
-        Some(m) => format!("{} worse", m.fmt()),
+        Some(m) if m.rounds_to_zero() => format!("{} worse", m.fmt_precise(st)),
+        Some(m) => format!("{} worse", m.fmt(st)),
         None => "up from zero".into(),
     };
     let oom = metric == MetricId::OomEvents;
@@ -840,20 +858,20 @@ fn regression(
         (true, false) => "; the baseline's figure is of its recorded state (no trace)",
     };
     let (bs, cs) = match (b.value, c.value) {
-        (Quantity::Bytes(x), Quantity::Bytes(y)) => crate::core::units::fmt_bytes_pair(x, y),
-        (x, y) => (x.fmt(), y.fmt()),
+        (Quantity::Bytes(x), Quantity::Bytes(y)) => st.bytes_pair(x, y),
+        (x, y) => (x.fmt(st), y.fmt(st)),
     };
     f.message = format!(
         "{} {bs} → {cs}{} ({change}; {} allowed) against {bname}{qualifier}",
         metric.label(),
         on_device(c.device),
-        limit.fmt(),
+        limit.fmt(st),
     );
     if fails {
         f.verdict = Verdict::Fail;
         f.hint = format!(
             "{} If the change is intended, record a new baseline (docs/ci.md).",
-            fail_hint(metric, cur, c.device)
+            fail_hint(st, metric, cur, c.device)
         );
     } else {
         f.verdict = Verdict::Pass;
@@ -1001,7 +1019,7 @@ fn unmeasurable_hint(metric: MetricId, m: &Metrics) -> String {
     }
 }
 
-fn fail_hint(metric: MetricId, m: &Metrics, device: Option<i64>) -> String {
+fn fail_hint(st: &Style, metric: MetricId, m: &Metrics, device: Option<i64>) -> String {
     match metric {
         MetricId::Fragmentation => {
             "Free memory is split into many gaps while memory is tight: try \
@@ -1025,24 +1043,24 @@ expandable_segments:True lets segments grow instead of leaving gaps."
                 Some((a, r)) if untraced && r > 0 && (a as f64) < 0.8 * r as f64 => format!(
                     "In the recorded state {} is allocated ({} of reserved): the rest is cached \
 free memory. Look at the fragmentation figures and try expandable_segments:True.",
-                    fmt_bytes(a),
+                    st.bytes(a),
                     fmt_pct(a as f64 / r as f64)
                 ),
                 Some((a, _)) if untraced => format!(
                     "Live tensors hold {} in the recorded state, most of the reservation: reduce \
 batch or sequence size, or use activation checkpointing.",
-                    fmt_bytes(a)
+                    st.bytes(a)
                 ),
                 Some((a, r)) if r > 0 && (a as f64) < 0.8 * r as f64 => format!(
                     "Allocated memory peaks at {} ({} of peak reserved): the rest is cached free \
 memory. Look at the fragmentation figures and try expandable_segments:True.",
-                    fmt_bytes(a),
+                    st.bytes(a),
                     fmt_pct(a as f64 / r as f64)
                 ),
                 Some((a, _)) => format!(
                     "Live tensors peak at {}, most of the reservation: reduce batch or sequence \
 size, or use activation checkpointing.",
-                    fmt_bytes(a)
+                    st.bytes(a)
                 ),
                 None => "Reduce batch or sequence size, or use activation checkpointing.".into(),
             }
@@ -1280,7 +1298,7 @@ oom_events = 0
         rules
             .limits
             .insert(RuleKind::MinLargestGap, Quantity::Bytes(1 << 30));
-        let r = evaluate("run.pickle", &m, None, &rules);
+        let r = evaluate(&Style::default(), "run.pickle", &m, None, &rules);
         assert_eq!(verdict(&r, "max_peak_reserved"), Verdict::Pass);
         assert_eq!(verdict(&r, "min_largest_gap"), Verdict::Pass);
         assert_eq!(verdict(&r, "max_oom_events"), Verdict::Pass);
@@ -1319,7 +1337,13 @@ oom_events = 0
             RegressionLimit::Absolute(Quantity::Count(0)),
         );
         reg(MetricId::FreeGaps, RegressionLimit::Relative(0.0));
-        let r = evaluate("new.pickle", &cur, Some(("base.pickle", &base)), &rules);
+        let r = evaluate(
+            &Style::default(),
+            "new.pickle",
+            &cur,
+            Some(("base.pickle", &base)),
+            &rules,
+        );
         // Exactly +5 %: holds.
         assert_eq!(verdict(&r, "max_regression.peak_reserved"), Verdict::Pass);
         let f = |rule: &str| r.findings.iter().find(|f| f.rule == rule).unwrap().clone();
@@ -1344,7 +1368,13 @@ oom_events = 0
         let mut rel = Rules::default();
         rel.regressions
             .insert(MetricId::OomEvents, RegressionLimit::Relative(0.5));
-        let r = evaluate("new.pickle", &cur, Some(("base.pickle", &base)), &rel);
+        let r = evaluate(
+            &Style::default(),
+            "new.pickle",
+            &cur,
+            Some(("base.pickle", &base)),
+            &rel,
+        );
         assert_eq!(r.findings[0].verdict, Verdict::Fail);
         assert_eq!(r.findings[0].measured, None);
         assert!(r.findings[0].message.contains("up from zero"));
@@ -1363,7 +1393,7 @@ oom_events = 0
         rules
             .regressions
             .insert(MetricId::PeakReserved, RegressionLimit::Relative(0.1));
-        let r = evaluate("trace.json", &prof, None, &rules);
+        let r = evaluate(&Style::default(), "trace.json", &prof, None, &rules);
         assert_eq!(verdict(&r, "max_fragmentation"), Verdict::Skipped);
         assert_eq!(verdict(&r, "max_oom_events"), Verdict::Skipped);
         assert_eq!(verdict(&r, "max_peak_reserved"), Verdict::Fail);
@@ -1431,7 +1461,7 @@ oom_events = 0
         rules
             .limits
             .insert(RuleKind::MaxPeakReserved, Quantity::Bytes(1));
-        let r = evaluate("t.json", &m, None, &rules);
+        let r = evaluate(&Style::default(), "t.json", &m, None, &rules);
         assert_eq!(verdict(&r, "max_peak_total"), Verdict::Pass);
         assert_eq!(verdict(&r, "max_peak_category.activation"), Verdict::Fail);
         assert_eq!(verdict(&r, "max_peak_reserved"), Verdict::Skipped);
@@ -1458,7 +1488,13 @@ oom_events = 0
             cpu_only: true,
             bytes_only: false,
         });
-        let r = evaluate("cpu.json", &cpu, None, &Rules::defaults());
+        let r = evaluate(
+            &Style::default(),
+            "cpu.json",
+            &cpu,
+            None,
+            &Rules::defaults(),
+        );
         assert_eq!(r.findings[0].verdict, Verdict::Skipped);
         assert_eq!(
             r.findings[0].message,

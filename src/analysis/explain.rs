@@ -16,7 +16,7 @@
 //! continuation lines are joined without inserting anything.
 
 use crate::analysis::advice::{Cause, Diagnosis, OomFigures, Suggestion, diagnose};
-use crate::core::units::fmt_bytes;
+use crate::core::style::Style;
 use regex::Regex;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -835,7 +835,7 @@ impl Parsed {
 
 /// Parses the text and explains every message in it; table, dump and
 /// segments go with the last message.
-pub fn explain(text: &str) -> Result<Explanation, ExplainError> {
+pub fn explain(st: &Style, text: &str) -> Result<Explanation, ExplainError> {
     let parsed = parse(text)?;
     let attachments =
         parsed.summary.is_some() || parsed.stats.is_some() || parsed.segments.is_some();
@@ -847,11 +847,11 @@ pub fn explain(text: &str) -> Result<Explanation, ExplainError> {
         } else {
             parsed.messages[k].figures()
         };
-        items.push(explained(&parsed, Some(k), figures, k + 1 == n));
+        items.push(explained(st, &parsed, Some(k), figures, k + 1 == n));
     }
     if n == 0 && attachments {
         let figures = parsed.figures(None);
-        items.push(explained(&parsed, None, figures, true));
+        items.push(explained(st, &parsed, None, figures, true));
     }
     Ok(Explanation { parsed, items })
 }
@@ -861,8 +861,14 @@ fn within_rounding(a: u64, b: u64) -> bool {
     (a as f64 - b as f64).abs() <= hi * ROUNDING * 2.0
 }
 
-fn explained(p: &Parsed, k: Option<usize>, f: OomFigures, with_attachments: bool) -> Explained {
-    let mut d = diagnose(&f);
+fn explained(
+    st: &Style,
+    p: &Parsed,
+    k: Option<usize>,
+    f: OomFigures,
+    with_attachments: bool,
+) -> Explained {
+    let mut d = diagnose(st, &f);
     let mut notes = Vec::new();
     if let Some(m) = k.map(|k| &p.messages[k]) {
         if !matches!(m.wording, Wording::RuntimeError | Wording::Unrecognised) {
@@ -874,11 +880,11 @@ fn explained(p: &Parsed, k: Option<usize>, f: OomFigures, with_attachments: bool
                     .unwrap_or_default()
             ));
         }
-        message_notes(m, &f, &mut d, &mut notes);
+        message_notes(st, m, &f, &mut d, &mut notes);
     }
     if with_attachments {
         if let Some(s) = &p.summary {
-            summary_notes(s, &mut notes);
+            summary_notes(st, s, &mut notes);
         }
         if let Some(s) = &p.stats {
             if let Some(n) = s.get("num_alloc_retries").filter(|n| *n > 0) {
@@ -889,9 +895,9 @@ fn explained(p: &Parsed, k: Option<usize>, f: OomFigures, with_attachments: bool
             if let Some(pk) = s.bytes("allocated_bytes.all.peak") {
                 notes.push(format!(
                     "memory_stats: peak allocated {}, now {}",
-                    fmt_bytes(pk),
+                    st.bytes(pk),
                     f.allocated
-                        .map(fmt_bytes)
+                        .map(|b| st.bytes(b))
                         .unwrap_or_else(|| "unknown".into())
                 ));
             }
@@ -900,10 +906,10 @@ fn explained(p: &Parsed, k: Option<usize>, f: OomFigures, with_attachments: bool
             notes.push(format!(
                 "pasted segments: {} segment(s), {} reserved, {} block(s){}",
                 g.segments,
-                fmt_bytes(g.reserved),
+                st.bytes(g.reserved),
                 g.blocks,
                 g.largest_inactive_block
-                    .map(|b| format!(", largest free block {}", fmt_bytes(b)))
+                    .map(|b| format!(", largest free block {}", st.bytes(b)))
                     .unwrap_or_default()
             ));
         }
@@ -916,7 +922,13 @@ fn explained(p: &Parsed, k: Option<usize>, f: OomFigures, with_attachments: bool
     }
 }
 
-fn message_notes(m: &OomMessage, f: &OomFigures, d: &mut Diagnosis, notes: &mut Vec<String>) {
+fn message_notes(
+    st: &Style,
+    m: &OomMessage,
+    f: &OomFigures,
+    d: &mut Diagnosis,
+    notes: &mut Vec<String>,
+) {
     match m.wording {
         Wording::Cached => notes.push(
             "in this wording \"cached\" is memory reserved but not allocated; reserved = already allocated + cached"
@@ -954,9 +966,9 @@ fn message_notes(m: &OomMessage, f: &OomFigures, d: &mut Diagnosis, notes: &mut 
                  (CUDA context and libraries); inside containers NVML lists host pids, so the \
                  message cannot say \"this process\"",
             p.pid.map(|x| x.to_string()).unwrap_or_default(),
-            fmt_bytes(p.bytes),
-            fmt_bytes(r),
-            fmt_bytes(p.bytes.saturating_sub(r))
+            st.bytes(p.bytes),
+            st.bytes(r),
+            st.bytes(p.bytes.saturating_sub(r))
         ));
     }
     if let (Some(need), Some(c)) = (f.alloc_size.or(f.requested), f.capacity)
@@ -965,8 +977,8 @@ fn message_notes(m: &OomMessage, f: &OomFigures, d: &mut Diagnosis, notes: &mut 
     {
         d.details.push(format!(
                 "the request ({}) is larger than the device's total capacity ({}): no allocator setting can make it fit",
-                fmt_bytes(need),
-                fmt_bytes(c)
+                st.bytes(need),
+                st.bytes(c)
             ));
     }
     if let (Some(c), Some(r)) = (f.capacity, f.reserved)
@@ -994,15 +1006,15 @@ fn message_notes(m: &OomMessage, f: &OomFigures, d: &mut Diagnosis, notes: &mut 
             notes.push(format!(
                 "a per-process memory fraction caps PyTorch at {}; reserved {} plus the request {} \
                  reach it, at least within the message's rounding: the cap may be what refused the allocation",
-                fmt_bytes(lim),
-                fmt_bytes(r),
-                fmt_bytes(need)
+                st.bytes(lim),
+                st.bytes(r),
+                st.bytes(need)
             ));
         } else {
             notes.push(format!(
                 "a per-process memory fraction caps PyTorch at {} (set_per_process_memory_fraction or \
                  per_process_memory_fraction)",
-                fmt_bytes(lim)
+                st.bytes(lim)
             ));
         }
     }
@@ -1048,7 +1060,7 @@ fn message_notes(m: &OomMessage, f: &OomFigures, d: &mut Diagnosis, notes: &mut 
     }
 }
 
-fn summary_notes(s: &MemorySummary, notes: &mut Vec<String>) {
+fn summary_notes(st: &Style, s: &MemorySummary, notes: &mut Vec<String>) {
     let head = format!(
         "memory_summary{}",
         s.device
@@ -1070,9 +1082,9 @@ fn summary_notes(s: &MemorySummary, notes: &mut Vec<String>) {
         notes.push(format!(
                 "{head}: non-releasable memory {} is {:.1}% of reserved {}: free pieces of split \
                  blocks, which cannot be returned to the driver while their segment holds a live tensor",
-                fmt_bytes(nr),
+                st.bytes(nr),
                 nr as f64 * 100.0 / r as f64,
-                fmt_bytes(r)
+                st.bytes(r)
             ));
     }
     if let (Some(a), Some(r)) = (s.cur("allocated_bytes"), s.cur("reserved_bytes"))
@@ -1080,9 +1092,9 @@ fn summary_notes(s: &MemorySummary, notes: &mut Vec<String>) {
     {
         notes.push(format!(
             "{head}: reserved {} vs allocated {}: {} cached but unused",
-            fmt_bytes(r),
-            fmt_bytes(a),
-            fmt_bytes(r - a)
+            st.bytes(r),
+            st.bytes(a),
+            st.bytes(r - a)
         ));
     }
     if s.truncated {
@@ -1120,7 +1132,7 @@ mod tests {
         assert_eq!(m.reserved, Some((77.0 * GIB) as u64));
         assert_eq!(m.this_process(), Some((78.0 * GIB) as u64));
         assert_eq!(m.other_processes(), Some(0));
-        let e = explain(t).unwrap();
+        let e = explain(&Style::default(), t).unwrap();
         assert_eq!(
             e.items[0].diagnosis.cause,
             crate::analysis::advice::Cause::Fragmentation
@@ -1130,7 +1142,7 @@ mod tests {
     #[test]
     fn old_releases_do_not_get_settings_they_lack() {
         let t = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.90 GiB total capacity; 10.00 GiB already allocated; 100.00 MiB free; 14.00 GiB reserved in total by PyTorch)";
-        let e = explain(t).unwrap();
+        let e = explain(&Style::default(), t).unwrap();
         assert_eq!(e.parsed.messages[0].wording, Wording::ReservedInTotal);
         let s = &e.items[0].diagnosis.suggestions;
         assert!(
@@ -1142,10 +1154,10 @@ mod tests {
 
     #[test]
     fn runtime_errors_and_nonsense() {
-        let e = explain("RuntimeError: CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported").unwrap();
+        let e = explain(&Style::default(), "RuntimeError: CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported").unwrap();
         assert_eq!(e.parsed.messages[0].wording, Wording::RuntimeError);
         assert_eq!(
-            explain("hello world").unwrap_err(),
+            explain(&Style::default(), "hello world").unwrap_err(),
             ExplainError::NothingRecognised
         );
     }
@@ -1174,7 +1186,7 @@ mod tests {
     #[test]
     fn newest_hint_variable_is_kept_in_suggestions() {
         let t = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 80.00 GiB of which 1.00 GiB is free. Of the allocated memory 60.00 GiB is allocated by PyTorch, and 10.00 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
-        let e = explain(t).unwrap();
+        let e = explain(&Style::default(), t).unwrap();
         assert!(
             e.items[0].diagnosis.suggestions[0]
                 .what

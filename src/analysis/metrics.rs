@@ -42,7 +42,8 @@
 //! nor the category peaks for a snapshot or a profiler trace.
 
 use crate::analysis::stats::StateStats;
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use crate::input::profiler::memtimeline::{Category, MemoryTimeline};
 use crate::model::Snapshot;
 use crate::timeline::Sample;
@@ -252,9 +253,9 @@ impl Quantity {
         }
     }
     /// `1.50 GiB`, `61.9%`, `3`.
-    pub fn fmt(self) -> String {
+    pub fn fmt(self, st: &Style) -> String {
         match self {
-            Quantity::Bytes(b) => fmt_bytes(b),
+            Quantity::Bytes(b) => st.bytes(b),
             Quantity::Ratio(r) => fmt_pct(r),
             Quantity::Count(c) => c.to_string(),
         }

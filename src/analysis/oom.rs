@@ -9,7 +9,8 @@
 
 use crate::analysis::advice::{Cause, Diagnosis, OomFigures, diagnose};
 use crate::analysis::frames;
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use crate::model::*;
 use crate::timeline::{self, MomentState};
 use serde::Serialize;
@@ -125,7 +126,7 @@ pub const MAX_DIAGNOSED_OOMS: usize = 100;
 
 /// `capacity`: total device memory when the user knows it (snapshots do
 /// not record it).
-pub fn analyse(snap: &Snapshot, capacity: Option<u64>) -> OomReport {
+pub fn analyse(style: &Style, snap: &Snapshot, capacity: Option<u64>) -> OomReport {
     let mut out = OomReport::default();
     for d in snap.devices() {
         let trace = snap.trace_of(d);
@@ -140,14 +141,22 @@ pub fn analyse(snap: &Snapshot, capacity: Option<u64>) -> OomReport {
         out.undiagnosed_ooms += ooms.len() - shown.len();
         timeline::for_each_state_at(snap, d, shown, |st| {
             let i = st.at.expect("an event");
-            out.ooms
-                .push(finding(snap, &trace[i], i, &st, &rep.report, capacity));
+            out.ooms.push(finding(
+                style,
+                snap,
+                &trace[i],
+                i,
+                &st,
+                &rep.report,
+                capacity,
+            ));
         });
     }
     if out.ooms.is_empty() {
         for d in snap.devices() {
             let st = timeline::state_at(snap, d, snap.trace_of(d).len().checked_sub(1));
-            out.final_state.push(final_state(snap, &st, capacity));
+            out.final_state
+                .push(final_state(style, snap, &st, capacity));
         }
     }
     out
@@ -247,6 +256,7 @@ fn reword_for_snapshots(d: &mut Diagnosis, capacity: Option<u64>) {
 /// `fragscope oom` prints for it, and what the report says of that moment.
 /// `None` when that event is not an `oom`.
 pub fn finding_at(
+    style: &Style,
     snap: &Snapshot,
     state: &MomentState,
     event: usize,
@@ -254,10 +264,11 @@ pub fn finding_at(
     capacity: Option<u64>,
 ) -> Option<OomFinding> {
     let e = snap.trace_of(state.device).get(event)?;
-    (e.action == Action::Oom).then(|| finding(snap, e, event, state, report, capacity))
+    (e.action == Action::Oom).then(|| finding(style, snap, e, event, state, report, capacity))
 }
 
 fn finding(
+    style: &Style,
     snap: &Snapshot,
     e: &TraceEvent,
     i: usize,
@@ -357,14 +368,19 @@ fn finding(
         user_frame: user_frame(snap, e.frames),
         replay_caveat,
         diagnosis: {
-            let mut d = diagnose(&figs);
+            let mut d = diagnose(style, &figs);
             reword_for_snapshots(&mut d, capacity);
             d
         },
     }
 }
 
-fn final_state(snap: &Snapshot, st: &MomentState, capacity: Option<u64>) -> FinalStateFinding {
+fn final_state(
+    style: &Style,
+    snap: &Snapshot,
+    st: &MomentState,
+    capacity: Option<u64>,
+) -> FinalStateFinding {
     let f = figures(st);
     let (expandable, max_split, gc) = settings_figures(snap);
     let largest = timeline::largest_free_gap_segment(st).map(|(s, b)| GapSite::of(s, b));
@@ -380,19 +396,22 @@ fn final_state(snap: &Snapshot, st: &MomentState, capacity: Option<u64>) -> Fina
     let near_capacity = capacity
         .is_some_and(|c| c > 0 && f.reserved as f64 >= DUMPED_AT_OOM_CAPACITY_SHARE * c as f64);
     let looks = full_cache || near_capacity;
-    let mut d = diagnose(&OomFigures {
-        capacity,
-        reserved: Some(f.reserved),
-        allocated: Some(live),
-        expandable_segments: expandable,
-        max_split_size: max_split,
-        gc_threshold: gc,
-        ..Default::default()
-    });
+    let mut d = diagnose(
+        style,
+        &OomFigures {
+            capacity,
+            reserved: Some(f.reserved),
+            allocated: Some(live),
+            expandable_segments: expandable,
+            max_split_size: max_split,
+            gc_threshold: gc,
+            ..Default::default()
+        },
+    );
     let mut details = vec![format!(
         "no oom event in the trace; live and pending blocks fill {} of {} reserved ({})",
-        fmt_bytes(live),
-        fmt_bytes(f.reserved),
+        style.bytes(live),
+        style.bytes(f.reserved),
         fmt_pct(live_share)
     )];
     if !looks {
@@ -402,17 +421,17 @@ fn final_state(snap: &Snapshot, st: &MomentState, capacity: Option<u64>) -> Fina
     } else {
         let not_frag = format!(
             "not fragmentation: only {} is free inside reserved memory and the largest free block is {}, so any request above {} needed new device memory",
-            fmt_bytes(f.inactive),
-            fmt_bytes(gap),
-            fmt_bytes(gap)
+            style.bytes(f.inactive),
+            style.bytes(gap),
+            style.bytes(gap)
         );
         match capacity {
             Some(c) if near_capacity => {
                 d.cause = Cause::Capacity;
                 d.headline = format!(
                     "capacity: PyTorch had reserved {} of the device's {} ({}) and its cache was full; {not_frag}",
-                    fmt_bytes(f.reserved),
-                    fmt_bytes(c),
+                    style.bytes(f.reserved),
+                    style.bytes(c),
                     fmt_pct(f.reserved as f64 / c as f64)
                 );
             }
@@ -420,7 +439,7 @@ fn final_state(snap: &Snapshot, st: &MomentState, capacity: Option<u64>) -> Fina
                 d.cause = Cause::Unknown;
                 d.headline = format!(
                     "{not_frag}; the device had {} beyond PyTorch's reservation, so either the failed request was larger than that or memory outside PyTorch (CUDA context, other processes) took it",
-                    fmt_bytes(c.saturating_sub(f.reserved))
+                    style.bytes(c.saturating_sub(f.reserved))
                 );
             }
             None => {

@@ -9,7 +9,8 @@
 
 use crate::analysis::metrics::{MetricId, Metrics};
 use crate::analysis::stats::FileStats;
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 
 /// One rank's figures.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,7 +85,7 @@ pub fn labels(paths: &[String]) -> Vec<String> {
     split.iter().map(|s| s[common..].join("/")).collect()
 }
 
-pub fn build(rows: Vec<RankRow>, left_out: Vec<String>, rule: String) -> RanksReport {
+pub fn build(st: &Style, rows: Vec<RankRow>, left_out: Vec<String>, rule: String) -> RanksReport {
     let mut verdict = Vec::new();
     let n = rows.len();
     let flagged: Vec<&RankRow> = rows.iter().filter(|r| r.outlier.is_some()).collect();
@@ -133,7 +134,7 @@ pub fn build(rows: Vec<RankRow>, left_out: Vec<String>, rule: String) -> RanksRe
     {
         verdict.push(format!(
             "Highest peak reserved: {} on {} (fragmentation at the end {}).",
-            fmt_bytes(p),
+            st.bytes(p),
             t.file,
             fmt_pct(t.fragmentation)
         ));

@@ -222,20 +222,21 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         }
     };
     let report = evaluate(
+        &g.style,
         &a.file,
         &current,
         baseline_name.as_deref().zip(baseline.as_ref()),
         &rules,
     );
     let body = match a.format {
-        Format::Text => render::text(&report),
+        Format::Text => render::text(&g.style, &report),
         Format::Json => render::json(&report),
         Format::Junit => render::junit(&report),
         Format::Github => {
             if let Some(p) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
-                append_summary(Path::new(&p), &render::github_summary(&report))?;
+                append_summary(Path::new(&p), &render::github_summary(&g.style, &report))?;
             }
-            render::github_annotations(&report) + &render::text(&report)
+            render::github_annotations(&report) + &render::text(&g.style, &report)
         }
     };
     match &a.output {

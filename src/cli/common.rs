@@ -2,13 +2,15 @@
 //! printing, stdout that tolerates a closed pipe, and input expansion.
 
 use super::{ColorChoice, GlobalArgs};
+use crate::core::style::Style;
 use crate::input::{self, LoadError, LoadOptions, Loaded};
 use std::ffi::OsStr;
 use std::io::{IsTerminal, Write};
 
 #[derive(Debug, Clone)]
 pub struct Global {
-    pub color: bool,
+    /// `--bytes` and `--color`, for every renderer of this invocation.
+    pub style: Style,
     pub verbose: bool,
     pub load: LoadOptions,
     /// Progress bars only when stderr is a terminal.
@@ -17,15 +19,16 @@ pub struct Global {
 
 impl Global {
     pub fn from_args(a: &GlobalArgs) -> Global {
-        crate::core::units::set_exact_bytes(a.bytes);
         let color = use_color(
             a.color,
             std::io::stdout().is_terminal(),
             std::env::var_os("NO_COLOR").as_deref(),
         );
-        crate::render::table::set_color(color);
         Global {
-            color,
+            style: Style {
+                exact_bytes: a.bytes,
+                color,
+            },
             verbose: a.verbose,
             load: LoadOptions {
                 max_input_size: a.max_input_size,

@@ -2,6 +2,7 @@
 
 use super::common::{Exit, Global, print};
 use crate::analysis::culprits::{self, Analysis, GroupBy, Options};
+use crate::core::style::Style;
 use crate::input;
 use crate::model::Snapshot;
 use crate::render::culprits::{View, render_json, render_text};
@@ -119,7 +120,11 @@ pub fn analyses(snap: &Snapshot, states: &[MomentState], opts: &Options) -> Vec<
 
 /// A profiler trace: live bytes by operator at the moment (default: the
 /// peak of allocated bytes). Stranded bytes need a segment layout.
-fn run_trace(a: &Args, tr: &crate::input::profiler::ProfilerTrace) -> anyhow::Result<Exit> {
+fn run_trace(
+    st: &Style,
+    a: &Args,
+    tr: &crate::input::profiler::ProfilerTrace,
+) -> anyhow::Result<Exit> {
     use crate::render::culprits as rp;
     let name =
         a.at.as_deref()
@@ -159,7 +164,7 @@ fn run_trace(a: &Args, tr: &crate::input::profiler::ProfilerTrace) -> anyhow::Re
     } else {
         let text: Vec<String> = found
             .iter()
-            .map(|(c, t0)| rp::trace_culprits_text(c, *t0, a.top))
+            .map(|(c, t0)| rp::trace_culprits_text(st, c, *t0, a.top))
             .collect();
         print(&text.join("\n"))?;
     }
@@ -173,7 +178,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         input::Content::Snapshot(Snapshot::default()),
     ) {
         input::Content::Snapshot(s) => s,
-        input::Content::Profiler(t) => return run_trace(&a, &t),
+        input::Content::Profiler(t) => return run_trace(&g.style, &a, &t),
         input::Content::MemoryTimeline(_) => anyhow::bail!(
             "{}: not measurable for a memory-timeline export: it records tensor bytes by category, with no call sites and no segment layout; `fragscope stats {}` shows the live bytes by category at the peak",
             a.file,
@@ -202,11 +207,11 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         stacks: a.stack,
     };
     if a.json {
-        print(&render_json(&a.file, &results, &snap, &view))?;
+        print(&render_json(&g.style, &a.file, &results, &snap, &view))?;
     } else {
         let text: Vec<String> = results
             .iter()
-            .map(|r| render_text(r, &snap, &view))
+            .map(|r| render_text(&g.style, r, &snap, &view))
             .collect();
         print(&text.join("\n"))?;
     }

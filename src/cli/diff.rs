@@ -92,7 +92,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     if a.json {
         print(&crate::render::diff::json(&r))?;
     } else {
-        print(&crate::render::diff::text(&r))?;
+        print(&crate::render::diff::text(&g.style, &r))?;
     }
     Ok(Exit::Ok)
 }

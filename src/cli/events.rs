@@ -3,6 +3,7 @@
 
 use super::common::{Exit, Global, load_input};
 use crate::analysis::events::{Row, Selection, SnapshotEvents, TraceEvents};
+use crate::core::style::Style;
 use crate::input::Content;
 use crate::input::profiler::ProfilerTrace;
 use crate::model::Snapshot;
@@ -68,18 +69,24 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     };
     let bars = indicatif::MultiProgress::new();
     let loaded = load_input(&a.file, g, &bars)?;
-    let fmt = super::stats::describe_format(&loaded);
+    let fmt = super::stats::describe_format(&g.style, &loaded);
     let sel = Selection {
         from: a.from,
         to: a.to,
         grep: a.grep.clone(),
     };
     let inputs = std::slice::from_ref(&a.file);
+    let listing = Listing {
+        st: &g.style,
+        a: &a,
+        fmt: &fmt,
+        format,
+    };
     match &loaded.content {
         Content::Snapshot(s) => {
             let devs = snapshot_devices(&a, s)?;
             crate::cli::output::write_atomic_with(&a.output, inputs, |w| {
-                write_snapshot(w, &a, &fmt, format, s, &devs, &sel)
+                write_snapshot(w, listing, s, &devs, &sel)
             })?;
         }
         Content::Profiler(t) => {
@@ -99,7 +106,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
                     .map(|&i| (t.devices[i].label.clone(), t.devices[i].events.len())),
             )?;
             crate::cli::output::write_atomic_with(&a.output, inputs, |w| {
-                write_trace(w, &a, &fmt, format, t, &devs, &sel)
+                write_trace(w, listing, t, &devs, &sel)
             })?;
         }
         Content::MemoryTimeline(_) => anyhow::bail!(
@@ -109,6 +116,16 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         ),
     }
     Ok(Exit::Ok)
+}
+
+/// What every device's listing shares: the style, the arguments, the
+/// input's description and the form.
+#[derive(Clone, Copy)]
+struct Listing<'a> {
+    st: &'a Style,
+    a: &'a Args,
+    fmt: &'a str,
+    format: Format,
 }
 
 /// The devices listed: those with trace events, or the one `--device` names.
@@ -188,6 +205,7 @@ type ForEach<'a> = dyn Fn(&mut dyn FnMut(&Row) -> io::Result<()>) -> io::Result<
 /// One device's text: the table (widths from a first pass over the rows),
 /// then how many were listed.
 fn text_device(
+    st: &Style,
     w: &mut dyn Write,
     t0: Option<i64>,
     asked: usize,
@@ -201,9 +219,9 @@ fn text_device(
         Ok(())
     })?;
     if listed > 0 {
-        let cols = widths.columns();
+        let cols = widths.columns(st);
         re::text_header(w, &cols)?;
-        each(&mut |r| re::text_row(w, &cols, r))?;
+        each(&mut |r| re::text_row(st, w, &cols, r))?;
     }
     writeln!(w, "{}", range_line(asked, (from, to, n), listed, grep))
 }
@@ -227,13 +245,12 @@ fn head(
 
 fn write_snapshot(
     w: &mut dyn Write,
-    a: &Args,
-    fmt: &str,
-    format: Format,
+    l: Listing,
     s: &Snapshot,
     devs: &[i64],
     sel: &Selection,
 ) -> io::Result<()> {
+    let Listing { st, a, fmt, format } = l;
     head(
         w,
         a,
@@ -266,7 +283,7 @@ fn write_snapshot(
                     w.write_all(crate::render::timeline::report_lines(rep).as_bytes())?;
                 }
                 let t0 = s.trace_of(d).iter().find_map(|e| e.time_us());
-                text_device(w, t0, a.from, (from, to, n), a.grep.as_deref(), &|f| {
+                text_device(st, w, t0, a.from, (from, to, n), a.grep.as_deref(), &|f| {
                     ev.for_each(f)
                 })?;
             }
@@ -304,13 +321,12 @@ fn write_snapshot(
 
 fn write_trace(
     w: &mut dyn Write,
-    a: &Args,
-    fmt: &str,
-    format: Format,
+    l: Listing,
     t: &ProfilerTrace,
     devs: &[usize],
     sel: &Selection,
 ) -> io::Result<()> {
+    let Listing { st, a, fmt, format } = l;
     head(
         w,
         a,
@@ -333,7 +349,7 @@ fn write_trace(
                     d.ooms.len()
                 )?;
                 let t0 = d.samples.first().and_then(|s| s.time_us);
-                text_device(w, t0, a.from, (from, to, n), a.grep.as_deref(), &|f| {
+                text_device(st, w, t0, a.from, (from, to, n), a.grep.as_deref(), &|f| {
                     ev.for_each(f)
                 })?;
             }

@@ -29,11 +29,12 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         }
         Some(t) => ("the text given".to_string(), t.to_string()),
     };
-    let e = crate::analysis::explain::explain(&text).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    let e = crate::analysis::explain::explain(&g.style, &text)
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     if a.json {
         print(&crate::render::explain::json(&e))?;
     } else {
-        print(&crate::render::explain::text(&e))?;
+        print(&crate::render::explain::text(&g.style, &e))?;
     }
     Ok(Exit::Ok)
 }

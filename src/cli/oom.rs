@@ -22,7 +22,7 @@ pub const OOM_SCHEMA: &str = "fragscope.oom/1";
 
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let (snap, _) = input::load_snapshot(&a.file, &g.load)?;
-    let r = crate::analysis::oom::analyse(&snap, a.capacity);
+    let r = crate::analysis::oom::analyse(&g.style, &snap, a.capacity);
     if a.json {
         let v = serde_json::json!({
             "schema": OOM_SCHEMA,
@@ -33,7 +33,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         });
         print(&(serde_json::to_string_pretty(&v)? + "\n"))?;
     } else {
-        print(&crate::render::oom::render(&a.file, &r))?;
+        print(&crate::render::oom::render(&g.style, &a.file, &r))?;
     }
     Ok(Exit::Ok)
 }

@@ -1,6 +1,7 @@
 //! `fragscope plot KIND FILE -o out.svg`
 
 use super::common::{Exit, Global};
+use crate::core::style::Style;
 use crate::input;
 use crate::render::charts::{self, Kind};
 use crate::timeline::Moment;
@@ -59,7 +60,7 @@ impl From<PlotKind> for Kind {
 }
 
 /// The one chart a trace or a memory-timeline export has: its timeline.
-fn plot_other(a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<String> {
+fn plot_other(st: &Style, a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<String> {
     use crate::render::charts as rt;
     let what = match a.kind {
         PlotKind::Timeline => None,
@@ -77,7 +78,7 @@ fn plot_other(a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<S
                     a.file
                 );
             }
-            let r = crate::analysis::report::trace::build(t, &a.file, fmt, a.device, a.at)
+            let r = crate::analysis::report::trace::build(st, t, &a.file, fmt, a.device, a.at)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
             let panels = r
                 .devices
@@ -96,7 +97,7 @@ fn plot_other(a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<S
                     a.file
                 );
             }
-            let r = crate::analysis::report::trace::build_categories(t, &a.file, fmt);
+            let r = crate::analysis::report::trace::build_categories(st, t, &a.file, fmt);
             Ok(rt::categories(&r)?.body)
         }
     }
@@ -106,10 +107,15 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let loaded = input::load(&a.file, &g.load)?;
     let svg = match &loaded.content {
         input::Content::Snapshot(snap) => {
-            let report = super::report::build_report(snap, &loaded, a.device, a.at)?;
+            let report = super::report::build_report(&g.style, snap, &loaded, a.device, a.at)?;
             charts::plot(a.kind.into(), &report, a.rows)?.body
         }
-        other => plot_other(&a, &super::stats::describe_format(&loaded), other)?,
+        other => plot_other(
+            &g.style,
+            &a,
+            &super::stats::describe_format(&g.style, &loaded),
+            other,
+        )?,
     };
     crate::cli::output::write_atomic(&a.output, svg.as_bytes(), std::slice::from_ref(&a.file))?;
     Ok(Exit::Ok)

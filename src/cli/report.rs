@@ -9,6 +9,7 @@ use crate::analysis::metrics::Metrics;
 use crate::analysis::ranks::{self, RankRow, RanksReport};
 use crate::analysis::report::{self, DeviceCulprits, DeviceInput, Report};
 use crate::analysis::stats::FileStats;
+use crate::core::style::Style;
 use crate::input::{self, Content, Loaded};
 use crate::model::Snapshot;
 use crate::render::{charts, html, markdown};
@@ -81,7 +82,7 @@ pub const WHAT_IF_CONFIGS: &[&str] = &[
 /// The culprit analysis of each device at its report moment: what
 /// `fragscope culprits --at MOMENT` computes, grouped by call site, with
 /// its summary sentence.
-pub fn device_culprits(snap: &Snapshot, inputs: &[DeviceInput]) -> Vec<DeviceCulprits> {
+pub fn device_culprits(st: &Style, snap: &Snapshot, inputs: &[DeviceInput]) -> Vec<DeviceCulprits> {
     let opts = culprits::Options {
         request: None,
         group_by: GroupBy::Site,
@@ -93,7 +94,7 @@ pub fn device_culprits(snap: &Snapshot, inputs: &[DeviceInput]) -> Vec<DeviceCul
             let a = culprits::analyze(snap, &i.moment, &opts);
             DeviceCulprits {
                 device: i.replay.device,
-                summary: crate::render::culprits::summary(&a),
+                summary: crate::render::culprits::summary(st, &a),
                 rows: report::culprit_rows(snap, &a),
             }
         })
@@ -102,17 +103,19 @@ pub fn device_culprits(snap: &Snapshot, inputs: &[DeviceInput]) -> Vec<DeviceCul
 
 /// Replays, ranks culprits and assembles the report (shared with `plot`).
 pub fn build_report(
+    st: &Style,
     snap: &Snapshot,
     loaded: &Loaded,
     device: Option<i64>,
     at: Option<Moment>,
 ) -> anyhow::Result<Report> {
-    build_report_with(snap, loaded, device, at, |_, _| {}, |_| {})
+    build_report_with(st, snap, loaded, device, at, |_, _| {}, |_| {})
 }
 
 /// [`build_report`], handing each device's replayer and replay on as soon
 /// as they are made (see [`report::gather_with`]).
 pub fn build_report_with(
+    st: &Style,
     snap: &Snapshot,
     loaded: &Loaded,
     device: Option<i64>,
@@ -122,11 +125,12 @@ pub fn build_report_with(
 ) -> anyhow::Result<Report> {
     let inputs = report::gather_with(snap, device, at, on_start, on_replay)
         .map_err(|e| anyhow::anyhow!("{}: {e}", loaded.name))?;
-    let culprits = device_culprits(snap, &inputs);
+    let culprits = device_culprits(st, snap, &inputs);
     Ok(report::build(
+        st,
         snap,
         &loaded.name,
-        &super::stats::describe_format(loaded),
+        &super::stats::describe_format(st, loaded),
         inputs,
         culprits,
     ))
@@ -135,10 +139,10 @@ pub fn build_report_with(
 /// Runs the what-if model on every device of the report with allocations
 /// in its trace, and adds its answer to the verdict after the device's OOM
 /// lines. A device the model cannot run is named in the data-quality notes.
-pub fn attach_what_if(r: &mut Report, snap: &Snapshot) {
+pub fn attach_what_if(st: &Style, r: &mut Report, snap: &Snapshot) {
     let devices: Vec<i64> = r.devices.iter().map(|d| d.device).collect();
     let runs = what_if_runs(snap, &devices);
-    attach_what_if_runs(r, runs);
+    attach_what_if_runs(st, r, runs);
 }
 
 /// The what-if model of each of `devices` it can run; it needs only the
@@ -185,6 +189,7 @@ fn what_if_run(
 /// the culprits), and is summed up once the replay's report is known.
 /// The same answer as [`build_report`] then [`attach_what_if`].
 pub fn build_report_what_if(
+    st: &Style,
     snap: &Snapshot,
     loaded: &Loaded,
     device: Option<i64>,
@@ -192,7 +197,7 @@ pub fn build_report_what_if(
     no_what_if: bool,
 ) -> anyhow::Result<Report> {
     if no_what_if {
-        return build_report(snap, loaded, device, at);
+        return build_report(st, snap, loaded, device, at);
     }
     enum Handoff {
         Start(i64, Vec<crate::model::Segment>),
@@ -233,6 +238,7 @@ pub fn build_report_what_if(
         let simulable = &simulable;
         // The receiver lives until every handoff is sent.
         let r = build_report_with(
+            st,
             snap,
             loaded,
             device,
@@ -257,12 +263,12 @@ pub fn build_report_what_if(
         (r, w)
     });
     let mut r = r?;
-    attach_what_if_runs(&mut r, what_if);
+    attach_what_if_runs(st, &mut r, what_if);
     Ok(r)
 }
 
 /// Adds the answers of [`what_if_runs`] to the report.
-pub fn attach_what_if_runs(r: &mut Report, results: Vec<Result<SimReport, String>>) {
+pub fn attach_what_if_runs(st: &Style, r: &mut Report, results: Vec<Result<SimReport, String>>) {
     let mut runs: Vec<SimReport> = Vec::new();
     for w in results {
         match w {
@@ -274,7 +280,7 @@ pub fn attach_what_if_runs(r: &mut Report, results: Vec<Result<SimReport, String
         if w.recorded_ooms.is_empty() {
             continue;
         }
-        let Some(answer) = crate::render::simulate::expandable_answer(w) else {
+        let Some(answer) = crate::render::simulate::expandable_answer(st, w) else {
             continue;
         };
         let prefix = format!("Device {}: out of memory", w.device);
@@ -299,7 +305,7 @@ pub enum RankInput {
 /// Reads one rank file: `stats` figures and the replayed metrics.
 pub fn rank_input(path: &str, g: &Global) -> anyhow::Result<RankInput> {
     let l = input::load(path, &g.load)?;
-    let fmt = super::stats::describe_format(&l);
+    let fmt = super::stats::describe_format(&g.style, &l);
     Ok(match &l.content {
         Content::Snapshot(s) => RankInput::Snapshot(
             Box::new(crate::analysis::stats::file_stats(s, path, fmt)),
@@ -357,7 +363,10 @@ pub fn ranks_report(files: &[String], g: &Global) -> (RanksReport, usize) {
             row
         })
         .collect();
-    (ranks::build(rows, left_out, outlier_rule()), failed)
+    (
+        ranks::build(&g.style, rows, left_out, outlier_rule()),
+        failed,
+    )
 }
 
 type Render<'a> = Box<dyn Fn() -> anyhow::Result<String> + 'a>;
@@ -418,9 +427,9 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             &kinds,
             &files,
             &Forms {
-                html: Box::new(|| Ok(crate::render::ranks::html(&r)?)),
+                html: Box::new(|| Ok(crate::render::ranks::html(&g.style, &r)?)),
                 svg: Box::new(|| Ok(crate::render::ranks::summary(&r)?.body)),
-                md: Box::new(|l| crate::render::ranks::markdown(&r, l)),
+                md: Box::new(|l| crate::render::ranks::markdown(&g.style, &r, l)),
             },
         )?;
         return Ok(if failed > 0 {
@@ -431,33 +440,33 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     }
     let file = &files[0];
     let l = input::load(file, &g.load)?;
-    let fmt = super::stats::describe_format(&l);
+    let fmt = super::stats::describe_format(&g.style, &l);
     let inputs = std::slice::from_ref(file);
     match &l.content {
         Content::Snapshot(snap) => {
-            let r = build_report_what_if(snap, &l, a.device, a.at, a.no_what_if)?;
+            let r = build_report_what_if(&g.style, snap, &l, a.device, a.at, a.no_what_if)?;
             write_forms(
                 &a,
                 &kinds,
                 inputs,
                 &Forms {
-                    html: Box::new(|| Ok(html::html(&r)?)),
+                    html: Box::new(|| Ok(html::html(&g.style, &r)?)),
                     svg: Box::new(|| Ok(charts::summary(&r)?.body)),
-                    md: Box::new(|link| markdown::markdown(&r, link)),
+                    md: Box::new(|link| markdown::markdown(&g.style, &r, link)),
                 },
             )?;
         }
         Content::Profiler(t) => {
-            let r = crate::analysis::report::trace::build(t, file, &fmt, a.device, a.at)
+            let r = crate::analysis::report::trace::build(&g.style, t, file, &fmt, a.device, a.at)
                 .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
             write_forms(
                 &a,
                 &kinds,
                 inputs,
                 &Forms {
-                    html: Box::new(|| Ok(html::trace_html(&r)?)),
+                    html: Box::new(|| Ok(html::trace_html(&g.style, &r)?)),
                     svg: Box::new(|| Ok(charts::trace_summary(&r)?.body)),
-                    md: Box::new(|link| markdown::trace_markdown(&r, link)),
+                    md: Box::new(|link| markdown::trace_markdown(&g.style, &r, link)),
                 },
             )?;
         }
@@ -467,15 +476,15 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
                     "{file}: --device and --at: a memory-timeline export holds one device's tensor bytes by category and no allocator state to show at a moment"
                 );
             }
-            let r = crate::analysis::report::trace::build_categories(t, file, &fmt);
+            let r = crate::analysis::report::trace::build_categories(&g.style, t, file, &fmt);
             write_forms(
                 &a,
                 &kinds,
                 inputs,
                 &Forms {
-                    html: Box::new(|| Ok(html::categories_html(&r)?)),
+                    html: Box::new(|| Ok(html::categories_html(&g.style, &r)?)),
                     svg: Box::new(|| Ok(charts::categories_summary(&r)?.body)),
-                    md: Box::new(|link| markdown::categories_markdown(&r, link)),
+                    md: Box::new(|link| markdown::categories_markdown(&g.style, &r, link)),
                 },
             )?;
         }

@@ -103,7 +103,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         };
         print(&(serde_json::to_string_pretty(&j)? + "\n"))?;
     } else {
-        print(&crate::render::simulate::render(&a.file, &report))?;
+        print(&crate::render::simulate::render(&g.style, &a.file, &report))?;
     }
     Ok(Exit::Ok)
 }

@@ -2,7 +2,8 @@
 
 use super::common::{Exit, Global, expand_inputs, print, warn};
 use crate::analysis::stats::{FileStats, file_stats};
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use crate::input::{self, Content};
 use crate::render::table::{Tone, align_numbers, fragmentation_tone, new_table, toned};
 use comfy_table::Cell;
@@ -39,33 +40,33 @@ fn one(
     bars: &indicatif::MultiProgress,
 ) -> anyhow::Result<One> {
     let l = super::common::load_input(path, g, bars)?;
-    let fmt = describe_format(&l);
+    let fmt = describe_format(&g.style, &l);
     match &l.content {
         Content::Snapshot(s) => {
             let fs = file_stats(s, path, fmt);
-            let map = crate::render::segmap::segment_map(&s.segments, map_rows);
+            let map = crate::render::segmap::segment_map(&g.style, &s.segments, map_rows);
             Ok(One::Snapshot(Box::new(fs), map))
         }
         Content::Profiler(t) => Ok(One::Profiler {
             file: path.to_string(),
-            text: crate::render::stats::trace_text(path, &fmt, t),
+            text: crate::render::stats::trace_text(&g.style, path, &fmt, t),
             json: crate::render::stats::trace_json(path, &fmt, t),
         }),
         Content::MemoryTimeline(t) => Ok(One::Profiler {
             file: path.to_string(),
-            text: crate::render::stats::timeline_text(path, &fmt, t),
+            text: crate::render::stats::timeline_text(&g.style, path, &fmt, t),
             json: crate::render::stats::timeline_json(path, &fmt, t),
         }),
     }
 }
 
-pub fn describe_format(l: &input::Loaded) -> String {
+pub fn describe_format(st: &Style, l: &input::Loaded) -> String {
     let c = match l.compression {
         input::Compression::None => "",
         input::Compression::Gzip => ", gzip",
         input::Compression::Zstd => ", zstd",
     };
-    format!("{}{c}, {}", l.format, fmt_bytes(l.bytes))
+    format!("{}{c}, {}", l.format, st.bytes(l.bytes))
 }
 
 /// Ranks whose reserved bytes exceed the median by more than 25 %, or whose
@@ -122,6 +123,7 @@ pub fn outliers(rows: &[&FileStats]) -> Vec<Option<String>> {
 }
 
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
+    let st = &g.style;
     let files = expand_inputs(&a.files)?;
     let bars = indicatif::MultiProgress::new();
     if files.len() == 1 {
@@ -141,7 +143,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         if a.json {
             print(&(serde_json::to_string_pretty(&*fs)? + "\n"))?;
         } else {
-            print(&crate::render::stats::render(&fs, &map))?;
+            print(&crate::render::stats::render(&g.style, &fs, &map))?;
         }
         return Ok(Exit::Ok);
     }
@@ -175,31 +177,34 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         });
         print(&(serde_json::to_string_pretty(&v)? + "\n"))?;
     } else {
-        let mut t = new_table(&[
-            "file",
-            "devices",
-            "segments",
-            "reserved",
-            "allocated",
-            "free internal",
-            "free external",
-            "largest free",
-            "fragmentation",
-            "events",
-            "OOMs",
-            "outlier",
-        ]);
+        let mut t = new_table(
+            st,
+            &[
+                "file",
+                "devices",
+                "segments",
+                "reserved",
+                "allocated",
+                "free internal",
+                "free external",
+                "largest free",
+                "fragmentation",
+                "events",
+                "OOMs",
+                "outlier",
+            ],
+        );
         for (f, o) in ok.iter().zip(&flags) {
             let ooms = f.oom_events.len();
             t.add_row(vec![
                 Cell::new(&f.file),
                 Cell::new(f.devices.len()),
                 Cell::new(f.totals.segments),
-                Cell::new(fmt_bytes(f.totals.reserved_bytes)),
-                Cell::new(fmt_bytes(f.totals.allocated_bytes)),
-                Cell::new(fmt_bytes(f.totals.internal_free_bytes)),
-                Cell::new(fmt_bytes(f.totals.external_free_bytes)),
-                Cell::new(fmt_bytes(f.totals.largest_free_block_bytes)),
+                Cell::new(st.bytes(f.totals.reserved_bytes)),
+                Cell::new(st.bytes(f.totals.allocated_bytes)),
+                Cell::new(st.bytes(f.totals.internal_free_bytes)),
+                Cell::new(st.bytes(f.totals.external_free_bytes)),
+                Cell::new(st.bytes(f.totals.largest_free_block_bytes)),
                 toned(
                     fmt_pct(f.totals.fragmentation),
                     fragmentation_tone(f.totals.fragmentation),

@@ -3,7 +3,6 @@
 //! `_dump_snapshot` writes one.
 
 use super::common::{Exit, Global, print};
-use crate::core::units::fmt_bytes;
 use crate::synth::{Shape, SynthOptions, generate_with_progress, write_pickle};
 
 #[derive(clap::Args, Debug)]
@@ -39,6 +38,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
+    let st = &g.style;
     if a.shape != Shape::MultiDevice && (a.devices.is_some() || a.busy_devices.is_some()) {
         anyhow::bail!(
             "--devices and --busy-devices apply to --shape multi-device only, not {}",
@@ -107,7 +107,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             "{}: {} ({written} bytes), {} trace events of {} recorded{devices}, {} segments, {} stacks; \
              {}{}\n",
             a.output,
-            fmt_bytes(written),
+            st.bytes(written),
             s.event_count(),
             s.recorded(),
             s.segment_count(),

@@ -1,6 +1,7 @@
 //! `fragscope timeline FILE`
 
 use super::common::{Exit, Global, print};
+use crate::core::style::Style;
 use crate::input;
 use crate::model::Snapshot;
 use crate::render::timeline as rt;
@@ -131,6 +132,7 @@ fn moment_label(m: Moment) -> String {
 /// A profiler trace: its key moments and series, the snapshot columns it
 /// has; `--at` has no segment layout to show.
 fn run_trace(
+    st: &Style,
     a: &Args,
     fmt: &str,
     tr: &crate::input::profiler::ProfilerTrace,
@@ -167,7 +169,7 @@ fn run_trace(
         ))?;
     } else {
         print(&crate::render::timeline::trace_timeline_text(
-            &a.file, fmt, tr, &devs,
+            st, &a.file, fmt, tr, &devs,
         ))?;
     }
     Ok(Exit::Ok)
@@ -175,6 +177,7 @@ fn run_trace(
 
 /// A memory-timeline export: live bytes by category over time.
 fn run_categories(
+    st: &Style,
     a: &Args,
     fmt: &str,
     tl: &crate::input::profiler::MemoryTimeline,
@@ -198,7 +201,7 @@ fn run_categories(
         ))?;
     } else {
         print(&crate::render::timeline::categories_timeline_text(
-            &a.file, fmt, tl,
+            st, &a.file, fmt, tl,
         ))?;
     }
     Ok(Exit::Ok)
@@ -206,14 +209,14 @@ fn run_categories(
 
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let mut loaded = input::load(&a.file, &g.load)?;
-    let fmt = super::stats::describe_format(&loaded);
+    let fmt = super::stats::describe_format(&g.style, &loaded);
     let snap = match std::mem::replace(
         &mut loaded.content,
         input::Content::Snapshot(Snapshot::default()),
     ) {
         input::Content::Snapshot(s) => s,
-        input::Content::Profiler(t) => return run_trace(&a, &fmt, &t),
-        input::Content::MemoryTimeline(t) => return run_categories(&a, &fmt, &t),
+        input::Content::Profiler(t) => return run_trace(&g.style, &a, &fmt, &t),
+        input::Content::MemoryTimeline(t) => return run_categories(&g.style, &a, &fmt, &t),
     };
     if let Some(m) = a.at {
         let Some(d) = a.device.or_else(|| device_for(&snap, m)) else {
@@ -225,8 +228,9 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             .resolve(&snap, m)
             .map_err(|e| anyhow::anyhow!("{}: --at: {e}", a.file))?;
         let st = timeline::state_at(&snap, d, at);
-        let map = crate::render::segmap::segment_map(&st.segments, a.map_rows);
+        let map = crate::render::segmap::segment_map(&g.style, &st.segments, a.map_rows);
         print(&rt::moment_text(
+            &g.style,
             &a.file,
             &moment_label(m),
             &st,
@@ -274,13 +278,17 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             w.write_all(b"\n")
         })?;
     } else {
-        let mut out = format!("{} ({})\n", a.file, super::stats::describe_format(&loaded));
+        let mut out = format!(
+            "{} ({})\n",
+            a.file,
+            super::stats::describe_format(&g.style, &loaded)
+        );
         if replays.is_empty() {
             out.push_str("no segments and no trace events\n");
         }
         for r in &replays {
             out.push('\n');
-            out.push_str(&rt::device_text(r, &r.key_moments(&snap)));
+            out.push_str(&rt::device_text(&g.style, r, &r.key_moments(&snap)));
         }
         print(&out)?;
     }

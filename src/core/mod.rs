@@ -1,10 +1,12 @@
 //! Leaf helpers that every stage may use and that use nothing of the crate:
-//! byte and percentage formatting ([`units`]), a serializer for streamed
+//! byte and percentage formatting ([`units`]; [`style`] carries an
+//! invocation's `--bytes` and color choices), a serializer for streamed
 //! sequences ([`serial`]), text and hashing helpers ([`text`], [`hash`]) and
 //! the process's memory allocator ([`alloc`]).
 
 pub mod alloc;
 pub mod hash;
 pub mod serial;
+pub mod style;
 pub mod text;
 pub mod units;

@@ -5,11 +5,12 @@
 
 use super::table::{Tone, new_table, paint, toned};
 use crate::analysis::check::{CheckReport, Finding, RuleKind, Verdict};
+use crate::core::style::Style;
 use comfy_table::Cell;
 
-fn measured(f: &Finding) -> String {
+fn measured(st: &Style, f: &Finding) -> String {
     match (f.measured, f.verdict) {
-        (Some(v), _) => v.fmt(),
+        (Some(v), _) => v.fmt(st),
         (None, Verdict::Skipped) => "n/a".into(),
         // min_largest_gap with no moment that had the minimum free.
         (None, _) if RuleKind::parse(&f.rule).is_some() => "-".into(),
@@ -17,9 +18,9 @@ fn measured(f: &Finding) -> String {
     }
 }
 
-fn threshold(f: &Finding) -> String {
+fn threshold(st: &Style, f: &Finding) -> String {
     let min = RuleKind::parse(&f.rule).is_some_and(|r| r.is_min());
-    format!("{} {}", if min { "≥" } else { "≤" }, f.threshold.fmt())
+    format!("{} {}", if min { "≥" } else { "≤" }, f.threshold.fmt(st))
 }
 
 fn device(f: &Finding) -> String {
@@ -53,19 +54,19 @@ fn verdict_tone(v: Verdict) -> Tone {
 }
 
 /// The default output: a table, then the failed and skipped rules with hints.
-pub fn text(r: &CheckReport) -> String {
+pub fn text(st: &Style, r: &CheckReport) -> String {
     let mut out = format!("fragscope check {}", r.file);
     if let Some(b) = &r.baseline {
         out.push_str(&format!(" (baseline {b})"));
     }
     out.push('\n');
-    let mut t = new_table(&["rule", "device", "measured", "threshold", "verdict"]);
+    let mut t = new_table(st, &["rule", "device", "measured", "threshold", "verdict"]);
     for f in &r.findings {
         t.add_row(vec![
             Cell::new(&f.rule),
             Cell::new(device(f)),
-            Cell::new(measured(f)),
-            Cell::new(threshold(f)),
+            Cell::new(measured(st, f)),
+            Cell::new(threshold(st, f)),
             toned(f.verdict.as_str(), verdict_tone(f.verdict)),
         ]);
     }
@@ -81,7 +82,7 @@ pub fn text(r: &CheckReport) -> String {
     for f in r.findings.iter().filter(|f| f.verdict != Verdict::Pass) {
         out.push_str(&format!(
             "{} {}: {}\n",
-            paint(f.verdict.as_str(), verdict_tone(f.verdict)),
+            paint(st, f.verdict.as_str(), verdict_tone(f.verdict)),
             f.rule,
             f.message
         ));
@@ -110,7 +111,7 @@ pub fn text(r: &CheckReport) -> String {
                 Some(d) if !one => format!(" (device {d})"),
                 _ => String::new(),
             };
-            out.push_str(&format!("  {:<w$} {}{dev}\n", m.key(), v.value.fmt()));
+            out.push_str(&format!("  {:<w$} {}{dev}\n", m.key(), v.value.fmt(st)));
         }
     }
     out.push_str(&headline(r));
@@ -172,7 +173,7 @@ fn md_cell(s: &str) -> String {
 }
 
 /// Markdown for `$GITHUB_STEP_SUMMARY`.
-pub fn github_summary(r: &CheckReport) -> String {
+pub fn github_summary(st: &Style, r: &CheckReport) -> String {
     let mut out = format!("### fragscope check `{}`: {}\n\n", r.file, headline(r));
     if let Some(b) = &r.baseline {
         out.push_str(&format!("Baseline: `{b}`\n\n"));
@@ -193,8 +194,8 @@ pub fn github_summary(r: &CheckReport) -> String {
             "| `{}` | {} | {} | {} | {verdict} | {} |\n",
             f.rule,
             device(f),
-            md_cell(&measured(f)),
-            md_cell(&threshold(f)),
+            md_cell(&measured(st, f)),
+            md_cell(&threshold(st, f)),
             md_cell(&details)
         ));
     }

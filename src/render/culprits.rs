@@ -7,7 +7,8 @@ use super::table::{align_numbers, new_table};
 use crate::analysis::culprits::{Analysis, BlockFinding, Counterfactual, GroupBy};
 use crate::analysis::culprits::{NO_STRANDED, TraceCulprits};
 use crate::analysis::frames::{CallSite, SiteKind, filtered, frame_label};
-use crate::core::units::{below_display_precision, fmt_bytes, fmt_bytes_pair, fmt_delta, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use crate::model::{BlockState, Snapshot, StackId};
 use crate::timeline::Origin;
 use serde::Serialize;
@@ -60,8 +61,8 @@ pub fn fmt_age(b: &BlockFinding) -> String {
     }
 }
 
-fn fmt_segment(addr: u64, size: u64) -> String {
-    format!("{addr:#x} ({})", fmt_bytes(size))
+fn fmt_segment(st: &Style, addr: u64, size: u64) -> String {
+    format!("{addr:#x} ({})", st.bytes(size))
 }
 
 fn moment_line(a: &Analysis, moment: &str) -> String {
@@ -76,31 +77,31 @@ fn moment_line(a: &Analysis, moment: &str) -> String {
     format!("device {} at {moment} ({at})", a.device)
 }
 
-fn target_line(a: &Analysis) -> String {
+fn target_line(st: &Style, a: &Analysis) -> String {
     match (a.target, a.target_source) {
         (Some(t), Some("failed_request")) => format!(
             "Stranded = free gaps smaller than the failed request of {}, in segments that hold a live block.",
-            fmt_bytes(t)
+            st.bytes(t)
         ),
         (Some(t), _) => format!(
             "Stranded = free gaps smaller than the {} request, in segments that hold a live block.",
-            fmt_bytes(t)
+            st.bytes(t)
         ),
         (None, _) => "Stranded = free bytes in segments that hold a live block (they cannot be released; pass --request SIZE to count only gaps too small for SIZE).".into(),
     }
 }
 
-fn counterfactual_clause(c: &Counterfactual, target: Option<u64>) -> String {
+fn counterfactual_clause(st: &Style, c: &Counterfactual, target: Option<u64>) -> String {
     let (after, before) = (c.largest_gap_after, c.largest_gap_before);
     let mut s = if after == before {
-        format!("the largest gap would still be {}", fmt_bytes(before))
+        format!("the largest gap would still be {}", st.bytes(before))
     } else {
-        let (a, b) = fmt_bytes_pair(after, before);
+        let (a, b) = st.bytes_pair(after, before);
         let mut s = format!("the largest gap would be {a} instead of {b}");
-        if below_display_precision(after, before) {
+        if st.below_display_precision(after, before) {
             s.push_str(&format!(
                 " (a negligible {})",
-                fmt_delta(after as i128 - before as i128)
+                st.delta(after as i128 - before as i128)
             ));
         }
         s
@@ -110,7 +111,7 @@ fn counterfactual_clause(c: &Counterfactual, target: Option<u64>) -> String {
     {
         s.push_str(&format!(
             ", so the {} request {}",
-            fmt_bytes(t),
+            st.bytes(t),
             if after {
                 "would fit"
             } else {
@@ -122,14 +123,14 @@ fn counterfactual_clause(c: &Counterfactual, target: Option<u64>) -> String {
 }
 
 /// The plain-words sentence about the top group.
-pub fn summary(a: &Analysis) -> String {
+pub fn summary(st: &Style, a: &Analysis) -> String {
     let Some(g) = a.groups.first() else {
         return if a.total_stranded == 0 {
             "No live block strands free memory at this moment.".into()
         } else {
             format!(
                 "Only blocks waiting on cross-stream frees strand memory ({}); see below.",
-                fmt_bytes(a.total_stranded)
+                st.bytes(a.total_stranded)
             )
         };
     };
@@ -142,7 +143,7 @@ pub fn summary(a: &Analysis) -> String {
         GroupBy::Stack => format!("with {}", g.label),
         GroupBy::Segment => format!("in {}", g.label),
     };
-    let mut s = format!("{blocks} {whence} {verb} {}", fmt_bytes(g.stranded));
+    let mut s = format!("{blocks} {whence} {verb} {}", st.bytes(g.stranded));
     if a.group_by != GroupBy::Segment {
         s.push_str(&format!(
             " across {}",
@@ -155,7 +156,7 @@ pub fn summary(a: &Analysis) -> String {
         } else {
             "; without them "
         });
-        s.push_str(&counterfactual_clause(c, a.target));
+        s.push_str(&counterfactual_clause(st, c, a.target));
     }
     s.push('.');
     s
@@ -172,34 +173,39 @@ fn site_cell(c: &CallSite) -> String {
     c.label()
 }
 
-fn size_cells(b: &BlockFinding) -> [String; 2] {
+fn size_cells(st: &Style, b: &BlockFinding) -> [String; 2] {
     [
-        b.requested.map(fmt_bytes).unwrap_or_else(|| "?".into()),
-        fmt_bytes(b.size),
+        b.requested
+            .map(|b| st.bytes(b))
+            .unwrap_or_else(|| "?".into()),
+        st.bytes(b.size),
     ]
 }
 
-fn block_table(a: &Analysis, idx: &[usize]) -> String {
-    let mut t = new_table(&[
-        "rank",
-        "call site",
-        "requested",
-        "rounded",
-        "segment",
-        "stranded",
-        "age",
-        "share",
-    ]);
+fn block_table(st: &Style, a: &Analysis, idx: &[usize]) -> String {
+    let mut t = new_table(
+        st,
+        &[
+            "rank",
+            "call site",
+            "requested",
+            "rounded",
+            "segment",
+            "stranded",
+            "age",
+            "share",
+        ],
+    );
     for &i in idx {
         let b = &a.blocks[i];
-        let [req, size] = size_cells(b);
+        let [req, size] = size_cells(st, b);
         t.add_row(vec![
             b.rank.map(|r| r.to_string()).unwrap_or_default(),
             site_cell(&b.call_site),
             req,
             size,
-            fmt_segment(b.segment, b.segment_size),
-            fmt_bytes(b.stranded),
+            fmt_segment(st, b.segment, b.segment_size),
+            st.bytes(b.stranded),
             fmt_age(b),
             fmt_pct(share(b.stranded, a.total_stranded)),
         ]);
@@ -211,26 +217,29 @@ fn block_table(a: &Analysis, idx: &[usize]) -> String {
     t.to_string()
 }
 
-fn group_table(a: &Analysis, top: usize) -> String {
-    let mut t = new_table(&[
-        "rank",
-        "group",
-        "blocks",
-        "requested",
-        "rounded",
-        "segments",
-        "stranded",
-        "share",
-    ]);
+fn group_table(st: &Style, a: &Analysis, top: usize) -> String {
+    let mut t = new_table(
+        st,
+        &[
+            "rank",
+            "group",
+            "blocks",
+            "requested",
+            "rounded",
+            "segments",
+            "stranded",
+            "share",
+        ],
+    );
     for (i, g) in a.groups.iter().take(top).enumerate() {
         t.add_row(vec![
             (i + 1).to_string(),
             g.label.clone(),
             g.blocks.len().to_string(),
-            fmt_bytes(g.requested),
-            fmt_bytes(g.size),
+            st.bytes(g.requested),
+            st.bytes(g.size),
             g.segments.to_string(),
-            fmt_bytes(g.stranded),
+            st.bytes(g.stranded),
             fmt_pct(share(g.stranded, a.total_stranded)),
         ]);
     }
@@ -247,21 +256,21 @@ fn more(shown: usize, total: usize) -> String {
 }
 
 /// The text report of one device.
-pub fn render_text(a: &Analysis, snap: &Snapshot, v: &View) -> String {
+pub fn render_text(st: &Style, a: &Analysis, snap: &Snapshot, v: &View) -> String {
     let mut out = String::new();
     out.push_str(&moment_line(a, &v.moment));
     out.push('\n');
-    out.push_str(&summary(a));
+    out.push_str(&summary(st, a));
     out.push('\n');
     out.push_str(&format!(
         "Stranded: {} of {} free ({} reserved in {}); largest free gap {}.\n",
-        fmt_bytes(a.total_stranded),
-        fmt_bytes(a.free),
-        fmt_bytes(a.reserved),
+        st.bytes(a.total_stranded),
+        st.bytes(a.free),
+        st.bytes(a.reserved),
         plural(a.segments, "segment", "segments"),
-        fmt_bytes(a.largest_gap),
+        st.bytes(a.largest_gap),
     ));
-    out.push_str(&target_line(a));
+    out.push_str(&target_line(st, a));
     out.push('\n');
 
     let culprits = a.culprits as usize;
@@ -275,14 +284,14 @@ pub fn render_text(a: &Analysis, snap: &Snapshot, v: &View) -> String {
             }
         ));
         if !a.groups.is_empty() {
-            out.push_str(&group_table(a, v.top));
+            out.push_str(&group_table(st, a, v.top));
             out.push('\n');
             out.push_str(&more(v.top.min(a.groups.len()), a.groups.len()));
         }
     } else if culprits > 0 {
         out.push_str("\nCulprits (live blocks ranked by the free bytes they strand):\n");
         let idx: Vec<usize> = (0..culprits.min(v.top)).collect();
-        out.push_str(&block_table(a, &idx));
+        out.push_str(&block_table(st, a, &idx));
         out.push('\n');
         out.push_str(&more(idx.len(), culprits));
         if let Some(c) = a
@@ -293,7 +302,7 @@ pub fn render_text(a: &Analysis, snap: &Snapshot, v: &View) -> String {
             out.push_str(&format!(
                 "Without these {}, {}.\n",
                 plural(c.removed_blocks, "block", "blocks"),
-                counterfactual_clause(c, a.target)
+                counterfactual_clause(st, c, a.target)
             ));
         }
     }
@@ -311,7 +320,7 @@ pub fn render_text(a: &Analysis, snap: &Snapshot, v: &View) -> String {
                     "#{} {} ({} at {:#x})\n",
                     b.rank.unwrap_or(0),
                     b.call_site.label(),
-                    fmt_bytes(b.size),
+                    st.bytes(b.size),
                     b.address
                 ));
                 push_stack(&mut out, snap, b.stack);
@@ -325,7 +334,7 @@ pub fn render_text(a: &Analysis, snap: &Snapshot, v: &View) -> String {
             crate::analysis::culprits::SMALL_BLOCK_FACTOR
         ));
         let idx: Vec<usize> = a.long_lived_small.iter().take(v.top).copied().collect();
-        out.push_str(&block_table(a, &idx));
+        out.push_str(&block_table(st, a, &idx));
         out.push('\n');
         out.push_str(&more(idx.len(), a.long_lived_small.len()));
     }
@@ -335,7 +344,7 @@ pub fn render_text(a: &Analysis, snap: &Snapshot, v: &View) -> String {
             "\nAlmost-empty segments (live blocks fill less than 1/{}), and what keeps them:\n",
             crate::analysis::culprits::ALMOST_EMPTY_DIVISOR
         ));
-        let mut t = new_table(&["segment", "type", "live", "free", "kept by"]);
+        let mut t = new_table(st, &["segment", "type", "live", "free", "kept by"]);
         for s in a.almost_empty.iter().take(v.top) {
             let mut keepers: Vec<String> = s
                 .kept_by
@@ -348,17 +357,17 @@ pub fn render_text(a: &Analysis, snap: &Snapshot, v: &View) -> String {
                     } else {
                         ""
                     };
-                    format!("{} ({}{pending})", b.call_site.label(), fmt_bytes(b.size))
+                    format!("{} ({}{pending})", b.call_site.label(), st.bytes(b.size))
                 })
                 .collect();
             if s.kept_by.len() > 3 {
                 keepers.push(format!("and {} more", s.kept_by.len() - 3));
             }
             t.add_row(vec![
-                fmt_segment(s.address, s.total_size),
+                fmt_segment(st, s.address, s.total_size),
                 s.segment_type.as_str().to_string(),
-                fmt_bytes(s.live),
-                fmt_bytes(s.free),
+                st.bytes(s.live),
+                st.bytes(s.free),
                 keepers.join("; "),
             ]);
         }
@@ -375,14 +384,17 @@ pub fn render_text(a: &Analysis, snap: &Snapshot, v: &View) -> String {
         out.push_str(
             "\nRounding waste by call site (internal fragmentation: rounded − requested):\n",
         );
-        let mut t = new_table(&["call site", "blocks", "requested", "rounded", "waste"]);
+        let mut t = new_table(
+            st,
+            &["call site", "blocks", "requested", "rounded", "waste"],
+        );
         for w in a.rounding_waste.iter().take(v.top) {
             t.add_row(vec![
                 w.call_site.label(),
                 w.blocks.to_string(),
-                fmt_bytes(w.requested),
-                fmt_bytes(w.size),
-                fmt_bytes(w.waste),
+                st.bytes(w.requested),
+                st.bytes(w.size),
+                st.bytes(w.waste),
             ]);
         }
         align_numbers(&mut t, 1);
@@ -399,21 +411,24 @@ pub fn render_text(a: &Analysis, snap: &Snapshot, v: &View) -> String {
         out.push_str(&format!(
             "\n{} ({}) freed by the program but waiting on another stream (active_pending_free):\n",
             plural(a.pending_free.len() as u64, "block", "blocks"),
-            fmt_bytes(bytes)
+            st.bytes(bytes)
         ));
-        let mut t = new_table(&["call site", "rounded", "segment", "stream", "stranded"]);
+        let mut t = new_table(
+            st,
+            &["call site", "rounded", "segment", "stream", "stranded"],
+        );
         for &i in a.pending_free.iter().take(v.top) {
             let b = &a.blocks[i];
             t.add_row(vec![
                 b.call_site.label(),
-                fmt_bytes(b.size),
-                fmt_segment(b.segment, b.segment_size),
+                st.bytes(b.size),
+                fmt_segment(st, b.segment, b.segment_size),
                 if b.stream == 0 {
                     "default".into()
                 } else {
                     format!("{:#x}", b.stream)
                 },
-                fmt_bytes(b.stranded),
+                st.bytes(b.stranded),
             ]);
         }
         align_numbers(&mut t, 1);
@@ -525,7 +540,13 @@ fn json_block<'a>(a: &'a Analysis, snap: &Snapshot, i: usize) -> JsonBlock<'a> {
 
 /// `fragscope culprits --json` (schema `fragscope.culprits/1`): every list
 /// cut to `top` entries, with a count of the whole.
-pub fn render_json(file: &str, analyses: &[Analysis], snap: &Snapshot, v: &View) -> String {
+pub fn render_json(
+    st: &Style,
+    file: &str,
+    analyses: &[Analysis],
+    snap: &Snapshot,
+    v: &View,
+) -> String {
     let devices = analyses
         .iter()
         .map(|a| {
@@ -541,7 +562,7 @@ pub fn render_json(file: &str, analyses: &[Analysis], snap: &Snapshot, v: &View)
                 free: a.free,
                 total_stranded: a.total_stranded,
                 largest_gap: a.largest_gap,
-                summary: summary(a),
+                summary: summary(st, a),
                 culprit_count: a.culprits,
                 culprits: (0..(a.culprits as usize).min(top))
                     .map(|i| json_block(a, snap, i))
@@ -613,7 +634,12 @@ pub fn render_json(file: &str, analyses: &[Analysis], snap: &Snapshot, v: &View)
 
 /// `fragscope culprits` on a trace: live bytes by operator at the moment,
 /// in the snapshot output's units, and why stranded bytes are missing.
-pub fn trace_culprits_text(c: &TraceCulprits, first_time_us: Option<i64>, top: usize) -> String {
+pub fn trace_culprits_text(
+    st: &Style,
+    c: &TraceCulprits,
+    first_time_us: Option<i64>,
+    top: usize,
+) -> String {
     let at = match c.at {
         Some(i) => format!(
             "after event {i}, {}",
@@ -624,9 +650,9 @@ pub fn trace_culprits_text(c: &TraceCulprits, first_time_us: Option<i64>, top: u
     let mut out = format!("{} at {} ({at})\n", c.device, c.moment);
     out.push_str(&format!(
         "Live: {} allocated, {} reserved, {} free external (reserved − allocated).\n",
-        fmt_bytes(c.allocated),
-        opt_bytes(c.reserved),
-        opt_bytes(c.external_free)
+        st.bytes(c.allocated),
+        opt_bytes(st, c.reserved),
+        opt_bytes(st, c.external_free)
     ));
     out.push_str(&format!(
         "{}.\n",
@@ -639,12 +665,12 @@ pub fn trace_culprits_text(c: &TraceCulprits, first_time_us: Option<i64>, top: u
         Some(v) if v.is_empty() => out.push_str("No live allocation at this moment.\n"),
         Some(v) => {
             out.push_str("Live bytes by operator (the call site of a trace):\n");
-            let mut t = new_table(&["rank", "operator", "live", "share", "allocations"]);
+            let mut t = new_table(st, &["rank", "operator", "live", "share", "allocations"]);
             for (i, s) in v.iter().take(top).enumerate() {
                 t.add_row(vec![
                     (i + 1).to_string(),
                     s.op.clone(),
-                    fmt_bytes(s.bytes),
+                    st.bytes(s.bytes),
                     if c.allocated > 0 {
                         fmt_pct(s.bytes as f64 / c.allocated as f64)
                     } else {

@@ -6,7 +6,8 @@ use crate::analysis::diff::{
     Culprit, DiffReport, Direction, MetricDelta, SegmentDiff, SegmentFigures, Side,
 };
 use crate::analysis::metrics::Unit;
-use crate::core::units::{fmt_bytes, fmt_bytes_pair, fmt_delta, fmt_pct, pct_rounds_to_zero};
+use crate::core::style::Style;
+use crate::core::units::{fmt_pct, pct_rounds_to_zero};
 use comfy_table::{Cell, CellAlignment};
 
 fn side(s: &Side) -> String {
@@ -16,12 +17,12 @@ fn side(s: &Side) -> String {
     }
 }
 
-fn change(d: &MetricDelta) -> String {
+fn change(st: &Style, d: &MetricDelta) -> String {
     let Some(c) = d.change else {
         return "n/a".into();
     };
     let abs = match d.metric.unit() {
-        Unit::Bytes => fmt_delta(c as i128),
+        Unit::Bytes => st.delta(c as i128),
         Unit::Ratio if pct_rounds_to_zero(c) => "±0".into(),
         Unit::Ratio => format!("{:+.1} pt", c * 100.0),
         Unit::Count if c == 0.0 => "±0".into(),
@@ -35,20 +36,25 @@ fn change(d: &MetricDelta) -> String {
     }
 }
 
-fn cell(q: Option<crate::analysis::metrics::Quantity>, dev: Option<i64>, show_dev: bool) -> String {
+fn cell(
+    st: &Style,
+    q: Option<crate::analysis::metrics::Quantity>,
+    dev: Option<i64>,
+    show_dev: bool,
+) -> String {
     match (q, dev) {
         (None, _) => "n/a".into(),
-        (Some(q), Some(d)) if show_dev => format!("{} (dev {d})", q.fmt()),
-        (Some(q), _) => q.fmt(),
+        (Some(q), Some(d)) if show_dev => format!("{} (dev {d})", q.fmt(st)),
+        (Some(q), _) => q.fmt(st),
     }
 }
 
 /// The before and after cells of a metric; two sizes that would print the
 /// same although they differ get the decimals that tell them apart.
-fn cells(m: &MetricDelta, show_dev: bool) -> (String, String) {
+fn cells(st: &Style, m: &MetricDelta, show_dev: bool) -> (String, String) {
     use crate::analysis::metrics::Quantity;
     if let (Some(Quantity::Bytes(b)), Some(Quantity::Bytes(a))) = (m.before, m.after) {
-        let (fb, fa) = fmt_bytes_pair(b, a);
+        let (fb, fa) = st.bytes_pair(b, a);
         let dev = |s: String, d: Option<i64>| match d {
             Some(d) if show_dev => format!("{s} (dev {d})"),
             _ => s,
@@ -56,22 +62,22 @@ fn cells(m: &MetricDelta, show_dev: bool) -> (String, String) {
         return (dev(fb, m.before_device), dev(fa, m.after_device));
     }
     (
-        cell(m.before, m.before_device, show_dev),
-        cell(m.after, m.after_device, show_dev),
+        cell(st, m.before, m.before_device, show_dev),
+        cell(st, m.after, m.after_device, show_dev),
     )
 }
 
-fn culprits(out: &mut String, title: &str, list: &[Culprit]) {
+fn culprits(st: &Style, out: &mut String, title: &str, list: &[Culprit]) {
     if list.is_empty() {
         return;
     }
     out.push_str(&format!("\n{title}:\n"));
-    let mut t = new_table(&["call site", "free bytes pinned", "live bytes"]);
+    let mut t = new_table(st, &["call site", "free bytes pinned", "live bytes"]);
     for c in list {
         t.add_row(vec![
             c.site.clone(),
-            fmt_bytes(c.pinned_free_bytes),
-            fmt_bytes(c.live_bytes),
+            st.bytes(c.pinned_free_bytes),
+            st.bytes(c.live_bytes),
         ]);
     }
     align_numbers(&mut t, 1);
@@ -79,23 +85,32 @@ fn culprits(out: &mut String, title: &str, list: &[Culprit]) {
     out.push('\n');
 }
 
-fn segment_table(out: &mut String, title: &str, shown: &[SegmentFigures], count: usize) {
+fn segment_table(
+    st: &Style,
+    out: &mut String,
+    title: &str,
+    shown: &[SegmentFigures],
+    count: usize,
+) {
     if shown.is_empty() {
         return;
     }
     out.push_str(&format!("\n{title} ({} of {count}):\n", shown.len()));
-    let mut t = new_table(&[
-        "segment",
-        "device",
-        "type",
-        "stream",
-        "size",
-        "allocated",
-        "live blocks",
-        "free",
-        "top call site",
-        "its bytes",
-    ]);
+    let mut t = new_table(
+        st,
+        &[
+            "segment",
+            "device",
+            "type",
+            "stream",
+            "size",
+            "allocated",
+            "live blocks",
+            "free",
+            "top call site",
+            "its bytes",
+        ],
+    );
     for s in shown {
         t.add_row(vec![
             format!("{:#x}", s.address),
@@ -106,13 +121,13 @@ fn segment_table(out: &mut String, title: &str, shown: &[SegmentFigures], count:
             } else {
                 format!("{:#x}", s.stream)
             },
-            fmt_bytes(s.total_size),
-            fmt_bytes(s.allocated_bytes),
+            st.bytes(s.total_size),
+            st.bytes(s.allocated_bytes),
             s.live_blocks.to_string(),
-            fmt_bytes(s.free_bytes),
+            st.bytes(s.free_bytes),
             s.top_site.clone().unwrap_or_else(|| "-".into()),
             if s.top_site.is_some() {
-                fmt_bytes(s.top_site_bytes)
+                st.bytes(s.top_site_bytes)
             } else {
                 "-".into()
             },
@@ -128,12 +143,12 @@ fn segment_table(out: &mut String, title: &str, shown: &[SegmentFigures], count:
 }
 
 /// The segments of one run only, matched by address and size.
-fn segments(out: &mut String, d: &SegmentDiff) {
+fn segments(st: &Style, out: &mut String, d: &SegmentDiff) {
     let side = |n: usize, bytes: u64| {
         if n == 0 {
             "0".to_string()
         } else {
-            format!("{n} ({})", fmt_bytes(bytes))
+            format!("{n} ({})", st.bytes(bytes))
         }
     };
     out.push_str(&format!(
@@ -143,12 +158,14 @@ fn segments(out: &mut String, d: &SegmentDiff) {
         side(d.only_after_count, d.only_after_bytes),
     ));
     segment_table(
+        st,
         out,
         "Segments only before",
         &d.only_before,
         d.only_before_count,
     );
     segment_table(
+        st,
         out,
         "Segments only after",
         &d.only_after,
@@ -156,11 +173,11 @@ fn segments(out: &mut String, d: &SegmentDiff) {
     );
 }
 
-pub fn text(r: &DiffReport) -> String {
+pub fn text(st: &Style, r: &DiffReport) -> String {
     let mut out = format!("before: {}\nafter:  {}\n", side(&r.before), side(&r.after));
     // Several devices per side: name the device each figure comes from.
     let show_dev = r.before.devices.len() > 1 || r.after.devices.len() > 1;
-    let mut t = new_table(&["metric", "before", "after", "change", ""]);
+    let mut t = new_table(st, &["metric", "before", "after", "change", ""]);
     for m in &r.metrics {
         let (word, tone) = match m.direction {
             Direction::Worse => ("worse", Tone::Bad),
@@ -168,12 +185,12 @@ pub fn text(r: &DiffReport) -> String {
             Direction::Same => ("unchanged", Tone::Muted),
             Direction::Unknown => ("", Tone::Muted),
         };
-        let (before, after) = cells(m, show_dev);
+        let (before, after) = cells(st, m, show_dev);
         t.add_row(vec![
             Cell::new(m.metric.label()),
             Cell::new(before),
             Cell::new(after),
-            Cell::new(change(m)),
+            Cell::new(change(st, m)),
             toned(word, tone),
         ]);
     }
@@ -186,24 +203,27 @@ pub fn text(r: &DiffReport) -> String {
             r.call_sites.len(),
             r.call_sites_changed
         ));
-        let mut t = new_table(&[
-            "call site",
-            "live before",
-            "live after",
-            "live change",
-            "peak before",
-            "peak after",
-            "peak change",
-        ]);
+        let mut t = new_table(
+            st,
+            &[
+                "call site",
+                "live before",
+                "live after",
+                "live change",
+                "peak before",
+                "peak after",
+                "peak change",
+            ],
+        );
         for s in &r.call_sites {
             t.add_row(vec![
                 s.site.clone(),
-                fmt_bytes(s.live_before),
-                fmt_bytes(s.live_after),
-                fmt_delta(s.live_change()),
-                fmt_bytes(s.peak_before),
-                fmt_bytes(s.peak_after),
-                fmt_delta(s.peak_change()),
+                st.bytes(s.live_before),
+                st.bytes(s.live_after),
+                st.delta(s.live_change()),
+                st.bytes(s.peak_before),
+                st.bytes(s.peak_after),
+                st.delta(s.peak_change()),
             ]);
         }
         align_numbers(&mut t, 1);
@@ -211,17 +231,19 @@ pub fn text(r: &DiffReport) -> String {
         out.push('\n');
     }
     culprits(
+        st,
         &mut out,
         "New culprits (pin free memory only after)",
         &r.new_culprits,
     );
     culprits(
+        st,
         &mut out,
         "Gone culprits (pinned free memory only before)",
         &r.gone_culprits,
     );
     if let Some(sd) = &r.segments {
-        segments(&mut out, sd);
+        segments(st, &mut out, sd);
     }
     for n in &r.notes {
         out.push_str(&format!("note: {n}\n"));

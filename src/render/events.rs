@@ -10,7 +10,7 @@
 use super::table::{Tone, paint};
 use super::timeline::fmt_time;
 use crate::analysis::events::Row;
-use crate::core::units::fmt_bytes;
+use crate::core::style::Style;
 use std::io::{self, Write};
 
 pub const EVENTS_SCHEMA: &str = "fragscope.events/1";
@@ -79,19 +79,19 @@ impl Widths {
     }
 
     /// The widths, once every row has been seen.
-    pub fn columns(&self) -> Columns {
+    pub fn columns(&self, st: &Style) -> Columns {
         Columns {
             t0: self.t0,
-            c: self.cols(),
+            c: self.cols(st),
         }
     }
 
-    fn cols(&self) -> [usize; 8] {
+    fn cols(&self, st: &Style) -> [usize; 8] {
         let bytes = if self.max_bytes < 1024 {
-            fmt_bytes(self.max_bytes).len()
+            st.bytes(self.max_bytes).len()
         } else {
             // `1023.99 MiB` is the widest binary figure below 1 PiB.
-            fmt_bytes(self.max_bytes).len().max(11)
+            st.bytes(self.max_bytes).len().max(11)
         };
         let time = fmt_time(Some(self.max_dt), Some(0)).len() + usize::from(self.negative_dt);
         [
@@ -148,17 +148,17 @@ pub fn text_header(w: &mut dyn Write, cols: &Columns) -> io::Result<()> {
 
 /// One row of the text table. An `oom` row ends with the free device
 /// memory PyTorch recorded.
-pub fn text_row(w: &mut dyn Write, cols: &Columns, r: &Row) -> io::Result<()> {
+pub fn text_row(st: &Style, w: &mut dyn Write, cols: &Columns, r: &Row) -> io::Result<()> {
     let c = cols.c;
     let dash = || "-".to_string();
     let action = format!("{:<w$}", r.action, w = c[2]);
     let action = if r.is_oom() {
-        paint(&action, Tone::Bad)
+        paint(st, &action, Tone::Bad)
     } else {
         action
     };
     let oom_note = match (r.is_oom(), r.device_free) {
-        (true, Some(f)) => format!("  [out of memory; device free: {}]", fmt_bytes(f)),
+        (true, Some(f)) => format!("  [out of memory; device free: {}]", st.bytes(f)),
         (true, None) => "  [out of memory]".to_string(),
         _ => String::new(),
     };
@@ -168,10 +168,10 @@ pub fn text_row(w: &mut dyn Write, cols: &Columns, r: &Row) -> io::Result<()> {
         r.event.map_or_else(dash, |e| e.to_string()),
         fmt_time(r.time_us, cols.t0),
         r.address.map_or_else(dash, |a| format!("{a:#x}")),
-        fmt_bytes(r.size),
+        st.bytes(r.size),
         r.stream.map_or_else(dash, |s| s.to_string()),
-        fmt_bytes(r.allocated),
-        r.reserved.map_or_else(dash, fmt_bytes),
+        st.bytes(r.allocated),
+        r.reserved.map_or_else(dash, |b| st.bytes(b)),
         r.call_site,
         w0 = c[0],
         w1 = c[1],
@@ -315,11 +315,11 @@ mod tests {
         ];
         let mut w = Widths::new(Some(1_000_000));
         rows.iter().for_each(|r| w.see(r));
-        let c = w.columns();
+        let c = w.columns(&Style::default());
         let mut out = Vec::new();
         text_header(&mut out, &c).unwrap();
         for r in &rows {
-            text_row(&mut out, &c, r).unwrap();
+            text_row(&Style::default(), &mut out, &c, r).unwrap();
         }
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();

@@ -1,7 +1,7 @@
 //! Text and JSON of `fragscope explain`.
 
 use crate::analysis::explain::{Explained, Explanation};
-use crate::core::units::fmt_bytes;
+use crate::core::style::Style;
 
 /// Schema of `fragscope explain --json`.
 pub const EXPLAIN_SCHEMA: &str = "fragscope.explain/1";
@@ -18,19 +18,19 @@ fn quote(text: &str) -> String {
     }
 }
 
-pub fn text(e: &Explanation) -> String {
+pub fn text(st: &Style, e: &Explanation) -> String {
     let mut out = String::new();
     let n = e.items.len();
     for (i, it) in e.items.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        item(&mut out, e, it, i, n);
+        item(st, &mut out, e, it, i, n);
     }
     out
 }
 
-fn item(out: &mut String, e: &Explanation, it: &Explained, i: usize, n: usize) {
+fn item(st: &Style, out: &mut String, e: &Explanation, it: &Explained, i: usize, n: usize) {
     match it.message.map(|k| &e.parsed.messages[k]) {
         Some(m) => {
             let which = if n > 1 {
@@ -64,7 +64,7 @@ fn item(out: &mut String, e: &Explanation, it: &Explained, i: usize, n: usize) {
     let mut rows: Vec<(String, String)> = Vec::new();
     let mut add = |k: &str, v: Option<u64>| {
         if let Some(v) = v {
-            rows.push((k.to_string(), fmt_bytes(v)));
+            rows.push((k.to_string(), st.bytes(v)));
         }
     };
     add("tried to allocate", f.alloc_size);

@@ -10,7 +10,8 @@ use super::svg::{ChartError, Svg};
 use crate::analysis::report::trace::{CategoryReport, TraceDeviceReport, TraceReport};
 use crate::analysis::report::{DeviceReport, OomFinding, Report, moment_text};
 use crate::analysis::stats::TraceCoverage;
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use crate::model::memtimeline::Category;
 use crate::model::profiler::OpShare;
 use std::fmt::Write;
@@ -138,7 +139,12 @@ fn incl_pending_at(d: &DeviceReport) -> String {
     moment_text(p.at, p.time_us, d.first_time_us)
 }
 
-fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), ChartError> {
+fn device_section(
+    st: &Style,
+    out: &mut String,
+    r: &Report,
+    d: &DeviceReport,
+) -> Result<(), ChartError> {
     let _ = writeln!(
         out,
         "<section id=\"device-{0}\">\n<h2>Device {0}</h2>",
@@ -149,7 +155,7 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
         if d.traced() {
             format!(
                 "{} ({})",
-                fmt_bytes(b),
+                st.bytes(b),
                 moment_text(e.map(|x| x as usize), t, d.first_time_us)
             )
         } else {
@@ -173,14 +179,14 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
         num(&if d.traced() {
             format!(
                 "{} ({})",
-                fmt_bytes(d.peak_allocated_incl_pending.bytes),
+                st.bytes(d.peak_allocated_incl_pending.bytes),
                 incl_pending_at(d)
             )
         } else {
             "n/a (no trace)".into()
         }),
-        num(&fmt_bytes(d.end.reserved)),
-        num(&fmt_bytes(d.end.allocated)),
+        num(&st.bytes(d.end.reserved)),
+        num(&st.bytes(d.end.allocated)),
         num(&if d.traced() {
             d.ooms.len().to_string()
         } else {
@@ -197,10 +203,10 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
                 "<tr>{}{}{}{}{}{}{}{}</tr>",
                 cell(&k.label),
                 nowrap(&d.when(k.at, s.time_us)),
-                num(&fmt_bytes(s.reserved)),
-                num(&fmt_bytes(s.allocated)),
-                num(&fmt_bytes(s.reserved.saturating_sub(s.allocated))),
-                num(&fmt_bytes(s.largest_free_gap)),
+                num(&st.bytes(s.reserved)),
+                num(&st.bytes(s.allocated)),
+                num(&st.bytes(s.reserved.saturating_sub(s.allocated))),
+                num(&st.bytes(s.largest_free_gap)),
                 num(&s.free_gaps.to_string()),
                 num(&fmt_pct(s.fragmentation)),
             );
@@ -265,15 +271,15 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
                 "<tr>{}{}{}{}{}{stack}</tr>",
                 num(&(i + 1).to_string()),
                 cell(&c.site),
-                num(&fmt_bytes(c.live_bytes)),
-                num(&fmt_bytes(c.stranded_bytes)),
+                num(&st.bytes(c.live_bytes)),
+                num(&st.bytes(c.stranded_bytes)),
                 num(&c.blocks.len().to_string()),
             );
         }
         out.push_str("</table>\n");
     }
     if let Some(w) = r.what_if_of(d.device) {
-        what_if_section(out, r, w);
+        what_if_section(st, out, r, w);
     }
     out.push_str("</section>\n");
     Ok(())
@@ -281,10 +287,10 @@ fn device_section(out: &mut String, r: &Report, d: &DeviceReport) -> Result<(), 
 
 /// The what-if model's chart and answer, labelled as a model with its
 /// fidelity so nobody takes it for a measurement.
-fn what_if_section(out: &mut String, r: &Report, w: &crate::sim::SimReport) {
+fn what_if_section(st: &Style, out: &mut String, r: &Report, w: &crate::sim::SimReport) {
     use super::simulate::{answer, chart_svg, expandable_answer, fidelity_line};
     out.push_str("<h3>What if: other allocator settings (a model)</h3>\n");
-    if let Some(a) = expandable_answer(w) {
+    if let Some(a) = expandable_answer(st, w) {
         let _ = writeln!(out, "<p class=\"lead\"><b>{}</b></p>", escape(&a));
     }
     let _ = writeln!(out, "<p>{}</p>", escape(&fidelity_line(w)));
@@ -301,7 +307,7 @@ fn what_if_section(out: &mut String, r: &Report, w: &crate::sim::SimReport) {
         &svg,
         &format!("what-if model of reserved memory, device {}", w.device),
     ));
-    if let Some(a) = answer(w) {
+    if let Some(a) = answer(st, w) {
         let _ = writeln!(out, "<p>{}</p>", escape(&a));
     }
     let _ = writeln!(
@@ -312,7 +318,7 @@ fn what_if_section(out: &mut String, r: &Report, w: &crate::sim::SimReport) {
 }
 
 /// The whole report as one HTML document.
-pub fn html(r: &Report) -> Result<String, ChartError> {
+pub fn html(st: &Style, r: &Report) -> Result<String, ChartError> {
     let mut out = String::new();
     head(&mut out, &r.file);
     let events: usize = r.devices.iter().map(|d| d.events).sum();
@@ -340,7 +346,7 @@ pub fn html(r: &Report) -> Result<String, ChartError> {
         out.push_str("</p></nav>\n");
     }
     for d in &r.devices {
-        device_section(&mut out, r, d)?;
+        device_section(st, &mut out, r, d)?;
     }
 
     out.push_str("<section id=\"settings\"><h2>Allocator settings</h2>\n");
@@ -453,7 +459,7 @@ fn anchor(label: &str) -> String {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect()
 }
-fn ops_table(out: &mut String, ops: &[OpShare], total: u64, count_header: &str) {
+fn ops_table(st: &Style, out: &mut String, ops: &[OpShare], total: u64, count_header: &str) {
     out.push_str(&format!(
         "<table><tr><th>#</th><th>operator</th><th>bytes</th><th>share</th><th>{count_header}</th></tr>\n"
     ));
@@ -463,7 +469,7 @@ fn ops_table(out: &mut String, ops: &[OpShare], total: u64, count_header: &str) 
             "<tr>{}{}{}{}{}</tr>",
             num(&(i + 1).to_string()),
             cell(&s.op),
-            num(&fmt_bytes(s.bytes)),
+            num(&st.bytes(s.bytes)),
             num(&if total > 0 {
                 fmt_pct(s.bytes as f64 / total as f64)
             } else {
@@ -486,6 +492,7 @@ fn ops_table(out: &mut String, ops: &[OpShare], total: u64, count_header: &str) 
     }
 }
 fn trace_device_section(
+    st: &Style,
     out: &mut String,
     r: &TraceReport,
     d: &TraceDeviceReport,
@@ -507,16 +514,16 @@ fn trace_device_section(
         num(&s
             .peak_reserved
             .as_ref()
-            .map(|p| format!("{} ({})", fmt_bytes(p.bytes), at(p)))
+            .map(|p| format!("{} ({})", st.bytes(p.bytes), at(p)))
             .unwrap_or_else(|| NA.into())),
         num(&s
             .peak_allocated
             .as_ref()
-            .map(|p| format!("{} ({})", fmt_bytes(p.bytes), at(p)))
+            .map(|p| format!("{} ({})", st.bytes(p.bytes), at(p)))
             .unwrap_or_else(|| NA.into())),
         num(NA),
-        num(&opt_bytes(s.reserved_end)),
-        num(&fmt_bytes(s.allocated_end)),
+        num(&opt_bytes(st, s.reserved_end)),
+        num(&st.bytes(s.allocated_end)),
         num(&d.ooms.len().to_string()),
     );
     oom_verdicts(out, &d.ooms, d.first_time_us);
@@ -529,9 +536,9 @@ fn trace_device_section(
                 "<tr>{}{}{}{}{}{}{}{}{}</tr>",
                 cell(&k.label),
                 nowrap(&moment_text(k.at, x.time_us, d.first_time_us)),
-                num(&opt_bytes(x.reserved)),
-                num(&fmt_bytes(x.allocated)),
-                num(&opt_bytes(x.external_free)),
+                num(&opt_bytes(st, x.reserved)),
+                num(&st.bytes(x.allocated)),
+                num(&opt_bytes(st, x.external_free)),
                 num(NA),
                 num(NA),
                 num(NA),
@@ -554,13 +561,13 @@ fn trace_device_section(
     match &d.live_by_op {
         None => out.push_str("<p>Not available: this trace's memory events carry no address, so allocations cannot be paired with their frees.</p>\n"),
         Some(v) if v.is_empty() => out.push_str("<p>No live allocation at this moment.</p>\n"),
-        Some(v) => ops_table(out, v, d.moment_sample.allocated, "live allocations"),
+        Some(v) => ops_table(st, out, v, d.moment_sample.allocated, "live allocations"),
     }
     out.push_str("<p class=\"meta\">Stranded bytes: not measurable for a profiler trace (they need the segment layout).</p>\n");
     if !s.allocations_by_op.is_empty() {
         out.push_str("<h3>Bytes allocated over the trace, by operator</h3>\n");
         let total: u64 = s.allocations_by_op.iter().map(|x| x.bytes).sum();
-        ops_table(out, &s.allocations_by_op, total, "allocations");
+        ops_table(st, out, &s.allocations_by_op, total, "allocations");
     }
     if !s.reserved_growth.is_empty() {
         out.push_str("<h3>Where reserved memory grew</h3>\n");
@@ -569,7 +576,7 @@ fn trace_device_section(
             "<p>{} growth(s); {} of them ({}) while the cache already held at least the allocation's bytes free: fragmentation, or free memory in another pool or stream.</p>",
             s.reserved_growth.len(),
             s.growth_with_free_cache,
-            fmt_bytes(s.growth_with_free_cache_bytes)
+            st.bytes(s.growth_with_free_cache_bytes)
         );
         let mut steps: Vec<_> = s.reserved_growth.iter().collect();
         steps.sort_by(|a, b| {
@@ -587,10 +594,10 @@ fn trace_device_section(
                     Some(g.time_us),
                     d.first_time_us
                 )),
-                num(&fmt_bytes(g.reserved_after - g.reserved_before)),
-                num(&fmt_bytes(g.reserved_after)),
-                num(&fmt_bytes(g.bytes)),
-                num(&fmt_bytes(g.free_before)),
+                num(&st.bytes(g.reserved_after - g.reserved_before)),
+                num(&st.bytes(g.reserved_after)),
+                num(&st.bytes(g.bytes)),
+                num(&st.bytes(g.free_before)),
                 cell(g.op.as_deref().unwrap_or("-")),
             );
         }
@@ -600,7 +607,7 @@ fn trace_device_section(
     Ok(())
 }
 /// The whole report of a profiler trace as one HTML document.
-pub fn trace_html(r: &TraceReport) -> Result<String, ChartError> {
+pub fn trace_html(st: &Style, r: &TraceReport) -> Result<String, ChartError> {
     let mut out = String::new();
     head(&mut out, &r.file);
     let _ = writeln!(
@@ -632,7 +639,7 @@ pub fn trace_html(r: &TraceReport) -> Result<String, ChartError> {
         out.push_str("</p></nav>\n");
     }
     for d in &r.devices {
-        trace_device_section(&mut out, r, d)?;
+        trace_device_section(st, &mut out, r, d)?;
     }
     out.push_str("<section id=\"missing\"><h2>Not measurable for a profiler trace</h2>\n<table><tr><th>figure</th><th>why</th></tr>\n");
     for (f, why) in &r.missing {
@@ -644,7 +651,7 @@ pub fn trace_html(r: &TraceReport) -> Result<String, ChartError> {
     Ok(out)
 }
 /// Rows of the category table: (category, before profiling, peak, share, end).
-pub(crate) fn category_rows(r: &CategoryReport) -> Vec<[String; 5]> {
+pub(crate) fn category_rows(st: &Style, r: &CategoryReport) -> Vec<[String; 5]> {
     let tl = &r.timeline;
     let Some(peak) = tl.peak else {
         return Vec::new();
@@ -657,32 +664,32 @@ pub(crate) fn category_rows(r: &CategoryReport) -> Vec<[String; 5]> {
             let b = peak.bytes[c as usize];
             [
                 c.as_str().to_string(),
-                pre.map(|p| fmt_bytes(p.get(c)))
+                pre.map(|p| st.bytes(p.get(c)))
                     .unwrap_or_else(|| "-".into()),
-                fmt_bytes(b),
+                st.bytes(b),
                 if peak.total > 0 {
                     fmt_pct(b as f64 / peak.total as f64)
                 } else {
                     "-".into()
                 },
-                end.map(|e| fmt_bytes(e.get(c)))
+                end.map(|e| st.bytes(e.get(c)))
                     .unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
     rows.push([
         "total".into(),
-        pre.map(|p| fmt_bytes(p.total()))
+        pre.map(|p| st.bytes(p.total()))
             .unwrap_or_else(|| "-".into()),
-        fmt_bytes(peak.total),
+        st.bytes(peak.total),
         String::new(),
-        end.map(|e| fmt_bytes(e.total()))
+        end.map(|e| st.bytes(e.total()))
             .unwrap_or_else(|| "-".into()),
     ]);
     rows
 }
 /// The whole report of a memory-timeline export as one HTML document.
-pub fn categories_html(r: &CategoryReport) -> Result<String, ChartError> {
+pub fn categories_html(st: &Style, r: &CategoryReport) -> Result<String, ChartError> {
     let mut out = String::new();
     head(&mut out, &r.file);
     let _ = writeln!(
@@ -698,7 +705,7 @@ pub fn categories_html(r: &CategoryReport) -> Result<String, ChartError> {
         &charts::categories(r)?,
         "live tensor bytes by category over time",
     ));
-    let rows = category_rows(r);
+    let rows = category_rows(st, r);
     if !rows.is_empty() {
         out.push_str("<table><tr><th>category</th><th>before profiling</th><th>at the peak</th><th>share of the peak</th><th>end</th></tr>\n");
         for row in rows {

@@ -7,7 +7,8 @@ use super::html::category_rows;
 use super::stats::{NA, opt_bytes};
 use crate::analysis::report::trace::{CategoryReport, TraceReport};
 use crate::analysis::report::{Report, moment_text};
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use std::fmt::Write;
 
 /// Call sites listed per device.
@@ -21,7 +22,7 @@ pub(crate) fn md(s: &str) -> String {
 }
 
 /// `svg_link`: where the summary image will be, relative to the Markdown.
-pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
+pub fn markdown(st: &Style, r: &Report, svg_link: Option<&str>) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "## Memory report: `{}`\n", r.file.replace('`', "'"));
     quote(&mut o, &r.verdict);
@@ -35,7 +36,7 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
             // No trace: no peak, only the recorded (final) state.
             let peak = |b: u64| {
                 if d.traced() {
-                    fmt_bytes(b)
+                    st.bytes(b)
                 } else {
                     "n/a (no trace)".into()
                 }
@@ -48,8 +49,8 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
                 peak(d.peak_reserved.reserved),
                 peak(d.peak_allocated.allocated),
                 peak(d.peak_allocated_incl_pending.bytes),
-                fmt_bytes(d.end.reserved),
-                fmt_bytes(d.end.allocated),
+                st.bytes(d.end.reserved),
+                st.bytes(d.end.allocated),
                 if d.traced() {
                     d.ooms.len().to_string()
                 } else {
@@ -78,9 +79,15 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
                     x.mark.time_us,
                     d.first_time_us
                 )),
-                fmt_bytes(x.mark.request),
-                x.mark.largest_gap.map(fmt_bytes).unwrap_or("?".into()),
-                x.mark.device_free.map(fmt_bytes).unwrap_or("?".into()),
+                st.bytes(x.mark.request),
+                x.mark
+                    .largest_gap
+                    .map(|b| st.bytes(b))
+                    .unwrap_or("?".into()),
+                x.mark
+                    .device_free
+                    .map(|b| st.bytes(b))
+                    .unwrap_or("?".into()),
                 md(x.diagnosis.cause.as_str())
             );
         }
@@ -116,10 +123,10 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
                 "| {} | {} | {} | {} | {} | {} | {} |",
                 md(&k.label),
                 md(&d.when(k.at, s.time_us)),
-                fmt_bytes(s.reserved),
-                fmt_bytes(s.allocated),
-                fmt_bytes(s.reserved.saturating_sub(s.allocated)),
-                fmt_bytes(s.largest_free_gap),
+                st.bytes(s.reserved),
+                st.bytes(s.allocated),
+                st.bytes(s.reserved.saturating_sub(s.allocated)),
+                st.bytes(s.largest_free_gap),
                 fmt_pct(s.fragmentation)
             );
         }
@@ -143,15 +150,15 @@ pub fn markdown(r: &Report, svg_link: Option<&str>) -> String {
                 "| {} | `{}` | {} | {} |",
                 i + 1,
                 md(&c.site).replace('`', "'"),
-                fmt_bytes(c.live_bytes),
-                fmt_bytes(c.stranded_bytes)
+                st.bytes(c.live_bytes),
+                st.bytes(c.stranded_bytes)
             );
         }
         o.push('\n');
     }
     for w in &r.what_if {
         let _ = writeln!(o, "### What if (a model), device {}\n", w.device);
-        if let Some(a) = super::simulate::expandable_answer(w) {
+        if let Some(a) = super::simulate::expandable_answer(st, w) {
             let _ = writeln!(o, "**{}**\n", md(&a));
         }
         let _ = writeln!(o, "{}\n", md(&super::simulate::fidelity_line(w)));
@@ -179,7 +186,7 @@ pub(crate) fn quote(o: &mut String, verdict: &[String]) {
 }
 /// The report of a profiler trace as Markdown, with the snapshot report's
 /// tables.
-pub fn trace_markdown(r: &TraceReport, svg_link: Option<&str>) -> String {
+pub fn trace_markdown(st: &Style, r: &TraceReport, svg_link: Option<&str>) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "## Memory report: `{}`\n", r.file.replace('`', "'"));
     quote(&mut o, &r.verdict);
@@ -196,11 +203,11 @@ pub fn trace_markdown(r: &TraceReport, svg_link: Option<&str>) -> String {
                 "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 md(&d.label),
                 d.events,
-                opt_bytes(s.peak_reserved.as_ref().map(|p| p.bytes)),
-                opt_bytes(s.peak_allocated.as_ref().map(|p| p.bytes)),
+                opt_bytes(st, s.peak_reserved.as_ref().map(|p| p.bytes)),
+                opt_bytes(st, s.peak_allocated.as_ref().map(|p| p.bytes)),
                 NA,
-                opt_bytes(s.reserved_end),
-                fmt_bytes(s.allocated_end),
+                opt_bytes(st, s.reserved_end),
+                st.bytes(s.allocated_end),
                 d.ooms.len()
             );
         }
@@ -220,9 +227,9 @@ pub fn trace_markdown(r: &TraceReport, svg_link: Option<&str>) -> String {
                 "| {} | {} | {} | {} | {} | {NA} | {NA} |",
                 md(&k.label),
                 md(&moment_text(k.at, x.time_us, d.first_time_us)),
-                opt_bytes(x.reserved),
-                fmt_bytes(x.allocated),
-                opt_bytes(x.external_free),
+                opt_bytes(st, x.reserved),
+                st.bytes(x.allocated),
+                opt_bytes(st, x.external_free),
             );
         }
         o.push('\n');
@@ -245,7 +252,7 @@ pub fn trace_markdown(r: &TraceReport, svg_link: Option<&str>) -> String {
                 "| {} | `{}` | {} | {} |",
                 i + 1,
                 md(&s.op).replace('`', "'"),
-                fmt_bytes(s.bytes),
+                st.bytes(s.bytes),
                 if d.moment_sample.allocated > 0 {
                     fmt_pct(s.bytes as f64 / d.moment_sample.allocated as f64)
                 } else {
@@ -265,14 +272,14 @@ pub fn trace_markdown(r: &TraceReport, svg_link: Option<&str>) -> String {
     o
 }
 /// The report of a memory-timeline export as Markdown.
-pub fn categories_markdown(r: &CategoryReport, svg_link: Option<&str>) -> String {
+pub fn categories_markdown(st: &Style, r: &CategoryReport, svg_link: Option<&str>) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "## Memory report: `{}`\n", r.file.replace('`', "'"));
     quote(&mut o, &r.verdict);
     if let Some(link) = svg_link {
         let _ = writeln!(o, "![memory summary of {}]({})\n", md(&r.file), link);
     }
-    let rows = category_rows(r);
+    let rows = category_rows(st, r);
     if !rows.is_empty() {
         o.push_str("| category | before profiling | at the peak | share of the peak | end |\n|---|---:|---:|---:|---:|\n");
         for row in rows {

@@ -3,18 +3,18 @@
 
 use crate::analysis::advice::Diagnosis;
 use crate::analysis::oom::{FinalStateFinding, GapSite, OomFinding, OomReport};
-use crate::core::units::fmt_bytes;
+use crate::core::style::Style;
 
-fn gap_line(g: &Option<GapSite>) -> String {
+fn gap_line(st: &Style, g: &Option<GapSite>) -> String {
     match g {
         None => "none".into(),
         Some(g) => format!(
             "{} at {:#x}, in the {} segment at {:#x} ({}, stream {}{})",
-            fmt_bytes(g.gap_size),
+            st.bytes(g.gap_size),
             g.gap_address,
             g.segment_type,
             g.segment_address,
-            fmt_bytes(g.segment_size),
+            st.bytes(g.segment_size),
             if g.stream == 0 {
                 "default".to_string()
             } else {
@@ -45,7 +45,7 @@ fn diagnosis_text(d: &Diagnosis, out: &mut String) {
     }
 }
 
-fn oom_text(o: &OomFinding, n: usize, total: usize, out: &mut String) {
+fn oom_text(st: &Style, o: &OomFinding, n: usize, total: usize, out: &mut String) {
     out.push_str(&format!(
         "OOM {n} of {total}: device {}, trace event {}{}\n",
         o.device,
@@ -55,14 +55,14 @@ fn oom_text(o: &OomFinding, n: usize, total: usize, out: &mut String) {
     ));
     out.push_str(&format!(
         "  request: {} after rounding ({} pool, stream {}); it needed {} of new device memory{}\n",
-        fmt_bytes(o.rounded_request),
+        st.bytes(o.rounded_request),
         o.pool,
         if o.stream == 0 {
             "default".to_string()
         } else {
             format!("{:#x}", o.stream)
         },
-        fmt_bytes(o.new_memory_needed),
+        st.bytes(o.new_memory_needed),
         if o.expandable_segments {
             " at most (expandable segments map pages; a free tail of the mapped range counts against it)"
         } else {
@@ -70,38 +70,38 @@ fn oom_text(o: &OomFinding, n: usize, total: usize, out: &mut String) {
         }
     ));
     let device = match (o.device_free, o.capacity) {
-        (Some(f), Some(c)) => format!("{} free of {} total", fmt_bytes(f), fmt_bytes(c)),
+        (Some(f), Some(c)) => format!("{} free of {} total", st.bytes(f), st.bytes(c)),
         (Some(f), None) => format!(
             "{} free; total not recorded in snapshots (at least {} = reserved + free; --capacity tells the verdict more)",
-            fmt_bytes(f),
-            fmt_bytes(o.capacity_at_least.unwrap_or(f))
+            st.bytes(f),
+            st.bytes(o.capacity_at_least.unwrap_or(f))
         ),
-        (None, Some(c)) => format!("{} total; free memory not recorded", fmt_bytes(c)),
+        (None, Some(c)) => format!("{} total; free memory not recorded", st.bytes(c)),
         (None, None) => "free memory and total not recorded".into(),
     };
     out.push_str(&format!("  device: {device}\n"));
     out.push_str(&format!(
         "  reserved by PyTorch: {}; live tensors: {} requested in {} of blocks; pending free: {}\n",
-        fmt_bytes(o.reserved),
-        fmt_bytes(o.allocated),
-        fmt_bytes(o.active),
-        fmt_bytes(o.pending_free)
+        st.bytes(o.reserved),
+        st.bytes(o.allocated),
+        st.bytes(o.active),
+        st.bytes(o.pending_free)
     ));
     out.push_str(&format!(
         "  free inside reserved memory: {}\n",
-        fmt_bytes(o.free_in_reserved)
+        st.bytes(o.free_in_reserved)
     ));
     out.push_str(&format!(
         "  largest free block: {}\n",
-        gap_line(&o.largest_free_gap)
+        gap_line(st, &o.largest_free_gap)
     ));
     out.push_str(&format!(
         "  largest free block this request could use (same stream and pool): {}\n",
-        gap_line(&o.largest_usable_gap)
+        gap_line(st, &o.largest_usable_gap)
     ));
     out.push_str(&format!(
         "  a free block of {} or more existed: {} ({} anywhere, {} usable by this request)\n",
-        fmt_bytes(o.rounded_request),
+        st.bytes(o.rounded_request),
         if o.usable_blocks_that_fit > 0 {
             "yes"
         } else {
@@ -127,14 +127,14 @@ fn oom_text(o: &OomFinding, n: usize, total: usize, out: &mut String) {
     }
 }
 
-fn final_text(f: &FinalStateFinding, out: &mut String) {
+fn final_text(st: &Style, f: &FinalStateFinding, out: &mut String) {
     out.push_str(&format!("device {} (final state):\n", f.device));
     for d in &f.diagnosis.details {
         out.push_str(&format!("  {d}\n"));
     }
     out.push_str(&format!(
         "  largest free block: {}\n",
-        gap_line(&f.largest_free_gap)
+        gap_line(st, &f.largest_free_gap)
     ));
     if f.looks_dumped_at_oom {
         diagnosis_text(&f.diagnosis, out);
@@ -143,11 +143,11 @@ fn final_text(f: &FinalStateFinding, out: &mut String) {
     }
 }
 
-pub fn render(file: &str, r: &OomReport) -> String {
+pub fn render(st: &Style, file: &str, r: &OomReport) -> String {
     let mut out = format!("{file}\n");
     for (i, o) in r.ooms.iter().enumerate() {
         out.push('\n');
-        oom_text(o, i + 1, r.ooms.len(), &mut out);
+        oom_text(st, o, i + 1, r.ooms.len(), &mut out);
     }
     if r.undiagnosed_ooms > 0 {
         out.push_str(&format!(
@@ -160,7 +160,7 @@ pub fn render(file: &str, r: &OomReport) -> String {
         out.push_str("no oom event in any device trace\n");
         for f in &r.final_state {
             out.push('\n');
-            final_text(f, &mut out);
+            final_text(st, f, &mut out);
         }
     }
     out

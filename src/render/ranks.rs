@@ -7,11 +7,12 @@ use super::svg::compose::{Para, escape, stack, text_panel};
 use super::svg::ranks::{RankBar, RanksChart, ranks_svg};
 use super::svg::{ChartError, Svg, WIDTH};
 use crate::analysis::ranks::RanksReport;
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use std::fmt::Write;
 
-fn opt_bytes(x: Option<u64>) -> String {
-    x.map(fmt_bytes).unwrap_or_else(|| "n/a".into())
+fn opt_bytes(st: &Style, x: Option<u64>) -> String {
+    x.map(|b| st.bytes(b)).unwrap_or_else(|| "n/a".into())
 }
 
 pub fn chart(r: &RanksReport) -> Result<Svg, ChartError> {
@@ -49,7 +50,7 @@ pub fn summary(r: &RanksReport) -> Result<Svg, ChartError> {
     Ok(stack(&[text_panel(&paras, WIDTH), chart(r)?], 8))
 }
 
-pub fn html(r: &RanksReport) -> Result<String, ChartError> {
+pub fn html(st: &Style, r: &RanksReport) -> Result<String, ChartError> {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -88,10 +89,10 @@ pub fn html(r: &RanksReport) -> Result<String, ChartError> {
             cell(&x.file),
             num(&x.devices.to_string()),
             num(&x.segments.to_string()),
-            num(&opt_bytes(x.peak_reserved)),
-            num(&opt_bytes(x.peak_allocated)),
-            num(&fmt_bytes(x.end_reserved)),
-            num(&fmt_bytes(x.end_allocated)),
+            num(&opt_bytes(st, x.peak_reserved)),
+            num(&opt_bytes(st, x.peak_allocated)),
+            num(&st.bytes(x.end_reserved)),
+            num(&st.bytes(x.end_allocated)),
             num(&fmt_pct(x.fragmentation)),
             num(&x
                 .worst_fragmentation
@@ -124,7 +125,7 @@ pub fn html(r: &RanksReport) -> Result<String, ChartError> {
     Ok(out)
 }
 
-pub fn markdown(r: &RanksReport, svg_link: Option<&str>) -> String {
+pub fn markdown(st: &Style, r: &RanksReport, svg_link: Option<&str>) -> String {
     let mut o = format!("## Memory report: {} ranks\n\n", r.rows.len());
     for v in &r.verdict {
         let _ = writeln!(o, "> {}\n>", md(v));
@@ -142,8 +143,8 @@ pub fn markdown(r: &RanksReport, svg_link: Option<&str>) -> String {
             o,
             "| {} | {} | {} | {} | {} | {} |",
             md(&x.file),
-            opt_bytes(x.peak_reserved),
-            fmt_bytes(x.end_reserved),
+            opt_bytes(st, x.peak_reserved),
+            st.bytes(x.end_reserved),
             fmt_pct(x.fragmentation),
             x.ooms,
             md(x.outlier.as_deref().unwrap_or(""))

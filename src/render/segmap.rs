@@ -4,7 +4,7 @@
 //! the page that live blocks fill when several share it (`*` when full), and a
 //! space when it is free. Rows are sorted by (size, live bytes).
 
-use crate::core::units::fmt_bytes;
+use crate::core::style::Style;
 use crate::model::*;
 
 pub const PAGE: u64 = 20 << 20;
@@ -12,7 +12,11 @@ pub const PAGE: u64 = 20 << 20;
 /// number of pages each), and say so.
 pub const MAX_CELLS: u64 = 100;
 
-pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: usize) -> String {
+pub fn segment_map<'a>(
+    st: &Style,
+    segs: impl IntoIterator<Item = &'a Segment>,
+    max_rows: usize,
+) -> String {
     let mut v: Vec<&Segment> = segs.into_iter().collect();
     let live = |s: &Segment| -> u64 {
         s.blocks
@@ -27,8 +31,8 @@ pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: us
     let mut out = String::new();
     out.push_str(&format!(
         "Segments of at least {} (one cell per {} page; a-z a live block, 0-9 tenths filled by several, * full, space free):\n",
-        fmt_bytes(PAGE),
-        fmt_bytes(PAGE)
+        st.bytes(PAGE),
+        st.bytes(PAGE)
     ));
     let skip = big.len().saturating_sub(max_rows);
     if skip > 0 {
@@ -80,7 +84,7 @@ pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: us
             String::new()
         };
         if per_cell > 1 {
-            stream.push_str(&format!(" (1 cell = {})", fmt_bytes(cell)));
+            stream.push_str(&format!(" (1 cell = {})", st.bytes(cell)));
         }
         let free = external.saturating_add(internal);
         let internal_pct = if free > 0 {
@@ -90,9 +94,9 @@ pub fn segment_map<'a>(segs: impl IntoIterator<Item = &'a Segment>, max_rows: us
         };
         out.push_str(&format!(
             "[{body}] {} total, {} allocated, {} free ({internal_pct:.0}% internal){stream}\n",
-            fmt_bytes(s.total_size),
-            fmt_bytes(allocated),
-            fmt_bytes(free),
+            st.bytes(s.total_size),
+            st.bytes(allocated),
+            st.bytes(free),
         ));
     }
     out

@@ -3,7 +3,8 @@
 //! Returns strings; never prints.
 
 use super::table::{align_numbers, kv_table, new_table};
-use crate::core::units::{fmt_binary, fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::{fmt_binary, fmt_pct};
 use crate::sim::{CapacitySource, SimReport, Summary};
 use std::fmt::Write;
 
@@ -24,7 +25,7 @@ fn ooms_cell(s: &Summary) -> String {
 }
 
 /// The text report.
-pub fn render(file: &str, r: &SimReport) -> String {
+pub fn render(st: &Style, file: &str, r: &SimReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "fragscope simulate: {file}, device {}", r.device);
     let _ = writeln!(out, "This is {}.\n", r.model);
@@ -42,10 +43,10 @@ pub fn render(file: &str, r: &SimReport) -> String {
             .to_string()
     };
     let capacity = match (r.capacity, r.capacity_source) {
-        (Some(c), CapacitySource::Given) => format!("{} (--capacity)", fmt_bytes(c)),
+        (Some(c), CapacitySource::Given) => format!("{} (--capacity)", st.bytes(c)),
         (Some(c), CapacitySource::RecordedOom) => format!(
             "{} (reserved at the recorded OOM plus the free memory it reported; a lower bound on the device)",
-            fmt_bytes(c)
+            st.bytes(c)
         ),
         _ => "unlimited (no OOM recorded; pass --capacity to let the model run out)".to_string(),
     };
@@ -79,7 +80,7 @@ pub fn render(file: &str, r: &SimReport) -> String {
     let start = if r.recorded_start_reserved > 0 {
         format!(
             "{start}; {} reserved at the start, inherited from before the trace",
-            fmt_bytes(r.recorded_start_reserved)
+            st.bytes(r.recorded_start_reserved)
         )
     } else {
         start
@@ -87,10 +88,10 @@ pub fn render(file: &str, r: &SimReport) -> String {
     let recorded_peak = match r.recorded_peak_reserved_in_trace {
         Some(p) if r.recorded_start_holds_peak() => format!(
             "peak reserved {} (the inherited start; {} during the trace)",
-            fmt_bytes(r.recorded_peak_reserved),
-            fmt_bytes(p)
+            st.bytes(r.recorded_peak_reserved),
+            st.bytes(p)
         ),
-        _ => format!("peak reserved {}", fmt_bytes(r.recorded_peak_reserved)),
+        _ => format!("peak reserved {}", st.bytes(r.recorded_peak_reserved)),
     };
     let rows = vec![
         (
@@ -129,11 +130,11 @@ pub fn render(file: &str, r: &SimReport) -> String {
             "floor".to_string(),
             format!(
                 "{} peak requested by the program (perfect packing)",
-                fmt_bytes(r.floor_peak_requested)
+                st.bytes(r.floor_peak_requested)
             ),
         ),
     ];
-    let _ = writeln!(out, "{}\n", kv_table(&rows));
+    let _ = writeln!(out, "{}\n", kv_table(st, &rows));
 
     // When the inherited start holds a peak, the peak over the whole run
     // is the start's under that setting: the peak during the trace beside
@@ -154,21 +155,21 @@ pub fn render(file: &str, r: &SimReport) -> String {
         "OOMs",
         "recorded OOM",
     ]);
-    let mut t = new_table(&header);
+    let mut t = new_table(st, &header);
     for (i, s) in r.results.iter().enumerate() {
         let name = if i == 0 {
             format!("recorded: {}", s.config)
         } else {
             s.config.clone()
         };
-        let mut row = vec![name, fmt_bytes(s.peak_reserved)];
+        let mut row = vec![name, st.bytes(s.peak_reserved)];
         if in_trace {
-            row.push(s.peak_reserved_in_trace.map_or("-".into(), fmt_bytes));
+            row.push(s.peak_reserved_in_trace.map_or("-".into(), |b| st.bytes(b)));
         }
         row.extend([
-            fmt_bytes(s.end_reserved),
+            st.bytes(s.end_reserved),
             fmt_pct(s.worst_fragmentation),
-            fmt_bytes(s.smallest_largest_gap),
+            st.bytes(s.smallest_largest_gap),
             s.device_allocs.to_string(),
             s.device_frees.to_string(),
             ooms_cell(s),
@@ -178,7 +179,7 @@ pub fn render(file: &str, r: &SimReport) -> String {
     }
     let mut floor = vec![
         "floor: perfect packing".to_string(),
-        fmt_bytes(r.floor_peak_requested),
+        st.bytes(r.floor_peak_requested),
     ];
     floor.resize(header.len(), String::new());
     t.add_row(floor);
@@ -193,7 +194,7 @@ pub fn render(file: &str, r: &SimReport) -> String {
         let _ = writeln!(
             out,
             "peak during the trace: the highest reserved after any recorded event, the start state left out. The start ({} reserved, inherited from before the trace; every setting starts from it) holds the peak {}, so compare the settings by their peak during the trace.",
-            fmt_bytes(r.recorded_start_reserved),
+            st.bytes(r.recorded_start_reserved),
             match (held, r.results.len()) {
                 (0, _) => "of the recording only".to_string(),
                 (h, n) if h == n => format!("under all {n} settings"),
@@ -201,7 +202,7 @@ pub fn render(file: &str, r: &SimReport) -> String {
             }
         );
     }
-    if let Some(a) = answer(r) {
+    if let Some(a) = answer(st, r) {
         let _ = writeln!(out, "\n{a}");
     }
     for n in &r.notes {
@@ -218,7 +219,7 @@ pub fn render(file: &str, r: &SimReport) -> String {
 
 /// The one-paragraph answer to "would another setting have avoided the
 /// recorded OOM?" (`None` without a recorded OOM).
-pub fn answer(r: &SimReport) -> Option<String> {
+pub fn answer(st: &Style, r: &SimReport) -> Option<String> {
     if r.recorded_ooms.is_empty() || r.results.len() < 2 {
         return None;
     }
@@ -265,20 +266,20 @@ pub fn answer(r: &SimReport) -> Option<String> {
                     a,
                     " At event {} the program held {} and asked for {} more: {} in all, over the {} the allocator can reserve, so no allocator setting can avoid it; only holding less memory can.",
                     d.event,
-                    fmt_bytes(d.held),
-                    fmt_bytes(d.request),
-                    fmt_bytes(need),
-                    fmt_bytes(c)
+                    st.bytes(d.held),
+                    st.bytes(d.request),
+                    st.bytes(need),
+                    st.bytes(c)
                 );
             } else {
                 let _ = write!(
                     a,
                     " At event {} the program held {} and asked for {} more: {} in all, {} below the capacity, so a perfectly packing allocator would have served it.",
                     d.event,
-                    fmt_bytes(d.held),
-                    fmt_bytes(d.request),
-                    fmt_bytes(need),
-                    fmt_bytes(c - need)
+                    st.bytes(d.held),
+                    st.bytes(d.request),
+                    st.bytes(need),
+                    st.bytes(c - need)
                 );
             }
         }
@@ -295,7 +296,7 @@ pub const EXPANDABLE: &str = "expandable_segments:True";
 /// One sentence: would `expandable_segments:True` have avoided the
 /// recorded OOM, in the model (or what it does to the peak without one).
 /// `None` when the run did not try it.
-pub fn expandable_answer(r: &SimReport) -> Option<String> {
+pub fn expandable_answer(st: &Style, r: &SimReport) -> Option<String> {
     let recorded = r.results.first()?;
     if r.recorded_config.contains(EXPANDABLE) {
         return Some(if r.recorded_ooms.is_empty() {
@@ -315,14 +316,14 @@ pub fn expandable_answer(r: &SimReport) -> Option<String> {
         match in_trace {
             Some((e, rec)) => format!(
                 "No OOM was recorded; in the model, expandable_segments:True peaks at {} reserved during the trace, against {} under the recorded settings (both start from the {} inherited from before the trace, which holds the peak over the whole run).",
-                fmt_bytes(e),
-                fmt_bytes(rec),
-                fmt_bytes(es.start_reserved)
+                st.bytes(e),
+                st.bytes(rec),
+                st.bytes(es.start_reserved)
             ),
             None => format!(
                 "No OOM was recorded; in the model, expandable_segments:True peaks at {} reserved, against {} under the recorded settings.",
-                fmt_bytes(es.peak_reserved),
-                fmt_bytes(recorded.peak_reserved)
+                st.bytes(es.peak_reserved),
+                st.bytes(recorded.peak_reserved)
             ),
         }
     } else if es.recorded_ooms_avoided < es.recorded_ooms {
@@ -335,12 +336,12 @@ pub fn expandable_answer(r: &SimReport) -> Option<String> {
         match in_trace {
             Some((e, _)) => format!(
                 "In the model, expandable_segments:True would have avoided the OOM (peak reserved during the trace {}; {} with the start inherited from before the trace).",
-                fmt_bytes(e),
-                fmt_bytes(es.peak_reserved)
+                st.bytes(e),
+                st.bytes(es.peak_reserved)
             ),
             None => format!(
                 "In the model, expandable_segments:True would have avoided the OOM (peak reserved {}).",
-                fmt_bytes(es.peak_reserved)
+                st.bytes(es.peak_reserved)
             ),
         }
     })

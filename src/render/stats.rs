@@ -5,7 +5,8 @@
 
 use super::table::{align_numbers, fragmentation_tone, new_table, toned};
 use crate::analysis::stats::{FileStats, StateStats};
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use crate::model::memtimeline::{Category, MemoryTimeline};
 use crate::model::profiler::{
     DeviceSummary, MISSING_FIGURES, OpShare, Peak, ProfilerTrace, TraceDevice,
@@ -13,16 +14,16 @@ use crate::model::profiler::{
 use comfy_table::Cell;
 use serde_json::json;
 
-pub fn stat_cells(s: &StateStats) -> Vec<Cell> {
+pub fn stat_cells(st: &Style, s: &StateStats) -> Vec<Cell> {
     vec![
         Cell::new(s.segments),
         Cell::new(s.blocks),
-        Cell::new(fmt_bytes(s.reserved_bytes)),
-        Cell::new(fmt_bytes(s.allocated_bytes)),
-        Cell::new(fmt_bytes(s.internal_free_bytes)),
-        Cell::new(fmt_bytes(s.external_free_bytes)),
-        Cell::new(fmt_bytes(s.pending_free_bytes)),
-        Cell::new(fmt_bytes(s.largest_free_block_bytes)),
+        Cell::new(st.bytes(s.reserved_bytes)),
+        Cell::new(st.bytes(s.allocated_bytes)),
+        Cell::new(st.bytes(s.internal_free_bytes)),
+        Cell::new(st.bytes(s.external_free_bytes)),
+        Cell::new(st.bytes(s.pending_free_bytes)),
+        Cell::new(st.bytes(s.largest_free_block_bytes)),
         Cell::new(s.free_blocks),
         toned(
             fmt_pct(s.fragmentation),
@@ -44,20 +45,20 @@ pub const STAT_HEADER: [&str; 10] = [
     "fragmentation",
 ];
 
-pub fn render(fs: &FileStats, segmap: &str) -> String {
+pub fn render(st: &Style, fs: &FileStats, segmap: &str) -> String {
     let mut out = String::new();
     out.push_str(&format!("{} ({})\n", fs.file, fs.format));
     let mut h = vec!["device"];
     h.extend(STAT_HEADER);
-    let mut t = new_table(&h);
+    let mut t = new_table(st, &h);
     for d in &fs.devices {
         let mut row = vec![Cell::new(d.device)];
-        row.extend(stat_cells(&d.stats));
+        row.extend(stat_cells(st, &d.stats));
         t.add_row(row);
     }
     if fs.devices.len() > 1 {
         let mut row = vec![Cell::new("all")];
-        row.extend(stat_cells(&fs.totals));
+        row.extend(stat_cells(st, &fs.totals));
         t.add_row(row);
     }
     align_numbers(&mut t, 1);
@@ -69,7 +70,7 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
         out.push_str("\nBy pool and stream:\n");
         let mut h = vec!["device", "pool", "stream", "type"];
         h.extend(STAT_HEADER);
-        let mut t = new_table(&h);
+        let mut t = new_table(st, &h);
         for d in &fs.devices {
             for p in &d.pools {
                 let mut row = vec![
@@ -82,7 +83,7 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
                     }),
                     Cell::new(p.segment_type),
                 ];
-                row.extend(stat_cells(&p.stats));
+                row.extend(stat_cells(st, &p.stats));
                 t.add_row(row);
             }
         }
@@ -97,7 +98,10 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
             "  no device_traces in this file (recorded without history, or a bare segment list)\n",
         );
     } else {
-        let mut t = new_table(&["device", "events", "actions", "time span", "coverage"]);
+        let mut t = new_table(
+            st,
+            &["device", "events", "actions", "time span", "coverage"],
+        );
         for c in &fs.trace_coverage {
             let actions = c
                 .actions
@@ -144,9 +148,9 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
                 "  device {} event #{}: tried {} with {} free on the device\n",
                 o.device,
                 o.index,
-                fmt_bytes(o.size),
+                st.bytes(o.size),
                 o.device_free
-                    .map(fmt_bytes)
+                    .map(|b| st.bytes(b))
                     .unwrap_or_else(|| "unknown".into())
             ));
         }
@@ -161,11 +165,11 @@ pub fn render(fs: &FileStats, segmap: &str) -> String {
     out.push_str(&format!(
         "segments: {}\ntotal_reserved: {}\ntotal_allocated: {}\ntotal_free: {} ({} internal, {} external)\n",
         fs.totals.segments,
-        fmt_bytes(fs.totals.reserved_bytes),
-        fmt_bytes(fs.totals.allocated_bytes),
-        fmt_bytes(fs.totals.free_bytes()),
-        fmt_bytes(fs.totals.internal_free_bytes),
-        fmt_bytes(fs.totals.external_free_bytes),
+        st.bytes(fs.totals.reserved_bytes),
+        st.bytes(fs.totals.allocated_bytes),
+        st.bytes(fs.totals.free_bytes()),
+        st.bytes(fs.totals.internal_free_bytes),
+        st.bytes(fs.totals.external_free_bytes),
     ));
     for w in &fs.warnings {
         out.push_str(&format!("warning: {w}\n"));
@@ -194,8 +198,8 @@ fn rel(t: Option<i64>, start: Option<i64>) -> String {
 }
 
 /// Bytes, or `n/a` for a figure the input does not record.
-pub(crate) fn opt_bytes(x: Option<u64>) -> String {
-    x.map(fmt_bytes).unwrap_or_else(|| NA.to_string())
+pub(crate) fn opt_bytes(st: &Style, x: Option<u64>) -> String {
+    x.map(|b| st.bytes(b)).unwrap_or_else(|| NA.to_string())
 }
 
 fn where_(p: &Peak, start: Option<i64>) -> String {
@@ -206,16 +210,16 @@ fn where_(p: &Peak, start: Option<i64>) -> String {
     s
 }
 
-fn shares(out: &mut String, title: &str, v: &[OpShare], total: Option<u64>) {
+fn shares(st: &Style, out: &mut String, title: &str, v: &[OpShare], total: Option<u64>) {
     if v.is_empty() {
         return;
     }
     out.push_str(title);
-    let mut t = new_table(&["operator", "bytes", "share", "allocations"]);
+    let mut t = new_table(st, &["operator", "bytes", "share", "allocations"]);
     for s in v.iter().take(TOP) {
         t.add_row(vec![
             s.op.clone(),
-            fmt_bytes(s.bytes),
+            st.bytes(s.bytes),
             total
                 .filter(|&t| t > 0)
                 .map(|t| fmt_pct(s.bytes as f64 / t as f64))
@@ -243,17 +247,17 @@ fn start_of(tr: &ProfilerTrace) -> Option<i64> {
 
 /// `cuda:0 (NVIDIA H100, 79.65 GiB)`: the label, with the name and capacity
 /// where the trace gives them.
-pub(super) fn device_name(d: &TraceDevice) -> String {
+pub(super) fn device_name(st: &Style, d: &TraceDevice) -> String {
     match (&d.name, d.capacity) {
-        (Some(n), Some(c)) => format!("{} ({n}, {})", d.label, fmt_bytes(c)),
-        (None, Some(c)) => format!("{} ({})", d.label, fmt_bytes(c)),
+        (Some(n), Some(c)) => format!("{} ({n}, {})", d.label, st.bytes(c)),
+        (None, Some(c)) => format!("{} ({})", d.label, st.bytes(c)),
         (Some(n), None) => format!("{} ({n})", d.label),
         _ => d.label.clone(),
     }
 }
 
 /// `fragscope stats` on a profiler trace.
-pub fn trace_text(file: &str, format: &str, tr: &ProfilerTrace) -> String {
+pub fn trace_text(st: &Style, file: &str, format: &str, tr: &ProfilerTrace) -> String {
     let start = start_of(tr);
     let mut out = format!("{file} ({format})\n");
     out.push_str(&format!(
@@ -276,25 +280,28 @@ pub fn trace_text(file: &str, format: &str, tr: &ProfilerTrace) -> String {
     }
 
     out.push_str("\nAt the end of the trace:\n");
-    let mut t = new_table(&[
-        "device",
-        "events",
-        "reserved",
-        "allocated",
-        "free internal",
-        "free external",
-        "largest free",
-        "fragmentation",
-    ]);
+    let mut t = new_table(
+        st,
+        &[
+            "device",
+            "events",
+            "reserved",
+            "allocated",
+            "free internal",
+            "free external",
+            "largest free",
+            "fragmentation",
+        ],
+    );
     for d in &tr.devices {
         let s = &d.summary;
         t.add_row(vec![
             d.label.clone(),
             s.events.to_string(),
-            opt_bytes(s.reserved_end),
-            fmt_bytes(s.allocated_end),
+            opt_bytes(st, s.reserved_end),
+            st.bytes(s.allocated_end),
             NA.into(),
-            opt_bytes(s.external_free_end),
+            opt_bytes(st, s.external_free_end),
             NA.into(),
             NA.into(),
         ]);
@@ -303,32 +310,35 @@ pub fn trace_text(file: &str, format: &str, tr: &ProfilerTrace) -> String {
     out.push_str(&format!("{t}\n"));
 
     out.push_str("\nOver the trace:\n");
-    let mut t = new_table(&[
-        "device",
-        "allocated before",
-        "peak reserved",
-        "peak allocated",
-        "at",
-        "peak free external",
-        "at",
-        "reserved grew",
-    ]);
+    let mut t = new_table(
+        st,
+        &[
+            "device",
+            "allocated before",
+            "peak reserved",
+            "peak allocated",
+            "at",
+            "peak free external",
+            "at",
+            "reserved grew",
+        ],
+    );
     for d in &tr.devices {
         let s = &d.summary;
         let before = if s.allocated_before_is_lower_bound {
-            format!("≥ {}", fmt_bytes(s.allocated_before_trace))
+            format!("≥ {}", st.bytes(s.allocated_before_trace))
         } else {
-            fmt_bytes(s.allocated_before_trace)
+            st.bytes(s.allocated_before_trace)
         };
         let pa = s.peak_allocated.as_ref();
         let pf = s.peak_external_free.as_ref();
         t.add_row(vec![
             d.label.clone(),
             before,
-            opt_bytes(s.peak_reserved.as_ref().map(|p| p.bytes)),
-            opt_bytes(pa.map(|p| p.bytes)),
+            opt_bytes(st, s.peak_reserved.as_ref().map(|p| p.bytes)),
+            opt_bytes(st, pa.map(|p| p.bytes)),
             pa.map(|p| where_(p, start)).unwrap_or_else(|| "-".into()),
-            opt_bytes(pf.map(|p| p.bytes)),
+            opt_bytes(st, pf.map(|p| p.bytes)),
             pf.map(|p| where_(p, start)).unwrap_or_else(|| "-".into()),
             if s.has_totals && !d.key.is_cpu() {
                 match s.reserved_growth.len() {
@@ -345,7 +355,7 @@ pub fn trace_text(file: &str, format: &str, tr: &ProfilerTrace) -> String {
     out.push_str(&format!("{t}\n"));
 
     for d in &tr.devices {
-        device_details(&mut out, d, start);
+        device_details(st, &mut out, d, start);
     }
 
     out.push_str("\nNotes:\n");
@@ -369,14 +379,14 @@ pub fn trace_text(file: &str, format: &str, tr: &ProfilerTrace) -> String {
     out
 }
 
-fn device_details(out: &mut String, d: &TraceDevice, start: Option<i64>) {
+fn device_details(st: &Style, out: &mut String, d: &TraceDevice, start: Option<i64>) {
     let s: &DeviceSummary = &d.summary;
-    out.push_str(&format!("\n{}:\n", device_name(d)));
+    out.push_str(&format!("\n{}:\n", device_name(st, d)));
     if s.has_totals && !d.key.is_cpu() {
         if s.reserved_growth.is_empty() {
             out.push_str(&format!(
                 "  reserved memory stayed at {} for the whole trace (no new segment was needed)\n",
-                opt_bytes(s.reserved_start)
+                opt_bytes(st, s.reserved_start)
             ));
         } else {
             let grown: u64 = s
@@ -388,9 +398,9 @@ fn device_details(out: &mut String, d: &TraceDevice, start: Option<i64>) {
                 "  reserved memory grew {} times by {} in all; {} of them ({}) while the cache \
                  already held at least the request free: fragmentation, or free memory in another pool or stream\n",
                 s.reserved_growth.len(),
-                fmt_bytes(grown),
+                st.bytes(grown),
                 s.growth_with_free_cache,
-                fmt_bytes(s.growth_with_free_cache_bytes)
+                st.bytes(s.growth_with_free_cache_bytes)
             ));
             let mut steps: Vec<_> = s.reserved_growth.iter().collect();
             steps.sort_by(|a, b| {
@@ -398,21 +408,24 @@ fn device_details(out: &mut String, d: &TraceDevice, start: Option<i64>) {
                     .cmp(&(a.reserved_after - a.reserved_before))
                     .then(a.event.cmp(&b.event))
             });
-            let mut t = new_table(&[
-                "at",
-                "grew by",
-                "reserved after",
-                "allocation",
-                "free before",
-                "operator",
-            ]);
+            let mut t = new_table(
+                st,
+                &[
+                    "at",
+                    "grew by",
+                    "reserved after",
+                    "allocation",
+                    "free before",
+                    "operator",
+                ],
+            );
             for g in steps.into_iter().take(TOP) {
                 t.add_row(vec![
                     rel(Some(g.time_us), start),
-                    fmt_bytes(g.reserved_after - g.reserved_before),
-                    fmt_bytes(g.reserved_after),
-                    fmt_bytes(g.bytes),
-                    fmt_bytes(g.free_before),
+                    st.bytes(g.reserved_after - g.reserved_before),
+                    st.bytes(g.reserved_after),
+                    st.bytes(g.bytes),
+                    st.bytes(g.free_before),
                     g.op.clone().unwrap_or_else(|| "-".into()),
                 ]);
             }
@@ -424,7 +437,7 @@ fn device_details(out: &mut String, d: &TraceDevice, start: Option<i64>) {
         out.push_str(&format!(
             "  {} frees ({}) of memory allocated before the trace started\n",
             s.frees_before_trace,
-            fmt_bytes(s.frees_before_trace_bytes)
+            st.bytes(s.frees_before_trace_bytes)
         ));
     }
     if let (Some(n), Some(b)) = (s.live_at_end, s.live_at_end_bytes)
@@ -432,16 +445,16 @@ fn device_details(out: &mut String, d: &TraceDevice, start: Option<i64>) {
     {
         out.push_str(&format!(
             "  {n} allocations made during the trace are still live at its end ({})\n",
-            fmt_bytes(b)
+            st.bytes(b)
         ));
     }
     for o in &d.ooms {
         out.push_str(&format!(
             "  out of memory at {}: tried {} with {} reserved, {} allocated{}\n",
             rel(Some(o.ts_us.floor() as i64), start),
-            fmt_bytes(o.bytes),
-            opt_bytes(o.total_reserved),
-            opt_bytes(o.total_allocated),
+            st.bytes(o.bytes),
+            opt_bytes(st, o.total_reserved),
+            opt_bytes(st, o.total_allocated),
             o.op.as_ref()
                 .map(|x| format!(", in {x}"))
                 .unwrap_or_default()
@@ -449,12 +462,14 @@ fn device_details(out: &mut String, d: &TraceDevice, start: Option<i64>) {
     }
     let total_alloc: u64 = s.allocations_by_op.iter().map(|x| x.bytes).sum();
     shares(
+        st,
         out,
         "  Bytes allocated, by operator:\n",
         &s.allocations_by_op,
         Some(total_alloc),
     );
     shares(
+        st,
         out,
         "  Live at the peak of allocated, by operator:\n",
         &s.live_at_peak_by_op,
@@ -481,7 +496,7 @@ pub fn trace_json(file: &str, format: &str, tr: &ProfilerTrace) -> String {
 }
 
 /// `fragscope stats` on a memory-timeline export.
-pub fn timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
+pub fn timeline_text(st: &Style, file: &str, format: &str, tl: &MemoryTimeline) -> String {
     let mut out = format!("{file} ({format})\n");
     let start = tl.first_time_us();
     let span = match (start, tl.last_time_us()) {
@@ -508,27 +523,27 @@ pub fn timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
         h.push("before profiling");
     }
     h.extend(["peak", "share of peak", "end"]);
-    let mut t = new_table(&h);
+    let mut t = new_table(st, &h);
     for c in Category::ALL {
         let mut row = vec![c.as_str().to_string()];
         if let Some(p) = pre {
-            row.push(fmt_bytes(p.get(c)));
+            row.push(st.bytes(p.get(c)));
         }
         let b = peak.bytes[c as usize];
-        row.push(fmt_bytes(b));
+        row.push(st.bytes(b));
         row.push(if peak.total > 0 {
             fmt_pct(b as f64 / peak.total as f64)
         } else {
             "-".into()
         });
-        row.push(fmt_bytes(end.get(c)));
+        row.push(st.bytes(end.get(c)));
         t.add_row(row);
     }
     let mut row = vec!["total".to_string()];
     if let Some(p) = pre {
-        row.push(fmt_bytes(p.total()));
+        row.push(st.bytes(p.total()));
     }
-    row.extend([fmt_bytes(peak.total), String::new(), fmt_bytes(end.total())]);
+    row.extend([st.bytes(peak.total), String::new(), st.bytes(end.total())]);
     t.add_row(row);
     align_numbers(&mut t, 1);
     out.push_str(&format!("{t}\n"));
@@ -540,11 +555,11 @@ pub fn timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
     parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     out.push_str(&format!(
         "peak: {} live at {}: {}\n",
-        fmt_bytes(peak.total),
+        st.bytes(peak.total),
         rel(peak.time_us, start),
         parts
             .iter()
-            .map(|(b, c)| format!("{} {}", c.as_str(), fmt_bytes(*b)))
+            .map(|(b, c)| format!("{} {}", c.as_str(), st.bytes(*b)))
             .collect::<Vec<_>>()
             .join(", ")
     ));

@@ -2,27 +2,13 @@
 //! a terminal so output is deterministic in tests and pipes.
 //!
 //! Color is decided once by the command line (`--color`, NO_COLOR, whether
-//! stdout is a terminal) and recorded here with [`set_color`]; tables never
-//! look at the terminal themselves, so the same arguments give the same bytes
+//! stdout is a terminal) and handed in as a [`Style`]; tables never look at
+//! the terminal themselves, so the same arguments give the same bytes
 //! whether or not stdout is a terminal. Without color no escape sequence is
 //! ever written.
 
+use crate::core::style::Style;
 use comfy_table::{Attribute, Cell, CellAlignment, Color, ContentArrangement, Table, presets};
-use std::sync::atomic::{AtomicBool, Ordering};
-
-// Process-wide like `units::set_exact_bytes`: the flag is a property of the
-// invocation, and threading it through every renderer's signature would make
-// each of them take an argument most never need.
-static COLOR: AtomicBool = AtomicBool::new(false);
-
-/// Whether tables (and [`paint`]) emit ANSI colors. Set by the command line.
-pub fn set_color(on: bool) {
-    COLOR.store(on, Ordering::Relaxed);
-}
-
-pub fn color() -> bool {
-    COLOR.load(Ordering::Relaxed)
-}
 
 /// How a figure reads, for coloring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,15 +58,15 @@ pub fn toned(text: impl std::fmt::Display, tone: Tone) -> Cell {
 
 /// `text` wrapped in an ANSI color for text outside tables; unchanged when
 /// color is off.
-pub fn paint(text: &str, tone: Tone) -> String {
-    if color() {
+pub fn paint(st: &Style, text: &str, tone: Tone) -> String {
+    if st.color {
         format!("\x1b[{}m{text}\x1b[0m", tone.sgr())
     } else {
         text.to_string()
     }
 }
 
-pub fn new_table(header: &[&str]) -> Table {
+pub fn new_table(st: &Style, header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_style(presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Disabled)
@@ -90,7 +76,7 @@ pub fn new_table(header: &[&str]) -> Table {
                 .iter()
                 .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
         );
-    if color() {
+    if st.color {
         t.enforce_styling();
         // Colors on the text only, so padding stays plain.
         t.style_text_only();
@@ -108,8 +94,8 @@ pub fn align_numbers(t: &mut Table, first: usize) {
     }
 }
 
-pub fn kv_table(rows: &[(String, String)]) -> Table {
-    let mut t = new_table(&["", ""]);
+pub fn kv_table(st: &Style, rows: &[(String, String)]) -> Table {
+    let mut t = new_table(st, &["", ""]);
     t.load_style(presets::NOTHING);
     for (k, v) in rows {
         t.add_row(vec![Cell::new(k), Cell::new(v)]);
@@ -121,17 +107,27 @@ pub fn kv_table(rows: &[(String, String)]) -> Table {
 mod tests {
     use super::*;
 
-    // Color is process-wide, so these tests only render with it off (the
-    // default) and leave the colored path to tests/ergonomics.rs, which runs
-    // the binary.
     #[test]
     fn plain_tables_carry_no_escapes() {
-        let mut t = new_table(&["metric", "value"]);
+        let st = Style::default();
+        let mut t = new_table(&st, &["metric", "value"]);
         t.add_row(vec![Cell::new("fragmentation"), toned("62.0%", Tone::Bad)]);
         let s = t.to_string();
         assert!(s.contains("62.0%"));
         assert!(!s.contains('\x1b'), "{s:?}");
-        assert_eq!(paint("FAIL", Tone::Bad), "FAIL");
+        assert_eq!(paint(&st, "FAIL", Tone::Bad), "FAIL");
+    }
+
+    #[test]
+    fn colored_tables_and_text_carry_escapes() {
+        let st = Style {
+            color: true,
+            ..Style::default()
+        };
+        let mut t = new_table(&st, &["metric", "value"]);
+        t.add_row(vec![Cell::new("fragmentation"), toned("62.0%", Tone::Bad)]);
+        assert!(t.to_string().contains('\x1b'));
+        assert_eq!(paint(&st, "FAIL", Tone::Bad), "\x1b[31mFAIL\x1b[0m");
     }
 
     #[test]

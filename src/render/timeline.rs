@@ -5,7 +5,8 @@ use super::stats::{NA, device_name, opt_bytes};
 use super::stats::{STAT_HEADER, stat_cells};
 use super::table::{align_numbers, new_table};
 use crate::analysis::stats::StateStats;
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
 use crate::model::memtimeline::{Category, MemoryTimeline};
 use crate::model::profiler::{MISSING_FIGURES, ProfilerTrace, TraceDevice};
 use crate::timeline::{DeviceReplay, KeyMoment, MomentState, Origin, ReplayReport, Sample};
@@ -49,7 +50,7 @@ pub fn report_lines(r: &ReplayReport) -> String {
 }
 
 /// One device: headline, key-moment table, anomalies and inferences.
-pub fn device_text(r: &DeviceReplay, moments: &[KeyMoment]) -> String {
+pub fn device_text(st: &Style, r: &DeviceReplay, moments: &[KeyMoment]) -> String {
     let rep = &r.report;
     let mut out = if rep.events == 0 {
         format!(
@@ -71,37 +72,40 @@ pub fn device_text(r: &DeviceReplay, moments: &[KeyMoment]) -> String {
         )
     };
     let t0 = r.samples.iter().find_map(|s| s.time_us);
-    let mut t = new_table(&[
-        "moment",
-        "event",
-        "time",
-        "allocated",
-        "reserved",
-        "free internal",
-        "free external",
-        "pending free",
-        "largest gap",
-        "gaps",
-        "fragmentation",
-        "max small req",
-        "max large req",
-    ]);
+    let mut t = new_table(
+        st,
+        &[
+            "moment",
+            "event",
+            "time",
+            "allocated",
+            "reserved",
+            "free internal",
+            "free external",
+            "pending free",
+            "largest gap",
+            "gaps",
+            "fragmentation",
+            "max small req",
+            "max large req",
+        ],
+    );
     for k in moments {
         let s = &k.sample;
         t.add_row(vec![
             k.label.clone(),
             k.at.map_or("-".into(), |a| a.to_string()),
             fmt_time(s.time_us, t0),
-            fmt_bytes(s.allocated),
-            fmt_bytes(s.reserved),
-            fmt_bytes(s.internal_free),
-            fmt_bytes(s.external_free),
-            fmt_bytes(s.pending_free),
-            fmt_bytes(s.largest_free_gap),
+            st.bytes(s.allocated),
+            st.bytes(s.reserved),
+            st.bytes(s.internal_free),
+            st.bytes(s.external_free),
+            st.bytes(s.pending_free),
+            st.bytes(s.largest_free_gap),
             s.free_gaps.to_string(),
             fmt_pct(s.fragmentation),
-            fmt_bytes(s.largest_small_request),
-            fmt_bytes(s.largest_large_request),
+            st.bytes(s.largest_small_request),
+            st.bytes(s.largest_large_request),
         ]);
     }
     align_numbers(&mut t, 1);
@@ -111,7 +115,7 @@ pub fn device_text(r: &DeviceReplay, moments: &[KeyMoment]) -> String {
         .iter()
         .find(|k| k.label == "peak allocated")
         .map(|k| k.sample.allocated);
-    out.push_str(&incl_pending_line(rep, peak_allocated));
+    out.push_str(&incl_pending_line(st, rep, peak_allocated));
     out.push('\n');
     out.push_str(&report_lines(rep));
     out
@@ -130,17 +134,17 @@ pub fn incl_pending_when(rep: &ReplayReport) -> String {
 /// One line: allocated bytes counted as PyTorch's memory_viz counts them
 /// (a block until its `free_completed`), beside fragscope's own peak
 /// allocated (until `free_requested`) when one is shown.
-pub fn incl_pending_line(rep: &ReplayReport, peak_allocated: Option<u64>) -> String {
+pub fn incl_pending_line(st: &Style, rep: &ReplayReport, peak_allocated: Option<u64>) -> String {
     let what = if rep.events == 0 { "" } else { "peak " };
     let mut s = format!(
         "allocated incl. pending frees (a block counted until free_completed, as memory_viz does): {what}{} {}",
-        fmt_bytes(rep.peak_allocated_incl_pending),
+        st.bytes(rep.peak_allocated_incl_pending),
         incl_pending_when(rep)
     );
     if let Some(a) = peak_allocated.filter(|_| rep.events > 0) {
         s.push_str(&format!(
             "; allocated (until free_requested) peaks at {}",
-            fmt_bytes(a)
+            st.bytes(a)
         ));
     }
     s
@@ -195,6 +199,7 @@ where
 
 /// `--at`: the stats and segment map of one moment.
 pub fn moment_text(
+    style: &Style,
     file: &str,
     label: &str,
     st: &MomentState,
@@ -220,8 +225,8 @@ pub fn moment_text(
         )
     };
     let stats = StateStats::of(&st.segments);
-    let mut t = new_table(&STAT_HEADER);
-    t.add_row(stat_cells(&stats));
+    let mut t = new_table(style, &STAT_HEADER);
+    t.add_row(stat_cells(style, &stats));
     align_numbers(&mut t, 0);
     out.push_str(&t.to_string());
     out.push('\n');
@@ -241,7 +246,7 @@ pub fn moment_text(
     if let Some(r) = st.failed_request {
         out.push_str(&format!(
             "this event is an out-of-memory: {} (rounded) could not be placed\n",
-            fmt_bytes(r)
+            style.bytes(r)
         ));
     }
     if !report.final_state_matches || !report.anomalies.is_empty() {
@@ -255,6 +260,7 @@ pub fn moment_text(
 /// `fragscope timeline` on a profiler trace: the key-moment table of each
 /// device, with the snapshot timeline's columns.
 pub fn trace_timeline_text(
+    st: &Style,
     file: &str,
     format: &str,
     tr: &ProfilerTrace,
@@ -273,36 +279,39 @@ pub fn trace_timeline_text(
         let s = &d.summary;
         out.push_str(&format!(
             "\n{}: {} memory events, {} allocations, {} frees\n",
-            device_name(d),
+            device_name(st, d),
             s.events,
             s.allocations,
             s.frees
         ));
         let t0 = s.first_time_us;
-        let mut t = new_table(&[
-            "moment",
-            "event",
-            "time",
-            "allocated",
-            "reserved",
-            "free internal",
-            "free external",
-            "pending free",
-            "largest gap",
-            "gaps",
-            "fragmentation",
-            "operator",
-        ]);
+        let mut t = new_table(
+            st,
+            &[
+                "moment",
+                "event",
+                "time",
+                "allocated",
+                "reserved",
+                "free internal",
+                "free external",
+                "pending free",
+                "largest gap",
+                "gaps",
+                "fragmentation",
+                "operator",
+            ],
+        );
         for k in key_moments(d, &tr.names) {
             let x = &k.sample;
             t.add_row(vec![
                 k.label.clone(),
                 k.at.map_or("-".into(), |a| a.to_string()),
                 super::timeline::fmt_time(x.time_us, t0),
-                fmt_bytes(x.allocated),
-                opt_bytes(x.reserved),
+                st.bytes(x.allocated),
+                opt_bytes(st, x.reserved),
                 NA.into(),
-                opt_bytes(x.external_free),
+                opt_bytes(st, x.external_free),
                 NA.into(),
                 NA.into(),
                 NA.into(),
@@ -320,7 +329,7 @@ pub fn trace_timeline_text(
                     "reserved memory grew {} times; {} of them ({}) while the cache already held at least the allocation's bytes free\n",
                     s.reserved_growth.len(),
                     s.growth_with_free_cache,
-                    fmt_bytes(s.growth_with_free_cache_bytes)
+                    st.bytes(s.growth_with_free_cache_bytes)
                 ));
             }
         }
@@ -397,7 +406,12 @@ pub fn trace_timeline_json(
 
 /// `fragscope timeline` on a memory-timeline export: live bytes by
 /// category at the start, the peak and the end.
-pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -> String {
+pub fn categories_timeline_text(
+    st: &Style,
+    file: &str,
+    format: &str,
+    tl: &MemoryTimeline,
+) -> String {
     use crate::analysis::report::trace::NO_ALLOCATOR;
     let mut out = format!("{file} ({format})\n");
     out.push_str(&format!(
@@ -408,7 +422,7 @@ pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -
     let start = tl.first_time_us();
     let mut h = vec!["moment", "time", "total"];
     h.extend(Category::ALL.iter().map(|c| c.as_str()));
-    let mut t = new_table(&h);
+    let mut t = new_table(st, &h);
     let mut row = |label: &str, s: &crate::model::memtimeline::CategorySample| {
         let mut r = vec![
             label.to_string(),
@@ -416,9 +430,9 @@ pub fn categories_timeline_text(file: &str, format: &str, tl: &MemoryTimeline) -
                 None => "before profiling".into(),
                 t => super::timeline::fmt_time(t, start),
             },
-            fmt_bytes(s.total()),
+            st.bytes(s.total()),
         ];
-        r.extend(Category::ALL.iter().map(|&c| fmt_bytes(s.get(c))));
+        r.extend(Category::ALL.iter().map(|&c| st.bytes(s.get(c))));
         t.add_row(r);
     };
     if let Some(first) = tl.samples.first() {

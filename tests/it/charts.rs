@@ -10,6 +10,7 @@ use crate::golden;
 use fragscope::analysis::report::{self, DeviceCulprits, DeviceInput, Report};
 use fragscope::analysis::stats::StateStats;
 use fragscope::cli::report::{attach_what_if, device_culprits};
+use fragscope::core::style::Style;
 use fragscope::model::*;
 use fragscope::render::charts::{self, Kind};
 use fragscope::render::svg::Svg;
@@ -428,7 +429,7 @@ fn fixture() -> Fixture {
         moment_label: "no trace recorded".into(),
     };
     let inputs = vec![dev0_input, dev1_input];
-    let culprits = device_culprits(&snap, &inputs);
+    let culprits = device_culprits(&Style::default(), &snap, &inputs);
     Fixture {
         snap,
         inputs,
@@ -439,6 +440,7 @@ fn fixture() -> Fixture {
 fn fixture_report() -> Report {
     let f = fixture();
     report::build(
+        &Style::default(),
         &f.snap,
         "/home/someone/private/runs/synthetic.pickle",
         "pickle protocol 4, 12.00 KiB",
@@ -521,7 +523,7 @@ fn charts_carry_titles_units_legends_and_marks() {
 #[test]
 fn html_report_is_self_contained_and_matches_golden() {
     let r = fixture_report();
-    let h = html::html(&r).unwrap();
+    let h = html::html(&Style::default(), &r).unwrap();
     check_no_paths_or_network("report.html", &h);
     assert!(h.starts_with("<!DOCTYPE html>"));
     for section in ["verdict", "device-0", "device-1", "settings", "quality"] {
@@ -550,7 +552,7 @@ fn html_report_is_self_contained_and_matches_golden() {
 #[test]
 fn markdown_report_matches_golden() {
     let r = fixture_report();
-    let md = markdown::markdown(&r, Some("summary.svg"));
+    let md = markdown::markdown(&Style::default(), &r, Some("summary.svg"));
     check_no_paths_or_network("report.md", &md);
     assert!(md.contains("![memory summary of synthetic.pickle](summary.svg)"));
     assert!(md.contains("| 0 | event 90, t=0.135 s | 96.00 MiB |"));
@@ -559,8 +561,8 @@ fn markdown_report_matches_golden() {
 
 #[test]
 fn output_is_deterministic() {
-    let a = html::html(&fixture_report()).unwrap();
-    let b = html::html(&fixture_report()).unwrap();
+    let a = html::html(&Style::default(), &fixture_report()).unwrap();
+    let b = html::html(&Style::default(), &fixture_report()).unwrap();
     assert_eq!(a, b);
     let a = charts::summary(&fixture_report()).unwrap();
     let b = charts::summary(&fixture_report()).unwrap();
@@ -581,7 +583,14 @@ fn long_series_are_downsampled_without_losing_the_peak() {
         })
         .collect();
     f.inputs[0].replay.samples = samples.into();
-    let r = report::build(&f.snap, "x.pickle", "test", f.inputs, f.culprits);
+    let r = report::build(
+        &Style::default(),
+        &f.snap,
+        "x.pickle",
+        "test",
+        f.inputs,
+        f.culprits,
+    );
     assert!(r.devices[0].samples.len() <= report::REPORT_POINTS + 1);
     assert_eq!(r.devices[0].peak_allocated.allocated, 1212 * MIB);
     assert_eq!(
@@ -619,7 +628,14 @@ fn chart_marks_name_the_exact_moments_of_a_long_series() {
         }))
         .collect();
     f.inputs[0].replay.samples = samples.into();
-    let r = report::build(&f.snap, "x.pickle", "test", f.inputs, f.culprits);
+    let r = report::build(
+        &Style::default(),
+        &f.snap,
+        "x.pickle",
+        "test",
+        f.inputs,
+        f.culprits,
+    );
     let d = &r.devices[0];
     assert!(d.samples.len() <= report::REPORT_POINTS + 1);
     assert_eq!(d.peak_allocated.event, Some(31_337));
@@ -727,9 +743,16 @@ fn thousands_of_segments_stay_legible() {
     rasterize("real-kkaitlyn-segments", &svg.body);
 
     let inputs = vec![final_state_input(&snap, 0)];
-    let culprits = device_culprits(&snap, &inputs);
-    let r = report::build(&snap, "kkaitlyn.pickle", "pickle", inputs, culprits);
-    let h = html::html(&r).unwrap();
+    let culprits = device_culprits(&Style::default(), &snap, &inputs);
+    let r = report::build(
+        &Style::default(),
+        &snap,
+        "kkaitlyn.pickle",
+        "pickle",
+        inputs,
+        culprits,
+    );
+    let h = html::html(&Style::default(), &r).unwrap();
     eprintln!("kkaitlyn: final-state HTML report {} bytes", h.len());
     assert!(h.len() < 1_500_000, "{} bytes", h.len());
 }
@@ -755,8 +778,8 @@ fn real_final_states_render() {
             .filter(|d| *d == device)
             .map(|d| final_state_input(&snap, d))
             .collect();
-        let culprits = device_culprits(&snap, &inputs);
-        let r = report::build(&snap, name, "pickle", inputs, culprits);
+        let culprits = device_culprits(&Style::default(), &snap, &inputs);
+        let r = report::build(&Style::default(), &snap, name, "pickle", inputs, culprits);
         for kind in [Kind::Segments, Kind::Gaps, Kind::Sites] {
             let svg = charts::plot(kind, &r, 36).unwrap();
             rasterize(&format!("real-{name}-{kind:?}"), &svg.body);
@@ -802,10 +825,10 @@ fn real_reports_through_the_replay() {
             return;
         };
         let inputs = report::gather(&snap, None, None).unwrap();
-        let culprits = device_culprits(&snap, &inputs);
-        let mut r = report::build(&snap, name, "pickle", inputs, culprits);
-        attach_what_if(&mut r, &snap);
-        let h = html::html(&r).unwrap();
+        let culprits = device_culprits(&Style::default(), &snap, &inputs);
+        let mut r = report::build(&Style::default(), &snap, name, "pickle", inputs, culprits);
+        attach_what_if(&Style::default(), &mut r, &snap);
+        let h = html::html(&Style::default(), &r).unwrap();
         check_no_paths_or_network(name, &h);
         eprintln!("{name}: HTML {} bytes", h.len());
         assert!(h.len() < 3_000_000);

@@ -9,6 +9,7 @@ use fragscope::analysis::check::{CheckReport, Verdict};
 use fragscope::analysis::diff::{DiffReport, Direction};
 use fragscope::analysis::metrics::{MetricId, Metrics, Quantity};
 use fragscope::analysis::stats::StateStats;
+use fragscope::core::style::Style;
 use fragscope::model::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -962,7 +963,7 @@ fn real_octreenca_single_step_vs_inference() {
             .windows(2)
             .all(|w| moved(&w[0]) >= moved(&w[1]))
     );
-    let text = fragscope::render::diff::text(&r);
+    let text = fragscope::render::diff::text(&Style::default(), &r);
     assert!(text.contains("Call sites that moved most"), "{text}");
 }
 
@@ -988,9 +989,21 @@ fn real_cs336_small_vs_medium() {
         MetricId::PeakReserved,
         fragscope::analysis::check::RegressionLimit::Relative(0.05),
     );
-    let rep = fragscope::analysis::check::evaluate("medium", &mm, Some(("small", &ms)), &rules);
+    let rep = fragscope::analysis::check::evaluate(
+        &Style::default(),
+        "medium",
+        &mm,
+        Some(("small", &ms)),
+        &rules,
+    );
     assert_eq!(rep.failed, 1);
-    let rep = fragscope::analysis::check::evaluate("medium", &mm, Some(("medium", &mm)), &rules);
+    let rep = fragscope::analysis::check::evaluate(
+        &Style::default(),
+        "medium",
+        &mm,
+        Some(("medium", &mm)),
+        &rules,
+    );
     assert!(rep.ok());
 }
 
@@ -1028,8 +1041,8 @@ fn real_two_devices_of_one_file() {
     assert_eq!(direction(&r, MetricId::OomEvents), Direction::Better);
     // The default OOM rule fails device 1 and holds on device 2.
     let rules = fragscope::analysis::check::Rules::defaults();
-    assert!(!fragscope::analysis::check::evaluate(name, &m1, None, &rules).ok());
-    assert!(fragscope::analysis::check::evaluate(name, &m2, None, &rules).ok());
+    assert!(!fragscope::analysis::check::evaluate(&Style::default(), name, &m1, None, &rules).ok());
+    assert!(fragscope::analysis::check::evaluate(&Style::default(), name, &m2, None, &rules).ok());
     // All devices: the file-level figure is the worst device's.
     let all = metrics(&s, None);
     let w = all.get(MetricId::EndReserved).unwrap();

@@ -7,6 +7,7 @@
 use crate::golden;
 use fragscope::analysis::culprits::{Analysis, GroupBy, Options, analyze, final_state};
 use fragscope::analysis::frames::SiteKind;
+use fragscope::core::style::Style;
 use fragscope::input::{LoadOptions, load_snapshot};
 use fragscope::model::{BlockState, Snapshot};
 use fragscope::timeline::Origin;
@@ -118,7 +119,7 @@ fn ranking_and_counterfactual_are_exact() {
     assert_eq!((c.removed_blocks, c.largest_gap_after), (3, 100 * MIB));
 
     assert_eq!(
-        fragscope::render::culprits::summary(&a),
+        fragscope::render::culprits::summary(&Style::default(), &a),
         "2 blocks from model.py:10 (forward) strand 196.00 MiB across 2 segments; \
          without them the largest gap would be 100.00 MiB instead of 68.00 MiB."
     );
@@ -212,10 +213,10 @@ fn a_request_counts_only_gaps_too_small_for_it() {
         (Some(false), Some(true))
     );
     assert!(
-        fragscope::render::culprits::summary(&a)
+        fragscope::render::culprits::summary(&Style::default(), &a)
             .ends_with("instead of 68.00 MiB, so the 80.00 MiB request would fit."),
         "{}",
-        fragscope::render::culprits::summary(&a)
+        fragscope::render::culprits::summary(&Style::default(), &a)
     );
 }
 

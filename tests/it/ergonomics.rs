@@ -311,3 +311,40 @@ fn bytes_flag_prints_exact_counts_everywhere() {
         );
     }
 }
+
+/// `--bytes` and `--color` belong to one invocation: two runs in one
+/// process, at the same time, one with `--bytes` and one without, each
+/// write what they would write alone.
+#[test]
+fn in_process_runs_keep_their_own_style() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixture("fragmented.json");
+    let report = |exact: bool, out: &std::path::Path| {
+        let mut args = vec!["fragscope".to_string()];
+        if exact {
+            args.push("--bytes".into());
+        }
+        args.extend(["report".into(), input.clone(), "-o".into(), path_str(out)]);
+        assert_eq!(
+            fragscope::cli::main_with_args(args.into_iter().map(std::ffi::OsString::from)),
+            0
+        );
+        std::fs::read_to_string(out).unwrap()
+    };
+    let alone_human = report(false, &dir.path().join("alone-human.md"));
+    let alone_exact = report(true, &dir.path().join("alone-exact.md"));
+    assert!(!unit_sizes(&alone_human).is_empty(), "{alone_human}");
+    assert_ne!(alone_human, alone_exact);
+    std::thread::scope(|s| {
+        for exact in [false, true] {
+            let (report, dir) = (&report, dir.path());
+            let want = if exact { &alone_exact } else { &alone_human };
+            s.spawn(move || {
+                for i in 0..8 {
+                    let out = dir.join(format!("{exact}-{i}.md"));
+                    assert_eq!(&report(exact, &out), want, "run {i}, --bytes: {exact}");
+                }
+            });
+        }
+    });
+}

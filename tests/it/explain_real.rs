@@ -7,6 +7,7 @@ use fragscope::analysis::advice::{Cause, OomFigures};
 use fragscope::analysis::explain::{
     Backend, Hint, MemorySummary, Pool, SegmentsPaste, Wording, explain, parse,
 };
+use fragscope::core::style::Style;
 use std::collections::{BTreeMap, BTreeSet};
 
 const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/real");
@@ -766,7 +767,7 @@ fn every_message_in_the_real_file() {
         if let Some(check) = &c.check {
             check(&p);
         }
-        let e = explain(body).unwrap();
+        let e = explain(&Style::default(), body).unwrap();
         let last = e
             .items
             .last()

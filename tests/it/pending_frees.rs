@@ -8,6 +8,7 @@
 //! every real snapshot in ../shared/real.
 
 use crate::util::{each_real_snapshot, fixture, real_dir, run, synthetic_pickle};
+use fragscope::core::style::Style;
 use fragscope::input::{Content, load_bytes, load_snapshot};
 use fragscope::model::{Action, BlockState, Snapshot};
 use fragscope::synth::SynthOptions;
@@ -180,7 +181,7 @@ fn real_file_with_pending_blocks_and_no_trace() {
     assert!(
         out.contains(&format!(
             "allocated incl. pending frees (a block counted until free_completed, as memory_viz does): {} in the recorded state",
-            fragscope::core::units::fmt_bytes(allocated + pending)
+            Style::default().bytes(allocated + pending)
         )),
         "{out}"
     );

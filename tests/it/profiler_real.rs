@@ -4,6 +4,7 @@
 //! independent reading of the same JSON (time-ordered events, paired by
 //! address).
 
+use fragscope::core::style::Style;
 use fragscope::input::profiler::memtimeline::{ActionCounts, TimelineForm};
 use fragscope::input::profiler::{Category, MemoryTimeline, ProfilerTrace};
 use fragscope::input::{Content, LoadOptions, load};
@@ -364,10 +365,11 @@ fn stats_wording_matches_snapshots() {
         return;
     };
     let snap = fragscope::render::stats::render(
+        &Style::default(),
         &fragscope::analysis::stats::file_stats(&s, "snap", "pickle".into()),
         "",
     );
-    let tr = fragscope::render::stats::trace_text("trace", "JSON", &t);
+    let tr = fragscope::render::stats::trace_text(&Style::default(), "trace", "JSON", &t);
     for h in [
         "reserved",
         "allocated",

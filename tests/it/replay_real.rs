@@ -6,6 +6,7 @@
 
 use fragscope::analysis::advice::Cause;
 use fragscope::analysis::stats::StateStats;
+use fragscope::core::style::Style;
 use fragscope::input::{LoadOptions, load_snapshot};
 use fragscope::model::{Action, BlockState, Snapshot};
 use fragscope::timeline::{self, Origin, replay};
@@ -223,7 +224,7 @@ fn oom_in_the_expandable_segments_file() {
     let Some(snap) = load("constructor-sun_code-location_oom_expandable_3dev.pickle") else {
         return;
     };
-    let r = fragscope::analysis::oom::analyse(&snap, None);
+    let r = fragscope::analysis::oom::analyse(&Style::default(), &snap, None);
     assert_eq!(r.ooms.len(), 1);
     let o = &r.ooms[0];
     assert_eq!((o.device, o.event), (1, 421));
@@ -267,7 +268,7 @@ fn oom_time_snapshot_without_an_oom_event() {
     let Some(snap) = load("yiyi_llm-inference_oom-time_noframes_2023.pickle") else {
         return;
     };
-    let r = fragscope::analysis::oom::analyse(&snap, None);
+    let r = fragscope::analysis::oom::analyse(&Style::default(), &snap, None);
     assert!(r.ooms.is_empty());
     let f = &r.final_state[0];
     assert!(f.looks_dumped_at_oom);
@@ -281,6 +282,6 @@ fn oom_time_snapshot_without_an_oom_event() {
     assert_ne!(f.diagnosis.cause, Cause::Fragmentation);
     assert!(f.diagnosis.headline.starts_with("not fragmentation"));
     // With the capacity of a 12 GiB card the verdict becomes capacity.
-    let r = fragscope::analysis::oom::analyse(&snap, Some(12 << 30));
+    let r = fragscope::analysis::oom::analyse(&Style::default(), &snap, Some(12 << 30));
     assert_eq!(r.final_state[0].diagnosis.cause, Cause::Capacity);
 }

@@ -7,6 +7,7 @@
 
 use crate::util::{each_real_snapshot, synthetic_pickle};
 use fragscope::cli::report::{WHAT_IF_CONFIGS, attach_what_if, build_report, build_report_what_if};
+use fragscope::core::style::Style;
 use fragscope::input::{Content, Loaded, load_bytes};
 use fragscope::model::Snapshot;
 use fragscope::sim::{self, SimConfig, Step, run};
@@ -135,11 +136,11 @@ fn check_recorded_reserved(
 /// `report`'s what-if model from its own replay against the model
 /// replaying the trace itself.
 fn check_report(name: &str, snap: &Snapshot, loaded: &Loaded) {
-    let Ok(mut plain) = build_report(snap, loaded, None, None) else {
+    let Ok(mut plain) = build_report(&Style::default(), snap, loaded, None, None) else {
         return;
     };
-    attach_what_if(&mut plain, snap);
-    let shared = build_report_what_if(snap, loaded, None, None, false).unwrap();
+    attach_what_if(&Style::default(), &mut plain, snap);
+    let shared = build_report_what_if(&Style::default(), snap, loaded, None, None, false).unwrap();
     assert_eq!(
         serde_json::to_string(&plain.what_if).unwrap(),
         serde_json::to_string(&shared.what_if).unwrap(),

@@ -11,7 +11,7 @@ use crate::golden;
 use crate::util::*;
 use fragscope::analysis::report::trace::{self as trace_report, NO_LAYOUT};
 use fragscope::cli::Global;
-use fragscope::core::units::fmt_bytes;
+use fragscope::core::style::Style;
 use fragscope::input::profiler::{MemoryTimeline, ProfilerTrace};
 use fragscope::input::{Content, LoadOptions, load};
 use fragscope::render::svg::compose::escape;
@@ -125,7 +125,7 @@ const TRACES: &[Expected] = &[
 fn every_real_trace_reports_its_figures() {
     for &(name, label, alloc, reserved, free) in TRACES {
         let Some((t, p)) = trace(name) else { return };
-        let r = trace_report::build(&t, &p, "JSON", None, None).unwrap();
+        let r = trace_report::build(&Style::default(), &t, &p, "JSON", None, None).unwrap();
         assert_eq!(r.file, name, "base name only");
         let d = r.main_device().unwrap();
         assert_eq!(d.label, label, "{name}");
@@ -138,12 +138,12 @@ fn every_real_trace_reports_its_figures() {
         let peak = match reserved {
             Some(res) => format!(
                 "Peak on {label}: {} reserved, {} allocated.",
-                fmt_bytes(res),
-                fmt_bytes(alloc)
+                Style::default().bytes(res),
+                Style::default().bytes(alloc)
             ),
             None => format!(
                 "Peak on {label}: {} allocated (reserved memory is not recorded in this trace).",
-                fmt_bytes(alloc)
+                Style::default().bytes(alloc)
             ),
         };
         assert!(r.verdict.contains(&peak), "{name}: {:?}", r.verdict);
@@ -166,7 +166,7 @@ fn every_real_trace_reports_its_figures() {
             km("peak reserved").map(|k| k.sample.reserved.unwrap()),
             reserved
         );
-        let h = fragscope::render::html::trace_html(&r).unwrap();
+        let h = fragscope::render::html::trace_html(&Style::default(), &r).unwrap();
         self_contained(name, &h);
         assert!(h.contains("Not measurable for a profiler trace"));
         // An out-of-memory event gets the same verdict box as in a
@@ -201,8 +201,9 @@ fn trace_report_markdown_matches_golden() {
     let Some((t, p)) = trace("tracelens_h100_bert-small_profile-memory.json.gz") else {
         return;
     };
-    let r = trace_report::build(&t, &p, "JSON, gzip", None, None).unwrap();
-    let md = fragscope::render::markdown::trace_markdown(&r, Some("summary.svg"));
+    let r = trace_report::build(&Style::default(), &t, &p, "JSON, gzip", None, None).unwrap();
+    let md =
+        fragscope::render::markdown::trace_markdown(&Style::default(), &r, Some("summary.svg"));
     self_contained("markdown", &md);
     // 87.13 MiB older than the trace, then aten::addmm's 8.21 MiB: the
     // operators live at the 96.61 MiB peak.
@@ -220,7 +221,7 @@ fn memory_timeline_report_stacks_categories() {
         panic!("not a memory timeline")
     };
     let tl: MemoryTimeline = tl;
-    let r = trace_report::build_categories(&tl, &p, "JSON");
+    let r = trace_report::build_categories(&Style::default(), &tl, &p, "JSON");
     // 3082832104 bytes at the peak, 2592465920 of them activations.
     assert_eq!(r.verdict[0], "Peak: 2.87 GiB of live tensors at t=0.098 s.");
     assert_eq!(
@@ -230,7 +231,7 @@ fn memory_timeline_report_stacks_categories() {
     assert!(r.timeline.samples.len() <= trace_report::REPORT_POINTS + 1);
     let peak_kept = r.timeline.samples.iter().map(|s| s.total()).max();
     assert_eq!(peak_kept, Some(3082832104), "downsampling keeps the peak");
-    let h = fragscope::render::html::categories_html(&r).unwrap();
+    let h = fragscope::render::html::categories_html(&Style::default(), &r).unwrap();
     self_contained("memory timeline", &h);
     assert_eq!(rasterize_inline("memory-timeline", &h), 1);
     assert!(h.contains("<td>activation</td><td class=\"n\">0 B</td><td class=\"n\">2.41 GiB</td>"));
@@ -558,7 +559,7 @@ const RANKS: &[&str] = &[
 
 fn global() -> Global {
     Global {
-        color: false,
+        style: Default::default(),
         verbose: false,
         load: LoadOptions::default(),
         progress: false,
@@ -585,8 +586,11 @@ fn ranks_report_is_the_same_on_one_thread_and_many() {
     assert_eq!(failed, 0);
     let (many, _) = with(4);
     assert_eq!(one, many);
-    let h1 = fragscope::render::ranks::html(&one).unwrap();
-    assert_eq!(h1, fragscope::render::ranks::html(&many).unwrap());
+    let h1 = fragscope::render::ranks::html(&Style::default(), &one).unwrap();
+    assert_eq!(
+        h1,
+        fragscope::render::ranks::html(&Style::default(), &many).unwrap()
+    );
     self_contained("ranks", &h1);
     assert_eq!(rasterize_inline("ranks", &h1), 1);
 
@@ -660,12 +664,12 @@ fn trace_report_explains_an_out_of_memory_event() {
     let Content::Profiler(t) = load(ps, &LoadOptions::default()).unwrap().content else {
         panic!("a profiler trace")
     };
-    let r = trace_report::build(&t, ps, "JSON", None, None).unwrap();
+    let r = trace_report::build(&Style::default(), &t, ps, "JSON", None, None).unwrap();
     let d = r.main_device().unwrap();
     assert_eq!(d.ooms.len(), 1);
     let g = &d.ooms[0].diagnosis;
     assert!(!g.suggestions.is_empty(), "{g:?}");
-    let h = fragscope::render::html::trace_html(&r).unwrap();
+    let h = fragscope::render::html::trace_html(&Style::default(), &r).unwrap();
     assert!(h.contains("<div class=\"verdict oom\">"));
     assert!(h.contains(&escape(&g.headline)));
     assert!(h.contains("What to try:"));

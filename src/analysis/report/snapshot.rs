@@ -15,8 +15,9 @@ use super::{OomFinding, REPORT_POINTS, base_name, moment_name, moment_text};
 use crate::analysis::culprits::Analysis;
 use crate::analysis::frames::{CallSite, filtered, frame_label};
 use crate::analysis::stats::{StateStats, TraceCoverage, consistency_warnings, trace_coverage};
+use crate::core::style::Style;
 use crate::core::text::upper_first;
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::units::fmt_pct;
 use crate::model::*;
 use crate::timeline::downsample::downsample_series;
 use crate::timeline::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample, Series};
@@ -356,6 +357,7 @@ fn setting_text(s: &Setting) -> String {
 
 /// Assembles the report from replayed devices and their culprit analyses.
 pub fn build(
+    st: &Style,
     snap: &Snapshot,
     file: &str,
     format: &str,
@@ -377,7 +379,7 @@ pub fn build(
         let d = inp.replay.device;
         let trace = snap.trace_of(d);
         let samples = &inp.replay.samples;
-        let ooms = oom_findings(snap, &inp);
+        let ooms = oom_findings(st, snap, &inp);
         let recorded_ooms = trace.iter().filter(|e| e.action == Action::Oom).count();
         if recorded_ooms > crate::analysis::oom::MAX_DIAGNOSED_OOMS {
             quality.push(format!(
@@ -469,14 +471,14 @@ pub fn build(
         quality,
         what_if: Vec::new(),
     };
-    report.verdict = verdict(&report);
+    report.verdict = verdict(st, &report);
     report
 }
 
 /// Every OOM of a device as `fragscope oom` diagnoses it ([`crate::analysis::oom`]),
 /// so the report and the command phrase the same moment identically. The
 /// shown moment's state serves when it is that OOM; other OOMs are replayed.
-fn oom_findings(snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
+fn oom_findings(st: &Style, snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
     let d = inp.replay.device;
     let trace = snap.trace_of(d);
     let ooms: Vec<usize> = (0..trace.len())
@@ -486,7 +488,8 @@ fn oom_findings(snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
     let mut out = Vec::new();
     let mut add = |state: &crate::timeline::MomentState, i: usize| {
         let ev = &trace[i];
-        let Some(f) = crate::analysis::oom::finding_at(snap, state, i, &inp.replay.report, None)
+        let Some(f) =
+            crate::analysis::oom::finding_at(st, snap, state, i, &inp.replay.report, None)
         else {
             return;
         };
@@ -515,7 +518,7 @@ fn oom_findings(snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
 
 /// The summary in words: every OOM's diagnosis, else where the memory sat
 /// at the worst moment, then the top call site.
-pub fn verdict(r: &Report) -> Vec<String> {
+pub fn verdict(st: &Style, r: &Report) -> Vec<String> {
     let mut v = Vec::new();
     if r.devices.is_empty() {
         v.push("The snapshot holds no segments and no trace events: nothing was allocated while it was recorded.".into());
@@ -562,11 +565,11 @@ pub fn verdict(r: &Report) -> Vec<String> {
                 v.push(format!(
                     "Device {} {at}: {} of {} reserved ({}) sat free inside PyTorch's cache, in {} free gaps; the largest gap was {} (fragmentation {}).",
                     d.device,
-                    fmt_bytes(free),
-                    fmt_bytes(s.reserved_bytes),
+                    st.bytes(free),
+                    st.bytes(s.reserved_bytes),
                     fmt_pct(free as f64 / s.reserved_bytes as f64),
                     s.free_blocks,
-                    fmt_bytes(s.largest_free_block_bytes),
+                    st.bytes(s.largest_free_block_bytes),
                     fmt_pct(s.fragmentation)
                 ));
             }
@@ -577,15 +580,15 @@ pub fn verdict(r: &Report) -> Vec<String> {
             v.push(format!(
                 "Peak on device {}: {} reserved, {} allocated.",
                 d.device,
-                fmt_bytes(d.peak_reserved.reserved),
-                fmt_bytes(d.peak_allocated.allocated)
+                st.bytes(d.peak_reserved.reserved),
+                st.bytes(d.peak_allocated.allocated)
             ));
         } else {
             v.push(format!(
                 "Recorded state of device {}: {} reserved, {} allocated.",
                 d.device,
-                fmt_bytes(d.end.reserved),
-                fmt_bytes(d.end.allocated)
+                st.bytes(d.end.reserved),
+                st.bytes(d.end.allocated)
             ));
         }
         if let Some(sentence) = &d.culprit_summary {

@@ -14,8 +14,9 @@
 
 use super::OomFinding;
 use crate::analysis::advice::{OomFigures, diagnose};
+use crate::core::style::Style;
 use crate::core::text::upper_first;
-use crate::core::units::{fmt_bytes, fmt_pct};
+use crate::core::units::fmt_pct;
 use crate::model::OomMark;
 use crate::model::memtimeline::MemoryTimeline;
 use crate::model::profiler::{
@@ -174,10 +175,10 @@ impl TraceReport {
     }
 }
 
-fn heading(d: &TraceDevice) -> String {
+fn heading(st: &Style, d: &TraceDevice) -> String {
     match (&d.name, d.capacity) {
-        (Some(n), Some(c)) => format!("{} ({n}, {})", d.label, fmt_bytes(c)),
-        (None, Some(c)) => format!("{} ({})", d.label, fmt_bytes(c)),
+        (Some(n), Some(c)) => format!("{} ({n}, {})", d.label, st.bytes(c)),
+        (None, Some(c)) => format!("{} ({})", d.label, st.bytes(c)),
         (Some(n), None) => format!("{} ({n})", d.label),
         _ => d.label.clone(),
     }
@@ -222,6 +223,7 @@ pub fn default_moment(d: &TraceDevice) -> (Moment, String) {
 /// Everything a report shows of a trace. `at`: the moment of the operator
 /// table (default [`default_moment`]); an error names the device and why.
 pub fn build(
+    st: &Style,
     tr: &ProfilerTrace,
     file: &str,
     format: &str,
@@ -250,7 +252,7 @@ pub fn build(
                         largest_gap: None,
                         device_free: None,
                     },
-                    diagnosis: diagnose(&OomFigures::of_trace(o, d.capacity)),
+                    diagnosis: diagnose(st, &OomFigures::of_trace(o, d.capacity)),
                 }
             })
             .collect();
@@ -265,7 +267,7 @@ pub fn build(
         devices.push(TraceDeviceReport {
             label: d.label.clone(),
             device_id: d.key.device_id,
-            heading: heading(d),
+            heading: heading(st, d),
             is_cpu: d.key.is_cpu(),
             capacity: d.capacity,
             events: d.summary.events,
@@ -310,13 +312,13 @@ pub fn build(
         quality,
         no_gpu: tr.no_gpu_memory(),
     };
-    r.verdict = verdict(&r);
+    r.verdict = verdict(st, &r);
     Ok(r)
 }
 
 /// The summary in words, with the snapshot report's wording for the
 /// figures both have.
-pub fn verdict(r: &TraceReport) -> Vec<String> {
+pub fn verdict(st: &Style, r: &TraceReport) -> Vec<String> {
     let mut v = Vec::new();
     if r.devices.is_empty() {
         v.push("The trace holds no memory events for the devices asked for.".into());
@@ -345,18 +347,18 @@ pub fn verdict(r: &TraceReport) -> Vec<String> {
         Some(p) => v.push(format!(
             "Peak on {}: {} reserved, {} allocated.",
             d.label,
-            fmt_bytes(p.bytes),
-            fmt_bytes(peak_alloc)
+            st.bytes(p.bytes),
+            st.bytes(peak_alloc)
         )),
         None if d.is_cpu => v.push(format!(
             "Peak on {}: {} allocated (CPU memory is not cached by an allocator, so it has no reserved figure).",
             d.label,
-            fmt_bytes(peak_alloc)
+            st.bytes(peak_alloc)
         )),
         None => v.push(format!(
             "Peak on {}: {} allocated (reserved memory is not recorded in this trace).",
             d.label,
-            fmt_bytes(peak_alloc)
+            st.bytes(peak_alloc)
         )),
     }
     if let Some(p) = &s.peak_external_free {
@@ -376,7 +378,7 @@ pub fn verdict(r: &TraceReport) -> Vec<String> {
         };
         v.push(format!(
             "Free external (reserved − allocated: cached by PyTorch, in no live tensor) peaked at {} at {}; {growth}.",
-            fmt_bytes(p.bytes),
+            st.bytes(p.bytes),
             moment_text(
                 p.event.map(|e| e as usize),
                 p.time_us,
@@ -391,7 +393,7 @@ pub fn verdict(r: &TraceReport) -> Vec<String> {
                 format!(
                     " ({} of {} allocated)",
                     fmt_pct(b as f64 / total as f64),
-                    fmt_bytes(total)
+                    st.bytes(total)
                 )
             } else {
                 String::new()
@@ -406,7 +408,7 @@ pub fn verdict(r: &TraceReport) -> Vec<String> {
         if older > 0 {
             s.push_str(&format!(
                 ", {} was allocated before the trace began{}",
-                fmt_bytes(older),
+                st.bytes(older),
                 share(older)
             ));
         }
@@ -415,7 +417,7 @@ pub fn verdict(r: &TraceReport) -> Vec<String> {
                 "{} {} holds the most live memory of the trace's allocations: {}{}.",
                 if older > 0 { "; of the rest," } else { "," },
                 t.op,
-                fmt_bytes(t.bytes),
+                st.bytes(t.bytes),
                 share(t.bytes)
             )),
             None => s.push_str("; no allocation of the trace is live."),
@@ -440,7 +442,12 @@ pub struct CategoryReport {
     pub quality: Vec<String>,
 }
 
-pub fn build_categories(tl: &MemoryTimeline, file: &str, format: &str) -> CategoryReport {
+pub fn build_categories(
+    st: &Style,
+    tl: &MemoryTimeline,
+    file: &str,
+    format: &str,
+) -> CategoryReport {
     let mut small = tl.clone();
     small.samples = downsample_categories(&tl.samples, REPORT_POINTS);
     let form = match tl.form {
@@ -469,13 +476,13 @@ pub fn build_categories(tl: &MemoryTimeline, file: &str, format: &str) -> Catego
             };
             verdict.push(format!(
                 "Peak: {} of live tensors at {at}.",
-                fmt_bytes(p.total)
+                st.bytes(p.total)
             ));
             if let Some((b, c)) = parts.first() {
                 verdict.push(format!(
                     "The largest category at the peak: {} with {} ({} of the peak).",
                     c.as_str(),
-                    fmt_bytes(*b),
+                    st.bytes(*b),
                     fmt_pct(*b as f64 / p.total.max(1) as f64)
                 ));
             }
