@@ -18,8 +18,10 @@ use crate::timeline::Sample;
 
 /// Culprits outlined on the segment map.
 pub const HIGHLIGHT_SITES: usize = 5;
+
 /// Blocks outlined per culprit (its largest).
 pub const HIGHLIGHT_BLOCKS: usize = 50;
+
 /// Sites in the call-site chart.
 pub const CHART_SITES: usize = 10;
 
@@ -195,6 +197,7 @@ pub fn trace_timeline(r: &TraceReport, d: &TraceDeviceReport) -> Result<Svg, Cha
         .map(|p| at(p, |s, b| s.allocated = b));
     timeline_svg(&c)
 }
+
 /// The verdict as the text panel that heads a one-page summary.
 pub(crate) fn summary_panel(file: &str, verdict: &[String]) -> Svg {
     let mut paras = vec![Para::new(
@@ -213,6 +216,7 @@ pub(crate) fn summary_panel(file: &str, verdict: &[String]) -> Svg {
     }
     text_panel(&paras, WIDTH)
 }
+
 /// The one-page summary of a trace: verdict and the main device's timeline.
 pub fn trace_summary(r: &TraceReport) -> Result<Svg, ChartError> {
     let mut panels = vec![summary_panel(&r.file, &r.verdict)];
@@ -221,11 +225,13 @@ pub fn trace_summary(r: &TraceReport) -> Result<Svg, ChartError> {
     }
     Ok(stack(&panels, 8))
 }
+
 /// The stacked chart of live bytes by category.
 pub fn categories(r: &CategoryReport) -> Result<Svg, ChartError> {
     let t = format!("Live tensor bytes by category · {}", r.file);
     categories_svg(&CategoriesChart::new(&t, &r.timeline.samples))
 }
+
 /// The one-page summary of a memory-timeline export: verdict and the
 /// stacked chart.
 pub fn categories_summary(r: &CategoryReport) -> Result<Svg, ChartError> {

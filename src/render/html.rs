@@ -18,6 +18,7 @@ use std::fmt::Write;
 
 /// Culprit rows listed per device.
 pub const TABLE_SITES: usize = 20;
+
 /// Segment-map rows in the report.
 pub const MAP_ROWS: usize = 36;
 
@@ -335,16 +336,12 @@ pub fn html(st: &Style, r: &Report) -> Result<String, ChartError> {
         &r.verdict,
         r.devices.iter().any(|d| !d.ooms.is_empty()),
     );
-    if r.devices.len() > 1 {
-        out.push_str("<nav><p>Devices: ");
-        let links: Vec<String> = r
-            .devices
-            .iter()
-            .map(|d| format!("<a href=\"#device-{0}\">device {0}</a>", d.device))
-            .collect();
-        out.push_str(&links.join(" · "));
-        out.push_str("</p></nav>\n");
-    }
+    let links: Vec<String> = r
+        .devices
+        .iter()
+        .map(|d| format!("<a href=\"#device-{0}\">device {0}</a>", d.device))
+        .collect();
+    device_nav(&mut out, &links);
     for d in &r.devices {
         device_section(st, &mut out, r, d)?;
     }
@@ -400,8 +397,10 @@ pub fn html(st: &Style, r: &Report) -> Result<String, ChartError> {
 
 /// Operator rows listed per table.
 pub const TABLE_OPS: usize = 20;
+
 /// Reserved-growth rows listed.
 pub const TABLE_GROWTH: usize = 10;
+
 /// The document head, with the inline style sheet.
 pub(crate) fn head(out: &mut String, file: &str) {
     let _ = write!(
@@ -410,6 +409,7 @@ pub(crate) fn head(out: &mut String, file: &str) {
         escape(file)
     );
 }
+
 /// The verdict box; `oom` colors it as a failure.
 pub(crate) fn verdict_section(out: &mut String, verdict: &[String], oom: bool) {
     let _ = writeln!(
@@ -427,6 +427,7 @@ pub(crate) fn verdict_section(out: &mut String, verdict: &[String], oom: bool) {
     }
     out.push_str("</div></section>\n");
 }
+
 /// The data-quality notes as a list.
 pub(crate) fn quality_list(out: &mut String, quality: &[String]) {
     out.push_str("<ul>\n");
@@ -445,6 +446,16 @@ fn quality_section(out: &mut String, quality: &[String]) {
     }
     out.push_str("</section>\n");
 }
+
+/// Links to the device sections, where there is more than one.
+fn device_nav(out: &mut String, links: &[String]) {
+    if links.len() > 1 {
+        out.push_str("<nav><p>Devices: ");
+        out.push_str(&links.join(" · "));
+        out.push_str("</p></nav>\n");
+    }
+}
+
 /// The footer that closes the document.
 pub(crate) fn footer(out: &mut String) {
     let _ = write!(
@@ -453,12 +464,14 @@ pub(crate) fn footer(out: &mut String) {
         env!("CARGO_PKG_VERSION")
     );
 }
+
 fn anchor(label: &str) -> String {
     label
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect()
 }
+
 fn ops_table(st: &Style, out: &mut String, ops: &[OpShare], total: u64, count_header: &str) {
     out.push_str(&format!(
         "<table><tr><th>#</th><th>operator</th><th>bytes</th><th>share</th><th>{count_header}</th></tr>\n"
@@ -491,6 +504,7 @@ fn ops_table(st: &Style, out: &mut String, ops: &[OpShare], total: u64, count_he
         );
     }
 }
+
 fn trace_device_section(
     st: &Style,
     out: &mut String,
@@ -606,6 +620,7 @@ fn trace_device_section(
     out.push_str("</section>\n");
     Ok(())
 }
+
 /// The whole report of a profiler trace as one HTML document.
 pub fn trace_html(st: &Style, r: &TraceReport) -> Result<String, ChartError> {
     let mut out = String::new();
@@ -622,22 +637,18 @@ pub fn trace_html(st: &Style, r: &TraceReport) -> Result<String, ChartError> {
         &r.verdict,
         r.devices.iter().any(|d| !d.ooms.is_empty()),
     );
-    if r.devices.len() > 1 {
-        out.push_str("<nav><p>Devices: ");
-        let links: Vec<String> = r
-            .devices
-            .iter()
-            .map(|d| {
-                format!(
-                    "<a href=\"#device-{}\">{}</a>",
-                    anchor(&d.label),
-                    escape(&d.label)
-                )
-            })
-            .collect();
-        out.push_str(&links.join(" · "));
-        out.push_str("</p></nav>\n");
-    }
+    let links: Vec<String> = r
+        .devices
+        .iter()
+        .map(|d| {
+            format!(
+                "<a href=\"#device-{}\">{}</a>",
+                anchor(&d.label),
+                escape(&d.label)
+            )
+        })
+        .collect();
+    device_nav(&mut out, &links);
     for d in &r.devices {
         trace_device_section(st, &mut out, r, d)?;
     }
@@ -650,6 +661,7 @@ pub fn trace_html(st: &Style, r: &TraceReport) -> Result<String, ChartError> {
     footer(&mut out);
     Ok(out)
 }
+
 /// Rows of the category table: (category, before profiling, peak, share, end).
 pub(crate) fn category_rows(st: &Style, r: &CategoryReport) -> Vec<[String; 5]> {
     let tl = &r.timeline;
@@ -688,6 +700,7 @@ pub(crate) fn category_rows(st: &Style, r: &CategoryReport) -> Vec<[String; 5]> 
     ]);
     rows
 }
+
 /// The whole report of a memory-timeline export as one HTML document.
 pub fn categories_html(st: &Style, r: &CategoryReport) -> Result<String, ChartError> {
     let mut out = String::new();

@@ -23,12 +23,7 @@ pub(crate) fn md(s: &str) -> String {
 
 /// `svg_link`: where the summary image will be, relative to the Markdown.
 pub fn markdown(st: &Style, r: &Report, svg_link: Option<&str>) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "## Memory report: `{}`\n", r.file.replace('`', "'"));
-    quote(&mut o, &r.verdict);
-    if let Some(link) = svg_link {
-        let _ = writeln!(o, "![memory summary of {}]({})\n", md(&r.file), link);
-    }
+    let mut o = head(&r.file, &r.verdict, svg_link);
     if !r.devices.is_empty() {
         o.push_str("| device | events | peak reserved | peak allocated | peak allocated incl. pending frees | final reserved | final allocated | OOMs |\n");
         o.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -173,8 +168,20 @@ pub fn markdown(st: &Style, r: &Report, svg_link: Option<&str>) -> String {
     o
 }
 
+/// The title, the verdict and the link to the summary image that open
+/// every report.
+fn head(file: &str, verdict: &[String], svg_link: Option<&str>) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "## Memory report: `{}`\n", file.replace('`', "'"));
+    quote(&mut o, verdict);
+    if let Some(link) = svg_link {
+        let _ = writeln!(o, "![memory summary of {}]({})\n", md(file), link);
+    }
+    o
+}
+
 /// The verdict as a block quote, one paragraph a sentence.
-pub(crate) fn quote(o: &mut String, verdict: &[String]) {
+fn quote(o: &mut String, verdict: &[String]) {
     for v in verdict {
         let _ = writeln!(o, "> {}", md(v));
         o.push_str(">\n");
@@ -184,15 +191,11 @@ pub(crate) fn quote(o: &mut String, verdict: &[String]) {
     }
     o.push('\n');
 }
+
 /// The report of a profiler trace as Markdown, with the snapshot report's
 /// tables.
 pub fn trace_markdown(st: &Style, r: &TraceReport, svg_link: Option<&str>) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "## Memory report: `{}`\n", r.file.replace('`', "'"));
-    quote(&mut o, &r.verdict);
-    if let Some(link) = svg_link {
-        let _ = writeln!(o, "![memory summary of {}]({})\n", md(&r.file), link);
-    }
+    let mut o = head(&r.file, &r.verdict, svg_link);
     if !r.devices.is_empty() {
         o.push_str("| device | events | peak reserved | peak allocated | peak allocated incl. pending frees | final reserved | final allocated | OOMs |\n");
         o.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -271,14 +274,10 @@ pub fn trace_markdown(st: &Style, r: &TraceReport, svg_link: Option<&str>) -> St
     }
     o
 }
+
 /// The report of a memory-timeline export as Markdown.
 pub fn categories_markdown(st: &Style, r: &CategoryReport, svg_link: Option<&str>) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "## Memory report: `{}`\n", r.file.replace('`', "'"));
-    quote(&mut o, &r.verdict);
-    if let Some(link) = svg_link {
-        let _ = writeln!(o, "![memory summary of {}]({})\n", md(&r.file), link);
-    }
+    let mut o = head(&r.file, &r.verdict, svg_link);
     let rows = category_rows(st, r);
     if !rows.is_empty() {
         o.push_str("| category | before profiling | at the peak | share of the peak | end |\n|---|---:|---:|---:|---:|\n");
