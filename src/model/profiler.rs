@@ -237,6 +237,93 @@ pub struct DeviceSummary {
     pub out_of_memory_events: u64,
 }
 
+impl DeviceSummary {
+    /// The figures of the whole trace read off one device's events (sorted,
+    /// paired) and its series of totals: first and last times, the end
+    /// state, the peaks and where they were reached, every growth of
+    /// reserved memory, bytes allocated per operator and, with `Addr`, what
+    /// each operator held at the peak. Counts, pairing and the bytes
+    /// allocated before the trace are the decoder's, set before.
+    pub fn add_figures(&mut self, events: &[MemEvent], samples: &[TraceSample], names: &[String]) {
+        let name_of = |id: Option<u32>| id.map(|i| names[i as usize].clone());
+        self.first_time_us = events.first().map(|e| time_of(e.ts_us));
+        self.last_time_us = events.last().map(|e| time_of(e.ts_us));
+        let end = *samples.last().expect("start sample");
+        self.allocated_end = end.allocated;
+        self.reserved_end = end.reserved;
+        self.external_free_end = end.external_free;
+        self.reserved_start = samples.get(1).and_then(|x| x.reserved);
+
+        let peak_of = |f: &dyn Fn(&TraceSample) -> Option<u64>| -> Option<Peak> {
+            let mut best: Option<(u64, usize)> = None;
+            for (k, x) in samples.iter().enumerate() {
+                if let Some(v) = f(x)
+                    && best.is_none_or(|(b, _)| v > b)
+                {
+                    best = Some((v, k));
+                }
+            }
+            let (bytes, k) = best?;
+            let ev = samples[k].event;
+            let me = ev.map(|i| &events[i as usize]);
+            Some(Peak {
+                bytes,
+                event: ev,
+                time_us: samples[k].time_us,
+                op: me.and_then(|m| name_of(m.op)),
+                python: me.and_then(|m| name_of(m.python)),
+            })
+        };
+        self.peak_allocated = peak_of(&|x| Some(x.allocated));
+        self.peak_reserved = peak_of(&|x| x.reserved);
+        self.peak_external_free = peak_of(&|x| x.external_free);
+
+        for i in 1..events.len() {
+            let (b, a) = (&samples[i], &samples[i + 1]);
+            if let (Some(rb), Some(ra)) = (b.reserved, a.reserved)
+                && ra > rb
+            {
+                let e = &events[i];
+                let bytes = e.bytes.max(0) as u64;
+                let free_before = rb.saturating_sub(b.allocated);
+                if bytes > 0 && free_before >= bytes {
+                    self.growth_with_free_cache += 1;
+                    self.growth_with_free_cache_bytes += ra - rb;
+                }
+                self.reserved_growth.push(ReservedStep {
+                    event: i as u32,
+                    time_us: time_of(e.ts_us),
+                    bytes,
+                    reserved_before: rb,
+                    reserved_after: ra,
+                    free_before,
+                    op: name_of(e.op),
+                    python: name_of(e.python),
+                });
+            }
+        }
+
+        let mut by_op: HashMap<String, (u64, u64)> = HashMap::new();
+        for e in events.iter().filter(|e| e.bytes > 0) {
+            let x = by_op.entry(op_label(names, e)).or_default();
+            x.0 += e.bytes as u64;
+            x.1 += 1;
+        }
+        self.allocations_by_op = sorted_shares(by_op);
+
+        if self.has_addr
+            && let Some(at) = self.peak_allocated.as_ref().and_then(|p| p.event)
+        {
+            self.live_at_peak_by_op = live_by_op(
+                events,
+                names,
+                self.allocated_before_trace,
+                Some(at as usize),
+            );
+        }
+    }
+}
+
 /// The memory timeline of one (device type, device id).
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct TraceDevice {
