@@ -136,7 +136,7 @@ pub fn check_profiler_trace(tr: &ProfilerTrace) {
             }
         }
         let max = |v: &[TraceSample]| v.iter().map(|s| s.allocated).max();
-        let down = d.downsampled(64);
+        let down = fragscope::timeline::downsample::downsample_trace(&d.samples, 64);
         assert!(
             down.len() <= 64 + 2,
             "{} points from downsampling to 64",
@@ -144,8 +144,8 @@ pub fn check_profiler_trace(tr: &ProfilerTrace) {
         );
         assert_eq!(max(&down), max(&d.samples), "downsampling lowered the peak");
     }
-    fragscope::render::profiler::trace_text(&Style::default(), NAME, "fuzz", tr);
-    let json = fragscope::render::profiler::trace_json(NAME, "fuzz", tr);
+    fragscope::render::stats::trace_text(&Style::default(), NAME, "fuzz", tr);
+    let json = fragscope::render::stats::trace_json(NAME, "fuzz", tr);
     serde_json::from_str::<serde_json::Value>(&json).expect("trace JSON report parses");
 }
 
@@ -155,7 +155,7 @@ pub fn check_memory_timeline(tl: &MemoryTimeline) {
     let max = |v: &[fragscope::input::profiler::memtimeline::CategorySample]| {
         v.iter().map(|s| s.total()).max()
     };
-    let down = tl.downsampled(64);
+    let down = fragscope::timeline::downsample::downsample_categories(&tl.samples, 64);
     assert!(down.len() <= 64 + 2);
     assert_eq!(
         max(&down),
@@ -165,8 +165,8 @@ pub fn check_memory_timeline(tl: &MemoryTimeline) {
     if let Some(p) = &tl.peak {
         assert_eq!(Some(p.total), max(&tl.samples), "peak is the highest total");
     }
-    fragscope::render::profiler::timeline_text(&Style::default(), NAME, "fuzz", tl);
-    let json = fragscope::render::profiler::timeline_json(NAME, "fuzz", tl);
+    fragscope::render::stats::timeline_text(&Style::default(), NAME, "fuzz", tl);
+    let json = fragscope::render::stats::timeline_json(NAME, "fuzz", tl);
     serde_json::from_str::<serde_json::Value>(&json).expect("timeline JSON report parses");
 }
 

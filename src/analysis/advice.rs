@@ -38,6 +38,21 @@ pub struct OomFigures {
     pub gc_threshold: Option<f64>,
 }
 
+impl OomFigures {
+    /// What a profiler trace knows about a failure: the rounded request and
+    /// the totals the `[OutOfMemory]` event carries, with the device's
+    /// capacity where the trace names it.
+    pub fn of_trace(o: &crate::model::profiler::TraceOom, capacity: Option<u64>) -> OomFigures {
+        OomFigures {
+            requested: Some(o.bytes),
+            capacity,
+            reserved: o.total_reserved,
+            allocated: o.total_allocated,
+            ..Default::default()
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {

@@ -677,6 +677,49 @@ fn rounding_waste(blocks: &[BlockFinding]) -> Vec<RoundingWaste> {
     out
 }
 
+/// What `culprits` found on one trace device.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TraceCulprits {
+    pub device: String,
+    /// How the moment was named (`peak`, `oom`, `1234`).
+    pub moment: String,
+    pub at: Option<usize>,
+    pub time_us: Option<i64>,
+    pub allocated: u64,
+    pub reserved: Option<u64>,
+    pub external_free: Option<u64>,
+    /// `None` without `Addr` (allocations cannot be paired with frees).
+    pub live_by_op: Option<Vec<crate::model::profiler::OpShare>>,
+    /// Why stranded bytes are not given.
+    pub stranded: &'static str,
+}
+
+/// The sentence every trace `culprits` output carries instead of stranded
+/// bytes.
+pub const NO_STRANDED: &str = "stranded bytes: not measurable for a profiler trace: they need the segment layout (which free blocks share a segment with a live one), which a trace does not record; record a memory snapshot to rank blocks by the free memory they strand";
+
+/// Live bytes by operator on one trace device after event `at` (`None`:
+/// before the first), with the totals of that moment.
+pub fn trace_culprits(
+    d: &crate::model::profiler::TraceDevice,
+    names: &[String],
+    moment: &str,
+    at: Option<usize>,
+) -> TraceCulprits {
+    let s = d.sample_at(at);
+    TraceCulprits {
+        device: d.label.clone(),
+        moment: moment.to_string(),
+        at,
+        time_us: s.time_us,
+        allocated: s.allocated,
+        reserved: s.reserved,
+        external_free: s.external_free,
+        live_by_op: d.live_by_op(names, at),
+        stranded: NO_STRANDED,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,5 @@ pub mod oom;
 pub mod ranks;
 pub mod report;
 pub mod stats;
-pub mod trace_report;
 pub mod verdict;
 pub mod what_if;

@@ -23,21 +23,6 @@ pub const DUMPED_AT_OOM_MIN_RESERVED: u64 = 1 << 30;
 /// or when reserved memory fills this share of a given capacity.
 pub const DUMPED_AT_OOM_CAPACITY_SHARE: f64 = 0.90;
 
-/// An out-of-memory event as the charts mark it on a time series (worded
-/// by `render::svg::timeline`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct OomMark {
-    /// Index of the `oom` event in the device trace.
-    pub event: usize,
-    pub time_us: Option<i64>,
-    /// The (rounded) request that failed.
-    pub request: u64,
-    /// Largest free gap inside reserved memory at that moment.
-    pub largest_gap: Option<u64>,
-    /// Free device memory the driver reported.
-    pub device_free: Option<u64>,
-}
-
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct GapSite {
     pub segment_address: u64,

@@ -5,6 +5,7 @@
 use super::report::{Report, moment_text};
 use crate::analysis::culprits;
 use crate::core::style::Style;
+use crate::core::text::upper_first;
 use crate::core::units::fmt_pct;
 
 /// One line of the verdict: a sentence written here, or the finding of
@@ -137,12 +138,4 @@ pub fn verdict(st: &Style, r: &Report) -> Vec<VerdictLine> {
         }
     }
     v
-}
-
-fn upper_first(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
-        None => String::new(),
-    }
 }

@@ -1,7 +1,7 @@
 //! `fragscope culprits FILE`: which live blocks pin fragmented memory.
 
 use super::common::{Exit, Global, print};
-use crate::analysis::culprits::{GroupBy, Options};
+use crate::analysis::culprits::{self, GroupBy, Options};
 use crate::core::style::Style;
 use crate::input;
 use crate::model::Snapshot;
@@ -67,7 +67,7 @@ fn run_trace(
     a: &Args,
     tr: &crate::input::profiler::ProfilerTrace,
 ) -> anyhow::Result<Exit> {
-    use crate::render::profiler as rp;
+    use crate::render::culprits as rp;
     let name =
         a.at.as_deref()
             .unwrap_or("peak")
@@ -82,14 +82,14 @@ fn run_trace(
             a.file
         );
     }
-    let devs = crate::analysis::trace_report::select(tr, a.device)
+    let devs = crate::analysis::report::trace::select(tr, a.device)
         .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
     let mut found = Vec::new();
     let mut first_err = None;
     for d in devs {
         match d.resolve(moment) {
             Ok(at) => found.push((
-                rp::trace_culprits(d, &tr.names, &name, at),
+                culprits::trace_culprits(d, &tr.names, &name, at),
                 d.summary.first_time_us,
             )),
             Err(e) => {

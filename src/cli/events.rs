@@ -90,7 +90,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             })?;
         }
         Content::Profiler(t) => {
-            let devs: Vec<usize> = crate::analysis::trace_report::select(t, a.device)
+            let devs: Vec<usize> = crate::analysis::report::trace::select(t, a.device)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?
                 .into_iter()
                 .map(|d| {

@@ -61,7 +61,7 @@ impl From<PlotKind> for Kind {
 
 /// The one chart a trace or a memory-timeline export has: its timeline.
 fn plot_other(st: &Style, a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<String> {
-    use crate::render::trace_report as rt;
+    use crate::render::charts as rt;
     let what = match a.kind {
         PlotKind::Timeline => None,
         PlotKind::Fragmentation => Some("fragmentation needs the largest free gap"),
@@ -78,12 +78,12 @@ fn plot_other(st: &Style, a: &Args, fmt: &str, content: &input::Content) -> anyh
                     a.file
                 );
             }
-            let r = crate::analysis::trace_report::build(st, t, &a.file, fmt, a.device, a.at)
+            let r = crate::analysis::report::trace::build(st, t, &a.file, fmt, a.device, a.at)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
             let panels = r
                 .devices
                 .iter()
-                .map(|d| rt::timeline(&r, d))
+                .map(|d| rt::trace_timeline(&r, d))
                 .collect::<Result<Vec<_>, _>>()?;
             if panels.is_empty() {
                 anyhow::bail!("{}: no device has memory events", a.file);
@@ -97,7 +97,7 @@ fn plot_other(st: &Style, a: &Args, fmt: &str, content: &input::Content) -> anyh
                     a.file
                 );
             }
-            let r = crate::analysis::trace_report::build_categories(st, t, &a.file, fmt);
+            let r = crate::analysis::report::trace::build_categories(st, t, &a.file, fmt);
             Ok(rt::categories(&r)?.body)
         }
     }

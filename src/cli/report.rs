@@ -7,7 +7,7 @@ use super::common::{Exit, Global, expand_inputs, print, print_error};
 use crate::analysis::report;
 use crate::input::{self, Content};
 use crate::pipeline;
-use crate::render::{charts, html, markdown, trace_report as rt};
+use crate::render::{charts, html, markdown};
 use crate::timeline::Moment;
 
 #[derive(clap::Args, Debug)]
@@ -156,16 +156,16 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             )?;
         }
         Content::Profiler(t) => {
-            let r = crate::analysis::trace_report::build(&g.style, t, file, &fmt, a.device, a.at)
+            let r = crate::analysis::report::trace::build(&g.style, t, file, &fmt, a.device, a.at)
                 .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
             write_forms(
                 &a,
                 &kinds,
                 inputs,
                 &Forms {
-                    html: Box::new(|| Ok(rt::html(&g.style, &r)?)),
-                    svg: Box::new(|| Ok(rt::summary(&r)?.body)),
-                    md: Box::new(|link| rt::markdown(&g.style, &r, link)),
+                    html: Box::new(|| Ok(html::trace_html(&g.style, &r)?)),
+                    svg: Box::new(|| Ok(charts::trace_summary(&r)?.body)),
+                    md: Box::new(|link| markdown::trace_markdown(&g.style, &r, link)),
                 },
             )?;
         }
@@ -175,15 +175,15 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
                     "{file}: --device and --at: a memory-timeline export holds one device's tensor bytes by category and no allocator state to show at a moment"
                 );
             }
-            let r = crate::analysis::trace_report::build_categories(&g.style, t, file, &fmt);
+            let r = crate::analysis::report::trace::build_categories(&g.style, t, file, &fmt);
             write_forms(
                 &a,
                 &kinds,
                 inputs,
                 &Forms {
-                    html: Box::new(|| Ok(rt::categories_html(&g.style, &r)?)),
-                    svg: Box::new(|| Ok(rt::categories_summary(&r)?.body)),
-                    md: Box::new(|link| rt::categories_markdown(&g.style, &r, link)),
+                    html: Box::new(|| Ok(html::categories_html(&g.style, &r)?)),
+                    svg: Box::new(|| Ok(charts::categories_summary(&r)?.body)),
+                    md: Box::new(|link| markdown::categories_markdown(&g.style, &r, link)),
                 },
             )?;
         }

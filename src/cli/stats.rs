@@ -49,13 +49,13 @@ fn one(
         }
         Content::Profiler(t) => Ok(One::Profiler {
             file: path.to_string(),
-            text: crate::render::profiler::trace_text(&g.style, path, &fmt, t),
-            json: crate::render::profiler::trace_json(path, &fmt, t),
+            text: crate::render::stats::trace_text(&g.style, path, &fmt, t),
+            json: crate::render::stats::trace_json(path, &fmt, t),
         }),
         Content::MemoryTimeline(t) => Ok(One::Profiler {
             file: path.to_string(),
-            text: crate::render::profiler::timeline_text(&g.style, path, &fmt, t),
-            json: crate::render::profiler::timeline_json(path, &fmt, t),
+            text: crate::render::stats::timeline_text(&g.style, path, &fmt, t),
+            json: crate::render::stats::timeline_json(path, &fmt, t),
         }),
     }
 }

@@ -144,15 +144,15 @@ fn run_trace(
             a.file
         );
     }
-    let devs = crate::analysis::trace_report::select(tr, a.device)
+    let devs = crate::analysis::report::trace::select(tr, a.device)
         .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
     let series = |d: &crate::input::profiler::TraceDevice| match a.max_points {
-        Some(n) => d.downsampled(n),
+        Some(n) => crate::timeline::downsample::downsample_trace(&d.samples, n),
         None => d.samples.clone(),
     };
     if a.csv {
         let s: Vec<_> = devs.iter().map(|d| (*d, series(d))).collect();
-        print(&crate::render::profiler::trace_timeline_csv(&s))?;
+        print(&crate::render::timeline::trace_timeline_csv(&s))?;
     } else if a.json {
         let s: Vec<_> = devs
             .iter()
@@ -164,11 +164,11 @@ fn run_trace(
                 )
             })
             .collect();
-        print(&crate::render::profiler::trace_timeline_json(
+        print(&crate::render::timeline::trace_timeline_json(
             &a.file, tr, &s,
         ))?;
     } else {
-        print(&crate::render::profiler::trace_timeline_text(
+        print(&crate::render::timeline::trace_timeline_text(
             st, &a.file, fmt, tr, &devs,
         ))?;
     }
@@ -189,18 +189,18 @@ fn run_categories(
         );
     }
     let samples = match a.max_points {
-        Some(n) => tl.downsampled(n),
+        Some(n) => crate::timeline::downsample::downsample_categories(&tl.samples, n),
         None => tl.samples.clone(),
     };
     if a.csv {
-        print(&crate::render::profiler::categories_timeline_csv(&samples))?;
+        print(&crate::render::timeline::categories_timeline_csv(&samples))?;
     } else if a.json {
         let down = samples.len() < tl.samples.len();
-        print(&crate::render::profiler::categories_timeline_json(
+        print(&crate::render::timeline::categories_timeline_json(
             &a.file, tl, &samples, down,
         ))?;
     } else {
-        print(&crate::render::profiler::categories_timeline_text(
+        print(&crate::render::timeline::categories_timeline_text(
             st, &a.file, fmt, tl,
         ))?;
     }

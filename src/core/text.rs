@@ -17,3 +17,12 @@ pub fn one_line(s: &str) -> String {
         })
         .collect()
 }
+
+/// The sentence with its first letter in upper case.
+pub fn upper_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}

@@ -22,10 +22,7 @@ use std::path::Path;
 /// Default bound on the (decompressed) bytes read from one input: 16 GiB.
 pub const DEFAULT_MAX_INPUT: u64 = 16 << 30;
 
-/// Magic prefix of fragscope's MessagePack form of the model. The last byte
-/// is the version of the form: the serde form of the model, so it changes
-/// whenever the model does.
-pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x02";
+pub use crate::core::serial::MSGPACK_MAGIC;
 
 /// The prefix of every version of the MessagePack form, [`MSGPACK_MAGIC`]
 /// without its version byte.

@@ -8,7 +8,12 @@
 //! serialises with serde, and re-reading what `convert` writes yields an equal
 //! model.
 
+pub mod memtimeline;
+pub mod moment;
 pub mod policy;
+pub mod profiler;
+
+pub use moment::{Moment, OomMark};
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

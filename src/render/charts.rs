@@ -2,6 +2,7 @@
 //! report and hands them to the chart modules under [`super::svg`]; also the
 //! one-page summary image (verdict, timeline, segment map).
 
+use super::svg::categories::{CategoriesChart, categories_svg};
 use super::svg::compose::{Para, stack, text_panel};
 use super::svg::fragmentation::{FragmentationChart, fragmentation_svg};
 use super::svg::gaps::{GapsChart, gaps_svg};
@@ -9,14 +10,19 @@ use super::svg::segmap::{Highlight, SegmentMapChart, segmap_svg};
 use super::svg::sites::{SiteBar, SitesChart, sites_svg};
 use super::svg::timeline::{OomMark, TimelineChart, timeline_svg};
 use super::svg::{ChartError, Svg, WIDTH};
+use crate::analysis::report::trace::{CategoryReport, TraceDeviceReport, TraceReport};
 use crate::analysis::report::{DeviceReport, Report};
 use crate::core::style::Style;
 use crate::core::units::fmt_binary;
+use crate::model::profiler::Peak;
+use crate::timeline::Sample;
 
 /// Culprits outlined on the segment map.
 pub const HIGHLIGHT_SITES: usize = 5;
+
 /// Blocks outlined per culprit (its largest).
 pub const HIGHLIGHT_BLOCKS: usize = 50;
+
 /// Sites in the call-site chart.
 pub const CHART_SITES: usize = 10;
 
@@ -154,13 +160,54 @@ pub fn plot(kind: Kind, r: &Report, max_rows: usize) -> Result<Svg, ChartError> 
 /// The single-page summary: verdict, the main device's timeline and its
 /// segment map at the shown moment.
 pub fn summary(st: &Style, r: &Report) -> Result<Svg, ChartError> {
+    let mut panels = vec![summary_panel(&r.file, &super::verdict::lines(st, r))];
+    if let Some(d) = r.main_device() {
+        panels.push(timeline(r, d)?);
+        panels.push(segment_map(r, d, 16)?);
+    }
+    Ok(stack(&panels, 8))
+}
+
+/// The memory timeline of one trace device: allocated and (when recorded)
+/// reserved and free-in-reserved; no largest-free-gap line.
+pub fn trace_timeline(r: &TraceReport, d: &TraceDeviceReport) -> Result<Svg, ChartError> {
+    let t = format!("Memory over time · {} · {}", r.file, d.label);
+    let marks: Vec<OomMark> = d.ooms.iter().map(|o| o.mark.clone()).collect();
+    let mut c = TimelineChart::new(&t, &d.samples, &marks);
+    c.reserved = d.reserved_known;
+    c.largest_gap = false;
+    c.first_time_us = d.first_time_us;
+    let at = |p: &Peak, set: fn(&mut Sample, u64)| {
+        let mut s = Sample {
+            event: p.event,
+            time_us: p.time_us,
+            ..Default::default()
+        };
+        set(&mut s, p.bytes);
+        s
+    };
+    c.peak_reserved = d
+        .summary
+        .peak_reserved
+        .as_ref()
+        .map(|p| at(p, |s, b| s.reserved = b));
+    c.peak_allocated = d
+        .summary
+        .peak_allocated
+        .as_ref()
+        .map(|p| at(p, |s, b| s.allocated = b));
+    timeline_svg(&c)
+}
+
+/// The verdict as the text panel that heads a one-page summary.
+pub(crate) fn summary_panel(file: &str, verdict: &[String]) -> Svg {
     let mut paras = vec![Para::new(
-        format!("fragscope report: {}", r.file),
+        format!("fragscope report: {file}"),
         24,
         true,
         "#1e1e1e",
     )];
-    for (i, v) in super::verdict::lines(st, r).into_iter().enumerate() {
+    for (i, v) in verdict.iter().enumerate() {
         paras.push(Para::new(
             v,
             if i == 0 { 18 } else { 16 },
@@ -168,10 +215,29 @@ pub fn summary(st: &Style, r: &Report) -> Result<Svg, ChartError> {
             "#1e1e1e",
         ));
     }
-    let mut panels = vec![text_panel(&paras, WIDTH)];
+    text_panel(&paras, WIDTH)
+}
+
+/// The one-page summary of a trace: verdict and the main device's timeline.
+pub fn trace_summary(r: &TraceReport) -> Result<Svg, ChartError> {
+    let mut panels = vec![summary_panel(&r.file, &r.verdict)];
     if let Some(d) = r.main_device() {
-        panels.push(timeline(r, d)?);
-        panels.push(segment_map(r, d, 16)?);
+        panels.push(trace_timeline(r, d)?);
     }
     Ok(stack(&panels, 8))
+}
+
+/// The stacked chart of live bytes by category.
+pub fn categories(r: &CategoryReport) -> Result<Svg, ChartError> {
+    let t = format!("Live tensor bytes by category · {}", r.file);
+    categories_svg(&CategoriesChart::new(&t, &r.timeline.samples))
+}
+
+/// The one-page summary of a memory-timeline export: verdict and the
+/// stacked chart.
+pub fn categories_summary(r: &CategoryReport) -> Result<Svg, ChartError> {
+    Ok(stack(
+        &[summary_panel(&r.file, &r.verdict), categories(r)?],
+        8,
+    ))
 }

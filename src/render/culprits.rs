@@ -2,9 +2,11 @@
 //! [`Analysis`] values and the snapshot (for stacks); computes nothing but
 //! shares and labels, and returns strings.
 
+use super::stats::opt_bytes;
 use super::table::{align_numbers, new_table};
 use crate::analysis::culprits::{
-    self, Analysis, BlockFinding, Counterfactual, GroupBy, Summary, Whence,
+    self, Analysis, BlockFinding, Counterfactual, GroupBy, NO_STRANDED, Summary, TraceCulprits,
+    Whence,
 };
 use crate::analysis::frames::{CallSite, filtered, frame_label};
 use crate::core::style::Style;
@@ -12,6 +14,7 @@ use crate::core::units::fmt_pct;
 use crate::model::{BlockState, Snapshot, StackId};
 use crate::timeline::Origin;
 use serde::Serialize;
+use serde_json::json;
 
 pub const JSON_SCHEMA: &str = "fragscope.culprits/1";
 
@@ -637,4 +640,75 @@ pub fn render_json(
         devices,
     };
     serde_json::to_string_pretty(&r).expect("culprits JSON always serialises") + "\n"
+}
+
+/// `fragscope culprits` on a trace: live bytes by operator at the moment,
+/// in the snapshot output's units, and why stranded bytes are missing.
+pub fn trace_culprits_text(
+    st: &Style,
+    c: &TraceCulprits,
+    first_time_us: Option<i64>,
+    top: usize,
+) -> String {
+    let at = match c.at {
+        Some(i) => format!(
+            "after event {i}, {}",
+            super::timeline::fmt_time(c.time_us, first_time_us)
+        ),
+        None => "before the first event".into(),
+    };
+    let mut out = format!("{} at {} ({at})\n", c.device, c.moment);
+    out.push_str(&format!(
+        "Live: {} allocated, {} reserved, {} free external (reserved − allocated).\n",
+        st.bytes(c.allocated),
+        opt_bytes(st, c.reserved),
+        opt_bytes(st, c.external_free)
+    ));
+    out.push_str(&format!(
+        "{}.\n",
+        crate::core::text::upper_first(NO_STRANDED)
+    ));
+    match &c.live_by_op {
+        None => out.push_str(
+            "Live bytes by operator: not measurable for this trace: its memory events carry no address (2021 schema), so allocations cannot be paired with their frees.\n",
+        ),
+        Some(v) if v.is_empty() => out.push_str("No live allocation at this moment.\n"),
+        Some(v) => {
+            out.push_str("Live bytes by operator (the call site of a trace):\n");
+            let mut t = new_table(st, &["rank", "operator", "live", "share", "allocations"]);
+            for (i, s) in v.iter().take(top).enumerate() {
+                t.add_row(vec![
+                    (i + 1).to_string(),
+                    s.op.clone(),
+                    st.bytes(s.bytes),
+                    if c.allocated > 0 {
+                        fmt_pct(s.bytes as f64 / c.allocated as f64)
+                    } else {
+                        String::new()
+                    },
+                    if s.events == 0 {
+                        "-".into()
+                    } else {
+                        s.events.to_string()
+                    },
+                ]);
+            }
+            align_numbers(&mut t, 2);
+            out.push_str(&format!("{t}\n"));
+            if v.len() > top {
+                out.push_str(&format!("  … and {} more (raise --top)\n", v.len() - top));
+            }
+        }
+    }
+    out
+}
+
+pub fn trace_culprits_json(file: &str, all: &[TraceCulprits]) -> String {
+    let v = json!({
+        "schema": "fragscope.trace-culprits/1",
+        "file": file,
+        "kind": "profiler_trace",
+        "devices": all,
+    });
+    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
 }

@@ -4,16 +4,21 @@
 //! use `<details>`, which needs no JavaScript.
 
 use super::charts;
+use super::stats::{NA, opt_bytes};
 use super::svg::compose::escape;
 use super::svg::{ChartError, Svg};
+use crate::analysis::report::trace::{CategoryReport, TraceDeviceReport, TraceReport};
 use crate::analysis::report::{DeviceReport, OomFinding, Report, moment_text};
 use crate::analysis::stats::TraceCoverage;
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
+use crate::model::memtimeline::Category;
+use crate::model::profiler::OpShare;
 use std::fmt::Write;
 
 /// Culprit rows listed per device.
 pub const TABLE_SITES: usize = 20;
+
 /// Segment-map rows in the report.
 pub const MAP_ROWS: usize = 36;
 
@@ -317,11 +322,7 @@ fn what_if_section(st: &Style, out: &mut String, r: &Report, w: &crate::sim::Sim
 /// The whole report as one HTML document.
 pub fn html(st: &Style, r: &Report) -> Result<String, ChartError> {
     let mut out = String::new();
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Memory report: {}</title>\n<style>\n{CSS}</style>\n</head>\n<body>\n",
-        escape(&r.file)
-    );
+    head(&mut out, &r.file);
     let events: usize = r.devices.iter().map(|d| d.events).sum();
     let _ = writeln!(
         out,
@@ -331,31 +332,17 @@ pub fn html(st: &Style, r: &Report) -> Result<String, ChartError> {
         r.devices.len(),
         events
     );
-    let any_oom = r.devices.iter().any(|d| !d.ooms.is_empty());
-    let _ = writeln!(
-        out,
-        "<section id=\"verdict\"><h2>Verdict</h2>\n<div class=\"verdict{}\">",
-        if any_oom { " oom" } else { "" }
+    verdict_section(
+        &mut out,
+        &super::verdict::lines(st, r),
+        r.devices.iter().any(|d| !d.ooms.is_empty()),
     );
-    for (i, v) in super::verdict::lines(st, r).iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "<p{}>{}</p>",
-            if i == 0 { " class=\"lead\"" } else { "" },
-            escape(v)
-        );
-    }
-    out.push_str("</div></section>\n");
-    if r.devices.len() > 1 {
-        out.push_str("<nav><p>Devices: ");
-        let links: Vec<String> = r
-            .devices
-            .iter()
-            .map(|d| format!("<a href=\"#device-{0}\">device {0}</a>", d.device))
-            .collect();
-        out.push_str(&links.join(" · "));
-        out.push_str("</p></nav>\n");
-    }
+    let links: Vec<String> = r
+        .devices
+        .iter()
+        .map(|d| format!("<a href=\"#device-{0}\">device {0}</a>", d.device))
+        .collect();
+    device_nav(&mut out, &links);
     for d in &r.devices {
         device_section(st, &mut out, r, d)?;
     }
@@ -402,17 +389,354 @@ pub fn html(st: &Style, r: &Report) -> Result<String, ChartError> {
             out.push_str("<p>No data-quality issue found.</p>\n");
         }
     } else {
-        out.push_str("<ul>\n");
-        for q in &r.quality {
-            let _ = writeln!(out, "<li>{}</li>", escape(q));
-        }
-        out.push_str("</ul>\n");
+        quality_list(&mut out, &r.quality);
     }
     out.push_str("</section>\n");
+    footer(&mut out);
+    Ok(out)
+}
+
+/// Operator rows listed per table.
+pub const TABLE_OPS: usize = 20;
+
+/// Reserved-growth rows listed.
+pub const TABLE_GROWTH: usize = 10;
+
+/// The document head, with the inline style sheet.
+pub(crate) fn head(out: &mut String, file: &str) {
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Memory report: {}</title>\n<style>\n{CSS}</style>\n</head>\n<body>\n",
+        escape(file)
+    );
+}
+
+/// The verdict box; `oom` colors it as a failure.
+pub(crate) fn verdict_section(out: &mut String, verdict: &[String], oom: bool) {
+    let _ = writeln!(
+        out,
+        "<section id=\"verdict\"><h2>Verdict</h2>\n<div class=\"verdict{}\">",
+        if oom { " oom" } else { "" }
+    );
+    for (i, v) in verdict.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "<p{}>{}</p>",
+            if i == 0 { " class=\"lead\"" } else { "" },
+            escape(v)
+        );
+    }
+    out.push_str("</div></section>\n");
+}
+
+/// The data-quality notes as a list.
+pub(crate) fn quality_list(out: &mut String, quality: &[String]) {
+    out.push_str("<ul>\n");
+    for q in quality {
+        let _ = writeln!(out, "<li>{}</li>", escape(q));
+    }
+    out.push_str("</ul>\n");
+}
+
+fn quality_section(out: &mut String, quality: &[String]) {
+    out.push_str("<section id=\"quality\"><h2>Data quality</h2>\n");
+    if quality.is_empty() {
+        out.push_str("<p>No data-quality issue found.</p>\n");
+    } else {
+        quality_list(out, quality);
+    }
+    out.push_str("</section>\n");
+}
+
+/// Links to the device sections, where there is more than one.
+fn device_nav(out: &mut String, links: &[String]) {
+    if links.len() > 1 {
+        out.push_str("<nav><p>Devices: ");
+        out.push_str(&links.join(" · "));
+        out.push_str("</p></nav>\n");
+    }
+}
+
+/// The footer that closes the document.
+pub(crate) fn footer(out: &mut String) {
     let _ = write!(
         out,
         "<footer>fragscope {} · charts are downsampled (minimum and maximum of every bucket kept)</footer>\n</body>\n</html>\n",
         env!("CARGO_PKG_VERSION")
     );
+}
+
+fn anchor(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+fn ops_table(st: &Style, out: &mut String, ops: &[OpShare], total: u64, count_header: &str) {
+    out.push_str(&format!(
+        "<table><tr><th>#</th><th>operator</th><th>bytes</th><th>share</th><th>{count_header}</th></tr>\n"
+    ));
+    for (i, s) in ops.iter().take(TABLE_OPS).enumerate() {
+        let _ = writeln!(
+            out,
+            "<tr>{}{}{}{}{}</tr>",
+            num(&(i + 1).to_string()),
+            cell(&s.op),
+            num(&st.bytes(s.bytes)),
+            num(&if total > 0 {
+                fmt_pct(s.bytes as f64 / total as f64)
+            } else {
+                String::new()
+            }),
+            num(&if s.events == 0 {
+                "-".to_string()
+            } else {
+                s.events.to_string()
+            }),
+        );
+    }
+    out.push_str("</table>\n");
+    if ops.len() > TABLE_OPS {
+        let _ = writeln!(
+            out,
+            "<p class=\"meta\">… and {} more operators.</p>",
+            ops.len() - TABLE_OPS
+        );
+    }
+}
+
+fn trace_device_section(
+    st: &Style,
+    out: &mut String,
+    r: &TraceReport,
+    d: &TraceDeviceReport,
+) -> Result<(), ChartError> {
+    let s = &d.summary;
+    let _ = writeln!(
+        out,
+        "<section id=\"device-{}\">\n<h2>{}</h2>",
+        anchor(&d.label),
+        escape(&d.heading)
+    );
+    let at = |p: &crate::model::profiler::Peak| {
+        moment_text(p.event.map(|e| e as usize), p.time_us, d.first_time_us)
+    };
+    let _ = writeln!(
+        out,
+        "<table><tr><th>memory events</th><th>peak reserved</th><th>peak allocated</th><th title=\"a block counted as allocated until free_completed, as PyTorch's memory_viz counts; a profiler trace records the allocator's totals, which leave pending frees out\">peak allocated incl. pending frees</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}{}</tr></table>",
+        num(&d.events.to_string()),
+        num(&s
+            .peak_reserved
+            .as_ref()
+            .map(|p| format!("{} ({})", st.bytes(p.bytes), at(p)))
+            .unwrap_or_else(|| NA.into())),
+        num(&s
+            .peak_allocated
+            .as_ref()
+            .map(|p| format!("{} ({})", st.bytes(p.bytes), at(p)))
+            .unwrap_or_else(|| NA.into())),
+        num(NA),
+        num(&opt_bytes(st, s.reserved_end)),
+        num(&st.bytes(s.allocated_end)),
+        num(&d.ooms.len().to_string()),
+    );
+    oom_verdicts(out, &d.ooms, d.first_time_us);
+    if !d.key_moments.is_empty() {
+        out.push_str("<h3>Key moments</h3>\n<table><tr><th>moment</th><th>when</th><th>reserved</th><th>allocated</th><th>free in reserved</th><th>largest free gap</th><th>free gaps</th><th>fragmentation</th><th>operator</th></tr>\n");
+        for k in &d.key_moments {
+            let x = &k.sample;
+            let _ = writeln!(
+                out,
+                "<tr>{}{}{}{}{}{}{}{}{}</tr>",
+                cell(&k.label),
+                nowrap(&moment_text(k.at, x.time_us, d.first_time_us)),
+                num(&opt_bytes(st, x.reserved)),
+                num(&st.bytes(x.allocated)),
+                num(&opt_bytes(st, x.external_free)),
+                num(NA),
+                num(NA),
+                num(NA),
+                cell(k.op.as_deref().unwrap_or("-")),
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    out.push_str("<h3>Over time</h3>\n");
+    out.push_str(&figure(
+        &charts::trace_timeline(r, d)?,
+        &format!("memory timeline of {}", d.label),
+    ));
+    let _ = writeln!(
+        out,
+        "<h3>Live at {} ({}), by operator</h3>",
+        escape(&d.moment_text()),
+        escape(&d.moment_label)
+    );
+    match &d.live_by_op {
+        None => out.push_str("<p>Not available: this trace's memory events carry no address, so allocations cannot be paired with their frees.</p>\n"),
+        Some(v) if v.is_empty() => out.push_str("<p>No live allocation at this moment.</p>\n"),
+        Some(v) => ops_table(st, out, v, d.moment_sample.allocated, "live allocations"),
+    }
+    out.push_str("<p class=\"meta\">Stranded bytes: not measurable for a profiler trace (they need the segment layout).</p>\n");
+    if !s.allocations_by_op.is_empty() {
+        out.push_str("<h3>Bytes allocated over the trace, by operator</h3>\n");
+        let total: u64 = s.allocations_by_op.iter().map(|x| x.bytes).sum();
+        ops_table(st, out, &s.allocations_by_op, total, "allocations");
+    }
+    if !s.reserved_growth.is_empty() {
+        out.push_str("<h3>Where reserved memory grew</h3>\n");
+        let _ = writeln!(
+            out,
+            "<p>{} growth(s); {} of them ({}) while the cache already held at least the allocation's bytes free: fragmentation, or free memory in another pool or stream.</p>",
+            s.reserved_growth.len(),
+            s.growth_with_free_cache,
+            st.bytes(s.growth_with_free_cache_bytes)
+        );
+        let mut steps: Vec<_> = s.reserved_growth.iter().collect();
+        steps.sort_by(|a, b| {
+            (b.reserved_after - b.reserved_before)
+                .cmp(&(a.reserved_after - a.reserved_before))
+                .then(a.event.cmp(&b.event))
+        });
+        out.push_str("<table><tr><th>when</th><th>grew by</th><th>reserved after</th><th>allocation</th><th>free before</th><th>operator</th></tr>\n");
+        for g in steps.into_iter().take(TABLE_GROWTH) {
+            let _ = writeln!(
+                out,
+                "<tr>{}{}{}{}{}{}</tr>",
+                nowrap(&moment_text(
+                    Some(g.event as usize),
+                    Some(g.time_us),
+                    d.first_time_us
+                )),
+                num(&st.bytes(g.reserved_after - g.reserved_before)),
+                num(&st.bytes(g.reserved_after)),
+                num(&st.bytes(g.bytes)),
+                num(&st.bytes(g.free_before)),
+                cell(g.op.as_deref().unwrap_or("-")),
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    out.push_str("</section>\n");
+    Ok(())
+}
+
+/// The whole report of a profiler trace as one HTML document.
+pub fn trace_html(st: &Style, r: &TraceReport) -> Result<String, ChartError> {
+    let mut out = String::new();
+    head(&mut out, &r.file);
+    let _ = writeln!(
+        out,
+        "<header><h1>Memory report: {}</h1>\n<p class=\"meta\">{} · {}</p></header>",
+        escape(&r.file),
+        escape(&r.format),
+        escape(&r.kind)
+    );
+    verdict_section(
+        &mut out,
+        &r.verdict,
+        r.devices.iter().any(|d| !d.ooms.is_empty()),
+    );
+    let links: Vec<String> = r
+        .devices
+        .iter()
+        .map(|d| {
+            format!(
+                "<a href=\"#device-{}\">{}</a>",
+                anchor(&d.label),
+                escape(&d.label)
+            )
+        })
+        .collect();
+    device_nav(&mut out, &links);
+    for d in &r.devices {
+        trace_device_section(st, &mut out, r, d)?;
+    }
+    out.push_str("<section id=\"missing\"><h2>Not measurable for a profiler trace</h2>\n<table><tr><th>figure</th><th>why</th></tr>\n");
+    for (f, why) in &r.missing {
+        let _ = writeln!(out, "<tr>{}{}</tr>", cell(f), cell(why));
+    }
+    out.push_str("</table>\n<p>Record a memory snapshot (<code>torch.cuda.memory._record_memory_history</code> + <code>_dump_snapshot</code>) for these.</p>\n</section>\n");
+    quality_section(&mut out, &r.quality);
+    footer(&mut out);
+    Ok(out)
+}
+
+/// Rows of the category table: (category, before profiling, peak, share, end).
+pub(crate) fn category_rows(st: &Style, r: &CategoryReport) -> Vec<[String; 5]> {
+    let tl = &r.timeline;
+    let Some(peak) = tl.peak else {
+        return Vec::new();
+    };
+    let pre = tl.preexisting();
+    let end = tl.end();
+    let mut rows: Vec<[String; 5]> = Category::ALL
+        .iter()
+        .map(|&c| {
+            let b = peak.bytes[c as usize];
+            [
+                c.as_str().to_string(),
+                pre.map(|p| st.bytes(p.get(c)))
+                    .unwrap_or_else(|| "-".into()),
+                st.bytes(b),
+                if peak.total > 0 {
+                    fmt_pct(b as f64 / peak.total as f64)
+                } else {
+                    "-".into()
+                },
+                end.map(|e| st.bytes(e.get(c)))
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    rows.push([
+        "total".into(),
+        pre.map(|p| st.bytes(p.total()))
+            .unwrap_or_else(|| "-".into()),
+        st.bytes(peak.total),
+        String::new(),
+        end.map(|e| st.bytes(e.total()))
+            .unwrap_or_else(|| "-".into()),
+    ]);
+    rows
+}
+
+/// The whole report of a memory-timeline export as one HTML document.
+pub fn categories_html(st: &Style, r: &CategoryReport) -> Result<String, ChartError> {
+    let mut out = String::new();
+    head(&mut out, &r.file);
+    let _ = writeln!(
+        out,
+        "<header><h1>Memory report: {}</h1>\n<p class=\"meta\">{} · {}</p></header>",
+        escape(&r.file),
+        escape(&r.format),
+        escape(&r.kind)
+    );
+    verdict_section(&mut out, &r.verdict, false);
+    out.push_str("<section id=\"categories\"><h2>Live bytes by category</h2>\n");
+    out.push_str(&figure(
+        &charts::categories(r)?,
+        "live tensor bytes by category over time",
+    ));
+    let rows = category_rows(st, r);
+    if !rows.is_empty() {
+        out.push_str("<table><tr><th>category</th><th>before profiling</th><th>at the peak</th><th>share of the peak</th><th>end</th></tr>\n");
+        for row in rows {
+            let _ = writeln!(
+                out,
+                "<tr>{}{}{}{}{}</tr>",
+                cell(&row[0]),
+                num(&row[1]),
+                num(&row[2]),
+                num(&row[3]),
+                num(&row[4])
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    out.push_str("<p class=\"meta\">Tensor bytes as the memory profiler sees them: unrounded, outside the allocator's cache.</p>\n</section>\n");
+    quality_section(&mut out, &r.quality);
+    footer(&mut out);
     Ok(out)
 }

@@ -1,10 +1,18 @@
-//! Text rendering of `fragscope stats`.
+//! Text rendering of `fragscope stats`, and its text and JSON for profiler
+//! traces and memory-timeline exports: the snapshot tables' column names,
+//! units and wording; figures a format cannot give read `n/a` and a note
+//! says why.
 
 use super::table::{align_numbers, fragmentation_tone, new_table, toned};
 use crate::analysis::stats::{FileStats, StateStats};
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
+use crate::model::memtimeline::{Category, MemoryTimeline};
+use crate::model::profiler::{
+    DeviceSummary, MISSING_FIGURES, OpShare, Peak, ProfilerTrace, TraceDevice,
+};
 use comfy_table::Cell;
+use serde_json::json;
 
 pub fn stat_cells(st: &Style, s: &StateStats) -> Vec<Cell> {
     vec![
@@ -168,3 +176,443 @@ pub fn render(st: &Style, fs: &FileStats, segmap: &str) -> String {
     }
     out
 }
+
+/// Schema of `fragscope stats --json` for a trace.
+pub const TRACE_STATS_SCHEMA: &str = "fragscope.trace-stats/1";
+
+/// Schema of `fragscope stats --json` for a memory timeline.
+pub const TIMELINE_STATS_SCHEMA: &str = "fragscope.timeline-stats/1";
+
+/// Rows shown in the per-operator lists.
+const TOP: usize = 5;
+
+pub(crate) const NA: &str = "n/a";
+
+/// Seconds since `start`, e.g. `+1.234 s`.
+fn rel(t: Option<i64>, start: Option<i64>) -> String {
+    match (t, start) {
+        (Some(t), Some(s)) => format!("+{:.3} s", (t - s) as f64 / 1e6),
+        (None, _) => "start".into(),
+        _ => "-".into(),
+    }
+}
+
+/// Bytes, or `n/a` for a figure the input does not record.
+pub(crate) fn opt_bytes(st: &Style, x: Option<u64>) -> String {
+    x.map(|b| st.bytes(b)).unwrap_or_else(|| NA.to_string())
+}
+
+fn where_(p: &Peak, start: Option<i64>) -> String {
+    let mut s = rel(p.time_us, start);
+    if let Some(op) = &p.op {
+        s.push_str(&format!(" in {op}"));
+    }
+    s
+}
+
+fn shares(st: &Style, out: &mut String, title: &str, v: &[OpShare], total: Option<u64>) {
+    if v.is_empty() {
+        return;
+    }
+    out.push_str(title);
+    let mut t = new_table(st, &["operator", "bytes", "share", "allocations"]);
+    for s in v.iter().take(TOP) {
+        t.add_row(vec![
+            s.op.clone(),
+            st.bytes(s.bytes),
+            total
+                .filter(|&t| t > 0)
+                .map(|t| fmt_pct(s.bytes as f64 / t as f64))
+                .unwrap_or_default(),
+            if s.events == 0 {
+                "-".into()
+            } else {
+                s.events.to_string()
+            },
+        ]);
+    }
+    align_numbers(&mut t, 1);
+    out.push_str(&format!("{t}\n"));
+    if v.len() > TOP {
+        out.push_str(&format!("  ({} more operators)\n", v.len() - TOP));
+    }
+}
+
+fn start_of(tr: &ProfilerTrace) -> Option<i64> {
+    tr.devices
+        .iter()
+        .filter_map(|d| d.summary.first_time_us)
+        .min()
+}
+
+/// `cuda:0 (NVIDIA H100, 79.65 GiB)`: the label, with the name and capacity
+/// where the trace gives them.
+pub(super) fn device_name(st: &Style, d: &TraceDevice) -> String {
+    match (&d.name, d.capacity) {
+        (Some(n), Some(c)) => format!("{} ({n}, {})", d.label, st.bytes(c)),
+        (None, Some(c)) => format!("{} ({})", d.label, st.bytes(c)),
+        (Some(n), None) => format!("{} ({n})", d.label),
+        _ => d.label.clone(),
+    }
+}
+
+/// `fragscope stats` on a profiler trace.
+pub fn trace_text(st: &Style, file: &str, format: &str, tr: &ProfilerTrace) -> String {
+    let start = start_of(tr);
+    let mut out = format!("{file} ({format})\n");
+    out.push_str(&format!(
+        "profiler trace: {} trace events, {} [memory] events, {} operators",
+        tr.trace_events, tr.memory_events, tr.op_events
+    ));
+    if let (Some(r), Some(w)) = (tr.rank, tr.world_size) {
+        out.push_str(&format!(", rank {r} of {w}"));
+    }
+    out.push('\n');
+    if let Some(n) = tr.no_gpu_memory() {
+        out.push_str(&format!("{n}\n"));
+    }
+    if tr.bytes_only() {
+        out.push_str(
+            "schema: 2021 ([memory] events carry only Bytes): allocated bytes are rebuilt by \
+             summing, counting from the least the trace implies was allocated before it; \
+             reserved memory is not recorded\n",
+        );
+    }
+
+    out.push_str("\nAt the end of the trace:\n");
+    let mut t = new_table(
+        st,
+        &[
+            "device",
+            "events",
+            "reserved",
+            "allocated",
+            "free internal",
+            "free external",
+            "largest free",
+            "fragmentation",
+        ],
+    );
+    for d in &tr.devices {
+        let s = &d.summary;
+        t.add_row(vec![
+            d.label.clone(),
+            s.events.to_string(),
+            opt_bytes(st, s.reserved_end),
+            st.bytes(s.allocated_end),
+            NA.into(),
+            opt_bytes(st, s.external_free_end),
+            NA.into(),
+            NA.into(),
+        ]);
+    }
+    align_numbers(&mut t, 1);
+    out.push_str(&format!("{t}\n"));
+
+    out.push_str("\nOver the trace:\n");
+    let mut t = new_table(
+        st,
+        &[
+            "device",
+            "allocated before",
+            "peak reserved",
+            "peak allocated",
+            "at",
+            "peak free external",
+            "at",
+            "reserved grew",
+        ],
+    );
+    for d in &tr.devices {
+        let s = &d.summary;
+        let before = if s.allocated_before_is_lower_bound {
+            format!("≥ {}", st.bytes(s.allocated_before_trace))
+        } else {
+            st.bytes(s.allocated_before_trace)
+        };
+        let pa = s.peak_allocated.as_ref();
+        let pf = s.peak_external_free.as_ref();
+        t.add_row(vec![
+            d.label.clone(),
+            before,
+            opt_bytes(st, s.peak_reserved.as_ref().map(|p| p.bytes)),
+            opt_bytes(st, pa.map(|p| p.bytes)),
+            pa.map(|p| where_(p, start)).unwrap_or_else(|| "-".into()),
+            opt_bytes(st, pf.map(|p| p.bytes)),
+            pf.map(|p| where_(p, start)).unwrap_or_else(|| "-".into()),
+            if s.has_totals && !d.key.is_cpu() {
+                match s.reserved_growth.len() {
+                    0 => "never".to_string(),
+                    1 => "once".to_string(),
+                    n => format!("{n} times"),
+                }
+            } else {
+                NA.into()
+            },
+        ]);
+    }
+    align_numbers(&mut t, 1);
+    out.push_str(&format!("{t}\n"));
+
+    for d in &tr.devices {
+        device_details(st, &mut out, d, start);
+    }
+
+    out.push_str("\nNotes:\n");
+    out.push_str(
+        "  allocated counts rounded block bytes (Total Allocated, as torch.cuda.memory_allocated); \
+         in snapshot stats allocated counts requested bytes and the rounding shows as free internal\n",
+    );
+    out.push_str(
+        "  free external = reserved − allocated: bytes cached by the allocator but not in a live tensor\n",
+    );
+    out.push_str(
+        "  n/a: a profiler trace holds no segment or block layout, so largest free block, \
+         fragmentation and rounding waste need a snapshot (torch.cuda.memory._record_memory_history + _dump_snapshot)\n",
+    );
+    for a in &tr.anomalies {
+        out.push_str(&format!(
+            "warning: {} × {} (e.g. {})\n",
+            a.count, a.kind, a.example
+        ));
+    }
+    out
+}
+
+fn device_details(st: &Style, out: &mut String, d: &TraceDevice, start: Option<i64>) {
+    let s: &DeviceSummary = &d.summary;
+    out.push_str(&format!("\n{}:\n", device_name(st, d)));
+    if s.has_totals && !d.key.is_cpu() {
+        if s.reserved_growth.is_empty() {
+            out.push_str(&format!(
+                "  reserved memory stayed at {} for the whole trace (no new segment was needed)\n",
+                opt_bytes(st, s.reserved_start)
+            ));
+        } else {
+            let grown: u64 = s
+                .reserved_growth
+                .iter()
+                .map(|g| g.reserved_after - g.reserved_before)
+                .sum();
+            out.push_str(&format!(
+                "  reserved memory grew {} times by {} in all; {} of them ({}) while the cache \
+                 already held at least the request free: fragmentation, or free memory in another pool or stream\n",
+                s.reserved_growth.len(),
+                st.bytes(grown),
+                s.growth_with_free_cache,
+                st.bytes(s.growth_with_free_cache_bytes)
+            ));
+            let mut steps: Vec<_> = s.reserved_growth.iter().collect();
+            steps.sort_by(|a, b| {
+                (b.reserved_after - b.reserved_before)
+                    .cmp(&(a.reserved_after - a.reserved_before))
+                    .then(a.event.cmp(&b.event))
+            });
+            let mut t = new_table(
+                st,
+                &[
+                    "at",
+                    "grew by",
+                    "reserved after",
+                    "allocation",
+                    "free before",
+                    "operator",
+                ],
+            );
+            for g in steps.into_iter().take(TOP) {
+                t.add_row(vec![
+                    rel(Some(g.time_us), start),
+                    st.bytes(g.reserved_after - g.reserved_before),
+                    st.bytes(g.reserved_after),
+                    st.bytes(g.bytes),
+                    st.bytes(g.free_before),
+                    g.op.clone().unwrap_or_else(|| "-".into()),
+                ]);
+            }
+            align_numbers(&mut t, 1);
+            out.push_str(&format!("{t}\n"));
+        }
+    }
+    if s.frees_before_trace > 0 {
+        out.push_str(&format!(
+            "  {} frees ({}) of memory allocated before the trace started\n",
+            s.frees_before_trace,
+            st.bytes(s.frees_before_trace_bytes)
+        ));
+    }
+    if let (Some(n), Some(b)) = (s.live_at_end, s.live_at_end_bytes)
+        && n > 0
+    {
+        out.push_str(&format!(
+            "  {n} allocations made during the trace are still live at its end ({})\n",
+            st.bytes(b)
+        ));
+    }
+    for o in &d.ooms {
+        out.push_str(&format!(
+            "  out of memory at {}: tried {} with {} reserved, {} allocated{}\n",
+            rel(Some(o.ts_us.floor() as i64), start),
+            st.bytes(o.bytes),
+            opt_bytes(st, o.total_reserved),
+            opt_bytes(st, o.total_allocated),
+            o.op.as_ref()
+                .map(|x| format!(", in {x}"))
+                .unwrap_or_default()
+        ));
+    }
+    let total_alloc: u64 = s.allocations_by_op.iter().map(|x| x.bytes).sum();
+    shares(
+        st,
+        out,
+        "  Bytes allocated, by operator:\n",
+        &s.allocations_by_op,
+        Some(total_alloc),
+    );
+    shares(
+        st,
+        out,
+        "  Live at the peak of allocated, by operator:\n",
+        &s.live_at_peak_by_op,
+        s.peak_allocated.as_ref().map(|p| p.bytes),
+    );
+}
+
+/// `fragscope stats --json` on a profiler trace (schema
+/// `fragscope.trace-stats/1`).
+pub fn trace_json(file: &str, format: &str, tr: &ProfilerTrace) -> String {
+    let v = json!({
+        "schema": TRACE_STATS_SCHEMA,
+        "file": file,
+        "format": format,
+        "kind": "profiler_trace",
+        "trace": tr,
+        "notes": tr.no_gpu_memory().into_iter().collect::<Vec<_>>(),
+        "missing_figures": MISSING_FIGURES
+            .iter()
+            .map(|(f, why)| json!({"figure": f, "why": why}))
+            .collect::<Vec<_>>(),
+    });
+    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+}
+
+/// `fragscope stats` on a memory-timeline export.
+pub fn timeline_text(st: &Style, file: &str, format: &str, tl: &MemoryTimeline) -> String {
+    let mut out = format!("{file} ({format})\n");
+    let start = tl.first_time_us();
+    let span = match (start, tl.last_time_us()) {
+        (Some(a), Some(b)) => format!(", {:.3} s", (b - a) as f64 / 1e6),
+        _ => String::new(),
+    };
+    let form = match tl.form {
+        Some(crate::model::memtimeline::TimelineForm::Raw) => "raw rows",
+        _ => "times and sizes",
+    };
+    out.push_str(&format!(
+        "memory timeline (export_memory_timeline, {form}): {} rows, {} time steps{span}\n",
+        tl.rows,
+        tl.samples.len()
+    ));
+    let Some(peak) = tl.peak else {
+        out.push_str("  empty\n");
+        return out;
+    };
+    let pre = tl.preexisting();
+    let end = tl.end().expect("non-empty");
+    let mut h = vec!["category"];
+    if pre.is_some() {
+        h.push("before profiling");
+    }
+    h.extend(["peak", "share of peak", "end"]);
+    let mut t = new_table(st, &h);
+    for c in Category::ALL {
+        let mut row = vec![c.as_str().to_string()];
+        if let Some(p) = pre {
+            row.push(st.bytes(p.get(c)));
+        }
+        let b = peak.bytes[c as usize];
+        row.push(st.bytes(b));
+        row.push(if peak.total > 0 {
+            fmt_pct(b as f64 / peak.total as f64)
+        } else {
+            "-".into()
+        });
+        row.push(st.bytes(end.get(c)));
+        t.add_row(row);
+    }
+    let mut row = vec!["total".to_string()];
+    if let Some(p) = pre {
+        row.push(st.bytes(p.total()));
+    }
+    row.extend([st.bytes(peak.total), String::new(), st.bytes(end.total())]);
+    t.add_row(row);
+    align_numbers(&mut t, 1);
+    out.push_str(&format!("{t}\n"));
+    let mut parts: Vec<(u64, Category)> = Category::ALL
+        .iter()
+        .map(|&c| (peak.bytes[c as usize], c))
+        .filter(|x| x.0 > 0)
+        .collect();
+    parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    out.push_str(&format!(
+        "peak: {} live at {}: {}\n",
+        st.bytes(peak.total),
+        rel(peak.time_us, start),
+        parts
+            .iter()
+            .map(|(b, c)| format!("{} {}", c.as_str(), st.bytes(*b)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    if let Some(a) = tl.actions {
+        out.push_str(&format!(
+            "rows: {} pre-existing, {} created, {} version bumps, {} destroyed\n",
+            a.preexisting, a.create, a.increment_version, a.destroy
+        ));
+    }
+    out.push_str(
+        "note: tensor bytes as the memory profiler sees them (unrounded, outside the allocator's \
+         cache); reserved memory, free blocks and fragmentation need a snapshot or a profiler trace\n",
+    );
+    for a in &tl.anomalies {
+        out.push_str(&format!(
+            "warning: {} × {} (e.g. {})\n",
+            a.count, a.kind, a.example
+        ));
+    }
+    out
+}
+
+/// `fragscope stats --json` on a memory timeline (schema
+/// `fragscope.timeline-stats/1`).
+pub fn timeline_json(file: &str, format: &str, tl: &MemoryTimeline) -> String {
+    let named = |b: &[u64; 8]| {
+        let mut m = serde_json::Map::new();
+        for c in Category::ALL {
+            m.insert(c.as_str().replace(' ', "_"), json!(b[c as usize]));
+        }
+        m.insert("total".into(), json!(b.iter().sum::<u64>()));
+        serde_json::Value::Object(m)
+    };
+    let v = json!({
+        "schema": TIMELINE_STATS_SCHEMA,
+        "file": file,
+        "format": format,
+        "kind": "memory_timeline",
+        "form": tl.form,
+        "rows": tl.rows,
+        "time_steps": tl.samples.len(),
+        "first_time_us": tl.first_time_us(),
+        "last_time_us": tl.last_time_us(),
+        "before_profiling": tl.preexisting().map(|s| named(&s.bytes)),
+        "peak": tl.peak.map(|p| json!({"time_us": p.time_us, "bytes": named(&p.bytes)})),
+        "end": tl.end().map(|s| named(&s.bytes)),
+        "actions": tl.actions,
+        "anomalies": tl.anomalies,
+    });
+    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+}
+
+// ---------------------------------------------------------------------------
+// `fragscope timeline` and `fragscope culprits` on a trace or a memory
+// timeline: the snapshot outputs' columns and wording for the figures these
+// inputs have, `n/a` and one line of why for the others.

@@ -1,12 +1,16 @@
 //! Text and CSV of `fragscope timeline`: the key-moment table with the
 //! replay report, the full series as CSV, and the state at one moment.
 
+use super::stats::{NA, device_name, opt_bytes};
 use super::stats::{STAT_HEADER, stat_cells};
 use super::table::{align_numbers, new_table};
 use crate::analysis::stats::StateStats;
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
+use crate::model::memtimeline::{Category, MemoryTimeline};
+use crate::model::profiler::{MISSING_FIGURES, ProfilerTrace, TraceDevice};
 use crate::timeline::{DeviceReplay, KeyMoment, MomentState, Origin, ReplayReport, Sample};
+use serde_json::json;
 
 /// Seconds since `t0`, or `-` without a time.
 pub fn fmt_time(t: Option<i64>, t0: Option<i64>) -> String {
@@ -251,4 +255,234 @@ pub fn moment_text(
     out.push('\n');
     out.push_str(map);
     out
+}
+
+/// `fragscope timeline` on a profiler trace: the key-moment table of each
+/// device, with the snapshot timeline's columns.
+pub fn trace_timeline_text(
+    st: &Style,
+    file: &str,
+    format: &str,
+    tr: &ProfilerTrace,
+    devices: &[&TraceDevice],
+) -> String {
+    use crate::analysis::report::trace::{NO_LAYOUT, key_moments};
+    let mut out = format!("{file} ({format})\n");
+    out.push_str(&format!(
+        "profiler trace: {} trace events, {} [memory] events, {} operators\n",
+        tr.trace_events, tr.memory_events, tr.op_events
+    ));
+    if let Some(n) = tr.no_gpu_memory() {
+        out.push_str(&format!("{n}\n"));
+    }
+    for d in devices {
+        let s = &d.summary;
+        out.push_str(&format!(
+            "\n{}: {} memory events, {} allocations, {} frees\n",
+            device_name(st, d),
+            s.events,
+            s.allocations,
+            s.frees
+        ));
+        let t0 = s.first_time_us;
+        let mut t = new_table(
+            st,
+            &[
+                "moment",
+                "event",
+                "time",
+                "allocated",
+                "reserved",
+                "free internal",
+                "free external",
+                "pending free",
+                "largest gap",
+                "gaps",
+                "fragmentation",
+                "operator",
+            ],
+        );
+        for k in key_moments(d, &tr.names) {
+            let x = &k.sample;
+            t.add_row(vec![
+                k.label.clone(),
+                k.at.map_or("-".into(), |a| a.to_string()),
+                super::timeline::fmt_time(x.time_us, t0),
+                st.bytes(x.allocated),
+                opt_bytes(st, x.reserved),
+                NA.into(),
+                opt_bytes(st, x.external_free),
+                NA.into(),
+                NA.into(),
+                NA.into(),
+                NA.into(),
+                k.op.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        align_numbers(&mut t, 1);
+        out.push_str(&format!("{t}\n"));
+        if s.has_totals && !d.key.is_cpu() {
+            if s.reserved_growth.is_empty() {
+                out.push_str("reserved memory did not grow during the trace\n");
+            } else {
+                out.push_str(&format!(
+                    "reserved memory grew {} times; {} of them ({}) while the cache already held at least the allocation's bytes free\n",
+                    s.reserved_growth.len(),
+                    s.growth_with_free_cache,
+                    st.bytes(s.growth_with_free_cache_bytes)
+                ));
+            }
+        }
+    }
+    out.push_str(&format!(
+        "\nfree external = reserved − allocated. n/a: {NO_LAYOUT}.\n"
+    ));
+    for a in &tr.anomalies {
+        out.push_str(&format!(
+            "warning: {} × {} (e.g. {})\n",
+            a.count, a.kind, a.example
+        ));
+    }
+    out
+}
+
+fn csv_opt(x: Option<u64>) -> String {
+    x.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// The series of a trace as CSV, with the snapshot CSV's header; figures a
+/// trace lacks are empty, the device is its label (`cuda:0`).
+pub fn trace_timeline_csv(
+    devices: &[(&TraceDevice, Vec<crate::model::profiler::TraceSample>)],
+) -> String {
+    let mut out = String::from(super::timeline::CSV_HEADER);
+    for (d, samples) in devices {
+        for s in samples {
+            out.push_str(&format!(
+                "{},{},{},{},{},{},,{},,,,,,\n",
+                d.label,
+                s.event.map_or(String::new(), |e| e.to_string()),
+                s.time_us.map_or(String::new(), |t| t.to_string()),
+                s.allocated,
+                s.active,
+                csv_opt(s.reserved),
+                csv_opt(s.external_free),
+            ));
+        }
+    }
+    out
+}
+
+/// `fragscope timeline --json` on a trace (schema `fragscope.timeline/1`,
+/// `kind: profiler_trace`).
+pub fn trace_timeline_json(
+    file: &str,
+    tr: &ProfilerTrace,
+    devices: &[(&TraceDevice, Vec<crate::model::profiler::TraceSample>, bool)],
+) -> String {
+    let v = json!({
+        "schema": "fragscope.timeline/1",
+        "file": file,
+        "kind": "profiler_trace",
+        "devices": devices.iter().map(|(d, samples, down)| json!({
+            "device": d.label,
+            "summary": d.summary,
+            "key_moments": crate::analysis::report::trace::key_moments(d, &tr.names).iter().map(|k| json!({
+                "label": k.label,
+                "at": k.at,
+                "sample": k.sample,
+                "op": k.op,
+            })).collect::<Vec<_>>(),
+            "downsampled": down,
+            "samples": samples,
+        })).collect::<Vec<_>>(),
+        "not_measurable": MISSING_FIGURES
+            .iter()
+            .map(|(f, why)| json!({"figure": f, "why": why}))
+            .collect::<Vec<_>>(),
+    });
+    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+}
+
+/// `fragscope timeline` on a memory-timeline export: live bytes by
+/// category at the start, the peak and the end.
+pub fn categories_timeline_text(
+    st: &Style,
+    file: &str,
+    format: &str,
+    tl: &MemoryTimeline,
+) -> String {
+    use crate::analysis::report::trace::NO_ALLOCATOR;
+    let mut out = format!("{file} ({format})\n");
+    out.push_str(&format!(
+        "memory timeline: {} rows, {} time steps\n",
+        tl.rows,
+        tl.samples.len()
+    ));
+    let start = tl.first_time_us();
+    let mut h = vec!["moment", "time", "total"];
+    h.extend(Category::ALL.iter().map(|c| c.as_str()));
+    let mut t = new_table(st, &h);
+    let mut row = |label: &str, s: &crate::model::memtimeline::CategorySample| {
+        let mut r = vec![
+            label.to_string(),
+            match s.time_us {
+                None => "before profiling".into(),
+                t => super::timeline::fmt_time(t, start),
+            },
+            st.bytes(s.total()),
+        ];
+        r.extend(Category::ALL.iter().map(|&c| st.bytes(s.get(c))));
+        t.add_row(r);
+    };
+    if let Some(first) = tl.samples.first() {
+        row("start", first);
+    }
+    if let Some(p) = tl.peak {
+        row("peak", &tl.samples[p.sample]);
+    }
+    if let Some(end) = tl.end() {
+        row("end", end);
+    }
+    align_numbers(&mut t, 1);
+    out.push_str(&format!("{t}\n"));
+    out.push_str(&format!("note: {NO_ALLOCATOR}.\n"));
+    out
+}
+
+pub fn categories_timeline_csv(samples: &[crate::model::memtimeline::CategorySample]) -> String {
+    let mut out = String::from("time_us,total");
+    for c in Category::ALL {
+        out.push(',');
+        out.push_str(&c.as_str().replace(' ', "_"));
+    }
+    out.push('\n');
+    for s in samples {
+        out.push_str(&s.time_us.map_or(String::new(), |t| t.to_string()));
+        out.push_str(&format!(",{}", s.total()));
+        for c in Category::ALL {
+            out.push_str(&format!(",{}", s.get(c)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+pub fn categories_timeline_json(
+    file: &str,
+    tl: &MemoryTimeline,
+    samples: &[crate::model::memtimeline::CategorySample],
+    downsampled: bool,
+) -> String {
+    let v = json!({
+        "schema": "fragscope.timeline/1",
+        "file": file,
+        "kind": "memory_timeline",
+        "categories": Category::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+        "peak": tl.peak,
+        "downsampled": downsampled,
+        "samples": samples,
+        "not_measurable": crate::analysis::report::trace::NO_ALLOCATOR,
+    });
+    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
 }

@@ -1,27 +1,142 @@
 //! Downsampling a long series for charts and CSV without losing extremes:
 //! each bucket of consecutive samples becomes two points, the element-wise
 //! minimum and maximum of every figure, so no peak is lowered and no dip is
-//! raised (a property the tests check).
+//! raised (a property the tests check). One downsampler serves snapshots and
+//! profiler traces ([`Bucketed`]); only the order of a bucket's two points
+//! differs ([`Order`]). A memory-timeline export keeps real samples instead
+//! ([`downsample_categories`]): its stacked chart must show sums of real
+//! categories.
 
 use super::{Sample, Series};
+use crate::model::memtimeline::CategorySample;
+use crate::model::profiler::TraceSample;
+
+/// The order of a bucket's two points, the one way the samples of the two
+/// inputs are dated differently: both points keep the figures of the
+/// bucket's extremes, the first is dated at the bucket's first sample, the
+/// second at its last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// The extreme of reserved bytes that happens first comes first (its
+    /// last maximum against its first minimum): a snapshot's chart rises and
+    /// falls where the replay did.
+    ReservedFirst,
+    /// The minimum, then the maximum: a profiler trace's charts and CSV.
+    LowThenHigh,
+}
+
+/// A sample that can be bucketed: every figure folds to its minimum and
+/// maximum.
+pub trait Bucketed: Copy {
+    /// Folds `s` into the bucket's element-wise minimum `lo` and maximum
+    /// `hi`.
+    fn fold(lo: &mut Self, hi: &mut Self, s: &Self);
+    /// Reserved bytes, for [`Order::ReservedFirst`].
+    fn reserved_bytes(&self) -> u64;
+    /// Takes the event and time of `from`.
+    fn date_as(&mut self, from: &Self);
+}
+
+impl Bucketed for Sample {
+    fn fold(lo: &mut Self, hi: &mut Self, s: &Self) {
+        macro_rules! ext {
+            ($($f:ident),*) => {$(
+                lo.$f = lo.$f.min(s.$f);
+                hi.$f = hi.$f.max(s.$f);
+            )*};
+        }
+        ext!(
+            allocated,
+            active,
+            reserved,
+            internal_free,
+            external_free,
+            pending_free,
+            largest_free_gap,
+            free_gaps,
+            largest_small_request,
+            largest_large_request
+        );
+        lo.fragmentation = lo.fragmentation.min(s.fragmentation);
+        hi.fragmentation = hi.fragmentation.max(s.fragmentation);
+    }
+    fn reserved_bytes(&self) -> u64 {
+        self.reserved
+    }
+    fn date_as(&mut self, from: &Self) {
+        (self.event, self.time_us) = (from.event, from.time_us);
+    }
+}
+
+/// The lower or higher of two optional figures; a missing one yields to the
+/// other.
+fn opt_ext(a: Option<u64>, b: Option<u64>, max: bool) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if max { x.max(y) } else { x.min(y) }),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+impl Bucketed for TraceSample {
+    fn fold(lo: &mut Self, hi: &mut Self, s: &Self) {
+        lo.allocated = lo.allocated.min(s.allocated);
+        hi.allocated = hi.allocated.max(s.allocated);
+        lo.active = lo.active.min(s.active);
+        hi.active = hi.active.max(s.active);
+        lo.reserved = opt_ext(lo.reserved, s.reserved, false);
+        hi.reserved = opt_ext(hi.reserved, s.reserved, true);
+        lo.external_free = opt_ext(lo.external_free, s.external_free, false);
+        hi.external_free = opt_ext(hi.external_free, s.external_free, true);
+    }
+    fn reserved_bytes(&self) -> u64 {
+        self.reserved.unwrap_or(0)
+    }
+    fn date_as(&mut self, from: &Self) {
+        (self.event, self.time_us) = (from.event, from.time_us);
+    }
+}
 
 /// At most `max_points` samples (rounded up to an even count); the series is
 /// returned unchanged when it is already short enough.
 pub fn downsample(samples: &[Sample], max_points: usize) -> Vec<Sample> {
-    downsample_iter(samples.len(), samples.iter().copied(), max_points)
+    downsample_iter(
+        samples.len(),
+        samples.iter().copied(),
+        max_points,
+        Order::ReservedFirst,
+    )
 }
 
 /// [`downsample`] of a replayed series, read once, without expanding it.
 pub fn downsample_series(samples: &Series, max_points: usize) -> Vec<Sample> {
-    downsample_iter(samples.len(), samples.iter(), max_points)
+    downsample_iter(
+        samples.len(),
+        samples.iter(),
+        max_points,
+        Order::ReservedFirst,
+    )
+}
+
+/// A profiler trace device's series
+/// ([`crate::model::profiler::TraceDevice::samples`]) cut the same way, its
+/// points in [`Order::LowThenHigh`].
+pub fn downsample_trace(samples: &[TraceSample], max_points: usize) -> Vec<TraceSample> {
+    downsample_iter(
+        samples.len(),
+        samples.iter().copied(),
+        max_points,
+        Order::LowThenHigh,
+    )
 }
 
 /// Buckets of `per` consecutive samples out of `n`, each read once.
-fn downsample_iter(
+fn downsample_iter<S: Bucketed>(
     n: usize,
-    mut samples: impl Iterator<Item = Sample>,
+    mut samples: impl Iterator<Item = S>,
     max_points: usize,
-) -> Vec<Sample> {
+    order: Order,
+) -> Vec<S> {
     let max_points = max_points.max(2);
     if n <= max_points {
         return samples.collect();
@@ -38,46 +153,54 @@ fn downsample_iter(
         // Where reserved peaks (its last maximum) and dips (its first
         // minimum) in the bucket.
         let (mut imax, mut imin) = (0, 0);
-        let (mut rmax, mut rmin) = (first.reserved, first.reserved);
+        let (mut rmax, mut rmin) = (first.reserved_bytes(), first.reserved_bytes());
         for j in 1..len {
             let s = samples.next().expect("as many samples as counted");
-            macro_rules! ext {
-                ($($f:ident),*) => {$(
-                    lo.$f = lo.$f.min(s.$f);
-                    hi.$f = hi.$f.max(s.$f);
-                )*};
+            S::fold(&mut lo, &mut hi, &s);
+            let r = s.reserved_bytes();
+            if r >= rmax {
+                (rmax, imax) = (r, j);
             }
-            ext!(
-                allocated,
-                active,
-                reserved,
-                internal_free,
-                external_free,
-                pending_free,
-                largest_free_gap,
-                free_gaps,
-                largest_small_request,
-                largest_large_request
-            );
-            lo.fragmentation = lo.fragmentation.min(s.fragmentation);
-            hi.fragmentation = hi.fragmentation.max(s.fragmentation);
-            if s.reserved >= rmax {
-                (rmax, imax) = (s.reserved, j);
-            }
-            if s.reserved < rmin {
-                (rmin, imin) = (s.reserved, j);
+            if r < rmin {
+                (rmin, imin) = (r, j);
             }
             last = s;
         }
-        // Put the extreme of reserved that happens first, first.
-        let (mut a, mut b) = if imax < imin { (hi, lo) } else { (lo, hi) };
-        a.event = first.event;
-        a.time_us = first.time_us;
-        b.event = last.event;
-        b.time_us = last.time_us;
+        let high_first = order == Order::ReservedFirst && imax < imin;
+        let (mut a, mut b) = if high_first { (hi, lo) } else { (lo, hi) };
+        a.date_as(&first);
+        b.date_as(&last);
         out.push(a);
         if len > 1 {
             out.push(b);
+        }
+    }
+    out
+}
+
+/// A memory-timeline export's series cut to at most `max_points` samples
+/// (rounded up to even) for a stacked chart. Each bucket keeps two of its real samples, the lowest and the
+/// highest total, in time order: stacks stay sums of real categories and
+/// the peak is never lowered.
+pub fn downsample_categories(samples: &[CategorySample], max_points: usize) -> Vec<CategorySample> {
+    let max_points = max_points.max(2);
+    if samples.len() <= max_points {
+        return samples.to_vec();
+    }
+    let per = samples.len().div_ceil(max_points / 2);
+    let mut out = Vec::with_capacity(max_points);
+    for chunk in samples.chunks(per) {
+        // Ties go to the earliest sample.
+        let lo = (0..chunk.len())
+            .min_by_key(|&i| (chunk[i].total(), i))
+            .expect("non-empty");
+        let hi = (0..chunk.len())
+            .max_by_key(|&i| (chunk[i].total(), std::cmp::Reverse(i)))
+            .expect("non-empty");
+        let (a, b) = (lo.min(hi), lo.max(hi));
+        out.push(chunk[a]);
+        if b != a {
+            out.push(chunk[b]);
         }
     }
     out
@@ -153,6 +276,50 @@ mod tests {
             prop_assert_eq!(d.iter().map(|x| x.largest_free_gap).min().unwrap(), dip);
             prop_assert_eq!(&downsample_series(&Series::from(s.clone()), max), &d);
             prop_assert_eq!(&d, &by_chunks(&s, max));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn downsampling_keeps_the_peak(
+            totals in proptest::collection::vec(0u64..1_000_000, 1..2000),
+            max in 2usize..300,
+        ) {
+            let t = crate::model::memtimeline::MemoryTimeline {
+                samples: totals.iter().enumerate().map(|(i, &b)| crate::model::memtimeline::CategorySample {
+                    time_us: Some(i as i64),
+                    bytes: [b, 0, 0, 0, b / 2, 0, 0, 0],
+                }).collect(),
+                ..Default::default()
+            };
+            let d = downsample_categories(&t.samples, max);
+            proptest::prop_assert!(d.len() <= max.max(2) + 1);
+            let peak = t.samples.iter().map(|s| s.total()).max();
+            proptest::prop_assert_eq!(d.iter().map(|s| s.total()).max(), peak);
+            // Real samples, in time order.
+            proptest::prop_assert!(d.windows(2).all(|w| w[0].time_us < w[1].time_us));
+            proptest::prop_assert!(d.iter().all(|s| t.samples.contains(s)));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn downsampling_keeps_extremes(
+            vals in proptest::collection::vec((0u64..1_000_000, proptest::option::of(0u64..2_000_000)), 1..1500),
+            max in 2usize..200,
+        ) {
+            let s: Vec<TraceSample> = vals.iter().enumerate().map(|(i, (a, r))| TraceSample {
+                event: Some(i as u32), allocated: *a, active: *a, reserved: *r,
+                external_free: r.map(|r| r.saturating_sub(*a)), ..Default::default()
+            }).collect();
+            let d = downsample_trace(&s, max);
+            proptest::prop_assert!(d.len() <= max.max(2) + 1);
+            let top = |v: &[TraceSample], f: &dyn Fn(&TraceSample) -> Option<u64>| v.iter().filter_map(f).max();
+            let low = |v: &[TraceSample], f: &dyn Fn(&TraceSample) -> Option<u64>| v.iter().filter_map(f).min();
+            proptest::prop_assert_eq!(top(&d, &|x| Some(x.allocated)), top(&s, &|x| Some(x.allocated)));
+            proptest::prop_assert_eq!(low(&d, &|x| Some(x.allocated)), low(&s, &|x| Some(x.allocated)));
+            proptest::prop_assert_eq!(top(&d, &|x| x.reserved), top(&s, &|x| x.reserved));
+            proptest::prop_assert_eq!(top(&d, &|x| x.external_free), top(&s, &|x| x.external_free));
         }
     }
 }

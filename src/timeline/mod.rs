@@ -36,6 +36,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
+pub use crate::model::Moment;
 use crate::model::*;
 use serde::Serialize;
 pub use series::Series;
@@ -201,24 +202,6 @@ pub struct DeviceReplay {
     pub device: i64,
     pub samples: Series,
     pub report: ReplayReport,
-}
-
-/// A moment named on the command line (`--at`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Moment {
-    Start,
-    End,
-    /// After trace event N (0-based).
-    Event(usize),
-    /// The last event at or before this `time_us`.
-    TimeUs(i64),
-    PeakAllocated,
-    PeakReserved,
-    MaxFragmentation,
-    /// Smallest largest-free-gap while reserved is at least half its peak.
-    MinLargestGap,
-    /// The N-th `oom` event (0-based).
-    Oom(usize),
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -792,44 +775,4 @@ fn min_gap_under(samples: &Series, peak: u64) -> usize {
         }
     }
     best.map_or(0, |(i, _)| i)
-}
-
-impl std::str::FromStr for Moment {
-    type Err = String;
-    /// `start`, `end`, `peak` (allocated), `peak-reserved`, `max-frag`,
-    /// `min-gap`, `oom`, `oom:N` (1-based on the command line), an event
-    /// index, or `t=MICROSECONDS` (epoch µs, as `time_us`).
-    fn from_str(s: &str) -> Result<Self, String> {
-        let t = s.trim().to_ascii_lowercase();
-        Ok(match t.as_str() {
-            "start" => Moment::Start,
-            "end" => Moment::End,
-            "peak" | "peak-allocated" => Moment::PeakAllocated,
-            "peak-reserved" => Moment::PeakReserved,
-            "max-frag" | "max-fragmentation" => Moment::MaxFragmentation,
-            "min-gap" => Moment::MinLargestGap,
-            "oom" => Moment::Oom(0),
-            _ => {
-                if let Some(n) = t.strip_prefix("oom:") {
-                    let n: usize = n
-                        .parse()
-                        .map_err(|_| format!("malformed moment {s:?}: oom:N takes a number"))?;
-                    if n == 0 {
-                        return Err("oom:N counts from 1".into());
-                    }
-                    Moment::Oom(n - 1)
-                } else if let Some(v) = t.strip_prefix("t=") {
-                    Moment::TimeUs(v.parse().map_err(|_| {
-                        format!("malformed time {s:?}: t= takes epoch microseconds")
-                    })?)
-                } else if let Ok(n) = t.parse::<usize>() {
-                    Moment::Event(n)
-                } else {
-                    return Err(format!(
-                        "unknown moment {s:?}: use start, end, peak, peak-reserved, max-frag, min-gap, oom, oom:N, an event index or t=MICROSECONDS"
-                    ));
-                }
-            }
-        })
-    }
 }

@@ -369,7 +369,7 @@ fn stats_wording_matches_snapshots() {
         &fragscope::analysis::stats::file_stats(&s, "snap", "pickle".into()),
         "",
     );
-    let tr = fragscope::render::profiler::trace_text(&Style::default(), "trace", "JSON", &t);
+    let tr = fragscope::render::stats::trace_text(&Style::default(), "trace", "JSON", &t);
     for h in [
         "reserved",
         "allocated",
@@ -384,10 +384,8 @@ fn stats_wording_matches_snapshots() {
     // 121634816 bytes reserved, in the units snapshot stats use.
     assert!(tr.contains("116.00 MiB"), "{tr}");
     assert!(tr.contains("n/a: a profiler trace holds no segment or block layout"));
-    let j: serde_json::Value = serde_json::from_str(&fragscope::render::profiler::trace_json(
-        "trace", "JSON", &t,
-    ))
-    .unwrap();
+    let j: serde_json::Value =
+        serde_json::from_str(&fragscope::render::stats::trace_json("trace", "JSON", &t)).unwrap();
     assert_eq!(j["schema"], "fragscope.trace-stats/1");
     assert_eq!(
         j["trace"]["devices"][0]["summary"]["peak_reserved"]["bytes"],

@@ -9,7 +9,7 @@
 
 use crate::golden;
 use crate::util::*;
-use fragscope::analysis::trace_report::{self, NO_LAYOUT};
+use fragscope::analysis::report::trace::{self as trace_report, NO_LAYOUT};
 use fragscope::core::style::Style;
 use fragscope::input::profiler::{MemoryTimeline, ProfilerTrace};
 use fragscope::input::{Content, LoadOptions, load};
@@ -165,7 +165,7 @@ fn every_real_trace_reports_its_figures() {
             km("peak reserved").map(|k| k.sample.reserved.unwrap()),
             reserved
         );
-        let h = fragscope::render::trace_report::html(&Style::default(), &r).unwrap();
+        let h = fragscope::render::html::trace_html(&Style::default(), &r).unwrap();
         self_contained(name, &h);
         assert!(h.contains("Not measurable for a profiler trace"));
         // An out-of-memory event gets the same verdict box as in a
@@ -190,7 +190,7 @@ fn every_real_trace_reports_its_figures() {
         assert!(h.len() < 400_000, "{name}: {} bytes", h.len());
         rasterize(
             &format!("{name}-summary"),
-            &fragscope::render::trace_report::summary(&r).unwrap().body,
+            &fragscope::render::charts::trace_summary(&r).unwrap().body,
         );
     }
 }
@@ -201,7 +201,8 @@ fn trace_report_markdown_matches_golden() {
         return;
     };
     let r = trace_report::build(&Style::default(), &t, &p, "JSON, gzip", None, None).unwrap();
-    let md = fragscope::render::trace_report::markdown(&Style::default(), &r, Some("summary.svg"));
+    let md =
+        fragscope::render::markdown::trace_markdown(&Style::default(), &r, Some("summary.svg"));
     self_contained("markdown", &md);
     // 87.13 MiB older than the trace, then aten::addmm's 8.21 MiB: the
     // operators live at the 96.61 MiB peak.
@@ -229,13 +230,13 @@ fn memory_timeline_report_stacks_categories() {
     assert!(r.timeline.samples.len() <= trace_report::REPORT_POINTS + 1);
     let peak_kept = r.timeline.samples.iter().map(|s| s.total()).max();
     assert_eq!(peak_kept, Some(3082832104), "downsampling keeps the peak");
-    let h = fragscope::render::trace_report::categories_html(&Style::default(), &r).unwrap();
+    let h = fragscope::render::html::categories_html(&Style::default(), &r).unwrap();
     self_contained("memory timeline", &h);
     assert_eq!(rasterize_inline("memory-timeline", &h), 1);
     assert!(h.contains("<td>activation</td><td class=\"n\">0 B</td><td class=\"n\">2.41 GiB</td>"));
     rasterize(
         "memory-timeline-summary",
-        &fragscope::render::trace_report::categories_summary(&r)
+        &fragscope::render::charts::categories_summary(&r)
             .unwrap()
             .body,
     );
@@ -664,7 +665,7 @@ fn trace_report_explains_an_out_of_memory_event() {
     assert_eq!(d.ooms.len(), 1);
     let g = &d.ooms[0].diagnosis;
     assert!(!g.suggestions.is_empty(), "{g:?}");
-    let h = fragscope::render::trace_report::html(&Style::default(), &r).unwrap();
+    let h = fragscope::render::html::trace_html(&Style::default(), &r).unwrap();
     assert!(h.contains("<div class=\"verdict oom\">"));
     assert!(h.contains(&escape(&g.headline)));
     assert!(h.contains("What to try:"));

@@ -2,17 +2,14 @@
 //! `profile_memory=True` ([`chrome`]) and `export_memory_timeline` files
 //! ([`memtimeline`]).
 //!
-//! Owns decoding those JSON documents into typed, already-analysed values:
-//! the per-device allocation timeline of a trace (with the operator that was
-//! running at each event) and the per-category live bytes of a memory
-//! timeline. It must not read files, print, or touch the snapshot model: the
-//! input stage hands it a parsed `serde_json::Value`, renderers and commands
-//! read what it returns.
-//!
-//! What a trace cannot give: it holds no segment or block layout, so the
-//! largest free gap, the number of free gaps, fragmentation in the snapshot
-//! sense and internal (rounding) waste do not exist for it. See
-//! [`chrome::MISSING_FIGURES`].
+//! Owns decoding those JSON documents into the typed data of
+//! [`crate::model::profiler`] and [`crate::model::memtimeline`]: the
+//! per-device memory events of a trace (with the operator that was running at
+//! each event, paired allocations and frees, and the totals after each) and
+//! the per-category live bytes of a memory timeline. It must not read files,
+//! print, or touch the snapshot model: the input stage hands it a parsed
+//! `serde_json::Value`. Downsampling, key moments and findings are later
+//! stages' ([`crate::timeline`], [`crate::analysis`]).
 
 pub mod chrome;
 pub mod memtimeline;
@@ -22,16 +19,7 @@ pub use chrome::{
 };
 pub use memtimeline::{Category, MemoryTimeline, is_memory_timeline, timeline_from_json};
 
-use serde::Serialize;
-
-/// A problem in the data, counted and reported once with its first example.
-#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
-pub struct Anomaly {
-    pub kind: &'static str,
-    pub count: u64,
-    /// Record path of the first occurrence, e.g. `traceEvents[1834].args`.
-    pub example: String,
-}
+pub use crate::model::profiler::Anomaly;
 
 /// Collects anomalies by kind, keeping the first example of each.
 #[derive(Debug, Default, Clone)]

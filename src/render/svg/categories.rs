@@ -4,8 +4,8 @@
 
 use super::*;
 use crate::core::units::fmt_binary;
-use crate::input::profiler::Category;
-use crate::input::profiler::memtimeline::CategorySample;
+use crate::model::memtimeline::Category;
+use crate::model::memtimeline::CategorySample;
 
 pub struct CategoriesChart<'a> {
     pub title: &'a str,

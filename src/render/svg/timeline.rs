@@ -7,19 +7,7 @@ use super::*;
 use crate::core::units::fmt_binary;
 use crate::timeline::downsample::downsample;
 
-/// Where the marked event lives: with the OOM findings.
-pub use crate::analysis::oom::OomMark;
-
-impl OomMark {
-    /// `OOM: 4.94 GiB requested, largest free gap 1.20 GiB`
-    pub fn caption(&self) -> String {
-        let gap = self
-            .largest_gap
-            .map(|g| format!(", largest free gap {}", fmt_binary(g)))
-            .unwrap_or_default();
-        format!("OOM: {} requested{gap}", fmt_binary(self.request))
-    }
-}
+pub use crate::model::OomMark;
 
 pub struct TimelineChart<'a> {
     pub title: &'a str,

@@ -1,7 +1,5 @@
-//! The report: every finding `fragscope report` and `fragscope plot` show,
-//! gathered once from a snapshot and its replay into plain data that the
-//! renderers ([`crate::render::charts`], [`crate::render::html`],
-//! [`crate::render::markdown`]) lay out.
+//! The report of a snapshot: every finding `fragscope report` and
+//! `fragscope plot` show, gathered once from a snapshot and its replay.
 //!
 //! Owns: which moment each device is shown at (the first out-of-memory
 //! event, else the moment most reserved memory sat free), each OOM diagnosed by
@@ -19,13 +17,13 @@
 //! are downsampled to a fixed number of points, every list has a stable
 //! order with explicit tie-breakers.
 
-pub use super::verdict::VerdictLine;
-use crate::analysis::advice::Diagnosis;
+use super::{OomFinding, REPORT_POINTS, base_name, moment_name, moment_text};
 use crate::analysis::culprits::{self, Analysis};
 use crate::analysis::frames::{CallSite, filtered, frame_label};
-use crate::analysis::oom::OomMark;
 use crate::analysis::stats::{StateStats, TraceCoverage, consistency_warnings, trace_coverage};
+pub use crate::analysis::verdict::VerdictLine;
 use crate::core::style::Style;
+use crate::model::OomMark;
 use crate::model::*;
 use crate::timeline::downsample::downsample_series;
 use crate::timeline::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample, Series};
@@ -71,12 +69,6 @@ pub struct DeviceInput {
     pub moment: MomentState,
     /// How that moment was chosen, e.g. `first out-of-memory event`.
     pub moment_label: String,
-}
-
-#[derive(Debug, Clone)]
-pub struct OomFinding {
-    pub mark: OomMark,
-    pub diagnosis: Diagnosis,
 }
 
 #[derive(Debug, Clone)]
@@ -157,15 +149,6 @@ impl DeviceReport {
     }
 }
 
-/// `event N, t=S s` after `origin` (the first timed event), or the start.
-pub fn moment_text(at: Option<usize>, time_us: Option<i64>, origin: Option<i64>) -> String {
-    match (at, time_us, origin) {
-        (None, _, _) => "start of the trace".into(),
-        (Some(i), Some(t), Some(o)) => format!("event {i}, t={:.3} s", (t - o) as f64 / 1e6),
-        (Some(i), _, _) => format!("event {i}"),
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct Report {
     /// Base name of the input (never a full path).
@@ -222,20 +205,6 @@ impl Report {
     pub fn what_if_of(&self, device: i64) -> Option<&crate::sim::SimReport> {
         self.what_if.iter().find(|w| w.device == device)
     }
-}
-
-/// Points kept per device series in reports.
-pub const REPORT_POINTS: usize = 800;
-
-/// `path/to/x.pickle` → `x.pickle`; stdin stays `-`.
-pub fn base_name(path: &str) -> String {
-    if path == "-" {
-        return "-".into();
-    }
-    std::path::Path::new(path)
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.to_string())
 }
 
 /// The moment shown when the user names none: the first out-of-memory event
@@ -337,21 +306,6 @@ pub fn gather_with(
         });
     }
     Ok(out)
-}
-
-/// The moment as the user would name it on the command line.
-pub fn moment_name(m: Moment) -> String {
-    match m {
-        Moment::Start => "start".into(),
-        Moment::End => "end".into(),
-        Moment::Event(n) => format!("after event {n}"),
-        Moment::TimeUs(t) => format!("t={t} µs"),
-        Moment::PeakAllocated => "peak allocated".into(),
-        Moment::PeakReserved => "peak reserved".into(),
-        Moment::MaxFragmentation => "highest fragmentation".into(),
-        Moment::MinLargestGap => "smallest largest free gap".into(),
-        Moment::Oom(n) => format!("out-of-memory event {}", n + 1),
-    }
 }
 
 fn list_devices(snap: &Snapshot) -> String {
@@ -535,7 +489,7 @@ pub fn build(
         quality,
         what_if: Vec::new(),
     };
-    report.verdict = super::verdict::verdict(st, &report);
+    report.verdict = crate::analysis::verdict::verdict(st, &report);
     report
 }
 
@@ -656,169 +610,5 @@ pub fn culprit_rows(snap: &Snapshot, a: &Analysis) -> Vec<CulpritRow> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn snap_with_frames() -> (Snapshot, StackId, StackId) {
-        let mut i = Interner::new();
-        let torch = i
-            .string("/usr/lib/python3/site-packages/torch/nn/modules/linear.py")
-            .unwrap();
-        let user = i.string("/home/me/project/model.py").unwrap();
-        let fwd = i.string("forward").unwrap();
-        let other = i.string("train.py").unwrap();
-        let step = i.string("step").unwrap();
-        let f0 = i.frame(Frame {
-            filename: torch,
-            line: 125,
-            name: fwd,
-        });
-        let f1 = i.frame(Frame {
-            filename: user,
-            line: 88,
-            name: fwd,
-        });
-        let f2 = i.frame(Frame {
-            filename: other,
-            line: 12,
-            name: step,
-        });
-        let a = i.stack(vec![f0, f1]);
-        let b = i.stack(vec![f2]);
-        let mut s = Snapshot::default();
-        i.finish(&mut s);
-        (s, a, b)
-    }
-
-    fn block(address: u64, size: u64, req: u64, state: BlockState, frames: StackId) -> Block {
-        Block {
-            address,
-            size,
-            requested_size: Some(req),
-            state,
-            frames,
-        }
-    }
-
-    fn segment(address: u64, blocks: Vec<Block>) -> Segment {
-        Segment {
-            device: 0,
-            address,
-            total_size: blocks.iter().map(|b| b.size).sum(),
-            allocated_size: None,
-            active_size: None,
-            requested_size: None,
-            stream: 0,
-            segment_type: SegmentType::Large,
-            pool_id: None,
-            is_expandable: None,
-            frames: StackId::EMPTY,
-            blocks,
-        }
-    }
-
-    #[test]
-    fn culprit_rows_follow_the_analysis_by_call_site() {
-        let (snap, a, b) = snap_with_frames();
-        let segs = vec![
-            segment(
-                0,
-                vec![
-                    block(0, 300, 300, BlockState::ActiveAllocated, a),
-                    block(300, 100, 100, BlockState::ActiveAllocated, b),
-                    block(400, 1001, 0, BlockState::Inactive, StackId::EMPTY),
-                ],
-            ),
-            // Entirely free: releasable, strands nothing.
-            segment(
-                10_000,
-                vec![block(10_000, 5000, 0, BlockState::Inactive, StackId::EMPTY)],
-            ),
-            segment(
-                20_000,
-                vec![
-                    block(20_000, 512, 400, BlockState::ActiveAllocated, b),
-                    block(
-                        20_512,
-                        488,
-                        0,
-                        BlockState::ActivePendingFree,
-                        StackId::EMPTY,
-                    ),
-                ],
-            ),
-        ];
-        let state = crate::timeline::MomentState {
-            device: 0,
-            at: None,
-            time_us: None,
-            segments: segs,
-            origins: Default::default(),
-            failed_request: None,
-        };
-        let an = crate::analysis::culprits::analyze(&snap, &state, &Default::default());
-        let rows = culprit_rows(&snap, &an);
-        assert_eq!(rows.len(), 2);
-        // The gap at the end of the first segment is bounded by train.py's
-        // block only, so it is all charged there; the pending-free block
-        // holds no live tensor and is not a row.
-        assert_eq!(rows[0].site, "train.py:12 (step)");
-        assert_eq!(rows[0].site, an.groups[0].label);
-        assert_eq!(rows[0].stranded_bytes, 1001);
-        assert_eq!(rows[0].live_bytes, 100 + 400);
-        assert_eq!(rows[0].blocks, vec![20_000, 300]);
-        assert_eq!(rows[1].site, "model.py:88 (forward)");
-        assert_eq!(rows[1].stranded_bytes, 0);
-        assert_eq!(rows[1].live_bytes, 300);
-        assert_eq!(rows[1].blocks, vec![0]);
-        assert_eq!(
-            rows[1].stack,
-            vec![
-                "/usr/lib/python3/site-packages/torch/nn/modules/linear.py:125:forward",
-                "/home/me/project/model.py:88:forward"
-            ]
-        );
-        let total: u64 = rows.iter().map(|r| r.stranded_bytes).sum();
-        assert_eq!(total, an.total_stranded);
-    }
-
-    #[test]
-    fn default_moment_prefers_oom_then_most_free() {
-        let mut snap = Snapshot::default();
-        let ev = |action: Action| TraceEvent::new(action, 0, 10, 0, StackId::EMPTY);
-        let s = |e: Option<u32>, reserved: u64, allocated: u64| Sample {
-            event: e,
-            reserved,
-            allocated,
-            ..Default::default()
-        };
-        let samples = Series::from(vec![
-            s(None, 100, 90),
-            s(Some(0), 100, 10),
-            s(Some(1), 200, 110),
-            s(Some(2), 100, 50),
-        ]);
-        snap.device_traces = Some(vec![vec![
-            ev(Action::Alloc),
-            ev(Action::FreeRequested),
-            ev(Action::Alloc),
-        ]]);
-        // Free = 90 at event 0 and at event 1: the earliest wins.
-        assert_eq!(default_moment(&snap, 0, &samples).0, Some(0));
-        snap.device_traces = Some(vec![vec![
-            ev(Action::Alloc),
-            ev(Action::Oom),
-            ev(Action::Alloc),
-        ]]);
-        let (at, label) = default_moment(&snap, 0, &samples);
-        assert_eq!(at, Some(1));
-        assert!(label.contains("out-of-memory"));
-    }
-
-    #[test]
-    fn base_names_only() {
-        assert_eq!(base_name("/home/me/runs/x.pickle"), "x.pickle");
-        assert_eq!(base_name("x.pickle"), "x.pickle");
-        assert_eq!(base_name("-"), "-");
-    }
-}
+#[path = "snapshot_tests.rs"]
+mod tests;

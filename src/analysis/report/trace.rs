@@ -1,7 +1,7 @@
 //! Findings of the inputs that are not snapshots: a `torch.profiler` trace
 //! recorded with `profile_memory=True` and an `export_memory_timeline` file.
 //! `timeline`, `culprits` and `report` show these; `stats` has its own
-//! tables in [`crate::render::profiler`].
+//! tables in [`crate::render::stats`].
 //!
 //! Owns: the key moments of a trace device (the same labels as a replayed
 //! snapshot's, for the figures a trace has), the moment a report shows, the
@@ -12,13 +12,17 @@
 //! downsampled to a fixed number of points, lists keep the order the decoder
 //! gives them (largest first, ties by name).
 
-use crate::analysis::advice::diagnose;
-use crate::analysis::report::OomFinding;
+use super::OomFinding;
+use crate::analysis::advice::{OomFigures, diagnose};
 use crate::core::style::Style;
+use crate::core::text::upper_first;
 use crate::core::units::fmt_pct;
-use crate::input::profiler::chrome::{BEFORE_TRACE, DeviceSummary, OpShare, TraceDevice};
-use crate::input::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
-use crate::render::svg::timeline::OomMark;
+use crate::model::OomMark;
+use crate::model::memtimeline::MemoryTimeline;
+use crate::model::profiler::{
+    BEFORE_TRACE, DeviceSummary, OpShare, ProfilerTrace, TraceDevice, TraceSample,
+};
+use crate::timeline::downsample::{downsample_categories, downsample_trace};
 use crate::timeline::{Moment, Sample};
 
 /// What every output on a trace says about the figures it lacks.
@@ -27,8 +31,7 @@ pub const NO_LAYOUT: &str = "a profiler trace records allocated and reserved tot
 /// What every output on a memory-timeline export says about its figures.
 pub const NO_ALLOCATOR: &str = "a memory-timeline export records live tensor bytes by category, not the allocator: reserved memory, free gaps, fragmentation and call sites are not measurable for it; record a profiler trace or a memory snapshot for those";
 
-/// Points kept per device series in reports.
-pub const REPORT_POINTS: usize = crate::analysis::report::REPORT_POINTS;
+pub use super::REPORT_POINTS;
 
 /// A moment of a trace device worth a row.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,7 +94,7 @@ pub fn as_sample(t: &TraceSample) -> Sample {
     }
 }
 
-pub use crate::analysis::report::moment_text;
+pub use super::moment_text;
 
 #[derive(Debug, Clone)]
 pub struct TraceDeviceReport {
@@ -249,15 +252,14 @@ pub fn build(
                         largest_gap: None,
                         device_free: None,
                     },
-                    diagnosis: diagnose(st, &o.figures(d.capacity)),
+                    diagnosis: diagnose(st, &OomFigures::of_trace(o, d.capacity)),
                 }
             })
             .collect();
         let reserved_known = d.summary.peak_reserved.is_some();
         // The start sample has no reserved figure (a trace reports totals
         // after events); drawing it as 0 would invent a drop.
-        let samples: Vec<Sample> = d
-            .downsampled(REPORT_POINTS)
+        let samples: Vec<Sample> = downsample_trace(&d.samples, REPORT_POINTS)
             .iter()
             .filter(|x| !reserved_known || x.reserved.is_some())
             .map(as_sample)
@@ -303,7 +305,7 @@ pub fn build(
         kind,
         verdict: Vec::new(),
         devices,
-        missing: crate::input::profiler::MISSING_FIGURES
+        missing: crate::model::profiler::MISSING_FIGURES
             .iter()
             .map(|(f, why)| (f.to_string(), why.to_string()))
             .collect(),
@@ -312,14 +314,6 @@ pub fn build(
     };
     r.verdict = verdict(st, &r);
     Ok(r)
-}
-
-fn upper_first(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
-        None => String::new(),
-    }
 }
 
 /// The summary in words, with the snapshot report's wording for the
@@ -455,9 +449,9 @@ pub fn build_categories(
     format: &str,
 ) -> CategoryReport {
     let mut small = tl.clone();
-    small.samples = tl.downsampled(REPORT_POINTS);
+    small.samples = downsample_categories(&tl.samples, REPORT_POINTS);
     let form = match tl.form {
-        Some(crate::input::profiler::memtimeline::TimelineForm::Raw) => "raw rows",
+        Some(crate::model::memtimeline::TimelineForm::Raw) => "raw rows",
         _ => "times and sizes",
     };
     let kind = format!(
@@ -469,8 +463,8 @@ pub fn build_categories(
     match tl.peak {
         None => verdict.push("The memory timeline is empty.".into()),
         Some(p) => {
-            let mut parts: Vec<(u64, crate::input::profiler::Category)> =
-                crate::input::profiler::Category::ALL
+            let mut parts: Vec<(u64, crate::model::memtimeline::Category)> =
+                crate::model::memtimeline::Category::ALL
                     .iter()
                     .map(|&c| (p.bytes[c as usize], c))
                     .filter(|x| x.0 > 0)
