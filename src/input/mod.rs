@@ -21,18 +21,11 @@ use crate::model::Snapshot;
 use load::read_error;
 use std::io::{BufRead, Read};
 
+pub use crate::model::MSGPACK_MAGIC;
+use crate::model::MSGPACK_PREFIX;
 pub use load::{
     DEFAULT_MAX_INPUT, LoadOptions, decompress, load, load_observed, load_snapshot, read_input,
 };
-
-/// Magic prefix of fragscope's MessagePack form of the model. The last byte
-/// is the version of the form: the serde form of the model, so it changes
-/// whenever the model does.
-pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x02";
-
-/// The prefix of every version of the MessagePack form, [`MSGPACK_MAGIC`]
-/// without its version byte.
-const MSGPACK_PREFIX: &[u8] = b"FRAGSCOPE-MSGPACK";
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {

@@ -13,6 +13,16 @@ pub mod policy;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
+/// Magic prefix of fragscope's MessagePack form of the model (what
+/// `convert --to msgpack` writes and the input stage reads back). The last
+/// byte is the version of the form: the serde form of this model, so it
+/// changes whenever the model does.
+pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x02";
+
+/// The prefix of every version of the MessagePack form, [`MSGPACK_MAGIC`]
+/// without its version byte.
+pub const MSGPACK_PREFIX: &[u8] = b"FRAGSCOPE-MSGPACK";
+
 /// Index into [`Snapshot::strings`].
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StrId(pub u32);

@@ -3,7 +3,7 @@
 //! form. Reading either back yields an equal [`Snapshot`].
 
 use crate::core::serial::Seq;
-use crate::input::MSGPACK_MAGIC;
+use crate::model::MSGPACK_MAGIC;
 use crate::model::*;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
