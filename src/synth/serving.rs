@@ -140,6 +140,12 @@ impl Serving {
         }
     }
 
+    /// The serving loop's call sites, made once: each site's frames, from
+    /// the tensor's op out to the server's `main`.
+    ///
+    /// Long (about 170 lines) because it is a table: one entry a site, each
+    /// written where its frames are, with the few helpers the entries share
+    /// (`call`, `outer`, `at`) above them.
     fn sites(&mut self) -> Sites {
         if let Some(s) = self.sites {
             return s;

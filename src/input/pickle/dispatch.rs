@@ -11,6 +11,14 @@ use crate::input::value::Node;
 use std::io::Read;
 
 impl<R: Read, S: Sink> Vm<'_, R, S> {
+    /// Runs the machine to STOP: the decoded value, or the first error.
+    ///
+    /// One match with an arm for every opcode of protocols 0 to 5, so about
+    /// 300 lines long on purpose: it is the decoder's hottest loop, every
+    /// byte of a general value passes through it, and the arms share the
+    /// loop's state (`protocol`, the current offset). Shared work is already
+    /// in the operations of `ops.rs`; an arm moved into a function of its own
+    /// would only move where the reader looks.
     pub(super) fn run(&mut self) -> Result<Decoded, PickleError> {
         let mut protocol = 0u8;
         loop {

@@ -90,6 +90,15 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
 
     /// [`Vm::entry`] once the window holds the entry: parses it, then hands
     /// it to the sink, then stores its memo entries. The end of the entry.
+    ///
+    /// One function of about 370 lines on purpose: it reads nearly every
+    /// byte of a large file, and its cursor, window and scratch buffers are
+    /// locals shared by the closures and the `value!` macro that both
+    /// loops (the known shape, then the general one) inline. Split into
+    /// functions, that state would travel through memory on every value
+    /// (the comments below name stalls measured for less), and any early
+    /// `None` (hand the entry back to the general machine) would have to be
+    /// passed up through each of them.
     pub(super) fn read_entry(&mut self, l: u32) -> Option<usize> {
         let Vm {
             inp,
