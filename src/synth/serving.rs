@@ -16,7 +16,7 @@
 
 use super::Rng;
 use super::stacks::{Entry, Py, StackPool, TORCH, py};
-use super::workload::{Program, Req, Tensor};
+use super::workload::{Program, Req, Tensor, new_tensor};
 
 const HF: &str = "/usr/local/lib/python3.10/dist-packages/transformers";
 const SERVER: &str = "/srv/llm-serve/server.py";
@@ -315,14 +315,7 @@ impl Serving {
     }
 
     fn alloc(&mut self, out: &mut Vec<Req>, size: u64, stack: u32) -> Tensor {
-        self.next += 1;
-        out.push(Req::Alloc {
-            t: self.next,
-            size,
-            stream: 0,
-            stack,
-        });
-        self.next
+        new_tensor(out, &mut self.next, size, 0, stack)
     }
 
     fn free(out: &mut Vec<Req>, t: Tensor, stack: u32) {

@@ -148,19 +148,7 @@ impl Simulator {
         self.remove_free(id);
         let before = uaddr - addr;
         if before > 0 {
-            let b = self.alloc_slot(Blk {
-                addr,
-                size: before,
-                requested: 0,
-                stream,
-                pool,
-                state: St::Free,
-                mapped: true,
-                res: Some(r),
-                prev: None,
-                next: None,
-                gc_base: 0,
-            });
+            let b = self.mapped_free(addr, before, stream, pool, r);
             let prev = self.blk(id).prev;
             self.blk_mut(b).prev = prev;
             if let Some(p) = prev {
@@ -171,19 +159,7 @@ impl Simulator {
         }
         let after = size - before - usize_;
         if after > 0 {
-            let a = self.alloc_slot(Blk {
-                addr: uaddr + usize_,
-                size: after,
-                requested: 0,
-                stream,
-                pool,
-                state: St::Free,
-                mapped: true,
-                res: Some(r),
-                prev: None,
-                next: None,
-                gc_base: 0,
-            });
+            let a = self.mapped_free(uaddr + usize_, after, stream, pool, r);
             let next = self.blk(id).next;
             self.blk_mut(a).next = next;
             if let Some(n) = next {
@@ -221,5 +197,23 @@ impl Simulator {
             stream,
             device_free: None,
         });
+    }
+
+    /// A new free block of `size` mapped bytes at `addr` in reservation
+    /// `r`, not yet linked to its neighbours.
+    fn mapped_free(&mut self, addr: u64, size: u64, stream: i64, pool: usize, r: usize) -> BlockId {
+        self.alloc_slot(Blk {
+            addr,
+            size,
+            requested: 0,
+            stream,
+            pool,
+            state: St::Free,
+            mapped: true,
+            res: Some(r),
+            prev: None,
+            next: None,
+            gc_base: 0,
+        })
     }
 }

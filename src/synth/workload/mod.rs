@@ -55,6 +55,25 @@ pub enum Req {
     EmptyCache { stack: u32 },
 }
 
+/// Asks for a new tensor of `size` bytes on `stream` at call site `stack`,
+/// numbered after the program's last (`next`); its number.
+pub fn new_tensor(
+    out: &mut Vec<Req>,
+    next: &mut Tensor,
+    size: u64,
+    stream: i64,
+    stack: u32,
+) -> Tensor {
+    *next += 1;
+    out.push(Req::Alloc {
+        t: *next,
+        size,
+        stream,
+        stack,
+    });
+    *next
+}
+
 /// A program whose allocations a synthetic snapshot records, one step (a
 /// training step, a serving iteration) at a time.
 pub trait Program {
@@ -280,14 +299,7 @@ impl Workload {
     }
 
     fn alloc_on(&mut self, out: &mut Vec<Req>, size: u64, stream: i64, stack: u32) -> Tensor {
-        self.next += 1;
-        out.push(Req::Alloc {
-            t: self.next,
-            size,
-            stream,
-            stack,
-        });
-        self.next
+        new_tensor(out, &mut self.next, size, stream, stack)
     }
 
     fn alloc(&mut self, out: &mut Vec<Req>, size: u64, stack: u32) -> Tensor {
