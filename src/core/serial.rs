@@ -3,11 +3,6 @@
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 use std::cell::RefCell;
 
-/// Magic prefix of fragscope's MessagePack form of the model. The last byte
-/// is the version of the form: the serde form of the model, so it changes
-/// whenever the model does.
-pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x02";
-
 /// A sequence serialized element by element from an iterator, so that a
 /// long list (a trace's events, a replay's samples) is never collected first.
 /// It can be serialized once.

@@ -2,7 +2,8 @@
 //! PyTorch's memory_viz page and by fragscope), and fragscope's MessagePack
 //! form. Reading either back yields an equal [`Snapshot`].
 
-use crate::core::serial::{MSGPACK_MAGIC, Seq};
+use crate::core::serial::Seq;
+use crate::model::MSGPACK_MAGIC;
 use crate::model::*;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};

@@ -542,55 +542,7 @@ pub fn run_observed(
         let mut completes = false;
         while let Some(r) = reqs.next_if(|r| r.event == i) {
             completes = true;
-            match r.request {
-                Request::Alloc {
-                    key,
-                    size,
-                    stream,
-                    pool,
-                } => match sim.malloc_in(size, stream, pool) {
-                    Ok(addr) => match key {
-                        Some(k) => {
-                            map.insert(k, addr);
-                            refused.remove(&k);
-                        }
-                        None => {
-                            out.recorded_oom_avoided.push((i, true));
-                            sim.free(addr).expect("just allocated");
-                        }
-                    },
-                    Err(oom) => {
-                        out.ooms.push(SimOom {
-                            event: i,
-                            requested: oom.requested,
-                            recorded: key.is_none(),
-                        });
-                        match key {
-                            Some(k) => {
-                                map.remove(&k);
-                                refused.insert(k);
-                            }
-                            None => out.recorded_oom_avoided.push((i, false)),
-                        }
-                    }
-                },
-                Request::FreeRequested { key } => {
-                    if let Some(&a) = map.get(&key) {
-                        // A block already pending stays pending.
-                        let _ = sim.free_requested(a);
-                    }
-                }
-                Request::FreeCompleted { key } => match map.remove(&key) {
-                    Some(a) => {
-                        if sim.free_completed(a).is_err() {
-                            out.skipped_frees += 1;
-                        }
-                    }
-                    None if refused.remove(&key) => out.frees_of_refused += 1,
-                    None => out.skipped_frees += 1,
-                },
-                Request::EmptyCache => sim.empty_cache(),
-            }
+            apply(&mut sim, i, &r.request, &mut map, &mut refused, &mut out);
         }
         if !sim.events().is_empty() {
             out.events
@@ -627,6 +579,70 @@ pub fn run_observed(
     finals.sort_unstable();
     out.final_segments = finals;
     Ok(out)
+}
+
+/// One request of event `i` made of the model: an allocation served (its
+/// address kept under the trace's `key`) or refused (recorded in `out`), a
+/// free, an `empty_cache`. `map` holds the model's address of each live
+/// key, `refused` the keys whose allocation the model refused.
+#[inline]
+fn apply(
+    sim: &mut Simulator,
+    i: usize,
+    request: &Request,
+    map: &mut AddrMap<u64>,
+    refused: &mut AddrSet,
+    out: &mut SimRun,
+) {
+    match *request {
+        Request::Alloc {
+            key,
+            size,
+            stream,
+            pool,
+        } => match sim.malloc_in(size, stream, pool) {
+            Ok(addr) => match key {
+                Some(k) => {
+                    map.insert(k, addr);
+                    refused.remove(&k);
+                }
+                None => {
+                    out.recorded_oom_avoided.push((i, true));
+                    sim.free(addr).expect("just allocated");
+                }
+            },
+            Err(oom) => {
+                out.ooms.push(SimOom {
+                    event: i,
+                    requested: oom.requested,
+                    recorded: key.is_none(),
+                });
+                match key {
+                    Some(k) => {
+                        map.remove(&k);
+                        refused.insert(k);
+                    }
+                    None => out.recorded_oom_avoided.push((i, false)),
+                }
+            }
+        },
+        Request::FreeRequested { key } => {
+            if let Some(&a) = map.get(&key) {
+                // A block already pending stays pending.
+                let _ = sim.free_requested(a);
+            }
+        }
+        Request::FreeCompleted { key } => match map.remove(&key) {
+            Some(a) => {
+                if sim.free_completed(a).is_err() {
+                    out.skipped_frees += 1;
+                }
+            }
+            None if refused.remove(&key) => out.frees_of_refused += 1,
+            None => out.skipped_frees += 1,
+        },
+        Request::EmptyCache => sim.empty_cache(),
+    }
 }
 
 /// The figures of a run that the `simulate` table shows.

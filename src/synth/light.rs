@@ -7,7 +7,7 @@
 
 use super::Rng;
 use super::stacks::{Entry, PROJECT, StackPool, TORCH, py};
-use super::workload::{Program, Req, Tensor};
+use super::workload::{Program, Req, Tensor, new_tensor};
 
 const FOREACH: &str = "c10::ArrayRef<at::Tensor>, c10::Scalar const&";
 const TO: &str = "at::Tensor const&, std::optional<c10::ScalarType>, std::optional<c10::Layout>, std::optional<c10::Device>, std::optional<bool>, bool, std::optional<c10::MemoryFormat>";
@@ -81,14 +81,7 @@ impl Light {
     }
 
     fn alloc(&mut self, out: &mut Vec<Req>, size: u64, stack: u32) -> Tensor {
-        self.next += 1;
-        out.push(Req::Alloc {
-            t: self.next,
-            size,
-            stream: 0,
-            stack,
-        });
-        self.next
+        new_tensor(out, &mut self.next, size, 0, stack)
     }
 }
 

@@ -16,7 +16,7 @@
 
 use super::Rng;
 use super::stacks::{Entry, Py, StackPool, TORCH, py};
-use super::workload::{Program, Req, Tensor};
+use super::workload::{Program, Req, Tensor, new_tensor};
 
 const HF: &str = "/usr/local/lib/python3.10/dist-packages/transformers";
 const SERVER: &str = "/srv/llm-serve/server.py";
@@ -140,6 +140,12 @@ impl Serving {
         }
     }
 
+    /// The serving loop's call sites, made once: each site's frames, from
+    /// the tensor's op out to the server's `main`.
+    ///
+    /// Long (about 170 lines) because it is a table: one entry a site, each
+    /// written where its frames are, with the few helpers the entries share
+    /// (`call`, `outer`, `at`) above them.
     fn sites(&mut self) -> Sites {
         if let Some(s) = self.sites {
             return s;
@@ -309,14 +315,7 @@ impl Serving {
     }
 
     fn alloc(&mut self, out: &mut Vec<Req>, size: u64, stack: u32) -> Tensor {
-        self.next += 1;
-        out.push(Req::Alloc {
-            t: self.next,
-            size,
-            stream: 0,
-            stack,
-        });
-        self.next
+        new_tensor(out, &mut self.next, size, 0, stack)
     }
 
     fn free(out: &mut Vec<Req>, t: Tensor, stack: u32) {

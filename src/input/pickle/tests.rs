@@ -1,0 +1,110 @@
+//! Unit tests of the pickle machine: memo sharing, refused opcodes, long
+//! integers, hostile lengths, deep nesting and the text opcodes.
+
+use super::literals::{long_from_le, sign_extend};
+use super::*;
+
+fn root(d: &Decoded) -> &Node {
+    d.arena.get(d.root)
+}
+
+#[test]
+fn protocol2_dict_with_memo_sharing() {
+    // {"a": [1, 2], "b": <same list>} as CPython protocol 2 writes it.
+    let p =
+        b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01]q\x02(K\x01K\x02eX\x01\x00\x00\x00bq\x03h\x02u.";
+    let d = decode(p).unwrap();
+    assert_eq!(d.protocol, 2);
+    let Node::Dict(items) = root(&d) else {
+        panic!()
+    };
+    assert_eq!(items.len(), 2);
+    assert_eq!(
+        items[0].1, items[1].1,
+        "memo reference must be a shared node"
+    );
+}
+
+#[test]
+fn refuses_global_with_offset() {
+    let p = b"\x80\x02cos\nsystem\n.";
+    let e = decode(p).err().unwrap();
+    assert_eq!(e.offset, 2);
+    assert!(e.msg.contains("GLOBAL"), "{}", e.msg);
+}
+
+#[test]
+fn long1_negative_and_big() {
+    let p = b"\x80\x02]q\x00(\x8a\x01\xff\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00e.";
+    let d = decode(p).unwrap();
+    let Node::List(v) = root(&d) else { panic!() };
+    assert_eq!(d.arena.get(v[0]), &Node::Int(-1));
+    assert_eq!(d.arena.get(v[1]), &Node::Int(i64::MIN));
+    assert_eq!(d.arena.get(v[2]), &Node::BigInt);
+}
+
+#[test]
+fn huge_length_prefix_is_an_error_not_an_allocation() {
+    let p = b"\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\x7f";
+    let e = decode(p).err().unwrap();
+    assert!(
+        e.msg.contains("past the end") || e.msg.contains("larger"),
+        "{}",
+        e.msg
+    );
+}
+
+#[test]
+fn deep_nesting_does_not_overflow() {
+    let mut p = vec![0x80, 4];
+    p.extend(std::iter::repeat_n(b']', 200_000));
+    p.extend(std::iter::repeat_n(b'a', 199_999));
+    p.push(b'.');
+    assert!(decode(&p).is_ok());
+}
+
+#[test]
+fn protocol0_text_opcodes() {
+    let p = b"(dp0\nS'x'\np1\nI42\nsVh\\u00e9\np2\nL7L\ns.";
+    let d = decode(p).unwrap();
+    let Node::Dict(items) = root(&d) else {
+        panic!()
+    };
+    assert_eq!(d.arena.get(items[0].1), &Node::Int(42));
+    assert_eq!(d.arena.as_str(items[1].0), Some("hé"));
+}
+
+#[test]
+fn long1_word_read_agrees_with_the_byte_read() {
+    let samples: [&[u8]; 9] = [
+        b"",
+        b"\x7f",
+        b"\x80",
+        b"\xff\x00",
+        b"\x00\x80",
+        b"\x00\xa0\x3c\x8b\xfe\x7f",
+        b"\x45\x23\x01\x00\x00\x00\x06\x00",
+        b"\x00\x00\x00\x00\x00\x00\x00\x80",
+        b"\xff\xff\xff\xff\xff\xff\xff\xff",
+    ];
+    for b in samples {
+        let mut w = [0xa5u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        let fast = Val::Int(sign_extend(u64::from_le_bytes(w), b.len()));
+        assert_eq!(fast, long_from_le(b), "{b:?}");
+    }
+    // Through the machine: a LONG1 near the end of the data takes the
+    // byte path, one further in the word path; both give the value.
+    let mut p = b"\x80\x04]\x94(\x8a\x03\xff\xff\x7f".to_vec();
+    p.extend_from_slice(b"\x8a\x02\x00\x80e.");
+    let d = decode(&p).unwrap();
+    let Node::List(v) = root(&d) else { panic!() };
+    assert_eq!(d.arena.get(v[0]), &Node::Int(0x7f_ffff));
+    assert_eq!(d.arena.get(v[1]), &Node::Int(-32768));
+}
+
+#[test]
+fn missing_memo_key() {
+    let e = decode(b"\x80\x04h\x05.").err().unwrap();
+    assert!(e.msg.contains("memo reference 5"));
+}

@@ -1,0 +1,619 @@
+//! The [`TraceSink`]: takes each trace entry of `device_traces[d]` the
+//! moment the pickle machine has its items, builds its [`TraceEvent`] with
+//! provisional ids and leaves a small record behind (or, on the machine's
+//! fast path, no node at all).
+
+use crate::core::hash::FxBuild;
+use crate::input::pickle::{Sink, Val};
+use crate::input::value::{Arena, Node, Vid};
+use crate::model::*;
+use std::collections::HashMap;
+
+/// The keys of a trace entry, as [`Cx::event`] reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Action,
+    Addr,
+    Size,
+    Stream,
+    TimeUs,
+    Frames,
+    DeviceFree,
+    CompileContext,
+    UserMetadata,
+    PoolId,
+    Category,
+    /// A key the arena path must see (2.0 `cpp_frames`).
+    Legacy,
+    Ignored,
+}
+
+fn classify(s: &str) -> Key {
+    match s {
+        "action" => Key::Action,
+        "addr" => Key::Addr,
+        "size" => Key::Size,
+        "stream" => Key::Stream,
+        "time_us" => Key::TimeUs,
+        "frames" => Key::Frames,
+        "cpp_frames" => Key::Legacy,
+        "device_free" => Key::DeviceFree,
+        "compile_context" => Key::CompileContext,
+        "user_metadata" => Key::UserMetadata,
+        "pool_id" => Key::PoolId,
+        "category" => Key::Category,
+        _ => Key::Ignored,
+    }
+}
+
+const KEY_CACHE: usize = 64;
+
+/// A key set of trace entries ([`Sink::entry_shape`]).
+struct KeySet {
+    /// The keys' nodes, in order.
+    keys: Box<[Val]>,
+    /// What each of them is.
+    kinds: Box<[Key]>,
+}
+/// Key sets ([`Sink::entry_shape`]) kept; a trace has one or two.
+const MAX_SHAPES: usize = 16;
+const ACTION_CACHE: usize = 16;
+
+/// [`TraceSink::into_parts`]: frames lists, trace entries per list, pools.
+pub(super) type Parts = (Vec<Box<[Vid]>>, Vec<Vec<TraceEvent>>, Vec<(i64, i64)>);
+
+/// Takes the dicts of `device_traces[d]` while a pickle is read (see the
+/// module doc). The entries it builds hold provisional ids: `frames` is one
+/// more than a number in its stack table (0 = no frames), string ids are
+/// arena node numbers.
+pub struct TraceSink {
+    /// `device_traces` (normally one list).
+    dt: Vec<Vid>,
+    /// Per-device trace lists and their number in `lists`.
+    trace_lists: Vec<(Vid, u32)>,
+    lists: Vec<Events>,
+    pstacks: Vec<Box<[Vid]>>,
+    pstack_ix: HashMap<Box<[Vid]>, u32, FxBuild>,
+    /// Pool ids by provisional number.
+    ppools: Vec<(i64, i64)>,
+    ppool_ix: HashMap<(i64, i64), u32, FxBuild>,
+    /// Key strings by node, direct-mapped (PyTorch shares one string per key).
+    keys: [(Vid, Key); KEY_CACHE],
+    /// Action strings by node, direct-mapped, as read.
+    actions: [(Vid, Action); ACTION_CACHE],
+    /// The batch being read: its MARK, its list, how far it is known to
+    /// hold only this sink's entries, and whether something else sits in it.
+    batch: (usize, u32, usize, bool),
+    /// Whether the pickle machine may read entries by its fast path.
+    fast: bool,
+    /// Key sets numbered for the pickle machine ([`Sink::entry_shape`]):
+    /// the keys' nodes and what each key is.
+    shapes: Vec<KeySet>,
+}
+
+/// Entries of one trace list. A plain vector: its large buffers grow by
+/// `realloc`, which the system allocator serves by remapping pages rather
+/// than copying them, and capacity it never touches costs no memory. The
+/// model takes it as it is: shrinking a short list out of its first chunk
+/// copied it into memory new to the process (on the largest real file,
+/// 350 page faults of 900 and a tenth of a decode), and spare capacity is
+/// address space it never touches, not resident memory.
+const FIRST: usize = 1 << 16;
+
+#[derive(Default)]
+struct Events {
+    events: Vec<TraceEvent>,
+}
+
+impl Events {
+    #[inline]
+    fn push(&mut self, e: TraceEvent) {
+        if self.events.capacity() == 0 {
+            // Large enough that the allocator maps it apart from its heap
+            // (grown by remapping, returned whole), as a chunk of 64 Ki
+            // events was before; a short trace touches only what it uses.
+            self.events.reserve_exact(FIRST);
+        }
+        self.events.push(e);
+    }
+
+    fn into_vec(self) -> Vec<TraceEvent> {
+        self.events
+    }
+}
+
+impl Default for TraceSink {
+    fn default() -> Self {
+        TraceSink {
+            dt: Vec::new(),
+            trace_lists: Vec::new(),
+            lists: Vec::new(),
+            pstacks: Vec::new(),
+            pstack_ix: HashMap::default(),
+            ppools: Vec::new(),
+            ppool_ix: HashMap::default(),
+            keys: [(Vid::MAX, Key::Ignored); KEY_CACHE],
+            actions: std::array::from_fn(|_| (Vid::MAX, Action::Alloc)),
+            batch: (usize::MAX, u32::MAX, 0, false),
+            fast: true,
+            shapes: Vec::new(),
+        }
+    }
+}
+
+impl TraceSink {
+    pub fn new() -> TraceSink {
+        TraceSink::default()
+    }
+
+    /// With `false`, every entry goes through the general pickle machine
+    /// (the model is the same; tests compare the two).
+    pub fn with_fast_path(mut self, on: bool) -> TraceSink {
+        self.fast = on;
+        self
+    }
+
+    /// Trace entries taken so far.
+    pub fn entries(&self) -> usize {
+        self.lists.iter().map(|l| l.events.len()).sum()
+    }
+
+    /// What the schema walk takes over once the pickle is read: the frames
+    /// lists, the trace entries of each list, the pool table.
+    pub(super) fn into_parts(self) -> Parts {
+        let TraceSink {
+            pstacks,
+            lists,
+            ppools,
+            ..
+        } = self;
+        (
+            pstacks,
+            lists.into_iter().map(Events::into_vec).collect(),
+            ppools,
+        )
+    }
+
+    fn trace_list(&self, v: Val) -> Option<u32> {
+        let Val::Node(id) = v else { return None };
+        self.trace_lists
+            .iter()
+            .find(|(l, _)| *l == id)
+            .map(|(_, i)| *i)
+    }
+
+    fn is_dt(&self, v: Val) -> bool {
+        matches!(v, Val::Node(id) if self.dt.contains(&id))
+    }
+
+    #[inline]
+    fn key(&mut self, a: &Arena, v: Val) -> Key {
+        let Val::Node(id) = v else {
+            return Key::Ignored;
+        };
+        let slot = id as usize % KEY_CACHE;
+        if self.keys[slot].0 == id {
+            return self.keys[slot].1;
+        }
+        self.key_missed(a, id)
+    }
+
+    /// [`TraceSink::key`] for a string not yet in its cache.
+    #[cold]
+    fn key_missed(&mut self, a: &Arena, id: Vid) -> Key {
+        let slot = id as usize % KEY_CACHE;
+        let k = match a.get(id) {
+            Node::Str(s) => classify(s),
+            _ => Key::Ignored,
+        };
+        self.keys[slot] = (id, k);
+        k
+    }
+
+    /// The trace list that will receive the dict at `stack[e]`: it sits
+    /// right above the list (a one-entry list), or in a batch over the
+    /// list's MARK that so far holds only entries taken here.
+    fn owner(&mut self, a: &Arena, stack: &[Val], marks: &[usize], e: usize) -> Option<u32> {
+        // The next entry of a batch: right above the entry this sink took
+        // last, under the same MARK (what the general case below finds, in
+        // a few comparisons).
+        let (bm, bl, upto, blocked) = self.batch;
+        if !blocked
+            && upto + 1 == e
+            && marks.last() == Some(&bm)
+            && matches!(stack.get(upto), Some(Val::Record(y, _)) if *y == bl)
+        {
+            self.batch.2 = e;
+            return Some(bl);
+        }
+        if e >= 1
+            && let Some(l) = self.trace_list(stack[e - 1])
+        {
+            return Some(l);
+        }
+        let &m = marks.last()?;
+        if m == 0 || m > e {
+            return None;
+        }
+        let l = self.trace_list(stack[m - 1])?;
+        let (bm, bl, upto, blocked) = self.batch;
+        if bm != m || bl != l || upto > e || e == m {
+            self.batch = (m, l, m, false);
+        } else if blocked {
+            return None;
+        }
+        for v in &stack[self.batch.2..e] {
+            let ok = match *v {
+                Val::Record(y, _) => y == l,
+                Val::Node(x) => matches!(a.get(x), Node::Record(y, _) if *y == l),
+                _ => false,
+            };
+            if !ok {
+                self.batch.3 = true;
+                return None;
+            }
+        }
+        self.batch.2 = e;
+        Some(l)
+    }
+
+    /// The stack number of these frames.
+    fn intern_stack(&mut self, items: &[Vid]) -> u32 {
+        match self.pstack_ix.get(items) {
+            Some(&s) => s,
+            None => {
+                let s = self.pstacks.len() as u32;
+                let items: Box<[Vid]> = items.into();
+                self.pstacks.push(items.clone());
+                self.pstack_ix.insert(items, s);
+                s
+            }
+        }
+    }
+
+    /// The provisional number of a pool id.
+    fn intern_pool(&mut self, pair: (i64, i64)) -> PoolIdx {
+        let n = self.ppools.len() as u32;
+        let i = *self.ppool_ix.entry(pair).or_insert(n);
+        if i == n {
+            self.ppools.push(pair);
+        }
+        PoolIdx(i)
+    }
+
+    /// A frames list as a stack number (+1), or `None` when the arena path
+    /// must look at it.
+    fn frames(&mut self, a: &mut Arena, v: Val) -> Option<u32> {
+        let id = match v {
+            Val::None => return Some(0),
+            Val::Stack(s) => return Some(s + 1),
+            Val::Node(id) => id,
+            _ => return None,
+        };
+        let s = match a.get(id) {
+            Node::None => return Some(0),
+            Node::Stack(s) => return Some(s + 1),
+            Node::List(items) => {
+                let items = items.clone();
+                self.intern_stack(&items)
+            }
+            _ => return None,
+        };
+        // The list's items now live in the stack table.
+        a.nodes[id as usize] = Node::Stack(s);
+        Some(s + 1)
+    }
+
+    /// [`Cx::event`] for the common case; `None` for anything it would
+    /// coerce, reject or read as a legacy format.
+    fn event(&mut self, a: &mut Arena, items: &[Val], shape: Option<u32>) -> Option<TraceEvent> {
+        fn int(a: &Arena, v: Val) -> Option<i64> {
+            match v {
+                Val::Int(i) => Some(i),
+                Val::Node(id) => match a.get(id) {
+                    Node::Int(i) => Some(*i),
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+        fn uint(a: &Arena, v: Val) -> Option<u64> {
+            int(a, v).and_then(|i| u64::try_from(i).ok())
+        }
+        fn is_none(a: &Arena, v: Val) -> bool {
+            match v {
+                Val::None => true,
+                Val::Node(id) => matches!(a.get(id), Node::None),
+                _ => false,
+            }
+        }
+        fn string(a: &Arena, v: Val) -> Option<StrId> {
+            match v {
+                Val::Node(id) if matches!(a.get(id), Node::Str(_)) => Some(StrId(id)),
+                _ => None,
+            }
+        }
+        fn pair(a: &Arena, v: Val) -> Option<(i64, i64)> {
+            let Val::Node(id) = v else { return None };
+            let l: &[Vid] = match a.get(id) {
+                Node::Tuple(l) => l,
+                Node::List(l) => l,
+                _ => return None,
+            };
+            match l {
+                [x, y] => Some((int(a, Val::Node(*x))?, int(a, Val::Node(*y))?)),
+                _ => None,
+            }
+        }
+        /// An entry's fields as they are read.
+        struct Fields {
+            e: TraceEvent,
+            action: Option<Val>,
+            frames: Option<Val>,
+            pool: Option<(i64, i64)>,
+        }
+        #[inline(always)]
+        fn field(f: &mut Fields, a: &Arena, key: Key, v: Val) -> Option<()> {
+            let e = &mut f.e;
+            match key {
+                Key::Action => f.action = Some(v),
+                Key::Addr => e.addr = uint(a, v)?,
+                Key::Size => e.size = uint(a, v)?,
+                Key::Stream => e.stream = int(a, v)?,
+                Key::TimeUs if !is_none(a, v) => e.set_time_us(Some(int(a, v)?)),
+                Key::Frames => f.frames = Some(v),
+                Key::DeviceFree => e.set_device_free(Some(uint(a, v)?)),
+                Key::CompileContext => e.set_compile_context(Some(string(a, v)?)),
+                Key::UserMetadata => e.set_user_metadata(Some(string(a, v)?)),
+                Key::PoolId if !is_none(a, v) => f.pool = Some(pair(a, v)?),
+                Key::Category if !is_none(a, v) => e.set_category(Some(string(a, v)?)),
+                Key::Legacy => return None,
+                _ => {}
+            }
+            Some(())
+        }
+        let mut f = Fields {
+            e: TraceEvent::new(Action::Alloc, 0, 0, 0, StackId(0)),
+            action: None,
+            frames: None,
+            pool: None,
+        };
+        match shape {
+            // With a key set, `items` are its values alone.
+            Some(s) => {
+                let kinds = &self.shapes.get(s as usize)?.kinds;
+                if kinds.len() != items.len() {
+                    return None;
+                }
+                for (&k, &v) in kinds.iter().zip(items) {
+                    field(&mut f, a, k, v)?;
+                }
+            }
+            None => {
+                for kv in items.chunks_exact(2) {
+                    field(&mut f, a, self.key(a, kv[0]), kv[1])?;
+                }
+            }
+        }
+        let Fields {
+            mut e,
+            action,
+            frames,
+            pool,
+        } = f;
+        if let Some(pair) = pool {
+            e.set_pool(Some(self.intern_pool(pair)));
+        }
+        let Val::Node(action) = action? else {
+            return None;
+        };
+        // Every entry names one of a few shared action strings.
+        // Hashed: the few action strings are nodes made close together,
+        // whose numbers may share their low bits.
+        let slot = (action.wrapping_mul(0x9e37_79b9) >> 28) as usize % ACTION_CACHE;
+        e.action = if self.actions[slot].0 == action {
+            self.actions[slot].1
+        } else {
+            let Node::Str(name) = a.get(action) else {
+                return None;
+            };
+            // An unknown action (rare) is numbered by the arena path.
+            let parsed = Action::parse(name)?;
+            self.actions[slot] = (action, parsed);
+            parsed
+        };
+        if let Some(v) = frames {
+            e.frames = StackId(self.frames(a, v)?);
+        }
+        Some(e)
+    }
+}
+
+impl Sink for TraceSink {
+    fn list_created(&mut self, a: &Arena, stack: &[Val], marks: &[usize], list: Vid) {
+        let p = stack.len() - 1;
+        // `device_traces` (or `traces`, as `_memory_viz.py` names it): a value
+        // of the top-level dict, right above its key.
+        let root_value = match marks {
+            [] => p == 2,
+            [1] => p >= 2 && p.is_multiple_of(2),
+            _ => false,
+        };
+        if root_value
+            && matches!(stack[0], Val::Node(r) if matches!(a.get(r), Node::Dict(_)))
+            && matches!(stack[p - 1], Val::Node(k) if matches!(a.get(k), Node::Str(s) if &**s == "device_traces" || &**s == "traces"))
+        {
+            self.dt.push(list);
+            return;
+        }
+        // A device's trace: the only item of `device_traces`, or one of a
+        // batch of lists over its MARK.
+        let in_dt = (p >= 1 && self.is_dt(stack[p - 1]))
+            || marks.last().is_some_and(|&m| {
+                m >= 1
+                    && m <= p
+                    && self.is_dt(stack[m - 1])
+                    && stack[m..p].iter().all(|v| self.trace_list(*v).is_some())
+            });
+        if in_dt {
+            self.trace_lists.push((list, self.lists.len() as u32));
+            self.lists.push(Events::default());
+        }
+    }
+
+    /// The `frames` list of an entry this sink will take goes straight into
+    /// the stack table, its items never copied into the arena.
+    fn list_filled(
+        &mut self,
+        a: &Arena,
+        stack: &[Val],
+        marks: &[usize],
+        items: &[Vid],
+    ) -> Option<Node> {
+        if self.trace_lists.is_empty() {
+            return None;
+        }
+        let p = stack.len().checked_sub(1)?;
+        let &m = marks.last()?;
+        // [..., entry, MARK, key, value, ..., "frames", list]
+        if p < 2
+            || m < 1
+            || m > p - 1
+            || (p - m) % 2 != 1
+            || self.key(a, stack[p - 1]) != Key::Frames
+        {
+            return None;
+        }
+        let e = m - 1;
+        if !matches!(stack[e], Val::Node(d) if matches!(a.get(d), Node::Dict(v) if v.is_empty())) {
+            return None;
+        }
+        self.owner(a, &stack[..=e], &marks[..marks.len() - 1], e)?;
+        Some(Node::Stack(self.intern_stack(items)))
+    }
+
+    fn dict_filled(
+        &mut self,
+        a: &mut Arena,
+        stack: &[Val],
+        marks: &[usize],
+        dict_pos: usize,
+        items: &[Val],
+    ) -> Option<Node> {
+        if self.trace_lists.is_empty() {
+            return None;
+        }
+        let l = self.owner(a, stack, marks, dict_pos)?;
+        let i = self.take_entry(a, l, items, None)?;
+        Some(Node::Record(l, i))
+    }
+
+    fn fast_entries(&self) -> bool {
+        self.fast
+    }
+
+    fn entry_owner(&mut self, a: &Arena, stack: &[Val], marks: &[usize]) -> Option<u32> {
+        if self.trace_lists.is_empty() {
+            return None;
+        }
+        self.owner(a, stack, marks, stack.len())
+    }
+
+    fn take_entry(
+        &mut self,
+        a: &mut Arena,
+        l: u32,
+        items: &[Val],
+        shape: Option<u32>,
+    ) -> Option<u32> {
+        let e = self.event(a, items, shape)?;
+        let list = &mut self.lists[l as usize];
+        list.push(e);
+        Some((list.events.len() - 1) as u32)
+    }
+
+    fn entry_shape(&mut self, a: &Arena, items: &[Val]) -> Option<u32> {
+        let keys = items.iter().step_by(2);
+        if let Some(n) = self
+            .shapes
+            .iter()
+            .position(|s| s.keys.len() == items.len() / 2 && keys.clone().eq(s.keys.iter()))
+        {
+            return Some(n as u32);
+        }
+        if self.shapes.len() >= MAX_SHAPES {
+            return None;
+        }
+        let kinds = keys.clone().map(|&k| self.key(a, k)).collect();
+        self.shapes.push(KeySet {
+            keys: keys.copied().collect(),
+            kinds,
+        });
+        Some(self.shapes.len() as u32 - 1)
+    }
+
+    fn take_stack(&mut self, items: &[Vid]) -> Option<u32> {
+        Some(self.intern_stack(items))
+    }
+
+    /// A [`Node::Trace`] is read whole only as an item of the list the
+    /// schema layer reads as `device_traces`, named nowhere else; any other
+    /// becomes the list of records it stands for.
+    fn finish(&mut self, a: &Arena, root: Vid) -> Vec<Vid> {
+        let mut seen: HashMap<Vid, (u32, u32), FxBuild> = a
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| matches!(n, Node::Trace(..)))
+            .map(|(v, _)| (v as Vid, (0, 0)))
+            .collect();
+        if seen.is_empty() {
+            return Vec::new();
+        }
+        let mut count = |v: Vid| {
+            if let Some(c) = seen.get_mut(&v) {
+                c.0 += 1;
+            }
+        };
+        count(root);
+        for n in &a.nodes {
+            match n {
+                Node::List(v) => v.iter().for_each(|&c| count(c)),
+                Node::Tuple(v) => v.iter().for_each(|&c| count(c)),
+                Node::Dict(d) => d.iter().for_each(|&(k, v)| {
+                    count(k);
+                    count(v)
+                }),
+                _ => {}
+            }
+        }
+        for st in &self.pstacks {
+            st.iter().for_each(|&c| count(c));
+        }
+        // The value `from_arena_with` takes: the last of these keys.
+        let dt = match a.get(root) {
+            Node::Dict(d) => d
+                .iter()
+                .rev()
+                .find(|(k, _)| matches!(a.as_str(*k), Some("device_traces" | "traces")))
+                .map(|&(_, v)| v),
+            _ => None,
+        };
+        if let Some(dt) = dt
+            && let Node::List(items) = a.get(dt)
+        {
+            for c in items {
+                if let Some(c) = seen.get_mut(c) {
+                    c.1 += 1;
+                }
+            }
+        }
+        let mut out: Vec<Vid> = seen
+            .into_iter()
+            .filter(|(_, (refs, clean))| (*refs, *clean) != (1, 1))
+            .map(|(v, _)| v)
+            .collect();
+        out.sort_unstable();
+        out
+    }
+}

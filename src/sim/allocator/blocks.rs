@@ -1,0 +1,266 @@
+//! Blocks split on allocation and merged with free neighbours on free, and
+//! the bookkeeping of the block table: slots, links, pools and the free
+//! indexes.
+
+use super::*;
+
+impl Simulator {
+    pub(super) fn alloc_found_block(&mut self, id: BlockId, size: u64, orig: u64) -> u64 {
+        let (bsize, small) = {
+            let b = self.blk(id);
+            (b.size, self.pools[b.pool].small)
+        };
+        if should_split(
+            bsize,
+            size,
+            small,
+            self.cfg.expandable_segments,
+            self.cfg.max_split(),
+        ) {
+            let b = self.blk(id).clone();
+            let rest = self.alloc_slot(Blk {
+                addr: b.addr + size,
+                size: bsize - size,
+                requested: 0,
+                prev: None,
+                next: None,
+                state: St::Free,
+                ..b
+            });
+            self.blk_mut(rest).next = b.next;
+            if let Some(n) = b.next {
+                self.blk_mut(n).prev = Some(rest);
+            }
+            self.link(Some(id), rest);
+            self.blk_mut(id).size = size;
+            self.insert_free(rest);
+        }
+        let b = self.blk_mut(id);
+        b.state = St::Allocated;
+        b.requested = orig;
+        let (addr, bsize, stream) = (b.addr, b.size, b.stream);
+        self.fig.allocated += bsize;
+        self.fig.requested += orig;
+        if self.record_block_events {
+            self.events.push(SimEvent {
+                action: SimAction::Alloc,
+                addr,
+                size: orig,
+                stream,
+                device_free: None,
+            });
+        }
+        addr
+    }
+
+    pub(super) fn free_block(&mut self, id: BlockId) {
+        let (addr, size, req, stream) = {
+            let b = self.blk(id);
+            (b.addr, b.size, b.requested, b.stream)
+        };
+        if self.record_block_events {
+            self.events.push(SimEvent {
+                action: SimAction::FreeCompleted,
+                addr,
+                size: req,
+                stream,
+                device_free: None,
+            });
+        }
+        self.fig.pending -= size;
+        self.pending.remove(&addr);
+        self.blk_mut(id).state = St::Free;
+        self.merge_neighbours(id);
+        self.insert_free(id);
+    }
+
+    /// Merges `id` (in no pool set) with free neighbours of equal mapping.
+    pub(super) fn merge_neighbours(&mut self, id: BlockId) {
+        for before in [true, false] {
+            let b = self.blk(id);
+            let Some(src) = (if before { b.prev } else { b.next }) else {
+                continue;
+            };
+            let s = self.blk(src);
+            if s.state != St::Free || s.mapped != b.mapped {
+                continue;
+            }
+            if s.mapped {
+                self.remove_free(src);
+            } else {
+                let key = (sk(s.stream), s.addr, src);
+                let pool = s.pool;
+                self.pools[pool].unmapped.remove(&key);
+            }
+            let s = self.blk(src).clone();
+            self.by_addr.remove(&s.addr);
+            if before {
+                let old = self.blk(id).addr;
+                self.by_addr.remove(&old);
+                self.by_addr.insert(s.addr, id);
+                let b = self.blk_mut(id);
+                b.addr = s.addr;
+                b.prev = s.prev;
+                if let Some(p) = s.prev {
+                    self.blk_mut(p).next = Some(id);
+                }
+            } else {
+                self.blk_mut(id).next = s.next;
+                if let Some(n) = s.next {
+                    self.blk_mut(n).prev = Some(id);
+                }
+            }
+            self.blk_mut(id).size += s.size;
+            self.free_slot(src);
+        }
+    }
+
+    // ---- bookkeeping ------------------------------------------------------
+
+    pub(super) fn pool(&mut self, pool_id: (i64, i64), small: bool) -> usize {
+        if let Some(&i) = self.pool_ix.get(&(pool_id, small)) {
+            return i;
+        }
+        let i = self.pools.len();
+        self.pools.push(Pool {
+            pool_id,
+            small,
+            free: BTreeSet::new(),
+            unmapped: BTreeSet::new(),
+            flushable: BTreeSet::new(),
+            searches: 0,
+        });
+        self.pool_ix.insert((pool_id, small), i);
+        i
+    }
+
+    pub(super) fn blk(&self, id: BlockId) -> &Blk {
+        self.blocks[id].as_ref().expect("live block")
+    }
+    pub(super) fn blk_mut(&mut self, id: BlockId) -> &mut Blk {
+        self.blocks[id].as_mut().expect("live block")
+    }
+    pub(super) fn res(&self, r: usize) -> &Reservation {
+        self.reservations[r].as_ref().expect("live reservation")
+    }
+
+    pub(super) fn alloc_slot(&mut self, b: Blk) -> BlockId {
+        let addr = b.addr;
+        let id = if let Some(i) = self.spare.pop() {
+            self.blocks[i] = Some(b);
+            i
+        } else {
+            self.blocks.push(Some(b));
+            self.blocks.len() - 1
+        };
+        self.by_addr.insert(addr, id);
+        id
+    }
+
+    pub(super) fn free_slot(&mut self, id: BlockId) {
+        self.blocks[id] = None;
+        self.spare.push(id);
+    }
+
+    pub(super) fn set_addr(&mut self, id: BlockId, addr: u64) {
+        let old = self.blk(id).addr;
+        if self.by_addr.get(&old) == Some(&id) {
+            self.by_addr.remove(&old);
+        }
+        self.blk_mut(id).addr = addr;
+        self.by_addr.insert(addr, id);
+    }
+
+    pub(super) fn link(&mut self, a: Option<BlockId>, b: BlockId) {
+        if let Some(a) = a {
+            self.blk_mut(a).next = Some(b);
+            self.refresh_flushable(a);
+        }
+        self.blk_mut(b).prev = a;
+        self.refresh_flushable(b);
+    }
+
+    /// A cached block that gains a neighbour (a layout being loaded links
+    /// each block after caching the one before) is no longer a whole segment.
+    pub(super) fn refresh_flushable(&mut self, id: BlockId) {
+        let b = self.blk(id);
+        let key = (sk(b.stream), b.size, b.addr, id);
+        let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
+        let pool = b.pool;
+        let p = &mut self.pools[pool];
+        if !p.free.contains(&key) {
+            return;
+        }
+        if flushable {
+            p.flushable.insert(key);
+        } else {
+            p.flushable.remove(&key);
+        }
+    }
+
+    pub(super) fn new_unmapped(
+        &mut self,
+        addr: u64,
+        size: u64,
+        stream: i64,
+        pool: usize,
+        r: usize,
+    ) -> BlockId {
+        let id = self.alloc_slot(Blk {
+            addr,
+            size,
+            requested: 0,
+            stream,
+            pool,
+            state: St::Free,
+            mapped: false,
+            res: Some(r),
+            prev: None,
+            next: None,
+            gc_base: 0,
+        });
+        self.pools[pool].unmapped.insert((sk(stream), addr, id));
+        id
+    }
+
+    pub(super) fn insert_free(&mut self, id: BlockId) {
+        let b = self.blk(id);
+        let (pool, key, size) = (b.pool, (sk(b.stream), b.size, b.addr, id), b.size);
+        debug_assert!(b.mapped && b.state == St::Free);
+        let searches = self.pools[pool].searches;
+        // Splits and merges take a block out of the set first; `link`
+        // refreshes one that gains a neighbour while cached.
+        let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
+        self.blk_mut(id).gc_base = searches;
+        self.pools[pool].free.insert(key);
+        if flushable {
+            self.pools[pool].flushable.insert(key);
+        }
+        *self.free_sizes.entry(size).or_default() += 1;
+        self.fig.inactive += size;
+        self.fig.free_blocks += 1;
+    }
+
+    pub(super) fn remove_free(&mut self, id: BlockId) {
+        let b = self.blk(id);
+        let (pool, key, size) = (b.pool, (sk(b.stream), b.size, b.addr, id), b.size);
+        let was = self.pools[pool].free.remove(&key);
+        debug_assert!(was, "block {id} was not cached");
+        self.pools[pool].flushable.remove(&key);
+        if let Some(c) = self.free_sizes.get_mut(&size) {
+            *c -= 1;
+            if *c == 0 {
+                self.free_sizes.remove(&size);
+            }
+        }
+        self.fig.inactive -= size;
+        self.fig.free_blocks -= 1;
+    }
+
+    pub(super) fn live_at(&self, addr: u64) -> Result<BlockId, SimError> {
+        match self.by_addr.get(&addr) {
+            Some(&id) if self.blk(id).mapped => Ok(id),
+            _ => Err(SimError::UnknownAddress { addr }),
+        }
+    }
+}
