@@ -2,7 +2,6 @@
 //! property test that drives the state machine with random streams.
 
 use super::*;
-use crate::analysis::stats::StateStats;
 use crate::model::BlockState::{ActiveAllocated as A, ActivePendingFree as P};
 
 pub(super) const MIB: u64 = 1 << 20;
@@ -538,56 +537,6 @@ fn anomalies_are_counted_once_and_the_replay_goes_on() {
     );
     assert_eq!(r.report.clean_events, r.report.events - 5);
     assert_eq!(r.end().allocated, 2 * MIB);
-}
-
-#[test]
-fn end_sample_agrees_with_the_stats_of_the_final_state() {
-    use SegmentType::{Large, Small};
-    let s = snap(
-        vec![
-            seg(
-                B,
-                20 * MIB,
-                Large,
-                false,
-                &[(0, 4 * MIB, 3 * MIB, A), (8 * MIB, 2 * MIB, 2 * MIB, P)],
-            ),
-            seg(B + 64 * MIB, 2 * MIB, Small, false, &[(512, 512, 100, A)]),
-        ],
-        vec![],
-    );
-    let r = run(&s);
-    assert_clean(&r);
-    let st = StateStats::of(&s.segments);
-    let e = r.end();
-    assert_eq!(
-        (
-            e.allocated,
-            e.active,
-            e.reserved,
-            e.internal_free,
-            e.external_free,
-            e.pending_free
-        ),
-        (
-            st.allocated_bytes,
-            st.active_bytes,
-            st.reserved_bytes,
-            st.internal_free_bytes,
-            st.external_free_bytes,
-            st.pending_free_bytes
-        )
-    );
-    assert_eq!(
-        (e.largest_free_gap, e.free_gaps),
-        (st.largest_free_block_bytes, st.free_blocks)
-    );
-    assert_eq!(e.fragmentation, st.fragmentation);
-    let k = r.key_moments(&s);
-    assert_eq!(
-        (k.len(), k[0].label.as_str(), k[0].at),
-        (1, RECORDED_STATE, None)
-    );
 }
 
 mod prop;

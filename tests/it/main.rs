@@ -29,6 +29,7 @@ mod guide;
 mod hostile;
 mod hostile_commands;
 mod json_schema;
+mod layers;
 mod no_trace;
 mod packaging;
 mod pending_frees;

@@ -63,3 +63,100 @@ fn real_snapshots() {
         "no real snapshot with a trace in ../shared/real"
     );
 }
+
+/// The replay's end sample and the figures of the final state (computed by
+/// the analysis stage from the segments alone) agree, on a hand-made state
+/// with an allocated, a pending-free and a free block in a large and a
+/// small segment.
+#[test]
+fn end_sample_agrees_with_the_stats_of_the_final_state() {
+    use fragscope::analysis::stats::StateStats;
+    use fragscope::model::{Block, BlockState, Segment, SegmentType, StackId};
+    const MIB: u64 = 1 << 20;
+    const B: u64 = 0x7f00_0000_0000;
+    let block = |address, size, requested, state| Block {
+        address,
+        size,
+        requested_size: Some(requested),
+        state,
+        frames: StackId::EMPTY,
+    };
+    let segment = |address, total_size, segment_type, blocks| Segment {
+        device: 0,
+        address,
+        total_size,
+        allocated_size: None,
+        active_size: None,
+        requested_size: None,
+        stream: 0,
+        segment_type,
+        pool_id: Some((0, 0)),
+        is_expandable: Some(false),
+        frames: StackId::EMPTY,
+        blocks,
+    };
+    let s = Snapshot {
+        segments: vec![
+            segment(
+                B,
+                20 * MIB,
+                SegmentType::Large,
+                vec![
+                    block(B, 4 * MIB, 3 * MIB, BlockState::ActiveAllocated),
+                    block(B + 4 * MIB, 4 * MIB, 0, BlockState::Inactive),
+                    block(B + 8 * MIB, 2 * MIB, 2 * MIB, BlockState::ActivePendingFree),
+                    block(B + 10 * MIB, 10 * MIB, 0, BlockState::Inactive),
+                ],
+            ),
+            segment(
+                B + 64 * MIB,
+                2 * MIB,
+                SegmentType::Small,
+                vec![
+                    block(B + 64 * MIB, 512, 0, BlockState::Inactive),
+                    block(B + 64 * MIB + 512, 512, 100, BlockState::ActiveAllocated),
+                    block(B + 64 * MIB + 1024, 2 * MIB - 1024, 0, BlockState::Inactive),
+                ],
+            ),
+        ],
+        device_traces: Some(vec![vec![]]),
+        ..Default::default()
+    };
+    let r = replay_device(&s, 0);
+    assert!(
+        r.report.final_state_matches,
+        "{:?}",
+        r.report.final_state_diff
+    );
+    let st = StateStats::of(&s.segments);
+    let e = r.end();
+    assert_eq!(
+        (
+            e.allocated,
+            e.active,
+            e.reserved,
+            e.internal_free,
+            e.external_free,
+            e.pending_free
+        ),
+        (
+            st.allocated_bytes,
+            st.active_bytes,
+            st.reserved_bytes,
+            st.internal_free_bytes,
+            st.external_free_bytes,
+            st.pending_free_bytes
+        )
+    );
+    assert_eq!(
+        (e.largest_free_gap, e.free_gaps),
+        (st.largest_free_block_bytes, st.free_blocks)
+    );
+    assert_eq!(e.fragmentation, st.fragmentation);
+    assert_eq!(st.reserved_bytes, 22 * MIB);
+    let k = r.key_moments(&s);
+    assert_eq!(
+        (k.len(), k[0].label.as_str(), k[0].at),
+        (1, fragscope::timeline::RECORDED_STATE, None)
+    );
+}
