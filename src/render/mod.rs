@@ -21,3 +21,4 @@ pub mod svg;
 pub mod table;
 pub mod timeline;
 pub mod trace_report;
+pub mod view;
