@@ -233,7 +233,15 @@
     g.setLineDash([]);
     cursorLine(g, w, h);
     g.restore();
-    xAxis(g, w, h);
+    if (dev.events === 0) {
+      g.fillStyle = css("--muted");
+      g.font = "13px system-ui, sans-serif";
+      g.textAlign = "center";
+      g.fillText("No allocator trace was recorded for this device: only its recorded state is known (below).", (PAD.l + w - PAD.r) / 2, (PAD.t + h - PAD.b) / 2);
+      g.textAlign = "left";
+    } else {
+      xAxis(g, w, h);
+    }
 
     // Fragmentation chart.
     const f = setupCanvas($("frag"));
@@ -637,6 +645,11 @@
         g.fillRect(x0, base + row * (ROW_H + ROW_GAP), Math.max(x1 - x0, 2), ROW_H);
       }
     }
+    if (!st.segments.length) {
+      g.fillStyle = css("--muted");
+      g.font = "13px system-ui, sans-serif";
+      g.fillText("No segment is reserved at this moment.", 4, 14);
+    }
     const mc = $("match-count");
     mc.textContent = S.search ? nmatch + " block" + (nmatch === 1 ? "" : "s") + " match in this state" : "";
     mc.dataset.blocks = String(nmatch);
@@ -845,7 +858,10 @@
         drawMap();
       });
     }
-    selectDevice(0);
+    // Open on the first device that ran out of memory, if any.
+    const first = Math.max(0, DATA.devices.findIndex((d) => d.ooms.length > 0));
+    sel.value = String(first);
+    selectDevice(first);
   }
 
   // For tests and the console: the formatter and the view's state.
