@@ -195,10 +195,13 @@
     g.clip();
     const xs = [];
     for (let i = a; i < b; i++) xs.push(xOf(d.event[i], w));
-    // Allocated as a filled area.
+    // Allocated as a filled area; downsampled, its top is the bucket's
+    // maximum (the minimum and maximum alternate, which would fill stripes).
+    const top3 = (i) => d.full ? d.allocated[i]
+      : Math.max(d.allocated[i], d.allocated[Math.max(i - 1, 0)], d.allocated[Math.min(i + 1, d.allocated.length - 1)]);
     g.beginPath();
     g.moveTo(xs[0], yOf(0));
-    for (let i = a; i < b; i++) g.lineTo(xs[i - a], yOf(d.allocated[i]));
+    for (let i = a; i < b; i++) g.lineTo(xs[i - a], yOf(top3(i)));
     g.lineTo(xs[b - a - 1], yOf(0));
     g.closePath();
     g.fillStyle = css("--allocated");
@@ -265,7 +268,7 @@
     f.g.restore();
     f.g.fillStyle = css("--muted");
     f.g.font = "11px system-ui, sans-serif";
-    f.g.fillText("fragmentation", PAD.l + 4, PAD.t + 11);
+    f.g.fillText("fragmentation", PAD.l + 4, f.h - PAD.b - 4);
     readout(d, a, b);
   }
 
