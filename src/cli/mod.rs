@@ -24,6 +24,7 @@ pub mod simulate;
 pub mod stats;
 pub mod synth;
 pub mod timeline;
+pub mod view;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -170,6 +171,13 @@ pub enum Command {
         after_help = "Examples:\n  fragscope synth --events 100000 --seed 1 -o small.pickle\n  fragscope synth --events 5000000 --seed 7 -o /tmp/1gb.pickle\n  fragscope synth --events 200000 --capacity 24GiB -o tight.pickle\n  fragscope synth --shape fragmented --events 1000000 -o serving.pickle\n  fragscope synth --shape multi-device --devices 8 --busy-devices 1 -o ranks.pickle"
     )]
     Synth(synth::Args),
+    /// The interactive viewer: memory timeline, segment map at any event,
+    /// call sites and OOM verdicts in a browser, served on 127.0.0.1 (the
+    /// URL is the first line printed), or one self-contained page with -o.
+    #[command(
+        after_help = "Examples:\n  fragscope view snapshot.pickle\n  fragscope view snapshot.pickle --no-open --port 8080\n  fragscope view snapshot.pickle -o page.html"
+    )]
+    View(view::Args),
     /// Shell completion script for bash, zsh, fish, elvish or PowerShell,
     /// on stdout.
     #[command(
@@ -207,6 +215,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Report(a) => report::run(a, &g),
         Command::Timeline(a) => timeline::run(a, &g),
         Command::Events(a) => events::run(a, &g),
+        Command::View(a) => view::run(a, &g),
         Command::Oom(a) => oom::run(a, &g),
         Command::Completions(a) => completions::run(a, &g),
         Command::Man(a) => man::run(a, &g),

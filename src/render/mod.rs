@@ -20,3 +20,4 @@ pub mod svg;
 pub mod table;
 pub mod timeline;
 pub mod verdict;
+pub mod view;

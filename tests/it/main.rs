@@ -45,3 +45,4 @@ mod sim_stream;
 mod stats;
 mod synth;
 mod trace_commands;
+mod view;

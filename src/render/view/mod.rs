@@ -1,0 +1,387 @@
+//! `fragscope view`: the data the interactive page shows, as JSON, and the
+//! page itself (page.html, view.css, view.js, embedded at build time).
+//!
+//! Everything here lays out values the other commands already computed:
+//! the replayed [`Series`] (downsampled by [`crate::timeline::downsample`]
+//! into levels of detail), the [`Report`] (key moments, OOM diagnoses,
+//! verdict, culprit rows) and the [`MomentState`]s of the key moments. No
+//! figure is worked out again, here or in the page's script; byte counts
+//! and percentages carry their text as the terminal prints them
+//! ([`Style::bytes`], [`fmt_pct`]), and the script formats the numbers it
+//! draws (axes, the cursor) by the same rule.
+//!
+//! Schema `fragscope.view/1`, described in docs/viewer.md.
+
+use crate::analysis::frames::{call_site, filtered, frame_label};
+use crate::analysis::report::{DeviceReport, Report};
+use crate::core::style::Style;
+use crate::core::units::fmt_pct;
+use crate::model::{BlockState, Snapshot, StackId};
+use crate::timeline::downsample::{downsample, downsample_series};
+use crate::timeline::{MomentState, Origin, Sample, Series};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+pub const VIEW_SCHEMA: &str = "fragscope.view/1";
+
+const PAGE: &str = include_str!("page.html");
+const CSS: &str = include_str!("view.css");
+const JS: &str = include_str!("view.js");
+
+/// How much series the data carries.
+#[derive(Debug, Clone, Copy)]
+pub struct Detail {
+    /// Points of the coarsest level (the overview).
+    pub overview: usize,
+    /// Each finer level has this many times the points of the one before.
+    pub factor: usize,
+    /// Bytes of JSON the levels of all devices together may take (about);
+    /// a finer level that would pass it is left out.
+    pub budget: usize,
+    /// At most this many levels (a served page asks for finer detail).
+    pub max_levels: usize,
+}
+
+impl Default for Detail {
+    fn default() -> Detail {
+        Detail {
+            overview: 2000,
+            factor: 8,
+            budget: 24 << 20,
+            max_levels: usize::MAX,
+        }
+    }
+}
+
+/// About how many bytes of JSON one point of a level takes (nine numbers).
+const BYTES_PER_POINT: usize = 110;
+
+/// One device of the page.
+pub struct DeviceView<'a> {
+    pub report: &'a DeviceReport,
+    /// The full replayed series.
+    pub series: &'a Series,
+    /// The state at each of `report.key_moments`, in their order.
+    pub states: Vec<MomentState>,
+    /// Live bytes of each call site at the peak of allocated bytes, by the
+    /// site's label (from the culprit rows of that moment).
+    pub peak_by_site: HashMap<String, u64>,
+}
+
+/// The whole page's data.
+pub struct View<'a> {
+    pub snap: &'a Snapshot,
+    pub report: &'a Report,
+    pub devices: Vec<DeviceView<'a>>,
+    /// Served: the page asks the server for states and finer detail.
+    pub served: bool,
+    pub detail: Detail,
+    /// How sizes are written (`--bytes`), as in the terminal.
+    pub style: Style,
+}
+
+/// The data API's document: every device's levels of detail, key moments
+/// with their segment maps, call sites and OOMs, and the verdict.
+pub fn data(v: &View) -> Value {
+    let sty = &v.style;
+    let per_device = v.detail.budget / v.devices.len().max(1);
+    let devices: Vec<Value> = v.devices.iter().map(|d| device(v, d, per_device)).collect();
+    json!({
+        "schema": VIEW_SCHEMA,
+        "file": v.report.file,
+        "format": v.report.format,
+        "served": v.served,
+        "exact_bytes": sty.exact_bytes,
+        "verdict": crate::render::verdict::lines(sty, v.report),
+        "quality": v.report.quality,
+        "devices": devices,
+    })
+}
+
+fn device(v: &View, d: &DeviceView, budget: usize) -> Value {
+    let sty = &v.style;
+    let verdict = crate::render::verdict::lines(sty, v.report);
+    let r = d.report;
+    let moments: Vec<Value> = r
+        .key_moments
+        .iter()
+        .zip(&d.states)
+        .map(|(k, st)| {
+            json!({
+                "label": k.label,
+                "event": event_num(k.at),
+                "when": r.when(k.at, k.sample.time_us),
+                "figures": figures(sty, &k.sample),
+                "state": state(sty, v.snap, st),
+            })
+        })
+        .collect();
+    let ooms: Vec<Value> = r
+        .ooms
+        .iter()
+        .map(|o| {
+            let when = crate::analysis::report::moment_text(
+                Some(o.mark.event),
+                o.mark.time_us,
+                r.first_time_us,
+            );
+            let prefix = format!("Device {}: out of memory at {when}.", r.device);
+            json!({
+                "event": o.mark.event,
+                "request": o.mark.request,
+                "request_text": sty.bytes(o.mark.request),
+                "largest_gap_text": o.mark.largest_gap.map(|b| sty.bytes(b)),
+                "device_free_text": o.mark.device_free.map(|b| sty.bytes(b)),
+                "verdict": verdict.iter().filter(|l| l.starts_with(&prefix)).collect::<Vec<_>>(),
+                "headline": o.diagnosis.headline,
+                "details": o.diagnosis.details,
+                "suggestions": o.diagnosis.suggestions.iter().map(|s| json!({
+                    "what": s.what, "applies": s.applies, "why": s.why,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let sites: Vec<Value> = v
+        .report
+        .culprits_of(r.device)
+        .map(|c| {
+            let peak = d.peak_by_site.get(&c.site).copied();
+            json!({
+                "site": c.site,
+                "live": c.live_bytes,
+                "live_text": sty.bytes(c.live_bytes),
+                "peak": peak,
+                "peak_text": peak.map(|b| sty.bytes(b)),
+                "stranded": c.stranded_bytes,
+                "stranded_text": sty.bytes(c.stranded_bytes),
+                "stack": c.stack,
+            })
+        })
+        .collect();
+    json!({
+        "device": r.device,
+        "events": r.events,
+        "traced": r.traced(),
+        "first_time_us": r.first_time_us,
+        "sites_moment": r.moment_label,
+        "sites_when": r.moment_text(),
+        "levels": levels(d.series, v.detail, budget),
+        "key_moments": moments,
+        "ooms": ooms,
+        "sites": sites,
+    })
+}
+
+/// `-1` for the start, else the event index.
+fn event_num(at: Option<usize>) -> i64 {
+    at.map_or(-1, |a| a as i64)
+}
+
+/// A sample's figures with their text.
+fn figures(sty: &Style, s: &Sample) -> Value {
+    json!({
+        "reserved": s.reserved,
+        "allocated": s.allocated,
+        "free": s.external_free,
+        "largest_gap": s.largest_free_gap,
+        "gaps": s.free_gaps,
+        "fragmentation": s.fragmentation,
+        "reserved_text": sty.bytes(s.reserved),
+        "allocated_text": sty.bytes(s.allocated),
+        "free_text": sty.bytes(s.external_free),
+        "largest_gap_text": sty.bytes(s.largest_free_gap),
+        "fragmentation_text": fmt_pct(s.fragmentation),
+    })
+}
+
+/// The series at increasing detail: `overview` points, then `factor` times
+/// more each level, up to the whole series or until `budget` bytes.
+/// Each level is the min/max-per-bucket downsampling `timeline --max-points`
+/// prints, so no peak is lowered at any level.
+pub fn levels(series: &Series, detail: Detail, budget: usize) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut points = detail.overview.max(2);
+    let mut used = 0;
+    loop {
+        let full = series.len() <= points;
+        let n = series.len().min(points);
+        if !out.is_empty()
+            && (used + n * BYTES_PER_POINT > budget || out.len() >= detail.max_levels)
+        {
+            break;
+        }
+        let samples = if full {
+            series.to_vec()
+        } else {
+            downsample_series(series, points)
+        };
+        used += samples.len() * BYTES_PER_POINT;
+        out.push(columns(&samples, full));
+        if full {
+            break;
+        }
+        points = points.saturating_mul(detail.factor.max(2));
+    }
+    out
+}
+
+/// The samples of events `from..=to` (`-1` = the start) at about `points`
+/// points: what the page asks for when zoomed in.
+pub fn window(series: &Series, from: i64, to: i64, points: usize) -> Value {
+    let n = series.len() as i64;
+    // Sample k holds after event k − 1.
+    let lo = (from + 1).clamp(0, n - 1) as usize;
+    let hi = (to + 1).clamp(0, n - 1) as usize;
+    let (lo, hi) = (lo.min(hi), lo.max(hi));
+    let len = hi - lo + 1;
+    let points = points.max(2);
+    let mut samples = series.iter().skip(lo).take(len);
+    if len <= points {
+        return columns(&samples.collect::<Vec<_>>(), true);
+    }
+    // Buckets as one downsampling of the whole window makes them, read a
+    // whole number of buckets at a time: a window of millions of events is
+    // never held as samples.
+    let per = len.div_ceil(points / 2);
+    let chunk = per * (65_536 / per).max(1);
+    let mut out = Vec::with_capacity(points + 2);
+    loop {
+        let part: Vec<Sample> = samples.by_ref().take(chunk).collect();
+        if part.is_empty() {
+            break;
+        }
+        out.extend(downsample(&part, 2 * part.len().div_ceil(per)));
+    }
+    let full = false;
+    let samples = out;
+    columns(&samples, full)
+}
+
+/// One level as columns (event, time, figures), `full` when it holds every
+/// sample.
+fn columns(samples: &[Sample], full: bool) -> Value {
+    let col = |f: &dyn Fn(&Sample) -> Value| samples.iter().map(f).collect::<Vec<_>>();
+    json!({
+        "points": samples.len(),
+        "full": full,
+        "event": col(&|s| json!(s.event.map_or(-1, i64::from))),
+        "time_us": col(&|s| json!(s.time_us)),
+        "reserved": col(&|s| json!(s.reserved)),
+        "allocated": col(&|s| json!(s.allocated)),
+        "active": col(&|s| json!(s.active)),
+        "free": col(&|s| json!(s.external_free)),
+        "largest_gap": col(&|s| json!(s.largest_free_gap)),
+        "gaps": col(&|s| json!(s.free_gaps)),
+        "fragmentation": col(&|s| json!((s.fragmentation * 1e4).round() / 1e4)),
+    })
+}
+
+/// The segment map of one moment: segments by address, each with its
+/// blocks (offset in the segment, size, requested size, state, stack), and
+/// the distinct stacks the blocks name (call site and the frames the
+/// viewer shows).
+pub fn state(sty: &Style, snap: &Snapshot, st: &MomentState) -> Value {
+    let trace = snap.trace_of(st.device);
+    let mut stacks: Vec<Value> = Vec::new();
+    let mut index: HashMap<StackId, usize> = HashMap::new();
+    let mut stack_of = |id: StackId| -> Option<usize> {
+        if id == StackId::EMPTY {
+            return None;
+        }
+        Some(*index.entry(id).or_insert_with(|| {
+            let frames: Vec<String> = filtered(snap, id)
+                .into_iter()
+                .map(|f| frame_label(snap, f, false))
+                .collect();
+            stacks.push(json!({"site": call_site(snap, id).label(), "frames": frames}));
+            stacks.len() - 1
+        }))
+    };
+    let mut segments = Vec::with_capacity(st.segments.len());
+    for s in &st.segments {
+        let blocks: Vec<Value> = s
+            .blocks
+            .iter()
+            .map(|b| {
+                let live = b.state != BlockState::Inactive;
+                let origin = st.origins.get(&b.address).copied();
+                // A block's stack, else the stack of the event that
+                // allocated it (as `culprits` reads it).
+                let frames = if !live {
+                    StackId::EMPTY
+                } else if b.frames != StackId::EMPTY {
+                    b.frames
+                } else {
+                    match origin {
+                        Some(Origin::Event(i)) => {
+                            trace.get(i as usize).map_or(StackId::EMPTY, |e| e.frames)
+                        }
+                        _ => StackId::EMPTY,
+                    }
+                };
+                let code = match b.state {
+                    BlockState::ActiveAllocated => 0,
+                    BlockState::ActivePendingFree => 1,
+                    BlockState::Inactive => 2,
+                };
+                let born = match origin {
+                    Some(Origin::Event(i)) if live => json!(i),
+                    _ => Value::Null,
+                };
+                json!([
+                    b.address - s.address,
+                    b.size,
+                    if live {
+                        json!(b.requested_size)
+                    } else {
+                        Value::Null
+                    },
+                    code,
+                    stack_of(frames),
+                    born,
+                ])
+            })
+            .collect();
+        segments.push(json!({
+            "address": format!("{:#x}", s.address),
+            "size": s.total_size,
+            // As `stats` prints a stream (a pointer may pass 2^53, which
+            // a JavaScript number cannot hold).
+            "stream": if s.stream == 0 { "default".to_string() } else { format!("{:#x}", s.stream) },
+            "pool": format!("{:?}", s.pool()),
+            "small": s.segment_type == crate::model::SegmentType::Small,
+            "expandable": s.expandable(),
+            "blocks": blocks,
+        }));
+    }
+    json!({
+        "device": st.device,
+        "event": event_num(st.at),
+        "time_us": st.time_us,
+        "failed_request": st.failed_request,
+        "failed_request_text": st.failed_request.map(|b| sty.bytes(b)),
+        "segments": segments,
+        "stacks": stacks,
+    })
+}
+
+/// The self-contained page: styles, script and `data` inline.
+pub fn page(data: &Value) -> String {
+    // `<` can only stand inside a JSON string, where `\u003c` means the
+    // same: no `</script>` or `<!--` can then end the data's element.
+    let json = serde_json::to_string(data)
+        .expect("JSON values serialize")
+        .replace('<', "\\u003c");
+    let title = data["file"].as_str().unwrap_or("fragscope");
+    PAGE.replacen("{{TITLE}}", &html_escape(title), 1)
+        .replacen("{{STYLE}}", CSS, 1)
+        .replacen("{{SCRIPT}}", JS, 1)
+        .replacen("{{DATA}}", &json, 1)
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

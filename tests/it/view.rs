@@ -1,0 +1,952 @@
+//! `fragscope view`: the data API's JSON (golden), the self-contained page,
+//! the server's answers (loopback only unless `--bind`, nothing outside its
+//! data), and the page itself in a real headless Chromium driven over
+//! WebDriver (skipped with a note when chromium or chromedriver is absent,
+//! failed under `CI=true`).
+
+use crate::golden;
+use crate::util::{self, fixture, run};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const OOM_FIXTURE: &str = "view_oom_two_devices.pickle";
+
+fn data_of(file: &str, extra: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("data.json");
+    let mut args = vec!["view", file, "-o", out.to_str().unwrap()];
+    args.extend(extra);
+    run(&args).expect_code(0);
+    serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+}
+
+// ---- the data API ------------------------------------------------------
+
+#[test]
+fn data_api_golden() {
+    for (fixture_name, golden_name) in [
+        ("expandable_oom_proto5.pickle", "view-expandable-oom.json"),
+        ("pools_pending_proto4.pickle", "view-pools-pending.json"),
+        ("gap_fragmented_moment.json", "view-gap-fragmented.json"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("data.json");
+        run(["view", &fixture(fixture_name), "-o", out.to_str().unwrap()]).expect_code(0);
+        golden::check(golden_name, &std::fs::read(&out).unwrap());
+        assert!(util::leftovers(dir.path()).is_empty());
+    }
+}
+
+/// The figures of the data are those `timeline --json` and `report` print.
+#[test]
+fn data_matches_timeline_and_report() {
+    let file = fixture(OOM_FIXTURE);
+    let d = data_of(&file, &["--max-points", "64"]);
+    let tl: Value =
+        serde_json::from_str(&run(["timeline", "--json", &file]).expect_code(0).stdout()).unwrap();
+    let dev0 = &d["devices"][0];
+    let tdev = &tl["devices"][0];
+    // Key moments: same labels, events and figures.
+    let km = dev0["key_moments"].as_array().unwrap();
+    let tkm = tdev["key_moments"].as_array().unwrap();
+    assert_eq!(km.len(), tkm.len());
+    for (a, b) in km.iter().zip(tkm) {
+        assert_eq!(a["label"], b["label"]);
+        assert_eq!(a["event"].as_i64().unwrap(), b["at"].as_i64().unwrap_or(-1));
+        assert_eq!(a["figures"]["reserved"], b["sample"]["reserved"]);
+        assert_eq!(a["figures"]["largest_gap"], b["sample"]["largest_free_gap"]);
+        // The segment map at the moment holds what the figures say.
+        let st = &a["state"];
+        let reserved: u64 = st["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["size"].as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            reserved,
+            b["sample"]["reserved"].as_u64().unwrap(),
+            "{}",
+            a["label"]
+        );
+        let text = fragscope::core::units::fmt_binary(reserved);
+        assert_eq!(a["figures"]["reserved_text"], json!(text));
+    }
+    // The finest level is the whole series; every level keeps the peaks.
+    let samples = tdev["samples"].as_array().unwrap();
+    let levels = dev0["levels"].as_array().unwrap();
+    assert!(levels.len() >= 2, "a coarse level and the whole series");
+    let last = levels.last().unwrap();
+    assert_eq!(last["full"], json!(true));
+    assert_eq!(last["points"].as_u64().unwrap() as usize, samples.len());
+    let peak = samples
+        .iter()
+        .map(|s| s["reserved"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    for l in levels {
+        let m = l["reserved"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .max();
+        assert_eq!(m, Some(peak));
+    }
+    assert!(levels[0]["points"].as_u64().unwrap() <= 64);
+    // The OOM: its verdict line is report's.
+    let oom = &dev0["ooms"][0];
+    let verdict: Vec<String> = serde_json::from_value(d["verdict"].clone()).unwrap();
+    let line = oom["verdict"][0].as_str().unwrap();
+    assert!(verdict.iter().any(|v| v == line));
+    assert!(
+        line.starts_with("Device 0: out of memory at event "),
+        "{line}"
+    );
+    let oom_moment = km.iter().find(|k| k["label"] == "oom #1").unwrap();
+    assert_eq!(oom_moment["state"]["failed_request"], oom["request"]);
+    // The untraced device shows its recorded state only.
+    let dev1 = &d["devices"][1];
+    assert_eq!(dev1["traced"], json!(false));
+    assert_eq!(dev1["key_moments"][0]["label"], json!("recorded state"));
+}
+
+/// A long trace: the levels stay within the budget and keep every peak.
+#[test]
+fn levels_are_bounded_and_keep_peaks() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("long.pickle");
+    run([
+        "synth",
+        "--events",
+        "60000",
+        "--seed",
+        "2",
+        "-o",
+        snap.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    let d = data_of(snap.to_str().unwrap(), &["--max-points", "500"]);
+    let levels = d["devices"][0]["levels"].as_array().unwrap();
+    let counts: Vec<u64> = levels
+        .iter()
+        .map(|l| l["points"].as_u64().unwrap())
+        .collect();
+    // 500, 4000, 32000, then the whole series.
+    assert_eq!(counts.len(), 4, "{counts:?}");
+    assert!(counts.windows(2).all(|w| w[0] < w[1]), "{counts:?}");
+    assert!(
+        counts[0] <= 500 && counts[1] <= 4000 && counts[2] <= 32000,
+        "{counts:?}"
+    );
+    let maxima: Vec<u64> = levels
+        .iter()
+        .map(|l| {
+            l["reserved"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .max()
+                .unwrap()
+        })
+        .collect();
+    assert!(maxima.windows(2).all(|w| w[0] == w[1]), "{maxima:?}");
+    let km = d["devices"][0]["key_moments"].as_array().unwrap();
+    let peak = km.iter().find(|k| k["label"] == "peak reserved").unwrap();
+    assert_eq!(json!(maxima[0]), peak["figures"]["reserved"]);
+}
+
+#[test]
+fn page_is_self_contained() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("page.html");
+    let file = fixture(OOM_FIXTURE);
+    run(["view", &file, "-o", out.to_str().unwrap()]).expect_code(0);
+    let page = std::fs::read_to_string(&out).unwrap();
+    assert!(util::leftovers(dir.path()).is_empty());
+    // Nothing loaded from elsewhere: no source, no stylesheet link, no
+    // network address.
+    for bad in [
+        "src=",
+        "<link rel=\"stylesheet\"",
+        "http://",
+        "https://",
+        "//cdn",
+        "{{",
+    ] {
+        assert!(!page.contains(bad), "the page holds {bad:?}");
+    }
+    let start = page
+        .find("<script id=\"fragscope-data\" type=\"application/json\">")
+        .unwrap();
+    let rest = &page[start..];
+    let body = &rest[rest.find('>').unwrap() + 1..rest.find("</script>").unwrap()];
+    let embedded: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(embedded, data_of(&file, &[]));
+    assert_eq!(embedded["served"], json!(false));
+}
+
+#[test]
+fn bad_inputs_and_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.pickle");
+    std::fs::write(&junk, b"\x80\x04not a pickle").unwrap();
+    let j = junk.to_str().unwrap();
+    let r = run(["view", j, "-o", dir.path().join("p.html").to_str().unwrap()]);
+    r.expect_code(2);
+    assert_eq!(r.stderr().lines().count(), 1, "{}", r.stderr());
+    assert!(r.stderr().contains(j));
+    let r = run([
+        "view",
+        &fixture(OOM_FIXTURE),
+        "-o",
+        dir.path().join("p.txt").to_str().unwrap(),
+    ]);
+    r.expect_code(2);
+    assert!(r.stderr().contains(".html"));
+    let r = run([
+        "view",
+        &fixture("cpu_only_trace.json.gz"),
+        "-o",
+        dir.path().join("p.html").to_str().unwrap(),
+    ]);
+    r.expect_code(2);
+    assert!(r.stderr().contains("profiler trace"), "{}", r.stderr());
+    assert!(!dir.path().join("p.html").exists());
+}
+
+// ---- the server --------------------------------------------------------
+
+/// `fragscope view FILE --no-open …` running; stopped when dropped.
+struct Server {
+    child: Child,
+    _stdout: BufReader<std::process::ChildStdout>,
+    url: String,
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn start(file: &str, extra: &[&str]) -> Server {
+        let mut child = Command::new(util::bin())
+            .args(["view", file, "--no-open"])
+            .args(extra)
+            .env_remove("DISPLAY")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut line).unwrap();
+        let url = line.trim().to_string();
+        assert!(
+            url.starts_with("http://") && url.ends_with('/'),
+            "first line: {url:?}"
+        );
+        let addr: SocketAddr = url["http://".len()..url.len() - 1].parse().unwrap();
+        Server {
+            child,
+            _stdout: stdout,
+            url,
+            addr,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 exchange on `addr`: status and body.
+fn http(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    host: &str,
+    body: Option<&str>,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // Read the head, then as many bytes as it announces: a server may keep
+    // the connection open whatever the request asked.
+    let mut r = BufReader::new(s);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let lower = head.to_ascii_lowercase();
+    let length = lower
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let mut body = Vec::new();
+    if let Some(n) = length {
+        body.resize(n, 0);
+        r.read_exact(&mut body).unwrap();
+    } else if lower.contains("transfer-encoding: chunked") {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size).unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk).unwrap();
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else {
+        r.read_to_end(&mut body).unwrap();
+    }
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn get(srv: &Server, target: &str) -> (u16, String) {
+    http(srv.addr, "GET", target, &srv.addr.to_string(), None)
+}
+
+#[test]
+fn server_serves_only_its_data() {
+    let file = fixture(OOM_FIXTURE);
+    let srv = Server::start(&file, &[]);
+    assert!(srv.addr.ip().is_loopback(), "{}", srv.url);
+    let (code, page) = get(&srv, "/");
+    assert_eq!(code, 200);
+    assert!(page.contains("fragscope-data"));
+    for bad in [
+        "/../Cargo.toml",
+        "/etc/passwd",
+        "/%2e%2e/Cargo.toml",
+        "/api/../../Cargo.toml",
+        "//etc/passwd",
+        "/fixtures/view_oom_two_devices.pickle",
+        "/api/",
+        "/index.html/../Cargo.toml",
+    ] {
+        let (code, body) = get(&srv, bad);
+        assert_eq!(code, 404, "{bad}: {body}");
+        assert!(
+            !body.contains("[package]") && !body.contains("root:"),
+            "{bad}"
+        );
+    }
+    // Another host name for this address (DNS rebinding) is refused.
+    let (code, _) = http(srv.addr, "GET", "/", "attacker.example", None);
+    assert_eq!(code, 403);
+    let (code, _) = http(srv.addr, "POST", "/", &srv.addr.to_string(), Some("{}"));
+    assert_eq!(code, 405);
+    // The state after any event is the replay's: its segments sum to the
+    // reserved bytes `timeline --json` gives after that event.
+    let tl: Value =
+        serde_json::from_str(&run(["timeline", "--json", &file]).expect_code(0).stdout()).unwrap();
+    let samples = tl["devices"][0]["samples"].as_array().unwrap();
+    for e in [0usize, 57, 200, 401] {
+        let (code, body) = get(&srv, &format!("/api/state?device=0&event={e}"));
+        assert_eq!(code, 200, "{body}");
+        let st: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(st["event"], json!(e));
+        let reserved: u64 = st["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["size"].as_u64().unwrap())
+            .sum();
+        assert_eq!(json!(reserved), samples[e + 1]["reserved"], "event {e}");
+    }
+    for bad in [
+        "/api/state?device=0&event=402",
+        "/api/state?device=7&event=1",
+        "/api/state?device=0",
+    ] {
+        assert_eq!(get(&srv, bad).0, 400, "{bad}");
+    }
+    // A zoomed window: every event of it when it is short.
+    let (code, body) = get(&srv, "/api/series?device=0&from=100&to=139&points=100");
+    assert_eq!(code, 200);
+    let w: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(w["full"], json!(true));
+    let events: Vec<i64> = serde_json::from_value(w["event"].clone()).unwrap();
+    assert_eq!(events, (100..=139).collect::<Vec<i64>>());
+    assert_eq!(w["reserved"][0], samples[101]["reserved"]);
+}
+
+/// The address of this machine on its default route, when it has one.
+fn non_loopback_ip() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+#[test]
+fn server_is_loopback_only_unless_bound() {
+    let file = fixture("expandable_oom_proto5.pickle");
+    let Some(ip) = non_loopback_ip() else {
+        eprintln!(
+            "note: no address besides loopback on this machine; the reachability half of this test is skipped"
+        );
+        let srv = Server::start(&file, &[]);
+        assert!(srv.addr.ip().is_loopback());
+        return;
+    };
+    let srv = Server::start(&file, &[]);
+    assert!(srv.addr.ip().is_loopback(), "{}", srv.url);
+    let outside = SocketAddr::new(ip, srv.addr.port());
+    assert!(
+        TcpStream::connect_timeout(&outside, Duration::from_secs(2)).is_err(),
+        "the default server answers on {outside}"
+    );
+    drop(srv);
+    let srv = Server::start(&file, &["--bind", "0.0.0.0"]);
+    let outside = SocketAddr::new(ip, srv.addr.port());
+    let (code, _) = http(outside, "GET", "/", &outside.to_string(), None);
+    assert_eq!(code, 200, "--bind 0.0.0.0 serves {outside}");
+    // -o serves nothing, so --bind and --port make no sense with it.
+    let dir = tempfile::tempdir().unwrap();
+    let r = run([
+        "view",
+        &file,
+        "--bind",
+        "0.0.0.0",
+        "-o",
+        dir.path().join("p.html").to_str().unwrap(),
+    ]);
+    r.expect_code(2);
+}
+
+// ---- the page in a browser ---------------------------------------------
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// A headless Chromium session over WebDriver; `None` (with a note) when
+/// chromium or chromedriver is not installed, a failure under `CI=true`.
+struct Browser {
+    driver: Child,
+    addr: SocketAddr,
+    session: String,
+    _profile: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Browser {
+    fn start() -> Option<Browser> {
+        if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{CHROMIUM} and {CHROMEDRIVER} are needed in CI (apt-get install -y chromium chromium-driver)"
+            );
+            eprintln!(
+                "note: {CHROMIUM} or {CHROMEDRIVER} absent; browser test skipped (apt-get install -y chromium chromium-driver)"
+            );
+            return None;
+        }
+        let port = free_port();
+        let driver = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let t0 = Instant::now();
+        while TcpStream::connect(addr).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "chromedriver did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:loggingPrefs": {"browser": "ALL"},
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    "--window-size=1400,900",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            },
+        }}});
+        let mut b = Browser {
+            driver,
+            addr,
+            session: String::new(),
+            _profile: profile,
+        };
+        let v = b.call("POST", "/session", Some(caps));
+        b.session = v["sessionId"]
+            .as_str()
+            .expect("a WebDriver session")
+            .to_string();
+        Some(b)
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let body = body.map(|b| b.to_string());
+        let (code, text) = http(
+            self.addr,
+            method,
+            path,
+            &self.addr.to_string(),
+            body.as_deref(),
+        );
+        let v: Value =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: {code} {text}"));
+        assert_eq!(code, 200, "{method} {path}: {v}");
+        v["value"].clone()
+    }
+    fn cmd(&self, method: &str, what: &str, body: Option<Value>) -> Value {
+        self.call(method, &format!("/session/{}/{what}", self.session), body)
+    }
+    fn open(&self, url: &str) {
+        self.cmd("POST", "url", Some(json!({ "url": url })));
+    }
+    fn js(&self, script: &str) -> Value {
+        self.cmd(
+            "POST",
+            "execute/sync",
+            Some(json!({"script": script, "args": []})),
+        )
+    }
+    fn find(&self, css: &str) -> String {
+        let v = self.cmd(
+            "POST",
+            "element",
+            Some(json!({"using": "css selector", "value": css})),
+        );
+        v.as_object()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+    fn click(&self, css: &str) {
+        let id = self.find(css);
+        self.cmd("POST", &format!("element/{id}/click"), Some(json!({})));
+    }
+    fn type_into(&self, css: &str, text: &str) {
+        let id = self.find(css);
+        self.cmd(
+            "POST",
+            &format!("element/{id}/value"),
+            Some(json!({ "text": text })),
+        );
+    }
+    fn text(&self, css: &str) -> String {
+        let id = self.find(css);
+        self.cmd("GET", &format!("element/{id}/text"), None)
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+    fn actions(&self, actions: Value) {
+        self.cmd("POST", "actions", Some(json!({ "actions": actions })));
+    }
+    fn mouse_to(&self, x: f64, y: f64) {
+        self.actions(json!([{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
+            "actions": [{"type": "pointerMove", "duration": 0, "origin": "viewport", "x": x.round() as i64, "y": y.round() as i64}]}]));
+    }
+    fn wheel(&self, x: f64, y: f64, dy: i64, times: usize) {
+        let ticks: Vec<Value> = (0..times)
+            .map(|_| json!({"type": "scroll", "x": x.round() as i64, "y": y.round() as i64, "deltaX": 0, "deltaY": dy, "duration": 0, "origin": "viewport"}))
+            .collect();
+        self.actions(json!([{"type": "wheel", "id": "wheel", "actions": ticks}]));
+    }
+    fn key(&self, key: &str) {
+        self.actions(json!([{"type": "key", "id": "kb", "actions": [
+            {"type": "keyDown", "value": key}, {"type": "keyUp", "value": key}]}]));
+    }
+    /// Console messages at level SEVERE (errors, failed loads) since the
+    /// last call.
+    fn errors(&self) -> Vec<String> {
+        let v = self.cmd("POST", "se/log", Some(json!({"type": "browser"})));
+        v.as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+    fn wait_for(&self, what: &str, script: &str) -> Value {
+        let t0 = Instant::now();
+        loop {
+            let v = self.js(script);
+            if !v.is_null() && v != json!(false) {
+                return v;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let _ = http(
+                self.addr,
+                "DELETE",
+                &format!("/session/{}", self.session),
+                "localhost",
+                None,
+            );
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn file_url(p: &Path) -> String {
+    format!("file://{}", p.display())
+}
+
+/// Client coordinates of the middle of the first live block with a call
+/// site in the shown segment map, with that block's site and size.
+const FIND_BLOCK: &str = r#"
+const V = window.fragscopeView, S = V.state, L = S.layout;
+const c = document.getElementById('segmap');
+c.scrollIntoView({block: 'center'});
+const r = c.getBoundingClientRect();
+for (const it of L.placed) {
+  for (const b of it.seg.blocks) {
+    if (b[3] !== 0 || b[4] == null) continue;
+    const p0 = it.p0 + b[0] * it.scale, p1 = p0 + b[1] * it.scale;
+    const row = Math.floor(p0 / L.w);
+    if (p1 - p0 < 6 || Math.floor(p1 / L.w) !== row) continue;
+    const x = p0 - row * L.w + (p1 - p0) / 2;
+    return {x: r.left + x, y: r.top + row * 23 + 9, site: S.state.stacks[b[4]].site, size: V.fmtBytes(b[1])};
+  }
+}
+return null;
+"#;
+
+#[test]
+fn browser_standalone_page() {
+    let Some(b) = Browser::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("page.html");
+    let file = fixture(OOM_FIXTURE);
+    run([
+        "view",
+        &file,
+        "--max-points",
+        "32",
+        "-o",
+        page.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    let data = data_of(&file, &["--max-points", "32"]);
+    b.open(&file_url(&page));
+    b.wait_for(
+        "the page",
+        "return window.fragscopeView && window.fragscopeView.state.layout !== null",
+    );
+
+    // It opens on the OOM: the failed request and the verdict are shown.
+    let oom = &data["devices"][0]["ooms"][0];
+    let request = oom["request_text"].as_str().unwrap();
+    assert_eq!(
+        request,
+        fragscope::core::units::fmt_binary(oom["request"].as_u64().unwrap())
+    );
+    b.click("button[data-moment='0']");
+    assert_eq!(
+        b.js("return document.getElementById('oom').hidden"),
+        json!(true)
+    );
+    let oom_button = data["devices"][0]["key_moments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|k| k["label"] == "oom #1")
+        .unwrap();
+    b.click(&format!("button[data-moment='{oom_button}']"));
+    let failed = b.text("#failed-request");
+    assert!(
+        failed.contains(&format!("Failed request: {request}")),
+        "{failed}"
+    );
+    let panel = b.text("#oom");
+    assert!(
+        panel.contains(oom["verdict"][0].as_str().unwrap()),
+        "{panel}"
+    );
+    assert!(b.text("#state-label").contains("oom #1"));
+
+    // Hover a block: its call site and size in the tooltip.
+    let blk = b.js(FIND_BLOCK);
+    assert!(!blk.is_null(), "a live block with a call site at the OOM");
+    b.mouse_to(blk["x"].as_f64().unwrap(), blk["y"].as_f64().unwrap());
+    b.wait_for(
+        "the tooltip",
+        "return !document.getElementById('tip').hidden",
+    );
+    let tip = b.text("#tip");
+    assert!(tip.contains(blk["site"].as_str().unwrap()), "{tip} / {blk}");
+    assert!(tip.contains(blk["size"].as_str().unwrap()), "{tip} / {blk}");
+
+    // Search a call site: its blocks and its table row are highlighted.
+    let site = data["devices"][0]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["site"].as_str().unwrap().contains(".py"))
+        .unwrap()["site"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    b.type_into("#search", &site);
+    let n = b.wait_for("matches", "const n = Number(document.getElementById('match-count').dataset.blocks); return n > 0 ? n : null");
+    assert!(n.as_u64().unwrap() > 0);
+    let rows = b.js(
+        "return [...document.querySelectorAll('#sites tr.match td.site')].map(t => t.textContent)",
+    );
+    assert!(
+        rows.as_array().unwrap().iter().any(|r| r == &json!(site)),
+        "{rows}"
+    );
+
+    // Another device: its recorded state.
+    b.click("#device option[value='1']");
+    b.wait_for(
+        "device 1",
+        "return window.fragscopeView.state.dev.device === 1",
+    );
+    assert!(b.text("#state-label").contains("the recorded state"));
+    assert_eq!(
+        b.js("return document.querySelectorAll('#moments button').length"),
+        json!(1)
+    );
+    assert_eq!(b.errors(), Vec::<String>::new());
+
+    // The formatter the page draws with is the terminal's.
+    for n in [
+        0u64,
+        1023,
+        1024,
+        1152,
+        1536,
+        2_085_376,
+        2_088_960,
+        1 << 30,
+        3 * (1 << 29) + 5,
+        1 << 40,
+        u32::MAX as u64 * 977,
+    ] {
+        let js = b.js(&format!("return window.fragscopeView.fmtBytes({n})"));
+        assert_eq!(js, json!(fragscope::core::units::fmt_binary(n)), "{n}");
+    }
+    for x in [0.0, 0.0025, 0.274, 0.5, 0.99949, 0.0075, 1.0] {
+        let js = b.js(&format!("return window.fragscopeView.fmtPct({x})"));
+        assert_eq!(js, json!(fragscope::core::units::fmt_pct(x)), "{x}");
+    }
+
+    // Zoom a long trace: the wheel over the chart unfolds finer levels.
+    let long = dir.path().join("long.pickle");
+    run([
+        "synth",
+        "--events",
+        "60000",
+        "--seed",
+        "2",
+        "-o",
+        long.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    run([
+        "view",
+        long.to_str().unwrap(),
+        "--max-points",
+        "500",
+        "-o",
+        page.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    b.open(&file_url(&page));
+    b.wait_for(
+        "the page",
+        "return window.fragscopeView && window.fragscopeView.state.layout !== null",
+    );
+    // Zoom: the wheel over the chart brings a finer level into view.
+    b.js("document.getElementById('timeline').scrollIntoView({block: 'center'})");
+    let before = b.js("const d = document.getElementById('detail').dataset; return [Number(d.level), Number(d.points), window.fragscopeView.state.x1 - window.fragscopeView.state.x0]");
+    let r = b.js("const r = document.getElementById('timeline').getBoundingClientRect(); return [r.left + r.width * 0.6, r.top + r.height / 2]");
+    b.wheel(r[0].as_f64().unwrap(), r[1].as_f64().unwrap(), -100, 10);
+    let after = b.wait_for(
+        "a zoomed view",
+        "const d = document.getElementById('detail').dataset, S = window.fragscopeView.state; return (S.x1 - S.x0) < 20000 ? [Number(d.level), Number(d.points), S.x1 - S.x0] : null",
+    );
+    let density = |v: &Value| v[1].as_f64().unwrap() / v[2].as_f64().unwrap();
+    assert!(after[0].as_i64() > before[0].as_i64(), "{before} → {after}");
+    assert!(
+        density(&after) > density(&before) * 2.0,
+        "{before} → {after}"
+    );
+
+    assert_eq!(b.errors(), Vec::<String>::new());
+}
+
+#[test]
+fn browser_served_page() {
+    let Some(b) = Browser::start() else { return };
+    let file = fixture(OOM_FIXTURE);
+    let srv = Server::start(&file, &["--max-points", "16"]);
+    b.open(&srv.url);
+    b.wait_for(
+        "the page",
+        "return window.fragscopeView && window.fragscopeView.state.layout !== null",
+    );
+    assert_eq!(b.js("return window.fragscopeView.data.served"), json!(true));
+    // Scrub to an event that is no key moment: the server replays to it.
+    b.click("button[data-moment='0']");
+    b.js("document.getElementById('scrub').focus()");
+    for _ in 0..3 {
+        b.key("\u{E014}"); // ArrowRight
+    }
+    let label = b.wait_for("event 2", "const t = document.getElementById('state-label').textContent; return t.startsWith('event 2,') ? t : null");
+    assert!(label.as_str().unwrap().starts_with("event 2,"), "{label}");
+    let reserved =
+        b.js("return window.fragscopeView.state.state.segments.reduce((s, x) => s + x.size, 0)");
+    let (_, body) = get(&srv, "/api/state?device=0&event=2");
+    let st: Value = serde_json::from_str(&body).unwrap();
+    let want: u64 = st["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["size"].as_u64().unwrap())
+        .sum();
+    assert_eq!(reserved, json!(want));
+    // Zoom in past the embedded levels: finer detail comes from the server.
+    b.js("document.getElementById('timeline').scrollIntoView({block: 'center'})");
+    let r = b.js("const r = document.getElementById('timeline').getBoundingClientRect(); return [r.left + r.width * 0.5, r.top + r.height / 2]");
+    b.wheel(r[0].as_f64().unwrap(), r[1].as_f64().unwrap(), -100, 10);
+    let fetched = b.wait_for(
+        "fetched detail",
+        "const d = document.getElementById('detail'); return d.textContent.includes('every event') || d.textContent.includes('fetched') ? d.textContent : null",
+    );
+    assert!(
+        fetched.as_str().unwrap().contains("points for"),
+        "{fetched}"
+    );
+    let levels = b.js("return window.fragscopeView.data.devices[0].levels.length");
+    assert_eq!(levels, json!(2), "a served page carries two levels");
+    assert_eq!(
+        b.js("return Number(document.getElementById('detail').dataset.level)"),
+        levels
+    );
+    assert_eq!(b.errors(), Vec::<String>::new());
+}
+
+/// Every fixture snapshot and every real snapshot: the page opens, shows
+/// each device and its key moments, and logs no error, written with -o and
+/// served.
+#[test]
+fn browser_no_console_error_anywhere() {
+    let Some(b) = Browser::start() else { return };
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(util::root().join("fixtures"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file() && !p.to_string_lossy().ends_with(".md"))
+        .collect();
+    if let Some(real) = util::real_dir() {
+        files.extend(
+            std::fs::read_dir(real)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| !p.to_string_lossy().ends_with(".md")),
+        );
+    }
+    files.sort();
+    let dir = tempfile::tempdir().unwrap();
+    let mut shown = 0;
+    for f in &files {
+        let name = util::name_of(f);
+        let page = dir.path().join("page.html");
+        let r = run(["view", f.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+        if r.code() != 0 {
+            // Not a snapshot (traces, exports, text): one clean line.
+            r.expect_code(2);
+            assert_eq!(r.stderr().lines().count(), 1, "{name}: {}", r.stderr());
+            continue;
+        }
+        for url in [file_url(&page), String::new()] {
+            let srv = url
+                .is_empty()
+                .then(|| Server::start(f.to_str().unwrap(), &[]));
+            b.open(srv.as_ref().map_or(&url, |s| &s.url));
+            b.wait_for(
+                &name,
+                "return document.readyState === 'complete' && window.fragscopeView !== undefined",
+            );
+            let devices = b
+                .js("return window.fragscopeView.data.devices.length")
+                .as_u64()
+                .unwrap();
+            for d in 0..devices {
+                b.js(&format!("const s = document.getElementById('device'); s.value = '{d}'; s.dispatchEvent(new Event('change'));"));
+                let moments = b
+                    .js("return document.querySelectorAll('#moments button').length")
+                    .as_u64()
+                    .unwrap();
+                for m in 0..moments {
+                    b.click(&format!("button[data-moment='{m}']"));
+                }
+                b.key("\u{E012}"); // ArrowLeft
+            }
+            b.wait_for(
+                "the server's answers",
+                "return window.fragscopeView.state.inflight === 0",
+            );
+            let errors = b.errors();
+            assert!(
+                errors.is_empty(),
+                "{name} ({}): {errors:?}",
+                if srv.is_some() { "served" } else { "-o" }
+            );
+            shown += 1;
+        }
+    }
+    assert!(shown >= 2 * 10, "pages shown: {shown}");
+}
