@@ -543,3 +543,44 @@ fn recorded_expandable_segments_keep_the_reservations_the_file_shows() {
         vec![(SimAction::SegmentMap, 20 * MIB)]
     );
 }
+
+#[test]
+fn recorded_expandable_runs_not_whole_pages_apart_are_two_reservations() {
+    // Two 40 MiB runs of stream 0, 50 MiB apart: one reservation maps its
+    // 20 MiB pages at whole pages from its base, so these are two (a new
+    // reservation is made when a request does not fit the unmapped space
+    // of the others), not a layout to refuse.
+    let conf = "expandable_segments:True";
+    let mut first = sim(conf, None);
+    first.malloc(30 * MIB, 0).unwrap();
+    let a = first.segments().remove(0);
+    assert_eq!(a.total_size, 40 * MIB);
+    let base = 1u64 << 40;
+    let layout = vec![relocated(&a, base), relocated(&a, base + 50 * MIB)];
+    let mut s = Simulator::with_initial(SimConfig::parse(conf).unwrap(), None, &layout).unwrap();
+    checked(&s);
+    assert_eq!(s.segments(), layout);
+    // Freed and flushed, each gives back all its pages.
+    for g in &layout {
+        s.free(g.blocks[0].address).unwrap();
+    }
+    s.empty_cache();
+    checked(&s);
+    assert!(s.segments().is_empty());
+    assert_eq!(s.figures().reserved, 0);
+
+    // A run off the 2 MiB boundaries reservations start on, or not whole
+    // pages long, no reservation could have mapped.
+    for layout in [
+        vec![relocated(&a, base + 512)],
+        vec![relocated(&a, base), relocated(&a, base + 51 * MIB)],
+    ] {
+        let e = Simulator::with_initial(SimConfig::parse(conf).unwrap(), None, &layout);
+        assert!(e.unwrap_err().to_string().contains("not aligned"));
+    }
+    let mut short = relocated(&a, base);
+    short.total_size -= 2 * MIB;
+    short.blocks.last_mut().unwrap().size -= 2 * MIB;
+    let e = Simulator::with_initial(SimConfig::parse(conf).unwrap(), None, &[short]);
+    assert!(e.unwrap_err().to_string().contains("pages"));
+}

@@ -9,9 +9,11 @@ impl Simulator {
     /// `active_pending_free` blocks are live, `inactive` ones cached.
     /// Expandable segments of one (pool, stream, size class) share a
     /// virtual reservation starting at the lowest of them, except where the
-    /// file shows two: another segment lies between them, or one ends where
+    /// file shows two: another segment lies between them, one ends where
     /// the next begins (a reservation reports each contiguous mapped run as
-    /// one segment, so touching runs belong to different reservations).
+    /// one segment, so touching runs belong to different reservations), or
+    /// the next does not start a whole number of pages above the first (a
+    /// reservation maps pages only at page multiples from its base).
     pub fn with_initial(
         cfg: SimConfig,
         capacity: Option<u64>,
@@ -47,7 +49,8 @@ impl Simulator {
             s.fig.reserved += seg.total_size;
             s.place_blocks(seg, pool, None, seg.stream)?;
         }
-        for (key, idx) in reservation_runs(segments, &order, groups) {
+        let large_page = s.cfg.large_segment_size;
+        for (key, idx) in reservation_runs(segments, &order, groups, large_page) {
             let (base, size) = s.place_reservation(key, &idx, segments, &order)?;
             extents.push((base, base.saturating_add(size)));
         }
@@ -90,14 +93,32 @@ impl Simulator {
         s.reservations.push(Some(Reservation { base, size, page }));
         let mut cursor = base;
         let mut last: Option<BlockId> = None;
+        // Reservations start on 2 MiB (mapping granularity) boundaries and
+        // map whole pages from there, so every run starts on a multiple of
+        // the largest power of two dividing both.
+        let grain = 1u64 << page.trailing_zeros().min(SMALL_BUFFER.trailing_zeros());
         for &i in idx {
             let seg = &segments[i];
-            if !(seg.address - base).is_multiple_of(page) || !seg.total_size.is_multiple_of(page) {
+            if !seg.address.is_multiple_of(grain) {
                 return Err(SimError::BadInitial {
                     index: i,
                     address: seg.address,
                     msg: format!(
-                        "expandable segment is not aligned to {page}-byte pages from {base:#x}"
+                        "expandable segment is not aligned to {grain} bytes \
+                         (reservations start on 2 MiB boundaries and map {page}-byte pages)"
+                    ),
+                });
+            }
+            // The runs were cut where a segment is not whole pages above
+            // the first.
+            debug_assert!((seg.address - base).is_multiple_of(page));
+            if !seg.total_size.is_multiple_of(page) {
+                return Err(SimError::BadInitial {
+                    index: i,
+                    address: seg.address,
+                    msg: format!(
+                        "expandable segment of {} bytes is not aligned to {page}-byte pages",
+                        seg.total_size
                     ),
                 });
             }
@@ -260,11 +281,18 @@ fn check_recorded(i: usize, seg: &Segment, top: u64) -> Result<(), SimError> {
 
 /// The recorded expandable segments of each (pool, stream, size class)
 /// cut into the reservations the file shows: a new one where another
-/// segment lies between two, or where one ends at the next's start.
+/// segment lies between two, where one ends at the next's start, or where
+/// the next is not a whole number of pages (`large_page` for the large
+/// pool, 2 MiB for the small) above the first of the run. Reservations of
+/// one stream and pool may follow one another with any gap between them
+/// (the allocator reserves a new one when a request does not fit the
+/// unmapped space of the others, and keeps it even if mapping then fails),
+/// so such a gap tells them apart rather than making the layout invalid.
 fn reservation_runs(
     segments: &[Segment],
     order: &[usize],
     groups: BTreeMap<ReservationKey, Vec<usize>>,
+    large_page: u64,
 ) -> Vec<(ReservationKey, Vec<usize>)> {
     // Position of each segment in address order.
     let mut rank = vec![0usize; segments.len()];
@@ -273,10 +301,13 @@ fn reservation_runs(
     }
     let mut runs: Vec<(ReservationKey, Vec<usize>)> = Vec::new();
     for (key, idx) in groups {
+        let page = if key.2 { SMALL_BUFFER } else { large_page };
         let mut run: Vec<usize> = Vec::new();
         for i in idx {
-            if let Some(&p) = run.last()
-                && (rank[i] > rank[p] + 1 || segments[p].end() == segments[i].address)
+            if let (Some(&first), Some(&p)) = (run.first(), run.last())
+                && (rank[i] > rank[p] + 1
+                    || segments[p].end() == segments[i].address
+                    || !(segments[i].address - segments[first].address).is_multiple_of(page))
             {
                 runs.push((key, std::mem::take(&mut run)));
             }
