@@ -49,7 +49,7 @@ fn main() {
             .map(|d| {
                 d.samples
                     .iter()
-                    .map(|s| s.active ^ s.free_gaps)
+                    .map(|s| s.active ^ s.lay().free_gaps)
                     .fold(0, u64::wrapping_add)
             })
             .sum::<u64>()
@@ -60,7 +60,7 @@ fn main() {
                 d.samples
                     .iter()
                     .rev()
-                    .map(|s| s.active ^ s.free_gaps)
+                    .map(|s| s.active ^ s.lay().free_gaps)
                     .fold(0, u64::wrapping_add)
             })
             .sum::<u64>()

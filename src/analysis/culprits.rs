@@ -706,7 +706,7 @@ pub fn trace_culprits(
     moment: &str,
     at: Option<usize>,
 ) -> TraceCulprits {
-    let s = d.sample_at(at);
+    let s = crate::timeline::trace::trace_series(d).after(at);
     TraceCulprits {
         device: d.label.clone(),
         moment: moment.to_string(),

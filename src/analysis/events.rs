@@ -6,7 +6,7 @@
 //! each with its figures. For a snapshot those are the replay's samples
 //! ([`crate::timeline::DeviceReplay::samples`], the figures `timeline` prints:
 //! `samples[i + 1]` after event `i`); for a profiler trace the trace's own
-//! series ([`crate::input::profiler::TraceDevice::samples`]). A call site is the
+//! series ([`crate::timeline::trace::trace_series`]). A call site is the
 //! one every command names ([`crate::analysis::frames::call_site`]; the operator for
 //! a profiler trace). Rows are handed to a callback one at a time and never
 //! collected, so a listing of millions of events holds no more than the
@@ -145,7 +145,7 @@ impl<'a> SnapshotEvents<'a> {
                 size: e.size,
                 stream: Some(e.stream),
                 allocated: s.allocated,
-                reserved: Some(s.reserved),
+                reserved: s.reserved,
                 device_free: if oom { e.device_free() } else { None },
                 call_site: &site.label,
             })?;
@@ -231,6 +231,7 @@ impl<'a> TraceEvents<'a> {
     pub fn for_each(&self, mut f: impl FnMut(&Row) -> io::Result<()>) -> io::Result<usize> {
         let d = self.dev;
         let n = d.events.len();
+        let samples = crate::timeline::trace::trace_series(d);
         let mut listed = 0;
         let mut ooms = d.ooms.iter().zip(&self.oom_sites).peekable();
         for i in 0..=n {
@@ -241,7 +242,7 @@ impl<'a> TraceEvents<'a> {
                 if !in_range || !site.keep {
                     continue;
                 }
-                let before = d.samples[i];
+                let before = samples.at(i);
                 f(&Row {
                     event: None,
                     time_us: Some(o.ts_us.floor() as i64),
@@ -264,7 +265,7 @@ impl<'a> TraceEvents<'a> {
             if !site.keep {
                 continue;
             }
-            let s = d.samples[i + 1];
+            let s = samples.at(i + 1);
             f(&Row {
                 event: Some(i),
                 time_us: s.time_us,

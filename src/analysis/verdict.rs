@@ -101,14 +101,14 @@ pub fn verdict(st: &Style, r: &Report) -> Vec<VerdictLine> {
             v.push(VerdictLine::Text(format!(
                 "Peak on device {}: {} reserved, {} allocated.",
                 d.device,
-                st.bytes(d.peak_reserved.reserved),
+                st.bytes(d.peak_reserved.reserved_bytes()),
                 st.bytes(d.peak_allocated.allocated)
             )));
         } else {
             v.push(VerdictLine::Text(format!(
                 "Recorded state of device {}: {} reserved, {} allocated.",
                 d.device,
-                st.bytes(d.end.reserved),
+                st.bytes(d.end.reserved_bytes()),
                 st.bytes(d.end.allocated)
             )));
         }

@@ -348,7 +348,7 @@ fn write_trace(
                     d.name.as_ref().map_or(String::new(), |x| format!(" ({x})")),
                     d.ooms.len()
                 )?;
-                let t0 = d.samples.first().and_then(|s| s.time_us);
+                let t0 = d.events.first().map(|e| crate::model::profiler::time_of(e.ts_us));
                 text_device(st, w, t0, a.from, (from, to, n), a.grep.as_deref(), &|f| {
                     ev.for_each(f)
                 })?;

@@ -118,19 +118,11 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         let mut t = new_table(
             st,
             &[
-                "file",
-                "devices",
-                "segments",
-                "reserved",
-                "allocated",
-                "free internal",
-                "free external",
-                "largest free",
-                "fragmentation",
-                "events",
-                "OOMs",
-                "outlier",
-            ],
+                &["file", "devices", "segments"][..],
+                &crate::render::stats::STATE_COLUMNS,
+                &["events", "OOMs", "outlier"],
+            ]
+            .concat(),
         );
         for (f, o) in ok.iter().zip(&flags) {
             let ooms = f.oom_events.len();

@@ -6,6 +6,9 @@ use crate::input;
 use crate::model::Snapshot;
 use crate::render::timeline as rt;
 use crate::timeline::{self, DeviceReplay, Moment, downsample::downsample_series};
+use crate::input::profiler::TraceDevice;
+use crate::timeline::downsample::{Order, downsample_in};
+use crate::timeline::trace::{trace_key_moments, trace_series};
 use serde::Serialize;
 
 #[derive(clap::Args, Debug)]
@@ -146,31 +149,34 @@ fn run_trace(
     }
     let devs = crate::analysis::report::trace::select(tr, a.device)
         .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
-    let series = |d: &crate::input::profiler::TraceDevice| match a.max_points {
-        Some(n) => crate::timeline::downsample::downsample_trace(&d.samples, n),
-        None => d.samples.clone(),
+    let series: Vec<_> = devs.iter().map(|d| trace_series(d)).collect();
+    let points = |s: &crate::timeline::Series| match a.max_points {
+        Some(n) => downsample_in(&s.to_vec(), n, Order::LowThenHigh),
+        None => s.to_vec(),
+    };
+    let moments = |(d, s): (&&TraceDevice, &crate::timeline::Series)| {
+        trace_key_moments(d, &tr.names, s)
     };
     if a.csv {
-        let s: Vec<_> = devs.iter().map(|d| (*d, series(d))).collect();
-        print(&crate::render::timeline::trace_timeline_csv(&s))?;
+        let s = devs.iter().zip(&series).map(|(d, s)| (&d.label, points(s)));
+        let mut out = Vec::new();
+        rt::write_csv(&mut out, s)?;
+        print(std::str::from_utf8(&out)?)?;
     } else if a.json {
         let s: Vec<_> = devs
             .iter()
-            .map(|d| {
-                (
-                    *d,
-                    series(d),
-                    a.max_points.is_some_and(|n| d.samples.len() > n.max(2)),
-                )
+            .zip(&series)
+            .map(|x| rt::TraceDeviceJson {
+                device: x.0,
+                samples: points(x.1),
+                downsampled: a.max_points.is_some_and(|n| x.1.len() > n.max(2)),
+                key_moments: moments(x),
             })
             .collect();
-        print(&crate::render::timeline::trace_timeline_json(
-            &a.file, tr, &s,
-        ))?;
+        print(&rt::trace_timeline_json(&a.file, &s))?;
     } else {
-        print(&crate::render::timeline::trace_timeline_text(
-            st, &a.file, fmt, tr, &devs,
-        ))?;
+        let s: Vec<_> = devs.iter().zip(&series).map(|x| (*x.0, moments(x))).collect();
+        print(&rt::trace_timeline_text(st, &a.file, fmt, tr, &s))?;
     }
     Ok(Exit::Ok)
 }

@@ -129,29 +129,6 @@ pub struct TraceOom {
     pub python: Option<String>,
 }
 
-/// The allocator figures after one event, with the field names of
-/// [`crate::timeline::Sample`] for the figures a trace has (see
-/// [`MISSING_FIGURES`] for the others).
-#[derive(Serialize, Debug, Clone, Copy, Default, PartialEq)]
-pub struct TraceSample {
-    /// Index (in [`TraceDevice::events`]) of the event after which this
-    /// sample holds; `None` = before the first event.
-    pub event: Option<u32>,
-    pub time_us: Option<i64>,
-    /// `Total Allocated`: rounded block bytes of live allocations (what
-    /// `torch.cuda.memory_allocated()` reports). A snapshot's `allocated`
-    /// counts requested bytes instead; traces do not record those.
-    pub allocated: u64,
-    /// Block bytes of live allocations: equal to `allocated` here.
-    pub active: u64,
-    /// `Total Reserved`; `None` for the 2021 schema, for CPU memory and
-    /// before the first event.
-    pub reserved: Option<u64>,
-    /// reserved − allocated: bytes cached but not in a live allocation. With
-    /// no layout it cannot be split into gaps.
-    pub external_free: Option<u64>,
-}
-
 /// A figure's highest value and where it was first reached.
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct Peak {
@@ -239,24 +216,32 @@ pub struct DeviceSummary {
 
 impl DeviceSummary {
     /// The figures of the whole trace read off one device's events (sorted,
-    /// paired) and its series of totals: first and last times, the end
-    /// state, the peaks and where they were reached, every growth of
+    /// paired) and their running totals ([`totals`]): first and last times,
+    /// the end state, the peaks and where they were reached, every growth of
     /// reserved memory, bytes allocated per operator and, with `Addr`, what
     /// each operator held at the peak. Counts, pairing and the bytes
-    /// allocated before the trace are the decoder's, set before.
-    pub fn add_figures(&mut self, events: &[MemEvent], samples: &[TraceSample], names: &[String]) {
+    /// allocated before the trace are the decoder's, set before; `reserved`:
+    /// whether `Total Reserved` counts (see [`totals`]).
+    pub fn add_figures(&mut self, events: &[MemEvent], reserved: bool, names: &[String]) {
         let name_of = |id: Option<u32>| id.map(|i| names[i as usize].clone());
         self.first_time_us = events.first().map(|e| time_of(e.ts_us));
         self.last_time_us = events.last().map(|e| time_of(e.ts_us));
-        let end = *samples.last().expect("start sample");
+        // Position k: the start (k = 0), then after event k − 1.
+        let tot: Vec<Totals> = std::iter::once(Totals {
+            allocated: self.allocated_before_trace,
+            reserved: None,
+        })
+        .chain(totals(events, self.allocated_before_trace, reserved))
+        .collect();
+        let end = tot.last().expect("start totals");
         self.allocated_end = end.allocated;
         self.reserved_end = end.reserved;
-        self.external_free_end = end.external_free;
-        self.reserved_start = samples.get(1).and_then(|x| x.reserved);
+        self.external_free_end = end.external_free();
+        self.reserved_start = tot.get(1).and_then(|x| x.reserved);
 
-        let peak_of = |f: &dyn Fn(&TraceSample) -> Option<u64>| -> Option<Peak> {
+        let peak_of = |f: &dyn Fn(&Totals) -> Option<u64>| -> Option<Peak> {
             let mut best: Option<(u64, usize)> = None;
-            for (k, x) in samples.iter().enumerate() {
+            for (k, x) in tot.iter().enumerate() {
                 if let Some(v) = f(x)
                     && best.is_none_or(|(b, _)| v > b)
                 {
@@ -264,22 +249,21 @@ impl DeviceSummary {
                 }
             }
             let (bytes, k) = best?;
-            let ev = samples[k].event;
-            let me = ev.map(|i| &events[i as usize]);
+            let me = k.checked_sub(1).map(|i| &events[i]);
             Some(Peak {
                 bytes,
-                event: ev,
-                time_us: samples[k].time_us,
+                event: k.checked_sub(1).map(|i| i as u32),
+                time_us: me.or(events.first()).map(|e| time_of(e.ts_us)),
                 op: me.and_then(|m| name_of(m.op)),
                 python: me.and_then(|m| name_of(m.python)),
             })
         };
         self.peak_allocated = peak_of(&|x| Some(x.allocated));
         self.peak_reserved = peak_of(&|x| x.reserved);
-        self.peak_external_free = peak_of(&|x| x.external_free);
+        self.peak_external_free = peak_of(&|x| x.external_free());
 
         for i in 1..events.len() {
-            let (b, a) = (&samples[i], &samples[i + 1]);
+            let (b, a) = (&tot[i], &tot[i + 1]);
             if let (Some(rb), Some(ra)) = (b.reserved, a.reserved)
                 && ra > rb
             {
@@ -324,6 +308,45 @@ impl DeviceSummary {
     }
 }
 
+/// The running totals after one `[memory]` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    /// `Total Allocated` where recorded, else the bytes allocated before the
+    /// trace plus the sum of `Bytes` so far (never below 0).
+    pub allocated: u64,
+    /// `Total Reserved`, where it counts.
+    pub reserved: Option<u64>,
+}
+
+impl Totals {
+    /// reserved − allocated: bytes cached but not in a live allocation.
+    pub fn external_free(&self) -> Option<u64> {
+        self.reserved.map(|r| r.saturating_sub(self.allocated))
+    }
+}
+
+/// The totals after each of `events` (sorted), starting from `baseline`
+/// bytes allocated before the first; `reserved`: whether `Total Reserved`
+/// counts (an accelerator's events with totals: not CPU memory, not the
+/// 2021 schema).
+pub fn totals(
+    events: &[MemEvent],
+    baseline: u64,
+    reserved: bool,
+) -> impl Iterator<Item = Totals> + '_ {
+    let mut running: i128 = baseline as i128;
+    events.iter().map(move |e| {
+        running += e.bytes as i128;
+        if let Some(t) = e.total_allocated {
+            running = t as i128;
+        }
+        Totals {
+            allocated: running.max(0) as u64,
+            reserved: e.total_reserved.filter(|_| reserved),
+        }
+    })
+}
+
 /// The memory timeline of one (device type, device id).
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct TraceDevice {
@@ -335,9 +358,6 @@ pub struct TraceDevice {
     pub capacity: Option<u64>,
     #[serde(skip)]
     pub events: Vec<MemEvent>,
-    /// `samples[0]` is the start, `samples[i + 1]` the state after event `i`.
-    #[serde(skip)]
-    pub samples: Vec<TraceSample>,
     pub ooms: Vec<TraceOom>,
     pub summary: DeviceSummary,
 }
@@ -454,15 +474,19 @@ impl TraceDevice {
         })
     }
 
-    pub fn sample_at(&self, at: Option<usize>) -> &TraceSample {
-        match at {
-            None => &self.samples[0],
-            Some(i) => &self.samples[(i + 1).min(self.samples.len() - 1)],
-        }
+    /// Whether `Total Reserved` counts for this device's totals: an
+    /// accelerator's, with totals recorded.
+    pub fn reserved_recorded(&self) -> bool {
+        self.summary.has_totals && !self.key.is_cpu()
     }
 
-    pub fn end(&self) -> &TraceSample {
-        self.samples.last().expect("at least one sample")
+    /// The totals after each event ([`totals`]).
+    pub fn totals(&self) -> impl Iterator<Item = Totals> + '_ {
+        totals(
+            &self.events,
+            self.summary.allocated_before_trace,
+            self.reserved_recorded(),
+        )
     }
 }
 

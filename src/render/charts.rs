@@ -190,7 +190,7 @@ pub fn trace_timeline(r: &TraceReport, d: &TraceDeviceReport) -> Result<Svg, Cha
         .summary
         .peak_reserved
         .as_ref()
-        .map(|p| at(p, |s, b| s.reserved = b));
+        .map(|p| at(p, |s, b| s.reserved = Some(b)));
     c.peak_allocated = d
         .summary
         .peak_allocated

@@ -14,7 +14,53 @@ use crate::core::style::Style;
 use crate::core::units::fmt_pct;
 use crate::model::memtimeline::Category;
 use crate::model::profiler::OpShare;
+use crate::timeline::KeyMoment;
 use std::fmt::Write;
+
+/// The key-moment table of a device, snapshot or trace: a figure the input
+/// cannot give is "n/a"; `operator` adds the operator running at each moment
+/// (a trace's). `when` dates a moment.
+fn key_moments_table(
+    st: &Style,
+    out: &mut String,
+    moments: &[KeyMoment],
+    operator: bool,
+    when: impl Fn(&KeyMoment) -> String,
+) {
+    if moments.is_empty() {
+        return;
+    }
+    out.push_str("<h3>Key moments</h3>\n<table><tr><th>moment</th><th>when</th><th>reserved</th><th>allocated</th><th>free in reserved</th><th>largest free gap</th><th>free gaps</th><th>fragmentation</th>");
+    out.push_str(if operator { "<th>operator</th></tr>\n" } else { "</tr>\n" });
+    for k in moments {
+        let s = &k.sample;
+        let free = s.reserved.map(|r| r.saturating_sub(s.allocated));
+        let _ = write!(
+            out,
+            "<tr>{}{}{}{}{}",
+            cell(&k.label),
+            nowrap(&when(k)),
+            num(&opt_bytes(st, s.reserved)),
+            num(&st.bytes(s.allocated)),
+            num(&opt_bytes(st, free)),
+        );
+        let _ = match &s.layout {
+            Some(l) => write!(
+                out,
+                "{}{}{}",
+                num(&st.bytes(l.largest_free_gap)),
+                num(&l.free_gaps.to_string()),
+                num(&fmt_pct(l.fragmentation)),
+            ),
+            None => write!(out, "{}{}{}", num(NA), num(NA), num(NA)),
+        };
+        if operator {
+            out.push_str(&cell(k.op.as_deref().unwrap_or("-")));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+}
 
 /// Culprit rows listed per device.
 pub const TABLE_SITES: usize = 20;
@@ -168,7 +214,7 @@ fn device_section(
         "<table><tr><th>trace events</th><th>peak reserved</th><th>peak allocated</th><th title=\"a block counted as allocated until free_completed, as PyTorch's memory_viz counts\">peak allocated incl. pending frees</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}{}</tr></table>",
         num(&d.events.to_string()),
         num(&peak(
-            d.peak_reserved.reserved,
+            d.peak_reserved.reserved_bytes(),
             d.peak_reserved.event,
             d.peak_reserved.time_us
         )),
@@ -186,7 +232,7 @@ fn device_section(
         } else {
             "n/a (no trace)".into()
         }),
-        num(&st.bytes(d.end.reserved)),
+        num(&st.bytes(d.end.reserved_bytes())),
         num(&st.bytes(d.end.allocated)),
         num(&if d.traced() {
             d.ooms.len().to_string()
@@ -195,25 +241,9 @@ fn device_section(
         }),
     );
     oom_verdicts(out, &d.ooms, d.first_time_us);
-    if !d.key_moments.is_empty() {
-        out.push_str("<h3>Key moments</h3>\n<table><tr><th>moment</th><th>when</th><th>reserved</th><th>allocated</th><th>free in reserved</th><th>largest free gap</th><th>free gaps</th><th>fragmentation</th></tr>\n");
-        for k in &d.key_moments {
-            let s = &k.sample;
-            let _ = writeln!(
-                out,
-                "<tr>{}{}{}{}{}{}{}{}</tr>",
-                cell(&k.label),
-                nowrap(&d.when(k.at, s.time_us)),
-                num(&st.bytes(s.reserved)),
-                num(&st.bytes(s.allocated)),
-                num(&st.bytes(s.reserved.saturating_sub(s.allocated))),
-                num(&st.bytes(s.largest_free_gap)),
-                num(&s.free_gaps.to_string()),
-                num(&fmt_pct(s.fragmentation)),
-            );
-        }
-        out.push_str("</table>\n");
-    }
+    key_moments_table(st, out, &d.key_moments, false, |k| {
+        d.when(k.at, k.sample.time_us)
+    });
     let (heading, memory, fragmentation) = if d.traced() {
         ("Over time", "memory timeline", "fragmentation over time")
     } else {
@@ -542,26 +572,9 @@ fn trace_device_section(
         num(&d.ooms.len().to_string()),
     );
     oom_verdicts(out, &d.ooms, d.first_time_us);
-    if !d.key_moments.is_empty() {
-        out.push_str("<h3>Key moments</h3>\n<table><tr><th>moment</th><th>when</th><th>reserved</th><th>allocated</th><th>free in reserved</th><th>largest free gap</th><th>free gaps</th><th>fragmentation</th><th>operator</th></tr>\n");
-        for k in &d.key_moments {
-            let x = &k.sample;
-            let _ = writeln!(
-                out,
-                "<tr>{}{}{}{}{}{}{}{}{}</tr>",
-                cell(&k.label),
-                nowrap(&moment_text(k.at, x.time_us, d.first_time_us)),
-                num(&opt_bytes(st, x.reserved)),
-                num(&st.bytes(x.allocated)),
-                num(&opt_bytes(st, x.external_free)),
-                num(NA),
-                num(NA),
-                num(NA),
-                cell(k.op.as_deref().unwrap_or("-")),
-            );
-        }
-        out.push_str("</table>\n");
-    }
+    key_moments_table(st, out, &d.key_moments, true, |k| {
+        moment_text(k.at, k.sample.time_us, d.first_time_us)
+    });
     out.push_str("<h3>Over time</h3>\n");
     out.push_str(&figure(
         &charts::trace_timeline(r, d)?,

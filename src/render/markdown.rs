@@ -41,10 +41,10 @@ pub fn markdown(st: &Style, r: &Report, svg_link: Option<&str>) -> String {
                 "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 d.device,
                 d.events,
-                peak(d.peak_reserved.reserved),
+                peak(d.peak_reserved.reserved_bytes()),
                 peak(d.peak_allocated.allocated),
                 peak(d.peak_allocated_incl_pending.bytes),
-                st.bytes(d.end.reserved),
+                st.bytes(d.end.reserved_bytes()),
                 st.bytes(d.end.allocated),
                 if d.traced() {
                     d.ooms.len().to_string()
@@ -118,11 +118,11 @@ pub fn markdown(st: &Style, r: &Report, svg_link: Option<&str>) -> String {
                 "| {} | {} | {} | {} | {} | {} | {} |",
                 md(&k.label),
                 md(&d.when(k.at, s.time_us)),
-                st.bytes(s.reserved),
+                st.bytes(s.reserved_bytes()),
                 st.bytes(s.allocated),
-                st.bytes(s.reserved.saturating_sub(s.allocated)),
-                st.bytes(s.largest_free_gap),
-                fmt_pct(s.fragmentation)
+                st.bytes(s.reserved_bytes().saturating_sub(s.allocated)),
+                st.bytes(s.lay().largest_free_gap),
+                fmt_pct(s.lay().fragmentation)
             );
         }
         o.push('\n');

@@ -188,6 +188,16 @@ const TOP: usize = 5;
 
 pub(crate) const NA: &str = "n/a";
 
+/// The columns of a device's state in the `stats` tables, snapshot or trace.
+pub const STATE_COLUMNS: [&str; 6] = [
+    "reserved",
+    "allocated",
+    "free internal",
+    "free external",
+    "largest free",
+    "fragmentation",
+];
+
 /// Seconds since `start`, e.g. `+1.234 s`.
 fn rel(t: Option<i64>, start: Option<i64>) -> String {
     match (t, start) {
@@ -280,19 +290,7 @@ pub fn trace_text(st: &Style, file: &str, format: &str, tr: &ProfilerTrace) -> S
     }
 
     out.push_str("\nAt the end of the trace:\n");
-    let mut t = new_table(
-        st,
-        &[
-            "device",
-            "events",
-            "reserved",
-            "allocated",
-            "free internal",
-            "free external",
-            "largest free",
-            "fragmentation",
-        ],
-    );
+    let mut t = new_table(st, &[&["device", "events"][..], &STATE_COLUMNS].concat());
     for d in &tr.devices {
         let s = &d.summary;
         t.add_row(vec![

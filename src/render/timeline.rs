@@ -49,6 +49,54 @@ pub fn report_lines(r: &ReplayReport) -> String {
     out
 }
 
+/// The columns of a key-moment table that every input has (a figure it
+/// cannot give is "n/a").
+const MOMENT_COLUMNS: [&str; 11] = [
+    "moment",
+    "event",
+    "time",
+    "allocated",
+    "reserved",
+    "free internal",
+    "free external",
+    "pending free",
+    "largest gap",
+    "gaps",
+    "fragmentation",
+];
+
+/// The [`MOMENT_COLUMNS`] cells of one key moment, times after `t0`.
+fn moment_cells(st: &Style, k: &KeyMoment, t0: Option<i64>) -> Vec<String> {
+    let s = &k.sample;
+    let mut row = vec![
+        k.label.clone(),
+        k.at.map_or("-".into(), |a| a.to_string()),
+        fmt_time(s.time_us, t0),
+        st.bytes(s.allocated),
+        opt_bytes(st, s.reserved),
+    ];
+    let na = || NA.to_string();
+    match &s.layout {
+        Some(l) => row.extend([
+            st.bytes(l.internal_free),
+            opt_bytes(st, s.external_free),
+            st.bytes(l.pending_free),
+            st.bytes(l.largest_free_gap),
+            l.free_gaps.to_string(),
+            fmt_pct(l.fragmentation),
+        ]),
+        None => row.extend([
+            na(),
+            opt_bytes(st, s.external_free),
+            na(),
+            na(),
+            na(),
+            na(),
+        ]),
+    }
+    row
+}
+
 /// One device: headline, key-moment table, anomalies and inferences.
 pub fn device_text(st: &Style, r: &DeviceReplay, moments: &[KeyMoment]) -> String {
     let rep = &r.report;
@@ -74,39 +122,14 @@ pub fn device_text(st: &Style, r: &DeviceReplay, moments: &[KeyMoment]) -> Strin
     let t0 = r.samples.iter().find_map(|s| s.time_us);
     let mut t = new_table(
         st,
-        &[
-            "moment",
-            "event",
-            "time",
-            "allocated",
-            "reserved",
-            "free internal",
-            "free external",
-            "pending free",
-            "largest gap",
-            "gaps",
-            "fragmentation",
-            "max small req",
-            "max large req",
-        ],
+        &[&MOMENT_COLUMNS[..], &["max small req", "max large req"]].concat(),
     );
     for k in moments {
-        let s = &k.sample;
-        t.add_row(vec![
-            k.label.clone(),
-            k.at.map_or("-".into(), |a| a.to_string()),
-            fmt_time(s.time_us, t0),
-            st.bytes(s.allocated),
-            st.bytes(s.reserved),
-            st.bytes(s.internal_free),
-            st.bytes(s.external_free),
-            st.bytes(s.pending_free),
-            st.bytes(s.largest_free_gap),
-            s.free_gaps.to_string(),
-            fmt_pct(s.fragmentation),
-            st.bytes(s.largest_small_request),
-            st.bytes(s.largest_large_request),
-        ]);
+        let l = k.sample.lay();
+        let mut row = moment_cells(st, k, t0);
+        row.push(st.bytes(l.largest_small_request));
+        row.push(st.bytes(l.largest_large_request));
+        t.add_row(row);
     }
     align_numbers(&mut t, 1);
     out.push_str(&t.to_string());
@@ -164,37 +187,54 @@ pub fn csv<'a>(series: impl IntoIterator<Item = (i64, &'a [Sample])>) -> String 
 }
 
 /// The series as CSV, written row by row as the samples come (one device
-/// after the other), never held as text.
-pub fn write_csv<S>(
+/// after the other), never held as text. The device is its number (a
+/// snapshot's) or label (a trace's `cuda:0`); figures a sample lacks are
+/// empty.
+pub fn write_csv<D, S>(
     w: &mut dyn std::io::Write,
-    series: impl IntoIterator<Item = (i64, S)>,
+    series: impl IntoIterator<Item = (D, S)>,
 ) -> std::io::Result<()>
 where
+    D: std::fmt::Display,
     S: IntoIterator<Item = Sample>,
 {
     w.write_all(CSV_HEADER.as_bytes())?;
     for (d, samples) in series {
         for s in samples {
-            writeln!(
-                w,
-                "{d},{},{},{},{},{},{},{},{},{},{},{:.6},{},{}",
-                s.event.map_or(String::new(), |e| e.to_string()),
-                s.time_us.map_or(String::new(), |t| t.to_string()),
-                s.allocated,
-                s.active,
-                s.reserved,
-                s.internal_free,
-                s.external_free,
-                s.pending_free,
-                s.largest_free_gap,
-                s.free_gaps,
-                s.fragmentation,
-                s.largest_small_request,
-                s.largest_large_request
-            )?;
+            let (e, t) = (Opt(s.event.map(u64::from)), s.time_us);
+            let t = t.map_or(String::new(), |t| t.to_string());
+            let (r, x) = (Opt(s.reserved), Opt(s.external_free));
+            match &s.layout {
+                Some(l) => writeln!(
+                    w,
+                    "{d},{e},{t},{},{},{r},{},{x},{},{},{},{:.6},{},{}",
+                    s.allocated,
+                    s.active,
+                    l.internal_free,
+                    l.pending_free,
+                    l.largest_free_gap,
+                    l.free_gaps,
+                    l.fragmentation,
+                    l.largest_small_request,
+                    l.largest_large_request
+                )?,
+                None => writeln!(w, "{d},{e},{t},{},{},{r},,{x},,,,,,", s.allocated, s.active)?,
+            }
         }
     }
     Ok(())
+}
+
+/// An optional figure in a CSV cell: empty when absent.
+struct Opt(Option<u64>);
+
+impl std::fmt::Display for Opt {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "{v}"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// `--at`: the stats and segment map of one moment.
@@ -258,15 +298,15 @@ pub fn moment_text(
 }
 
 /// `fragscope timeline` on a profiler trace: the key-moment table of each
-/// device, with the snapshot timeline's columns.
+/// device (its moments given), with the snapshot timeline's columns.
 pub fn trace_timeline_text(
     st: &Style,
     file: &str,
     format: &str,
     tr: &ProfilerTrace,
-    devices: &[&TraceDevice],
+    devices: &[(&TraceDevice, Vec<KeyMoment>)],
 ) -> String {
-    use crate::analysis::report::trace::{NO_LAYOUT, key_moments};
+    use crate::analysis::report::trace::NO_LAYOUT;
     let mut out = format!("{file} ({format})\n");
     out.push_str(&format!(
         "profiler trace: {} trace events, {} [memory] events, {} operators\n",
@@ -275,7 +315,7 @@ pub fn trace_timeline_text(
     if let Some(n) = tr.no_gpu_memory() {
         out.push_str(&format!("{n}\n"));
     }
-    for d in devices {
+    for (d, moments) in devices {
         let s = &d.summary;
         out.push_str(&format!(
             "\n{}: {} memory events, {} allocations, {} frees\n",
@@ -284,40 +324,11 @@ pub fn trace_timeline_text(
             s.allocations,
             s.frees
         ));
-        let t0 = s.first_time_us;
-        let mut t = new_table(
-            st,
-            &[
-                "moment",
-                "event",
-                "time",
-                "allocated",
-                "reserved",
-                "free internal",
-                "free external",
-                "pending free",
-                "largest gap",
-                "gaps",
-                "fragmentation",
-                "operator",
-            ],
-        );
-        for k in key_moments(d, &tr.names) {
-            let x = &k.sample;
-            t.add_row(vec![
-                k.label.clone(),
-                k.at.map_or("-".into(), |a| a.to_string()),
-                super::timeline::fmt_time(x.time_us, t0),
-                st.bytes(x.allocated),
-                opt_bytes(st, x.reserved),
-                NA.into(),
-                opt_bytes(st, x.external_free),
-                NA.into(),
-                NA.into(),
-                NA.into(),
-                NA.into(),
-                k.op.clone().unwrap_or_else(|| "-".into()),
-            ]);
+        let mut t = new_table(st, &[&MOMENT_COLUMNS[..], &["operator"]].concat());
+        for k in moments {
+            let mut row = moment_cells(st, k, s.first_time_us);
+            row.push(k.op.clone().unwrap_or_else(|| "-".into()));
+            t.add_row(row);
         }
         align_numbers(&mut t, 1);
         out.push_str(&format!("{t}\n"));
@@ -346,55 +357,33 @@ pub fn trace_timeline_text(
     out
 }
 
-fn csv_opt(x: Option<u64>) -> String {
-    x.map(|v| v.to_string()).unwrap_or_default()
-}
-
-/// The series of a trace as CSV, with the snapshot CSV's header; figures a
-/// trace lacks are empty, the device is its label (`cuda:0`).
-pub fn trace_timeline_csv(
-    devices: &[(&TraceDevice, Vec<crate::model::profiler::TraceSample>)],
-) -> String {
-    let mut out = String::from(super::timeline::CSV_HEADER);
-    for (d, samples) in devices {
-        for s in samples {
-            out.push_str(&format!(
-                "{},{},{},{},{},{},,{},,,,,,\n",
-                d.label,
-                s.event.map_or(String::new(), |e| e.to_string()),
-                s.time_us.map_or(String::new(), |t| t.to_string()),
-                s.allocated,
-                s.active,
-                csv_opt(s.reserved),
-                csv_opt(s.external_free),
-            ));
-        }
-    }
-    out
+/// One trace device for `fragscope timeline --json`: its series (maybe
+/// downsampled), whether it was, and its key moments.
+pub struct TraceDeviceJson<'a> {
+    pub device: &'a TraceDevice,
+    pub samples: Vec<Sample>,
+    pub downsampled: bool,
+    pub key_moments: Vec<KeyMoment>,
 }
 
 /// `fragscope timeline --json` on a trace (schema `fragscope.timeline/1`,
 /// `kind: profiler_trace`).
-pub fn trace_timeline_json(
-    file: &str,
-    tr: &ProfilerTrace,
-    devices: &[(&TraceDevice, Vec<crate::model::profiler::TraceSample>, bool)],
-) -> String {
+pub fn trace_timeline_json(file: &str, devices: &[TraceDeviceJson]) -> String {
     let v = json!({
         "schema": "fragscope.timeline/1",
         "file": file,
         "kind": "profiler_trace",
-        "devices": devices.iter().map(|(d, samples, down)| json!({
-            "device": d.label,
-            "summary": d.summary,
-            "key_moments": crate::analysis::report::trace::key_moments(d, &tr.names).iter().map(|k| json!({
+        "devices": devices.iter().map(|d| json!({
+            "device": d.device.label,
+            "summary": d.device.summary,
+            "key_moments": d.key_moments.iter().map(|k| json!({
                 "label": k.label,
                 "at": k.at,
                 "sample": k.sample,
                 "op": k.op,
             })).collect::<Vec<_>>(),
-            "downsampled": down,
-            "samples": samples,
+            "downsampled": d.downsampled,
+            "samples": d.samples,
         })).collect::<Vec<_>>(),
         "not_measurable": MISSING_FIGURES
             .iter()

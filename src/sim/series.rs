@@ -115,13 +115,13 @@ mod tests {
             .enumerate()
             .map(|(i, &r)| Sample {
                 event: Some(i as u32),
-                reserved: r,
+                reserved: Some(r),
                 ..Default::default()
             })
             .collect();
         downsample(&s, max)
             .iter()
-            .map(|s| (s.event.unwrap_or(0), s.reserved))
+            .map(|s| (s.event.unwrap_or(0), s.reserved_bytes()))
             .collect()
     }
 

@@ -2,14 +2,13 @@
 //! each bucket of consecutive samples becomes two points, the element-wise
 //! minimum and maximum of every figure, so no peak is lowered and no dip is
 //! raised (a property the tests check). One downsampler serves snapshots and
-//! profiler traces ([`Bucketed`]); only the order of a bucket's two points
+//! profiler traces (one [`Sample`] type); only the order of a bucket's two points
 //! differs ([`Order`]). A memory-timeline export keeps real samples instead
 //! ([`downsample_categories`]): its stacked chart must show sums of real
 //! categories.
 
-use super::{Sample, Series};
+use super::{LayoutFigures, Sample, Series};
 use crate::model::memtimeline::CategorySample;
-use crate::model::profiler::TraceSample;
 
 /// The order of a bucket's two points, the one way the samples of the two
 /// inputs are dated differently: both points keep the figures of the
@@ -25,49 +24,6 @@ pub enum Order {
     LowThenHigh,
 }
 
-/// A sample that can be bucketed: every figure folds to its minimum and
-/// maximum.
-pub trait Bucketed: Copy {
-    /// Folds `s` into the bucket's element-wise minimum `lo` and maximum
-    /// `hi`.
-    fn fold(lo: &mut Self, hi: &mut Self, s: &Self);
-    /// Reserved bytes, for [`Order::ReservedFirst`].
-    fn reserved_bytes(&self) -> u64;
-    /// Takes the event and time of `from`.
-    fn date_as(&mut self, from: &Self);
-}
-
-impl Bucketed for Sample {
-    fn fold(lo: &mut Self, hi: &mut Self, s: &Self) {
-        macro_rules! ext {
-            ($($f:ident),*) => {$(
-                lo.$f = lo.$f.min(s.$f);
-                hi.$f = hi.$f.max(s.$f);
-            )*};
-        }
-        ext!(
-            allocated,
-            active,
-            reserved,
-            internal_free,
-            external_free,
-            pending_free,
-            largest_free_gap,
-            free_gaps,
-            largest_small_request,
-            largest_large_request
-        );
-        lo.fragmentation = lo.fragmentation.min(s.fragmentation);
-        hi.fragmentation = hi.fragmentation.max(s.fragmentation);
-    }
-    fn reserved_bytes(&self) -> u64 {
-        self.reserved
-    }
-    fn date_as(&mut self, from: &Self) {
-        (self.event, self.time_us) = (from.event, from.time_us);
-    }
-}
-
 /// The lower or higher of two optional figures; a missing one yields to the
 /// other.
 fn opt_ext(a: Option<u64>, b: Option<u64>, max: bool) -> Option<u64> {
@@ -78,34 +34,56 @@ fn opt_ext(a: Option<u64>, b: Option<u64>, max: bool) -> Option<u64> {
     }
 }
 
-impl Bucketed for TraceSample {
-    fn fold(lo: &mut Self, hi: &mut Self, s: &Self) {
-        lo.allocated = lo.allocated.min(s.allocated);
-        hi.allocated = hi.allocated.max(s.allocated);
-        lo.active = lo.active.min(s.active);
-        hi.active = hi.active.max(s.active);
-        lo.reserved = opt_ext(lo.reserved, s.reserved, false);
-        hi.reserved = opt_ext(hi.reserved, s.reserved, true);
-        lo.external_free = opt_ext(lo.external_free, s.external_free, false);
-        hi.external_free = opt_ext(hi.external_free, s.external_free, true);
-    }
-    fn reserved_bytes(&self) -> u64 {
-        self.reserved.unwrap_or(0)
-    }
-    fn date_as(&mut self, from: &Self) {
-        (self.event, self.time_us) = (from.event, from.time_us);
+/// Folds `s` into a bucket's element-wise minimum `lo` and maximum `hi`; a
+/// figure one sample lacks yields to the other's.
+#[inline]
+fn fold(lo: &mut Sample, hi: &mut Sample, s: &Sample) {
+    lo.allocated = lo.allocated.min(s.allocated);
+    hi.allocated = hi.allocated.max(s.allocated);
+    lo.active = lo.active.min(s.active);
+    hi.active = hi.active.max(s.active);
+    lo.reserved = opt_ext(lo.reserved, s.reserved, false);
+    hi.reserved = opt_ext(hi.reserved, s.reserved, true);
+    lo.external_free = opt_ext(lo.external_free, s.external_free, false);
+    hi.external_free = opt_ext(hi.external_free, s.external_free, true);
+    match (&mut lo.layout, &mut hi.layout, &s.layout) {
+        (Some(lo), Some(hi), Some(s)) => fold_layout(lo, hi, s),
+        (lo @ None, hi @ None, Some(s)) => (*lo, *hi) = (Some(*s), Some(*s)),
+        _ => {}
     }
 }
 
-/// At most `max_points` samples (rounded up to an even count); the series is
-/// returned unchanged when it is already short enough.
+#[inline]
+fn fold_layout(lo: &mut LayoutFigures, hi: &mut LayoutFigures, s: &LayoutFigures) {
+    macro_rules! ext {
+        ($($f:ident),*) => {$(
+            lo.$f = lo.$f.min(s.$f);
+            hi.$f = hi.$f.max(s.$f);
+        )*};
+    }
+    ext!(
+        internal_free,
+        pending_free,
+        largest_free_gap,
+        free_gaps,
+        largest_small_request,
+        largest_large_request
+    );
+    lo.fragmentation = lo.fragmentation.min(s.fragmentation);
+    hi.fragmentation = hi.fragmentation.max(s.fragmentation);
+}
+
+/// At most `max_points` samples (rounded up to an even count), in
+/// [`Order::ReservedFirst`]; the series is returned unchanged when it is
+/// already short enough.
 pub fn downsample(samples: &[Sample], max_points: usize) -> Vec<Sample> {
-    downsample_iter(
-        samples.len(),
-        samples.iter().copied(),
-        max_points,
-        Order::ReservedFirst,
-    )
+    downsample_in(samples, max_points, Order::ReservedFirst)
+}
+
+/// [`downsample`] with the order of a bucket's two points given: a profiler
+/// trace's series is cut in [`Order::LowThenHigh`].
+pub fn downsample_in(samples: &[Sample], max_points: usize, order: Order) -> Vec<Sample> {
+    downsample_iter(samples.len(), samples.iter().copied(), max_points, order)
 }
 
 /// [`downsample`] of a replayed series, read once, without expanding it.
@@ -118,25 +96,13 @@ pub fn downsample_series(samples: &Series, max_points: usize) -> Vec<Sample> {
     )
 }
 
-/// A profiler trace device's series
-/// ([`crate::model::profiler::TraceDevice::samples`]) cut the same way, its
-/// points in [`Order::LowThenHigh`].
-pub fn downsample_trace(samples: &[TraceSample], max_points: usize) -> Vec<TraceSample> {
-    downsample_iter(
-        samples.len(),
-        samples.iter().copied(),
-        max_points,
-        Order::LowThenHigh,
-    )
-}
-
 /// Buckets of `per` consecutive samples out of `n`, each read once.
-fn downsample_iter<S: Bucketed>(
+fn downsample_iter(
     n: usize,
-    mut samples: impl Iterator<Item = S>,
+    mut samples: impl Iterator<Item = Sample>,
     max_points: usize,
     order: Order,
-) -> Vec<S> {
+) -> Vec<Sample> {
     let max_points = max_points.max(2);
     if n <= max_points {
         return samples.collect();
@@ -156,7 +122,7 @@ fn downsample_iter<S: Bucketed>(
         let (mut rmax, mut rmin) = (first.reserved_bytes(), first.reserved_bytes());
         for j in 1..len {
             let s = samples.next().expect("as many samples as counted");
-            S::fold(&mut lo, &mut hi, &s);
+            fold(&mut lo, &mut hi, &s);
             let r = s.reserved_bytes();
             if r >= rmax {
                 (rmax, imax) = (r, j);
@@ -168,8 +134,8 @@ fn downsample_iter<S: Bucketed>(
         }
         let high_first = order == Order::ReservedFirst && imax < imin;
         let (mut a, mut b) = if high_first { (hi, lo) } else { (lo, hi) };
-        a.date_as(&first);
-        b.date_as(&last);
+        (a.event, a.time_us) = (first.event, first.time_us);
+        (b.event, b.time_us) = (last.event, last.time_us);
         out.push(a);
         if len > 1 {
             out.push(b);
@@ -222,19 +188,22 @@ mod tests {
         for chunk in samples.chunks(per) {
             let pick = |f: fn(u64, u64) -> u64, g: fn(f64, f64) -> f64| {
                 let mut x = chunk[0];
+                let mut l = x.lay();
                 for s in &chunk[1..] {
+                    let m = s.lay();
                     x.allocated = f(x.allocated, s.allocated);
                     x.active = f(x.active, s.active);
-                    x.reserved = f(x.reserved, s.reserved);
-                    x.internal_free = f(x.internal_free, s.internal_free);
-                    x.external_free = f(x.external_free, s.external_free);
-                    x.pending_free = f(x.pending_free, s.pending_free);
-                    x.largest_free_gap = f(x.largest_free_gap, s.largest_free_gap);
-                    x.free_gaps = f(x.free_gaps, s.free_gaps);
-                    x.largest_small_request = f(x.largest_small_request, s.largest_small_request);
-                    x.largest_large_request = f(x.largest_large_request, s.largest_large_request);
-                    x.fragmentation = g(x.fragmentation, s.fragmentation);
+                    x.reserved = Some(f(x.reserved_bytes(), s.reserved_bytes()));
+                    x.external_free = Some(f(x.external_bytes(), s.external_bytes()));
+                    l.internal_free = f(l.internal_free, m.internal_free);
+                    l.pending_free = f(l.pending_free, m.pending_free);
+                    l.largest_free_gap = f(l.largest_free_gap, m.largest_free_gap);
+                    l.free_gaps = f(l.free_gaps, m.free_gaps);
+                    l.largest_small_request = f(l.largest_small_request, m.largest_small_request);
+                    l.largest_large_request = f(l.largest_large_request, m.largest_large_request);
+                    l.fragmentation = g(l.fragmentation, m.fragmentation);
                 }
+                x.layout = Some(l);
                 x
             };
             let (lo, hi) = (pick(u64::min, f64::min), pick(u64::max, f64::max));
@@ -266,14 +235,16 @@ mod tests {
         #[test]
         fn extremes_survive(vals in proptest::collection::vec((0u64..1_000_000, 0u64..1000), 1..2000), max in 2usize..300) {
             let s: Vec<Sample> = vals.iter().enumerate().map(|(i, (r, g))| Sample {
-                event: Some(i as u32), reserved: *r, largest_free_gap: *g, ..Default::default()
+                event: Some(i as u32), reserved: Some(*r), external_free: Some(0),
+                layout: Some(LayoutFigures { largest_free_gap: *g, ..Default::default() }),
+                ..Default::default()
             }).collect();
             let d = downsample(&s, max);
             prop_assert!(d.len() <= max.max(2) + 1);
             let peak = s.iter().map(|x| x.reserved).max().unwrap();
-            let dip = s.iter().map(|x| x.largest_free_gap).min().unwrap();
+            let dip = s.iter().map(|x| x.lay().largest_free_gap).min().unwrap();
             prop_assert_eq!(d.iter().map(|x| x.reserved).max().unwrap(), peak);
-            prop_assert_eq!(d.iter().map(|x| x.largest_free_gap).min().unwrap(), dip);
+            prop_assert_eq!(d.iter().map(|x| x.lay().largest_free_gap).min().unwrap(), dip);
             prop_assert_eq!(&downsample_series(&Series::from(s.clone()), max), &d);
             prop_assert_eq!(&d, &by_chunks(&s, max));
         }
@@ -308,14 +279,14 @@ mod tests {
             vals in proptest::collection::vec((0u64..1_000_000, proptest::option::of(0u64..2_000_000)), 1..1500),
             max in 2usize..200,
         ) {
-            let s: Vec<TraceSample> = vals.iter().enumerate().map(|(i, (a, r))| TraceSample {
+            let s: Vec<Sample> = vals.iter().enumerate().map(|(i, (a, r))| Sample {
                 event: Some(i as u32), allocated: *a, active: *a, reserved: *r,
                 external_free: r.map(|r| r.saturating_sub(*a)), ..Default::default()
             }).collect();
-            let d = downsample_trace(&s, max);
+            let d = downsample_in(&s, max, Order::LowThenHigh);
             proptest::prop_assert!(d.len() <= max.max(2) + 1);
-            let top = |v: &[TraceSample], f: &dyn Fn(&TraceSample) -> Option<u64>| v.iter().filter_map(f).max();
-            let low = |v: &[TraceSample], f: &dyn Fn(&TraceSample) -> Option<u64>| v.iter().filter_map(f).min();
+            let top = |v: &[Sample], f: &dyn Fn(&Sample) -> Option<u64>| v.iter().filter_map(f).max();
+            let low = |v: &[Sample], f: &dyn Fn(&Sample) -> Option<u64>| v.iter().filter_map(f).min();
             proptest::prop_assert_eq!(top(&d, &|x| Some(x.allocated)), top(&s, &|x| Some(x.allocated)));
             proptest::prop_assert_eq!(low(&d, &|x| Some(x.allocated)), low(&s, &|x| Some(x.allocated)));
             proptest::prop_assert_eq!(top(&d, &|x| x.reserved), top(&s, &|x| x.reserved));

@@ -33,6 +33,7 @@ pub(crate) mod policy;
 pub mod series;
 mod sorted;
 mod state;
+pub mod trace;
 #[cfg(test)]
 mod tests;
 
@@ -43,21 +44,37 @@ pub use series::Series;
 use state::{Layout, Problem};
 use std::collections::{BTreeMap, HashMap};
 
-/// Figures of the allocator state at one moment (one device).
-#[derive(Serialize, Debug, Clone, Copy, Default, PartialEq)]
+/// Figures of the allocator state at one moment (one device), for a
+/// replayed snapshot and a profiler trace alike. A figure the input cannot
+/// give is `None`: a trace has no block layout ([`Sample::layout`]), and no
+/// reserved figure before its first event, for CPU memory or in the 2021
+/// schema.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Sample {
     /// Index of the event after which this sample holds; `None` = start.
     pub event: Option<u32>,
     pub time_us: Option<i64>,
-    /// Requested bytes of live (`active_allocated`) blocks.
+    /// Live bytes: requested bytes of live (`active_allocated`) blocks for
+    /// a snapshot; a trace's `Total Allocated` (rounded block bytes, as
+    /// `torch.cuda.memory_allocated()` reports).
     pub allocated: u64,
-    /// Block bytes of live blocks.
+    /// Block bytes of live blocks (for a trace: equal to `allocated`).
     pub active: u64,
-    pub reserved: u64,
+    pub reserved: Option<u64>,
+    /// Inactive + pending-free bytes (for a trace: reserved − allocated,
+    /// bytes cached but in no live allocation).
+    pub external_free: Option<u64>,
+    /// The figures read off the segment and block layout; `None` for a
+    /// profiler trace, which records none (see
+    /// [`crate::model::profiler::MISSING_FIGURES`]).
+    pub layout: Option<LayoutFigures>,
+}
+
+/// The figures of a [`Sample`] that need the segment and block layout.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LayoutFigures {
     /// active − allocated (rounding waste).
     pub internal_free: u64,
-    /// Inactive + pending-free bytes.
-    pub external_free: u64,
     pub pending_free: u64,
     /// Largest inactive block.
     pub largest_free_gap: u64,
@@ -69,6 +86,56 @@ pub struct Sample {
     pub largest_small_request: u64,
     /// Largest request the large pool could serve without a new cudaMalloc.
     pub largest_large_request: u64,
+}
+
+impl Sample {
+    /// Reserved bytes, 0 where not recorded (what a chart draws).
+    #[inline]
+    pub fn reserved_bytes(&self) -> u64 {
+        self.reserved.unwrap_or(0)
+    }
+
+    /// Inactive + pending bytes, 0 where not recorded.
+    #[inline]
+    pub fn external_bytes(&self) -> u64 {
+        self.external_free.unwrap_or(0)
+    }
+
+    /// The layout figures, all 0 for an input without a layout (what a
+    /// chart draws; a table prints "not measurable" from [`Sample::layout`]).
+    #[inline]
+    pub fn lay(&self) -> LayoutFigures {
+        self.layout.unwrap_or_default()
+    }
+}
+
+/// Serialized flat, in the field order of `fragscope.timeline/1`; the
+/// layout figures are left out where there is no layout.
+impl Serialize for Sample {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let n = if self.layout.is_some() { 13 } else { 6 };
+        let mut m = ser.serialize_struct("Sample", n)?;
+        m.serialize_field("event", &self.event)?;
+        m.serialize_field("time_us", &self.time_us)?;
+        m.serialize_field("allocated", &self.allocated)?;
+        m.serialize_field("active", &self.active)?;
+        m.serialize_field("reserved", &self.reserved)?;
+        match &self.layout {
+            None => m.serialize_field("external_free", &self.external_free)?,
+            Some(l) => {
+                m.serialize_field("internal_free", &l.internal_free)?;
+                m.serialize_field("external_free", &self.external_free)?;
+                m.serialize_field("pending_free", &l.pending_free)?;
+                m.serialize_field("largest_free_gap", &l.largest_free_gap)?;
+                m.serialize_field("free_gaps", &l.free_gaps)?;
+                m.serialize_field("fragmentation", &l.fragmentation)?;
+                m.serialize_field("largest_small_request", &l.largest_small_request)?;
+                m.serialize_field("largest_large_request", &l.largest_large_request)?;
+            }
+        }
+        m.end()
+    }
 }
 
 /// When a live block came to be.
@@ -204,11 +271,17 @@ pub struct DeviceReplay {
     pub report: ReplayReport,
 }
 
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct KeyMoment {
+    /// `start`, `peak allocated`, `oom #1`, …: the same label for the same
+    /// figure, whatever the input.
     pub label: String,
+    /// Event after which the sample holds (`None` = start).
     pub at: Option<usize>,
     pub sample: Sample,
+    /// The operator running at that event (a profiler trace's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
 }
 
 /// Replays every device that has segments or trace events.
@@ -607,8 +680,8 @@ impl DeviceReplay {
                 found
             }
             Moment::PeakAllocated => at_sample(first_max_by(&self.samples, |s| s.allocated as f64)),
-            Moment::PeakReserved => at_sample(first_max_by(&self.samples, |s| s.reserved as f64)),
-            Moment::MaxFragmentation => at_sample(first_max_by(&self.samples, |s| s.fragmentation)),
+            Moment::PeakReserved => at_sample(first_max_by(&self.samples, |s| s.reserved_bytes() as f64)),
+            Moment::MaxFragmentation => at_sample(first_max_by(&self.samples, |s| s.lay().fragmentation)),
             Moment::MinLargestGap => at_sample(min_gap_under_pressure(&self.samples)),
             Moment::Oom(k) => {
                 let ooms: Vec<usize> = trace
@@ -631,53 +704,14 @@ impl DeviceReplay {
         })
     }
     pub fn sample_at(&self, at: Option<usize>) -> Sample {
-        match at {
-            None => self.samples.at(0),
-            Some(i) => self.samples.at((i + 1).min(self.samples.len() - 1)),
-        }
+        self.samples.after(at)
     }
     pub fn end(&self) -> Sample {
         self.samples.last().expect("at least one sample")
     }
-    /// Start, peaks, worst fragmentation, smallest largest gap under
-    /// pressure, every OOM and the end, in that order. With no trace events
-    /// only the recorded state is known: one moment, [`RECORDED_STATE`].
+    /// The key moments of this device ([`key_moments`]): its OOMs are the
+    /// trace's `oom` events.
     pub fn key_moments(&self, snap: &Snapshot) -> Vec<KeyMoment> {
-        if self.samples.len() == 1 {
-            // No events: no peak and no start, only what was recorded.
-            return vec![KeyMoment {
-                label: RECORDED_STATE.into(),
-                at: None,
-                sample: self.samples.at(0),
-            }];
-        }
-        let mut out = Vec::new();
-        let push = |out: &mut Vec<KeyMoment>, label: String, m: Moment| {
-            if let Ok(at) = self.resolve(snap, m) {
-                out.push(KeyMoment {
-                    label,
-                    at,
-                    sample: self.sample_at(at),
-                });
-            }
-        };
-        push(&mut out, "start".into(), Moment::Start);
-        // The four moments read off the series, found together: `resolve`
-        // reads the whole series for each one.
-        let x = extremes(&self.samples);
-        for (label, i) in [
-            ("peak allocated", x.peak_allocated),
-            ("peak reserved", x.peak_reserved),
-            ("max fragmentation", x.max_fragmentation),
-            ("min largest gap", x.min_largest_gap),
-        ] {
-            let at = self.samples.at(i).event.map(|e| e as usize);
-            out.push(KeyMoment {
-                label: label.into(),
-                at,
-                sample: self.sample_at(at),
-            });
-        }
         // Listed once: resolving `Moment::Oom(k)` scans the trace, and a
         // file may hold an OOM per event.
         let ooms = snap
@@ -685,17 +719,67 @@ impl DeviceReplay {
             .iter()
             .enumerate()
             .filter(|(_, e)| e.action == Action::Oom)
-            .map(|(i, _)| i);
-        for (k, i) in ooms.enumerate() {
-            out.push(KeyMoment {
-                label: format!("oom #{}", k + 1),
-                at: Some(i),
-                sample: self.sample_at(Some(i)),
-            });
-        }
-        push(&mut out, "end".into(), Moment::End);
-        out
+            .map(|(i, _)| Some(i));
+        key_moments(&self.samples, ooms, |_| None)
     }
+}
+
+impl Series {
+    /// The sample after event `at` (`None` = the start), the last one past
+    /// the end.
+    pub fn after(&self, at: Option<usize>) -> Sample {
+        match at {
+            None => self.at(0),
+            Some(i) => self.at((i + 1).min(self.len() - 1)),
+        }
+    }
+}
+
+/// The key moments of one device's series, snapshot or profiler trace: the
+/// start; the peaks of allocated and reserved bytes; with a layout the
+/// highest fragmentation and the smallest largest gap under pressure,
+/// without one the peak of reserved − allocated (what a trace has in their
+/// place); each OOM (`ooms`: the event after which each failure met the
+/// state); the end. `op` names the operator running at an event (a
+/// trace's). A series of one sample with a layout is a snapshot without
+/// trace events: only its recorded state is known, one moment,
+/// [`RECORDED_STATE`].
+pub fn key_moments(
+    samples: &Series,
+    ooms: impl IntoIterator<Item = Option<usize>>,
+    op: impl Fn(usize) -> Option<String>,
+) -> Vec<KeyMoment> {
+    let layout = samples.first().is_some_and(|s| s.layout.is_some());
+    let moment = |label: String, at: Option<usize>| KeyMoment {
+        label,
+        at,
+        sample: samples.after(at),
+        op: at.and_then(&op),
+    };
+    if layout && samples.len() == 1 {
+        return vec![moment(RECORDED_STATE.into(), None)];
+    }
+    let mut out = vec![moment("start".into(), None)];
+    // The moments read off the series, found together in one read.
+    let x = extremes(samples, layout);
+    let mut peaks = vec![("peak allocated", x.peak_allocated), ("peak reserved", x.peak_reserved)];
+    if layout {
+        peaks.push(("max fragmentation", x.max_fragmentation));
+        peaks.push(("min largest gap", x.min_largest_gap));
+    } else {
+        peaks.push(("peak free external", x.peak_external));
+    }
+    for (label, i) in peaks {
+        if let Some(i) = i {
+            out.push(moment(label.into(), samples.at(i).event.map(|e| e as usize)));
+        }
+    }
+    for (k, at) in ooms.into_iter().enumerate() {
+        out.push(moment(format!("oom #{}", k + 1), at));
+    }
+    let events = samples.len().saturating_sub(1);
+    out.push(moment("end".into(), events.checked_sub(1)));
+    out
 }
 
 /// The one key moment of a device without trace events.
@@ -724,42 +808,50 @@ fn first_max_by(samples: &Series, f: impl Fn(&Sample) -> f64) -> usize {
 
 /// Indices of the samples of the moments [`first_max_by`] and
 /// [`min_gap_under_pressure`] find, as they find them, from two reads of
-/// the series instead of five.
+/// the series instead of five; `None` where no sample has the figure.
 struct Extremes {
-    peak_allocated: usize,
-    peak_reserved: usize,
-    max_fragmentation: usize,
-    min_largest_gap: usize,
+    peak_allocated: Option<usize>,
+    peak_reserved: Option<usize>,
+    max_fragmentation: Option<usize>,
+    min_largest_gap: Option<usize>,
+    peak_external: Option<usize>,
 }
 
-fn extremes(samples: &Series) -> Extremes {
-    let mut best = [0usize; 3];
-    let mut top = [f64::NAN; 3];
+/// The first sample with the highest value of each figure, among those that
+/// have it; with `layout`, also the smallest largest gap under pressure.
+fn extremes(samples: &Series, layout: bool) -> Extremes {
+    let mut best: [Option<(usize, f64)>; 4] = [None; 4];
     let mut peak = 0u64;
     for (i, s) in samples.iter().enumerate() {
-        let v = [s.allocated as f64, s.reserved as f64, s.fragmentation];
-        for k in 0..3 {
-            if i == 0 {
-                top[k] = v[k];
-            } else if v[k] > top[k] {
-                best[k] = i;
-                top[k] = v[k];
+        let v = [
+            Some(s.allocated as f64),
+            s.reserved.map(|r| r as f64),
+            s.layout.map(|l| l.fragmentation),
+            s.external_free.map(|e| e as f64),
+        ];
+        for k in 0..4 {
+            if let Some(v) = v[k]
+                && best[k].is_none_or(|(_, top)| v > top)
+            {
+                best[k] = Some((i, v));
             }
         }
-        peak = peak.max(s.reserved);
+        peak = peak.max(s.reserved_bytes());
     }
+    let at = |k: usize| best[k].map(|(i, _)| i);
     Extremes {
-        peak_allocated: best[0],
-        peak_reserved: best[1],
-        max_fragmentation: best[2],
-        min_largest_gap: min_gap_under(samples, peak),
+        peak_allocated: at(0),
+        peak_reserved: at(1),
+        max_fragmentation: at(2),
+        min_largest_gap: layout.then(|| min_gap_under(samples, peak)),
+        peak_external: at(3),
     }
 }
 
 /// Index of the first sample with the smallest largest free gap among those
 /// whose reserved bytes are at least half the peak.
 fn min_gap_under_pressure(samples: &Series) -> usize {
-    let peak = samples.iter().map(|s| s.reserved).max().unwrap_or(0);
+    let peak = samples.iter().map(|s| s.reserved_bytes()).max().unwrap_or(0);
     min_gap_under(samples, peak)
 }
 
@@ -767,11 +859,12 @@ fn min_gap_under_pressure(samples: &Series) -> usize {
 fn min_gap_under(samples: &Series, peak: u64) -> usize {
     let mut best: Option<(usize, u64)> = None;
     for (i, s) in samples.iter().enumerate() {
-        if s.reserved.saturating_mul(2) < peak {
+        if s.reserved_bytes().saturating_mul(2) < peak {
             continue;
         }
-        if best.is_none_or(|(_, g)| s.largest_free_gap < g) {
-            best = Some((i, s.largest_free_gap));
+        let gap = s.lay().largest_free_gap;
+        if best.is_none_or(|(_, g)| gap < g) {
+            best = Some((i, gap));
         }
     }
     best.map_or(0, |(i, _)| i)

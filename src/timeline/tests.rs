@@ -89,8 +89,8 @@ fn run(s: &Snapshot) -> DeviceReplay {
     assert_eq!(r.samples.len(), r.report.events + 1);
     for x in &r.samples {
         assert_eq!(
-            x.allocated + x.internal_free + x.external_free,
-            x.reserved,
+            x.allocated + x.lay().internal_free + x.external_bytes(),
+            x.reserved_bytes(),
             "bytes conserved at {:?}",
             x.event
         );
@@ -130,25 +130,25 @@ fn alloc_in_the_small_pool_rounds_to_512_and_splits() {
     );
     let r = run(&s);
     assert_clean(&r);
-    assert_eq!(r.samples.at(0).reserved, 0);
+    assert_eq!(r.samples.at(0).reserved_bytes(), 0);
     let s1 = r.samples.at(1);
     assert_eq!(
-        (s1.reserved, s1.largest_free_gap, s1.free_gaps),
+        (s1.reserved_bytes(), s1.lay().largest_free_gap, s1.lay().free_gaps),
         (2 * MIB, 2 * MIB, 1)
     );
     assert_eq!(
-        (s1.largest_small_request, s1.largest_large_request),
+        (s1.lay().largest_small_request, s1.lay().largest_large_request),
         (MIB, 0)
     );
     let s2 = r.samples.at(2);
-    assert_eq!((s2.allocated, s2.active, s2.internal_free), (4, 512, 508));
+    assert_eq!((s2.allocated, s2.active, s2.lay().internal_free), (4, 512, 508));
     let e = r.end();
-    assert_eq!((e.allocated, e.active, e.internal_free), (1004, 1536, 532));
+    assert_eq!((e.allocated, e.active, e.lay().internal_free), (1004, 1536, 532));
     assert_eq!(
-        (e.external_free, e.largest_free_gap),
+        (e.external_bytes(), e.lay().largest_free_gap),
         (2 * MIB - 1536, 2 * MIB - 1536)
     );
-    assert_eq!(e.fragmentation, 0.0);
+    assert_eq!(e.lay().fragmentation, 0.0);
 }
 
 #[test]
@@ -178,8 +178,8 @@ fn the_large_pool_keeps_remainders_of_one_mib_or_less() {
     assert_clean(&r);
     let e = r.end();
     assert_eq!(e.active, 1_500_160 + 100_663_296);
-    assert_eq!(e.internal_free, 160 + 663_296);
-    assert_eq!((e.largest_large_request, e.free_gaps), (19_471_360, 1));
+    assert_eq!(e.lay().internal_free, 160 + 663_296);
+    assert_eq!((e.lay().largest_large_request, e.lay().free_gaps), (19_471_360, 1));
 
     // A recorded layout the rules cannot produce is reported, not absorbed.
     let bad = snap(
@@ -233,19 +233,19 @@ fn free_requested_leaves_the_block_pending_until_free_completed() {
     let r = run(&s);
     assert_clean(&r);
     let s0 = r.samples.at(0);
-    assert_eq!((s0.reserved, s0.allocated, s0.free_gaps), (20 * MIB, 0, 1));
+    assert_eq!((s0.reserved_bytes(), s0.allocated, s0.lay().free_gaps), (20 * MIB, 0, 1));
     let s3 = r.samples.at(3);
-    assert_eq!((s3.pending_free, s3.allocated), (2 * MIB, 4 * MIB));
+    assert_eq!((s3.lay().pending_free, s3.allocated), (2 * MIB, 4 * MIB));
     assert_eq!(
-        (s3.external_free, s3.largest_free_gap, s3.free_gaps),
+        (s3.external_bytes(), s3.lay().largest_free_gap, s3.lay().free_gaps),
         (16 * MIB, 14 * MIB, 1)
     );
     let e = r.end();
     assert_eq!(
-        (e.pending_free, e.free_gaps, e.largest_free_gap),
+        (e.lay().pending_free, e.lay().free_gaps, e.lay().largest_free_gap),
         (0, 2, 12 * MIB)
     );
-    assert!((e.fragmentation - (1.0 - 12.0 / 14.0)).abs() < 1e-12);
+    assert!((e.lay().fragmentation - (1.0 - 12.0 / 14.0)).abs() < 1e-12);
 
     // Moments.
     assert_eq!(r.resolve(&s, Moment::Start), Ok(None));
@@ -275,10 +275,10 @@ fn free_completed_merges_with_free_neighbours() {
     let s = snap(vec![seg(B, 20 * MIB, Large, false, &[])], trace);
     let r = run(&s);
     assert_clean(&r);
-    let gaps: Vec<u64> = r.samples.iter().map(|x| x.free_gaps).collect();
+    let gaps: Vec<u64> = r.samples.iter().map(|x| x.lay().free_gaps).collect();
     assert_eq!(gaps, [1, 1, 1, 1, 1, 2, 2, 2, 2, 1]);
-    assert_eq!(r.samples.at(7).largest_free_gap, 8 * MIB);
-    assert_eq!(r.end().largest_free_gap, 20 * MIB);
+    assert_eq!(r.samples.at(7).lay().largest_free_gap, 8 * MIB);
+    assert_eq!(r.end().lay().largest_free_gap, 20 * MIB);
 }
 
 #[test]
@@ -289,7 +289,7 @@ fn segment_alloc_and_segment_free() {
     let s = snap(vec![], trace.clone());
     let r = run(&s);
     assert_clean(&r);
-    let reserved: Vec<u64> = r.samples.iter().map(|x| x.reserved).collect();
+    let reserved: Vec<u64> = r.samples.iter().map(|x| x.reserved_bytes()).collect();
     assert_eq!(reserved, [0, 2 * MIB, 2 * MIB, 2 * MIB, 2 * MIB, 0]);
     assert!(
         r.report
@@ -326,7 +326,7 @@ fn blocks_older_than_the_trace_get_inferred_sizes() {
     assert_clean(&r);
     let s0 = r.samples.at(0);
     assert_eq!(
-        (s0.pending_free, s0.allocated, s0.free_gaps),
+        (s0.lay().pending_free, s0.allocated, s0.lay().free_gaps),
         (16 * MIB, 4 * MIB, 0)
     );
     assert!(
@@ -352,7 +352,7 @@ fn blocks_older_than_the_trace_get_inferred_sizes() {
     assert_clean(&r);
     let s0 = r.samples.at(0);
     assert_eq!(
-        (s0.pending_free, s0.free_gaps, s0.largest_free_gap),
+        (s0.lay().pending_free, s0.lay().free_gaps, s0.lay().largest_free_gap),
         (11 * MIB / 2, 1, 29 * MIB / 2)
     );
     let st = state_at(&s, 0, None);
@@ -385,7 +385,7 @@ fn expandable_segments_grow_shrink_split_and_merge() {
     );
     let r = run(&s);
     assert_clean(&r);
-    let reserved: Vec<u64> = r.samples.iter().map(|x| x.reserved / MIB).collect();
+    let reserved: Vec<u64> = r.samples.iter().map(|x| x.reserved_bytes() / MIB).collect();
     assert_eq!(
         reserved,
         [0, 40, 40, 40, 40, 40, 20, 40, 40, 40, 40, 20, 40, 60, 40]
@@ -403,9 +403,9 @@ fn expandable_segments_grow_shrink_split_and_merge() {
     assert_eq!(segs(12), [(0, 60)]);
     assert_eq!(segs(13), [(0, 20), (40, 20)]);
     // Expandable segments split any remainder: 25 MiB of 40 MiB leaves 15 MiB.
-    assert_eq!(r.samples.at(2).largest_free_gap, 15 * MIB);
-    assert_eq!(r.samples.at(13).free_gaps, 1);
-    assert_eq!(r.samples.at(13).largest_free_gap, 50 * MIB);
+    assert_eq!(r.samples.at(2).lay().largest_free_gap, 15 * MIB);
+    assert_eq!(r.samples.at(13).lay().free_gaps, 1);
+    assert_eq!(r.samples.at(13).lay().largest_free_gap, 50 * MIB);
 }
 
 #[test]
@@ -498,11 +498,11 @@ fn much_free_memory_but_no_large_gap() {
     let at = r.resolve(&s, Moment::Oom(0)).unwrap();
     let x = r.sample_at(at);
     assert_eq!(
-        (x.external_free, x.largest_free_gap, x.free_gaps),
+        (x.external_bytes(), x.lay().largest_free_gap, x.lay().free_gaps),
         (32 * MIB, 4 * MIB, 8)
     );
-    assert_eq!(x.largest_large_request, 4 * MIB);
-    assert!((x.fragmentation - 0.875).abs() < 1e-12);
+    assert_eq!(x.lay().largest_large_request, 4 * MIB);
+    assert!((x.lay().fragmentation - 0.875).abs() < 1e-12);
 }
 
 #[test]

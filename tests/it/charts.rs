@@ -16,7 +16,9 @@ use fragscope::render::charts::{self, Kind};
 use fragscope::render::svg::Svg;
 use fragscope::render::svg::segmap::{SegmentMapChart, layout, segmap_svg};
 use fragscope::render::{html, markdown};
-use fragscope::timeline::{DeviceReplay, KeyMoment, MomentState, ReplayReport, Sample};
+use fragscope::timeline::{
+    DeviceReplay, KeyMoment, LayoutFigures, MomentState, ReplayReport, Sample,
+};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -176,15 +178,17 @@ fn sample_of(segs: &[Segment], event: Option<u32>, time_us: Option<i64>) -> Samp
         time_us,
         allocated: s.allocated_bytes,
         active: s.active_bytes,
-        reserved: s.reserved_bytes,
-        internal_free: s.internal_free_bytes,
-        external_free: s.external_free_bytes,
-        pending_free: s.pending_free_bytes,
-        largest_free_gap: s.largest_free_block_bytes,
-        free_gaps: s.free_blocks,
-        fragmentation: s.fragmentation,
-        largest_small_request: 0,
-        largest_large_request: s.largest_free_block_bytes,
+        reserved: Some(s.reserved_bytes),
+        external_free: Some(s.external_free_bytes),
+        layout: Some(LayoutFigures {
+            internal_free: s.internal_free_bytes,
+            pending_free: s.pending_free_bytes,
+            largest_free_gap: s.largest_free_block_bytes,
+            free_gaps: s.free_blocks,
+            fragmentation: s.fragmentation,
+            largest_small_request: 0,
+            largest_large_request: s.largest_free_block_bytes,
+        }),
     }
 }
 
@@ -307,14 +311,16 @@ fn fixture() -> Fixture {
     let mut samples = vec![Sample {
         event: None,
         time_us: None,
-        reserved: 64 * MIB,
+        reserved: Some(64 * MIB),
         allocated: 20 * MIB,
         active: 20 * MIB,
-        external_free: 44 * MIB,
-        largest_free_gap: 44 * MIB,
-        largest_large_request: 44 * MIB,
-        free_gaps: 1,
-        ..Default::default()
+        external_free: Some(44 * MIB),
+        layout: Some(LayoutFigures {
+            largest_free_gap: 44 * MIB,
+            largest_large_request: 44 * MIB,
+            free_gaps: 1,
+            ..Default::default()
+        }),
     }];
     for (k, ev) in trace.iter().enumerate() {
         let reserved =
@@ -329,13 +335,15 @@ fn fixture() -> Fixture {
             time_us: ev.time_us(),
             allocated,
             active: allocated,
-            reserved,
-            external_free: free,
-            largest_free_gap: largest,
-            largest_large_request: largest,
-            free_gaps: gaps,
-            fragmentation: 1.0 - largest as f64 / free as f64,
-            ..Default::default()
+            reserved: Some(reserved),
+            external_free: Some(free),
+            layout: Some(LayoutFigures {
+                largest_free_gap: largest,
+                largest_large_request: largest,
+                free_gaps: gaps,
+                fragmentation: 1.0 - largest as f64 / free as f64,
+                ..Default::default()
+            }),
         });
     }
     *samples.last_mut().unwrap() = end;
@@ -358,6 +366,7 @@ fn fixture() -> Fixture {
         label: label.into(),
         at,
         sample: s[at.map(|a| a + 1).unwrap_or(0)],
+        op: None,
     };
     // No block of this series is ever pending free: allocated including
     // pending frees peaks with allocated (first sample on ties).
@@ -409,6 +418,7 @@ fn fixture() -> Fixture {
             label: fragscope::timeline::RECORDED_STATE.into(),
             at: None,
             sample: dev1_sample,
+            op: None,
         }],
         replay: DeviceReplay {
             device: 1,
@@ -577,8 +587,10 @@ fn long_series_are_downsampled_without_losing_the_peak() {
         .map(|i| Sample {
             event: Some(i),
             time_us: Some(T0 + i as i64),
-            reserved: (1 << 30) + (i as u64 % 1000) * MIB,
+            reserved: Some((1 << 30) + (i as u64 % 1000) * MIB),
             allocated: 512 * MIB + if i == 31_337 { 700 * MIB } else { 0 },
+            external_free: Some(0),
+            layout: Some(LayoutFigures::default()),
             ..Default::default()
         })
         .collect();
@@ -614,16 +626,22 @@ fn chart_marks_name_the_exact_moments_of_a_long_series() {
         .time_us()
         .unwrap();
     let start = Sample {
-        reserved: 1 << 30,
+        reserved: Some(1 << 30),
+        external_free: Some(0),
+        layout: Some(LayoutFigures::default()),
         ..Default::default()
     };
     let samples: Vec<Sample> = std::iter::once(start)
         .chain((0..n).map(|i| Sample {
             event: Some(i),
             time_us: Some(first + i as i64 * 1000),
-            reserved: (1 << 30) + if i == 12_345 { 64 * MIB } else { 0 },
+            reserved: Some((1 << 30) + if i == 12_345 { 64 * MIB } else { 0 }),
             allocated: 512 * MIB + if i == 31_337 { 700 * MIB } else { 0 },
-            fragmentation: if i == 20_001 { 0.9 } else { 0.1 },
+            external_free: Some(0),
+            layout: Some(LayoutFigures {
+                fragmentation: if i == 20_001 { 0.9 } else { 0.1 },
+                ..Default::default()
+            }),
             ..Default::default()
         }))
         .collect();
@@ -705,6 +723,7 @@ fn final_state_input(snap: &Snapshot, device: i64) -> DeviceInput {
             label: fragscope::timeline::RECORDED_STATE.into(),
             at: None,
             sample,
+            op: None,
         }],
         moment: MomentState {
             device,

@@ -104,11 +104,12 @@ fn check(
     assert_eq!(got(&t), want, "{name}");
     assert!(t.anomalies.is_empty(), "{name}: {:?}", t.anomalies);
     for d in &t.devices {
-        assert_eq!(d.samples.len() as u64, d.summary.events + 1);
+        let series = fragscope::timeline::trace::trace_series(d);
+        assert_eq!(series.len() as u64, d.summary.events + 1);
         // The rebuilt allocation timeline agrees with Total Allocated at
         // every event (Bytes summed in time order from the start figure).
         if d.summary.has_totals {
-            for (e, s) in d.events.iter().zip(&d.samples[1..]) {
+            for (e, s) in d.events.iter().zip(series.iter().skip(1)) {
                 assert_eq!(Some(s.allocated), e.total_allocated);
             }
         }
@@ -298,7 +299,8 @@ fn kineto_2021_bytes_only_schema() {
     for d in &t.devices {
         assert!(d.summary.allocated_before_is_lower_bound);
         assert!(!d.summary.has_addr && !d.summary.has_totals);
-        assert!(d.samples.iter().all(|s| s.reserved.is_none()));
+        let series = fragscope::timeline::trace::trace_series(d);
+        assert!(series.iter().all(|s| s.reserved.is_none() && s.layout.is_none()));
     }
     // 2021 kineto names operators with cat "Operator": still attributed.
     assert!(t.op_events > 0);

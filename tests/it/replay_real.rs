@@ -83,14 +83,15 @@ fn rows() -> Option<Vec<Row>> {
         for r in replay(&snap) {
             let rep = &r.report;
             for s in &r.samples {
+                let l = s.layout.expect("a replayed sample has a layout");
                 assert_eq!(
-                    s.allocated + s.internal_free + s.external_free,
-                    s.reserved,
+                    s.allocated + l.internal_free + s.external_bytes(),
+                    s.reserved_bytes(),
                     "{name} device {}: bytes not conserved at {:?}",
                     r.device,
                     s.event
                 );
-                assert!(s.pending_free <= s.external_free);
+                assert!(l.pending_free <= s.external_bytes());
             }
             if expected_mismatch {
                 assert!(
@@ -112,7 +113,7 @@ fn rows() -> Option<Vec<Row>> {
                 let st = StateStats::of(snap.segments_of(r.device));
                 let e = r.end();
                 assert_eq!(
-                    (e.reserved, e.allocated, e.active, e.pending_free),
+                    (e.reserved_bytes(), e.allocated, e.active, e.lay().pending_free),
                     (
                         st.reserved_bytes,
                         st.allocated_bytes,
@@ -123,7 +124,7 @@ fn rows() -> Option<Vec<Row>> {
                     r.device
                 );
                 assert_eq!(
-                    (e.largest_free_gap, e.free_gaps),
+                    (e.lay().largest_free_gap, e.lay().free_gaps),
                     (st.largest_free_block_bytes, st.free_blocks)
                 );
             }

@@ -130,14 +130,15 @@ fn end_sample_agrees_with_the_stats_of_the_final_state() {
     );
     let st = StateStats::of(&s.segments);
     let e = r.end();
+    let l = e.layout.expect("a replayed sample has a layout");
     assert_eq!(
         (
             e.allocated,
             e.active,
-            e.reserved,
-            e.internal_free,
-            e.external_free,
-            e.pending_free
+            e.reserved_bytes(),
+            l.internal_free,
+            e.external_bytes(),
+            l.pending_free
         ),
         (
             st.allocated_bytes,
@@ -149,10 +150,10 @@ fn end_sample_agrees_with_the_stats_of_the_final_state() {
         )
     );
     assert_eq!(
-        (e.largest_free_gap, e.free_gaps),
+        (l.largest_free_gap, l.free_gaps),
         (st.largest_free_block_bytes, st.free_blocks)
     );
-    assert_eq!(e.fragmentation, st.fragmentation);
+    assert_eq!(l.fragmentation, st.fragmentation);
     assert_eq!(st.reserved_bytes, 22 * MIB);
     let k = r.key_moments(&s);
     assert_eq!(

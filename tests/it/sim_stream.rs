@@ -93,13 +93,13 @@ fn check_runs(name: &str, snap: &Snapshot) -> usize {
                 .enumerate()
                 .map(|(i, s)| Sample {
                     event: Some(i as u32),
-                    reserved: s.reserved,
+                    reserved: Some(s.reserved),
                     ..Default::default()
                 })
                 .collect();
             let curve: Vec<(u32, u64)> = downsample(&samples, sim::SERIES_POINTS)
                 .iter()
-                .map(|s| (s.event.unwrap_or(0), s.reserved))
+                .map(|s| (s.event.unwrap_or(0), s.reserved_bytes()))
                 .collect();
             assert_eq!(r.reserved_points, curve, "{what}: curve");
             checked += 1;

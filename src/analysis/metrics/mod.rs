@@ -46,7 +46,7 @@ use crate::core::style::Style;
 use crate::core::units::fmt_pct;
 use crate::input::profiler::memtimeline::{Category, MemoryTimeline};
 use crate::model::Snapshot;
-use crate::timeline::Sample;
+use crate::timeline::{LayoutFigures, Sample};
 use serde::{Deserialize, Serialize};
 
 mod id;
@@ -170,24 +170,28 @@ impl DeviceMetrics {
         let end_sample = Sample {
             allocated: end.allocated_bytes,
             active: end.active_bytes,
-            reserved: end.reserved_bytes,
-            internal_free: end.internal_free_bytes,
-            external_free: end.external_free_bytes,
-            pending_free: end.pending_free_bytes,
-            largest_free_gap: end.largest_free_block_bytes,
-            free_gaps: end.free_blocks,
-            fragmentation: end.fragmentation,
+            reserved: Some(end.reserved_bytes),
+            external_free: Some(end.external_free_bytes),
+            layout: Some(LayoutFigures {
+                internal_free: end.internal_free_bytes,
+                pending_free: end.pending_free_bytes,
+                largest_free_gap: end.largest_free_block_bytes,
+                free_gaps: end.free_blocks,
+                fragmentation: end.fragmentation,
+                ..Default::default()
+            }),
             ..Sample::default()
         };
         let all = || samples.iter().chain(std::iter::once(&end_sample));
         let peak_allocated = all().map(|s| s.allocated).max().unwrap_or(0);
-        let peak_reserved = all().map(|s| s.reserved).max().unwrap_or(0);
-        let pressured = || all().filter(move |s| under_pressure(s.reserved, peak_reserved));
-        let fragmentation = pressured().map(|s| s.fragmentation).fold(0.0, f64::max);
+        let peak_reserved = all().map(|s| s.reserved_bytes()).max().unwrap_or(0);
+        let pressured =
+            || all().filter(move |s| under_pressure(s.reserved_bytes(), peak_reserved));
+        let fragmentation = pressured().map(|s| s.lay().fragmentation).fold(0.0, f64::max);
         let largest_gap = if peak_reserved == 0 {
             None
         } else {
-            pressured().map(|s| s.largest_free_gap).min()
+            pressured().map(|s| s.lay().largest_free_gap).min()
         };
         let mut front = std::collections::BTreeMap::new();
         if peak_reserved > 0 {
@@ -196,12 +200,13 @@ impl DeviceMetrics {
                 .iter()
                 .map(|s| (s, at(s)))
                 .chain(std::iter::once((&end_sample, MomentAt::RecordedState)));
-            for (s, at) in moments.filter(|(s, _)| under_pressure(s.reserved, peak_reserved)) {
+            let hot = |(s, _): &(&Sample, _)| under_pressure(s.reserved_bytes(), peak_reserved);
+            for (s, at) in moments.filter(hot) {
                 add_gap_moment(
                     &mut front,
                     GapMoment {
-                        free: s.external_free.saturating_sub(s.pending_free),
-                        largest_gap: s.largest_free_gap,
+                        free: s.external_bytes().saturating_sub(s.lay().pending_free),
+                        largest_gap: s.lay().largest_free_gap,
                         at,
                     },
                 );
@@ -222,8 +227,8 @@ impl DeviceMetrics {
             end_reserved: Some(end.reserved_bytes),
             fragmentation: Some(fragmentation),
             largest_gap,
-            free_gaps: pressured().map(|s| s.free_gaps).max(),
-            internal_waste: all().map(|s| s.internal_free).max(),
+            free_gaps: pressured().map(|s| s.lay().free_gaps).max(),
+            internal_waste: all().map(|s| s.lay().internal_free).max(),
             oom_events: Some(oom_events),
             gap_moments: front.into_values().collect(),
         }
@@ -514,9 +519,8 @@ impl Metrics {
             MetricId::InternalWaste.key()
         )];
         for d in picked {
-            // The series after each event; the start sample repeats the
-            // first event's figures for reserved, which it lacks.
-            let events = &d.samples[1..];
+            // The totals after each event.
+            let events: Vec<_> = d.totals().collect();
             // The 2021 schema has no [OutOfMemory] events; a device with
             // only those has no [memory] event to tell its schema by.
             let bytes_only = !d.summary.has_totals && !events.is_empty();

@@ -4,11 +4,14 @@ fn sample(allocated: u64, reserved: u64, largest: u64, inactive: u64, gaps: u64)
     Sample {
         allocated,
         active: allocated,
-        reserved,
-        external_free: inactive,
-        largest_free_gap: largest,
-        free_gaps: gaps,
-        fragmentation: crate::model::fragmentation(largest, inactive),
+        reserved: Some(reserved),
+        external_free: Some(inactive),
+        layout: Some(LayoutFigures {
+            largest_free_gap: largest,
+            free_gaps: gaps,
+            fragmentation: crate::model::fragmentation(largest, inactive),
+            ..Default::default()
+        }),
         ..Sample::default()
     }
 }
@@ -184,9 +187,12 @@ fn gap_moments_answer_the_tightest_moment_with_enough_free() {
         let want = series
             .iter()
             .chain(std::iter::once(&Sample {
-                reserved: 100,
-                external_free: 40,
-                largest_free_gap: 10,
+                reserved: Some(100),
+                external_free: Some(40),
+                layout: Some(LayoutFigures {
+                    largest_free_gap: 10,
+                    ..Default::default()
+                }),
                 ..Sample::default()
             }))
             .filter(|s| under_pressure(s.reserved, peak) && s.external_free >= n)

@@ -220,9 +220,9 @@ pub fn default_moment(snap: &Snapshot, device: i64, samples: &Series) -> (Option
         return (Some(i), "first out-of-memory event".into());
     }
     let cached = |s: &Sample| {
-        s.reserved
+        s.reserved_bytes()
             .saturating_sub(s.allocated)
-            .saturating_sub(s.pending_free)
+            .saturating_sub(s.lay().pending_free)
     };
     let mut best: Option<Sample> = None;
     for s in samples {
@@ -339,7 +339,7 @@ fn peaks(samples: &Series) -> Peaks {
         if s.allocated > p.allocated.allocated {
             p.allocated = s;
         }
-        if s.fragmentation > p.fragmentation.fragmentation {
+        if s.lay().fragmentation > p.fragmentation.lay().fragmentation {
             p.fragmentation = s;
         }
     }

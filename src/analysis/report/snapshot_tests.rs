@@ -132,7 +132,7 @@ fn default_moment_prefers_oom_then_most_free() {
     let ev = |action: Action| TraceEvent::new(action, 0, 10, 0, StackId::EMPTY);
     let s = |e: Option<u32>, reserved: u64, allocated: u64| Sample {
         event: e,
-        reserved,
+        reserved: Some(reserved),
         allocated,
         ..Default::default()
     };

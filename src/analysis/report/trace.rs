@@ -3,8 +3,8 @@
 //! `timeline`, `culprits` and `report` show these; `stats` has its own
 //! tables in [`crate::render::stats`].
 //!
-//! Owns: the key moments of a trace device (the same labels as a replayed
-//! snapshot's, for the figures a trace has), the moment a report shows, the
+//! Owns: the moment a report shows (the series and its key moments are the
+//! timeline stage's, [`crate::timeline::trace`], as for a snapshot), the
 //! live bytes by operator at that moment, the verdict sentences, and the one
 //! line that says what a trace cannot give ([`NO_LAYOUT`]). It does not
 //! decode (that is [`crate::input::profiler`]) and does no formatting beyond those
@@ -19,11 +19,10 @@ use crate::core::text::upper_first;
 use crate::core::units::fmt_pct;
 use crate::model::OomMark;
 use crate::model::memtimeline::MemoryTimeline;
-use crate::model::profiler::{
-    BEFORE_TRACE, DeviceSummary, OpShare, ProfilerTrace, TraceDevice, TraceSample,
-};
-use crate::timeline::downsample::{downsample_categories, downsample_trace};
-use crate::timeline::{Moment, Sample};
+use crate::model::profiler::{BEFORE_TRACE, DeviceSummary, OpShare, ProfilerTrace, TraceDevice};
+use crate::timeline::downsample::{Order, downsample_categories, downsample_in};
+use crate::timeline::trace::{trace_key_moments, trace_series};
+use crate::timeline::{KeyMoment, Moment, Sample};
 
 /// What every output on a trace says about the figures it lacks.
 pub const NO_LAYOUT: &str = "a profiler trace records allocated and reserved totals but no segment or block layout, so free gaps, the largest free gap, fragmentation and stranded bytes are not measurable for it; record a memory snapshot (torch.cuda.memory._record_memory_history + _dump_snapshot) for those";
@@ -32,67 +31,6 @@ pub const NO_LAYOUT: &str = "a profiler trace records allocated and reserved tot
 pub const NO_ALLOCATOR: &str = "a memory-timeline export records live tensor bytes by category, not the allocator: reserved memory, free gaps, fragmentation and call sites are not measurable for it; record a profiler trace or a memory snapshot for those";
 
 pub use super::REPORT_POINTS;
-
-/// A moment of a trace device worth a row.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TraceMoment {
-    /// The snapshot timeline's label where the figure is the same
-    /// (`start`, `peak allocated`, `peak reserved`, `oom #1`, `end`).
-    pub label: String,
-    /// Event after which the sample holds (`None` = before the first).
-    pub at: Option<usize>,
-    pub sample: TraceSample,
-    /// The operator running at that event.
-    pub op: Option<String>,
-}
-
-/// Start, peaks, the peak of reserved − allocated, each OOM and the end.
-pub fn key_moments(d: &TraceDevice, names: &[String]) -> Vec<TraceMoment> {
-    let mut out = Vec::new();
-    let mut push = |label: String, m: Moment| {
-        if let Ok(at) = d.resolve(m) {
-            out.push(TraceMoment {
-                label,
-                at,
-                sample: *d.sample_at(at),
-                op: at
-                    .and_then(|i| d.events[i].op)
-                    .map(|o| names[o as usize].clone()),
-            });
-        }
-    };
-    push("start".into(), Moment::Start);
-    push("peak allocated".into(), Moment::PeakAllocated);
-    if d.summary.peak_reserved.is_some() {
-        push("peak reserved".into(), Moment::PeakReserved);
-    }
-    if let Some(p) = &d.summary.peak_external_free {
-        push(
-            "peak free external".into(),
-            Moment::Event(p.event.map_or(0, |e| e as usize)),
-        );
-    }
-    for k in 0..d.ooms.len() {
-        push(format!("oom #{}", k + 1), Moment::Oom(k));
-    }
-    push("end".into(), Moment::End);
-    out
-}
-
-/// A trace sample in the snapshot series' shape, for the shared charts.
-/// Figures a trace lacks are 0; charts drawn from these are told which
-/// series exist.
-pub fn as_sample(t: &TraceSample) -> Sample {
-    Sample {
-        event: t.event,
-        time_us: t.time_us,
-        allocated: t.allocated,
-        active: t.active,
-        reserved: t.reserved.unwrap_or(0),
-        external_free: t.external_free.unwrap_or(0),
-        ..Default::default()
-    }
-}
 
 pub use super::moment_text;
 
@@ -111,11 +49,11 @@ pub struct TraceDeviceReport {
     pub samples: Vec<Sample>,
     /// `Total Reserved` recorded (not CPU memory, not the 2021 schema).
     pub reserved_known: bool,
-    pub key_moments: Vec<TraceMoment>,
+    pub key_moments: Vec<KeyMoment>,
     pub ooms: Vec<OomFinding>,
     pub moment_label: String,
     pub moment_at: Option<usize>,
-    pub moment_sample: TraceSample,
+    pub moment_sample: Sample,
     /// Live bytes by operator at the shown moment; `None` without `Addr`.
     pub live_by_op: Option<Vec<OpShare>>,
     pub summary: DeviceSummary,
@@ -259,11 +197,12 @@ pub fn build(
         let reserved_known = d.summary.peak_reserved.is_some();
         // The start sample has no reserved figure (a trace reports totals
         // after events); drawing it as 0 would invent a drop.
-        let samples: Vec<Sample> = downsample_trace(&d.samples, REPORT_POINTS)
-            .iter()
-            .filter(|x| !reserved_known || x.reserved.is_some())
-            .map(as_sample)
-            .collect();
+        let series = trace_series(d);
+        let samples: Vec<Sample> =
+            downsample_in(&series.to_vec(), REPORT_POINTS, Order::LowThenHigh)
+                .into_iter()
+                .filter(|x| !reserved_known || x.reserved.is_some())
+                .collect();
         devices.push(TraceDeviceReport {
             label: d.label.clone(),
             device_id: d.key.device_id,
@@ -274,11 +213,11 @@ pub fn build(
             first_time_us: d.summary.first_time_us,
             samples,
             reserved_known,
-            key_moments: key_moments(d, &tr.names),
+            key_moments: trace_key_moments(d, &tr.names, &series),
             ooms,
             moment_label: label,
             moment_at,
-            moment_sample: *d.sample_at(moment_at),
+            moment_sample: series.after(moment_at),
             live_by_op: d.live_by_op(&tr.names, moment_at),
             summary: d.summary.clone(),
         });

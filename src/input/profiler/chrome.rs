@@ -445,61 +445,8 @@ fn build_device(
     };
     s.allocated_before_trace = baseline;
 
-    // The series.
-    let mut samples = Vec::with_capacity(events.len() + 1);
-    samples.push(TraceSample {
-        event: None,
-        time_us: events.first().map(|e| time_of(e.ts_us)),
-        allocated: baseline,
-        active: baseline,
-        reserved: None,
-        external_free: None,
-    });
-    let mut running: i128 = baseline as i128;
-    let mut prev_total: Option<u64> = None;
-    for (i, e) in events.iter().enumerate() {
-        running += e.bytes as i128;
-        if let Some(t) = e.total_allocated {
-            if let Some(p) = prev_total
-                && t as i128 - p as i128 != e.bytes as i128
-            {
-                anomalies.add(
-                        "Total Allocated moved by a different amount than Bytes",
-                        || {
-                            format!(
-                                "{label}: traceEvents[{}]: Total Allocated went from {p} to {t} with Bytes = {}",
-                                e.index, e.bytes
-                            )
-                        },
-                    );
-            }
-            prev_total = Some(t);
-            running = t as i128;
-        }
-        let allocated = running.max(0) as u64;
-        let reserved = if cached { e.total_reserved } else { None };
-        let reserved = if has_totals { reserved } else { None };
-        if let Some(r) = reserved
-            && allocated > r
-        {
-            anomalies.add("Total Allocated above Total Reserved", || {
-                format!(
-                    "{label}: traceEvents[{}]: allocated {allocated} > reserved {r}",
-                    e.index
-                )
-            });
-        }
-        samples.push(TraceSample {
-            event: Some(i as u32),
-            time_us: Some(time_of(e.ts_us)),
-            allocated,
-            active: allocated,
-            reserved,
-            external_free: reserved.map(|r| r.saturating_sub(allocated)),
-        });
-    }
-
-    s.add_figures(&events, &samples, names);
+    check_totals(&label, &events, baseline, cached && has_totals, anomalies);
+    s.add_figures(&events, cached && has_totals, names);
 
     s.out_of_memory_events = ooms.len() as u64;
     let ooms = ooms
@@ -521,9 +468,48 @@ fn build_device(
         name: prop.map(|p| p.name.clone()).filter(|n| !n.is_empty()),
         capacity: prop.and_then(|p| p.total_global_mem),
         events,
-        samples,
         ooms,
         summary: s,
+    }
+}
+
+/// Counts the totals no allocator could have reported: `Total Allocated`
+/// moving by another amount than `Bytes`, allocated above reserved.
+fn check_totals(
+    label: &str,
+    events: &[MemEvent],
+    baseline: u64,
+    reserved: bool,
+    anomalies: &mut Anomalies,
+) {
+    let mut prev_total: Option<u64> = None;
+    for (e, x) in events.iter().zip(totals(events, baseline, reserved)) {
+        if let Some(t) = e.total_allocated {
+            if let Some(p) = prev_total
+                && t as i128 - p as i128 != e.bytes as i128
+            {
+                anomalies.add(
+                    "Total Allocated moved by a different amount than Bytes",
+                    || {
+                        format!(
+                            "{label}: traceEvents[{}]: Total Allocated went from {p} to {t} with Bytes = {}",
+                            e.index, e.bytes
+                        )
+                    },
+                );
+            }
+            prev_total = Some(t);
+        }
+        if let Some(r) = x.reserved
+            && x.allocated > r
+        {
+            anomalies.add("Total Allocated above Total Reserved", || {
+                format!(
+                    "{label}: traceEvents[{}]: allocated {} > reserved {r}",
+                    e.index, x.allocated
+                )
+            });
+        }
     }
 }
 
@@ -592,8 +578,12 @@ mod tests {
         );
         assert_eq!(d.live_at(Some(1)), vec![0, 1]);
         assert_eq!(d.live_at(Some(2)), vec![1]);
-        assert_eq!(d.samples.len(), 6);
-        assert_eq!(d.sample_at(Some(1)).external_free, Some(4096 - 1536));
+        // The totals after each of the five events.
+        assert_eq!(d.totals().count(), 5);
+        assert_eq!(
+            d.totals().nth(1).and_then(|x| x.external_free()),
+            Some(4096 - 1536)
+        );
     }
 
     #[test]
@@ -653,7 +643,7 @@ mod tests {
         assert_eq!(d.summary.peak_allocated.as_ref().unwrap().bytes, 300);
         assert_eq!(d.summary.allocated_end, 250);
         assert!(d.summary.peak_reserved.is_none());
-        assert!(d.samples.iter().all(|s| s.reserved.is_none()));
+        assert!(d.totals().all(|x| x.reserved.is_none()));
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod chrome;
 pub mod memtimeline;
 
 pub use chrome::{
-    MISSING_FIGURES, ProfilerTrace, TraceDevice, TraceSample, is_chrome_trace, trace_from_json,
+    MISSING_FIGURES, ProfilerTrace, TraceDevice, is_chrome_trace, trace_from_json,
 };
 pub use memtimeline::{Category, MemoryTimeline, is_memory_timeline, timeline_from_json};
 

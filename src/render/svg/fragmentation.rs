@@ -40,7 +40,7 @@ const CHART: &str = "fragmentation";
 pub fn fragmentation_svg(c: &FragmentationChart) -> Result<Svg, ChartError> {
     let axis = XAxis::for_samples(c.samples).from_first(c.first_time_us);
     let pts = downsample(c.samples, MAX_POINTS);
-    let max_gaps = c.samples.iter().map(|s| s.free_gaps).max().unwrap_or(0);
+    let max_gaps = c.samples.iter().map(|s| s.lay().free_gaps).max().unwrap_or(0);
     let gap_top = ((max_gaps as f64) * 1.12).ceil().max(4.0);
     let worst = c.highest;
     let mut legend = vec![
@@ -55,7 +55,7 @@ pub fn fragmentation_svg(c: &FragmentationChart) -> Result<Svg, ChartError> {
         legend.push(LegendEntry::new(
             format!(
                 "highest {:.1}% at {}",
-                w.fragmentation * 100.0,
+                w.lay().fragmentation * 100.0,
                 axis.moment(w.event, w.time_us)
             ),
             FRAGMENTATION,
@@ -115,20 +115,20 @@ pub fn fragmentation_svg(c: &FragmentationChart) -> Result<Svg, ChartError> {
         }
         chart
             .draw_secondary_series(LineSeries::new(
-                pts.iter().map(|s| (axis.x(s), s.free_gaps as f64)),
+                pts.iter().map(|s| (axis.x(s), s.lay().free_gaps as f64)),
                 LARGEST_GAP.stroke_width(2),
             ))
             .map_err(|x| e(&x))?;
         chart
             .draw_series(LineSeries::new(
-                pts.iter().map(|s| (axis.x(s), s.fragmentation)),
+                pts.iter().map(|s| (axis.x(s), s.lay().fragmentation)),
                 FRAGMENTATION.stroke_width(2),
             ))
             .map_err(|x| e(&x))?;
         if let Some(w) = &worst {
             chart
                 .draw_series(std::iter::once(Circle::new(
-                    (axis.x(w), w.fragmentation),
+                    (axis.x(w), w.lay().fragmentation),
                     6,
                     FRAGMENTATION.filled(),
                 )))

@@ -60,7 +60,7 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
         .iter()
         .map(|s| {
             if c.reserved {
-                s.reserved.max(s.allocated)
+                s.reserved_bytes().max(s.allocated)
             } else {
                 s.allocated
             }
@@ -105,27 +105,20 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
         ));
     }
     let peak_res = peak_res.filter(|_| c.reserved);
-    if let Some(p) = &peak_res {
-        legend.push(LegendEntry::new(
-            format!(
-                "peak reserved {} at {}",
-                fmt_binary(p.reserved),
-                axis.moment(p.event, p.time_us)
-            ),
-            RESERVED_LINE,
+    // A peak's dot in the legend: the figure, its bytes and when.
+    let peak_entry = |what: &str, bytes: u64, p: &Sample, color| {
+        let when = axis.moment(p.event, p.time_us);
+        LegendEntry::new(
+            format!("peak {what} {} at {when}", fmt_binary(bytes)),
+            color,
             Swatch::Dot,
-        ));
+        )
+    };
+    if let Some(p) = &peak_res {
+        legend.push(peak_entry("reserved", p.reserved_bytes(), p, RESERVED_LINE));
     }
     if let Some(p) = &peak_alloc {
-        legend.push(LegendEntry::new(
-            format!(
-                "peak allocated {} at {}",
-                fmt_binary(p.allocated),
-                axis.moment(p.event, p.time_us)
-            ),
-            ALLOCATED,
-            Swatch::Dot,
-        ));
+        legend.push(peak_entry("allocated", p.allocated, p, ALLOCATED));
     }
     if !c.ooms.is_empty() {
         legend.push(LegendEntry::new(
@@ -165,7 +158,7 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
         if c.reserved {
             chart
                 .draw_series(
-                    AreaSeries::new(series(|s| s.reserved), 0.0, RESERVED_FILL.mix(0.8))
+                    AreaSeries::new(series(|s| s.reserved_bytes()), 0.0, RESERVED_FILL.mix(0.8))
                         .border_style(RESERVED_LINE.stroke_width(2)),
                 )
                 .map_err(|x| e(&x))?;
@@ -179,7 +172,7 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
         if c.reserved {
             chart
                 .draw_series(LineSeries::new(
-                    series(|s| s.reserved.saturating_sub(s.allocated)),
+                    series(|s| s.reserved_bytes().saturating_sub(s.allocated)),
                     FREE_IN_RESERVED.stroke_width(2),
                 ))
                 .map_err(|x| e(&x))?;
@@ -187,14 +180,14 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
         if c.largest_gap {
             chart
                 .draw_series(LineSeries::new(
-                    series(|s| s.largest_free_gap),
+                    series(|s| s.lay().largest_free_gap),
                     LARGEST_GAP.stroke_width(2),
                 ))
                 .map_err(|x| e(&x))?;
         }
 
         for (p, v, color) in [
-            (peak_res, peak_res.map(|p| p.reserved), RESERVED_LINE),
+            (peak_res, peak_res.map(|p| p.reserved_bytes()), RESERVED_LINE),
             (peak_alloc, peak_alloc.map(|p| p.allocated), ALLOCATED),
         ] {
             if let (Some(p), Some(v)) = (p, v) {

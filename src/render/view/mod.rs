@@ -183,14 +183,14 @@ fn figures(sty: &Style, s: &Sample) -> Value {
         "reserved": s.reserved,
         "allocated": s.allocated,
         "free": s.external_free,
-        "largest_gap": s.largest_free_gap,
-        "gaps": s.free_gaps,
-        "fragmentation": s.fragmentation,
-        "reserved_text": sty.bytes(s.reserved),
+        "largest_gap": s.lay().largest_free_gap,
+        "gaps": s.lay().free_gaps,
+        "fragmentation": s.lay().fragmentation,
+        "reserved_text": sty.bytes(s.reserved_bytes()),
         "allocated_text": sty.bytes(s.allocated),
-        "free_text": sty.bytes(s.external_free),
-        "largest_gap_text": sty.bytes(s.largest_free_gap),
-        "fragmentation_text": fmt_pct(s.fragmentation),
+        "free_text": sty.bytes(s.external_bytes()),
+        "largest_gap_text": sty.bytes(s.lay().largest_free_gap),
+        "fragmentation_text": fmt_pct(s.lay().fragmentation),
     })
 }
 
@@ -270,9 +270,9 @@ fn columns(samples: &[Sample], full: bool) -> Value {
         "allocated": col(&|s| json!(s.allocated)),
         "active": col(&|s| json!(s.active)),
         "free": col(&|s| json!(s.external_free)),
-        "largest_gap": col(&|s| json!(s.largest_free_gap)),
-        "gaps": col(&|s| json!(s.free_gaps)),
-        "fragmentation": col(&|s| json!((s.fragmentation * 1e4).round() / 1e4)),
+        "largest_gap": col(&|s| json!(s.lay().largest_free_gap)),
+        "gaps": col(&|s| json!(s.lay().free_gaps)),
+        "fragmentation": col(&|s| json!((s.lay().fragmentation * 1e4).round() / 1e4)),
     })
 }
 

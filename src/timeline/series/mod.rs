@@ -29,7 +29,7 @@
 //!
 //! Owns only the storage; the figures come from `state`.
 
-use super::Sample;
+use super::{LayoutFigures, Sample};
 use crate::model::fragmentation;
 
 /// Rows from one restart of the stream to the next: `get` decodes at most
@@ -112,15 +112,17 @@ impl Figures {
             time_us: self.time_us,
             allocated: self.allocated,
             active: self.active,
-            reserved: self.reserved,
-            internal_free: self.active.wrapping_sub(self.allocated),
-            external_free: self.inactive.wrapping_add(self.pending),
-            pending_free: self.pending,
-            largest_free_gap: self.largest_gap,
-            free_gaps: self.free_gaps,
-            fragmentation: fragmentation(self.largest_gap, self.inactive),
-            largest_small_request: self.largest_small,
-            largest_large_request: self.largest_large,
+            reserved: Some(self.reserved),
+            external_free: Some(self.inactive.wrapping_add(self.pending)),
+            layout: Some(LayoutFigures {
+                internal_free: self.active.wrapping_sub(self.allocated),
+                pending_free: self.pending,
+                largest_free_gap: self.largest_gap,
+                free_gaps: self.free_gaps,
+                fragmentation: fragmentation(self.largest_gap, self.inactive),
+                largest_small_request: self.largest_small,
+                largest_large_request: self.largest_large,
+            }),
         }
     }
 
@@ -164,26 +166,29 @@ impl Row {
             None => None,
             Some(e) => Some(u32::try_from(e).ok()?),
         };
+        // A sample without a layout (or a reserved figure) is kept plain.
+        let (l, reserved, external) = (s.layout?, s.reserved?, s.external_free?);
         let r = Figures {
             time_us: s.time_us,
             allocated: s.allocated,
             active: s.active,
-            reserved: s.reserved,
-            pending: s.pending_free,
-            inactive: s.external_free.checked_sub(s.pending_free)?,
-            largest_gap: s.largest_free_gap,
-            free_gaps: s.free_gaps,
-            largest_small: s.largest_small_request,
-            largest_large: s.largest_large_request,
+            reserved,
+            pending: l.pending_free,
+            inactive: external.checked_sub(l.pending_free)?,
+            largest_gap: l.largest_free_gap,
+            free_gaps: l.free_gaps,
+            largest_small: l.largest_small_request,
+            largest_large: l.largest_large_request,
         }
         .row(pos)?;
         // Bitwise, so a NaN or a rounding difference falls back too.
-        let same = |a: &Sample, b: &Sample| {
-            (a.event, a.internal_free, a.fragmentation.to_bits())
-                == (b.event, b.internal_free, b.fragmentation.to_bits())
+        let same = |a: &Sample, b: &LayoutFigures| {
+            let x = a.lay();
+            (x.internal_free, x.fragmentation.to_bits())
+                == (b.internal_free, b.fragmentation.to_bits())
         };
         let back = r.sample(pos);
-        (back.event == event && same(&back, s)).then_some(r)
+        (back.event == event && back.event == s.event && same(&back, &l)).then_some(r)
     }
 
     #[inline]
@@ -194,15 +199,17 @@ impl Row {
             time_us: (v[FREE_GAPS] & TIMED != 0).then_some(v[TIME] as i64),
             allocated: v[ALLOCATED],
             active: v[ACTIVE],
-            reserved: v[RESERVED],
-            internal_free: v[ACTIVE].wrapping_sub(v[ALLOCATED]),
-            external_free: v[INACTIVE] + v[PENDING],
-            pending_free: v[PENDING],
-            largest_free_gap: v[LARGEST_GAP],
-            free_gaps: v[FREE_GAPS] & !TIMED,
-            fragmentation: fragmentation(v[LARGEST_GAP], v[INACTIVE]),
-            largest_small_request: v[LARGEST_SMALL],
-            largest_large_request: v[LARGEST_LARGE],
+            reserved: Some(v[RESERVED]),
+            external_free: Some(v[INACTIVE] + v[PENDING]),
+            layout: Some(LayoutFigures {
+                internal_free: v[ACTIVE].wrapping_sub(v[ALLOCATED]),
+                pending_free: v[PENDING],
+                largest_free_gap: v[LARGEST_GAP],
+                free_gaps: v[FREE_GAPS] & !TIMED,
+                fragmentation: fragmentation(v[LARGEST_GAP], v[INACTIVE]),
+                largest_small_request: v[LARGEST_SMALL],
+                largest_large_request: v[LARGEST_LARGE],
+            }),
         }
     }
 
@@ -407,6 +414,14 @@ impl Series {
     pub fn with_capacity(n: usize) -> Series {
         Series {
             store: Store::Compact(Packed::with_capacity(n)),
+        }
+    }
+
+    /// A series kept as its samples, uncompressed: a profiler trace's, whose
+    /// samples have no layout to encode.
+    pub fn plain(v: Vec<Sample>) -> Series {
+        Series {
+            store: Store::Plain(v),
         }
     }
 

@@ -8,15 +8,17 @@ fn replayed(i: usize) -> Sample {
         time_us: (!i.is_multiple_of(3)).then_some(1_700_000_000_000_000 + i as i64),
         allocated,
         active,
-        reserved: active + pending + inactive,
-        internal_free: active - allocated,
-        external_free: inactive + pending,
-        pending_free: pending,
-        largest_free_gap: largest,
-        free_gaps: 3,
-        fragmentation: fragmentation(largest, inactive),
-        largest_small_request: 1 << 20,
-        largest_large_request: largest,
+        reserved: Some(active + pending + inactive),
+        external_free: Some(inactive + pending),
+        layout: Some(LayoutFigures {
+            internal_free: active - allocated,
+            pending_free: pending,
+            largest_free_gap: largest,
+            free_gaps: 3,
+            fragmentation: fragmentation(largest, inactive),
+            largest_small_request: 1 << 20,
+            largest_large_request: largest,
+        }),
     }
 }
 
@@ -42,12 +44,12 @@ fn samples_that_do_not_add_up_turn_the_series_plain() {
     let mut v: Vec<Sample> = (0..20).map(replayed).collect();
     // Figures no replay gives: each one alone must fall back.
     let odd: [fn(&mut Sample); 6] = [
-        |s| s.internal_free += 1,
-        |s| s.external_free = 0,
-        |s| s.fragmentation = 0.25,
+        |s| s.layout.as_mut().unwrap().internal_free += 1,
+        |s| s.external_free = Some(0),
+        |s| s.layout.as_mut().unwrap().fragmentation = 0.25,
         |s| s.event = Some(77),
-        |s| s.free_gaps = 1 << 40,
-        |s| s.largest_small_request = 1 << 40,
+        |s| s.layout.as_mut().unwrap().free_gaps = 1 << 40,
+        |s| s.layout.as_mut().unwrap().largest_small_request = 1 << 40,
     ];
     for f in odd {
         let mut w = v.clone();
@@ -73,15 +75,17 @@ fn extremes_round_trip_across_checkpoints() {
                 time_us: Some(if big { i64::MAX } else { i64::MIN }),
                 allocated: x,
                 active: !x,
-                reserved: x,
-                internal_free: (!x).wrapping_sub(x),
-                external_free: x,
-                pending_free: x / 3,
-                largest_free_gap: x,
-                free_gaps: if big { (1 << 31) - 1 } else { 0 },
-                fragmentation: fragmentation(x, x - x / 3),
-                largest_small_request: if big { u64::from(u32::MAX) } else { 0 },
-                largest_large_request: !x,
+                reserved: Some(x),
+                external_free: Some(x),
+                layout: Some(LayoutFigures {
+                    internal_free: (!x).wrapping_sub(x),
+                    pending_free: x / 3,
+                    largest_free_gap: x,
+                    free_gaps: if big { (1 << 31) - 1 } else { 0 },
+                    fragmentation: fragmentation(x, x - x / 3),
+                    largest_small_request: if big { u64::from(u32::MAX) } else { 0 },
+                    largest_large_request: !x,
+                }),
             }
         })
         .collect();
@@ -153,18 +157,21 @@ fn samples(steps: &[Step]) -> (Vec<Sample>, bool) {
             time_us,
             allocated,
             active,
-            reserved,
-            internal_free: active.wrapping_sub(allocated),
-            external_free: inactive + pending,
-            pending_free: pending,
-            largest_free_gap: gap,
-            free_gaps: gaps % (1 << 31),
-            fragmentation: fragmentation(gap, inactive),
-            largest_small_request: small % (1 << 32),
-            largest_large_request: large,
+            reserved: Some(reserved),
+            external_free: Some(inactive + pending),
+            layout: Some(LayoutFigures {
+                internal_free: active.wrapping_sub(allocated),
+                pending_free: pending,
+                largest_free_gap: gap,
+                free_gaps: gaps % (1 << 31),
+                fragmentation: fragmentation(gap, inactive),
+                largest_small_request: small % (1 << 32),
+                largest_large_request: large,
+            }),
         };
         if odd {
-            s.internal_free = s.internal_free.wrapping_add(1);
+            let l = s.layout.as_mut().unwrap();
+            l.internal_free = l.internal_free.wrapping_add(1);
             all_fit = false;
         }
         out.push(s);

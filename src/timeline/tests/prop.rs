@@ -162,7 +162,7 @@ fn check_stream(ops: Vec<Op>, cut: usize, expandable: bool) -> Result<(), TestCa
     for i in 0..run.trace.len() {
         run.step(&mut l, i, &mut problems);
         let x = l.sample(None, None);
-        prop_assert_eq!(x.allocated + x.internal_free + x.external_free, x.reserved);
+        prop_assert_eq!(x.allocated + x.lay().internal_free + x.external_bytes(), x.reserved_bytes());
         prop_assert!(l.check().is_ok(), "after event {}: {:?}", i, l.check());
         if i == moment {
             at_moment = Some(l.to_segments(0));
@@ -200,8 +200,8 @@ fn check_stream(ops: Vec<Op>, cut: usize, expandable: bool) -> Result<(), TestCa
     let s0 = r.samples.at(0);
     let t0 = start.sample(None, None);
     prop_assert_eq!(
-        (s0.reserved, s0.allocated, s0.pending_free > 0),
-        (t0.reserved, t0.allocated, t0.pending_free > 0)
+        (s0.reserved_bytes(), s0.allocated, s0.lay().pending_free > 0),
+        (t0.reserved_bytes(), t0.allocated, t0.lay().pending_free > 0)
     );
     Ok(())
 }
