@@ -29,6 +29,7 @@ mod backward;
 pub mod downsample;
 mod forward;
 mod gaps;
+mod lifetimes;
 pub(crate) mod policy;
 pub mod series;
 mod sorted;
@@ -37,6 +38,7 @@ mod state;
 mod tests;
 
 pub use crate::model::Moment;
+pub use lifetimes::Lifetime;
 use crate::model::*;
 use serde::Serialize;
 pub use series::Series;
