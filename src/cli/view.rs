@@ -57,6 +57,8 @@ struct Loaded {
     series: HashMap<i64, Series>,
     states: HashMap<i64, Vec<MomentState>>,
     peaks: HashMap<i64, HashMap<String, u64>>,
+    /// Every allocation's interval, for the bands.
+    lifetimes: HashMap<i64, Vec<timeline::Lifetime>>,
 }
 
 fn culprit_options() -> culprits::Options {
@@ -112,7 +114,9 @@ fn load(
     )?;
     let mut states = HashMap::new();
     let mut peaks = HashMap::new();
+    let mut lifetimes = HashMap::new();
     for d in &report.devices {
+        lifetimes.insert(d.device, Replayer::new(snap, d.device).lifetimes());
         let ats: Vec<Option<usize>> = d.key_moments.iter().map(|k| k.at).collect();
         let st = key_states(snap, d.device, &ats);
         // The call sites' live bytes at the peak of allocated bytes.
@@ -137,6 +141,7 @@ fn load(
         series,
         states,
         peaks,
+        lifetimes,
     })
 }
 
@@ -150,6 +155,7 @@ fn data(snap: &Snapshot, v: &Loaded, served: bool, max_points: usize) -> serde_j
             series: &v.series[&d.device],
             states: v.states[&d.device].clone(),
             peak_by_site: v.peaks[&d.device].clone(),
+            lifetimes: &v.lifetimes[&d.device],
         })
         .collect();
     rv::data(&View {
@@ -162,6 +168,7 @@ fn data(snap: &Snapshot, v: &Loaded, served: bool, max_points: usize) -> serde_j
             // Served, the overview and one finer level come with the page;
             // the server answers the rest as the page zooms in.
             max_levels: if served { 2 } else { usize::MAX },
+            max_band_tiers: if served { 2 } else { usize::MAX },
             ..Detail::default()
         },
         style: v.style,
@@ -378,9 +385,18 @@ fn answer<'a>(
             let points = int("points").unwrap_or(2000).clamp(2, 20_000) as usize;
             json(&rv::window(s, from, to, points))
         }
+        "/api/bands" => {
+            let Some(d) = device(int("device")) else {
+                return text(400, "/api/bands?device=D&from=E&to=E");
+            };
+            let s = &v.series[&d];
+            let from = int("from").unwrap_or(-1);
+            let to = int("to").unwrap_or(s.len() as i64);
+            json(&rv::bands::window_of(snap, s, &v.lifetimes[&d], from, to))
+        }
         _ => text(
             404,
-            "not found: this server serves / and /api/{data,state,series}",
+            "not found: this server serves / and /api/{data,state,series,bands}",
         ),
     }
 }

@@ -75,6 +75,10 @@
     layout: null, // segment map geometry for hit tests
     fetchSeq: 0,
     inflight: 0, // requests to the server not yet answered
+    bandData: null, // a window of bands fetched from the server
+    bandGeom: null, // the bands drawn, for hit tests
+    pinned: null, // the band whose details stay shown
+    place: "", // the pool and stream the map and table show ("" = all)
   };
   // A request to the server, counted while it is out.
   function getJSON(url) {
@@ -199,15 +203,17 @@
     // maximum (the minimum and maximum alternate, which would fill stripes).
     const top3 = (i) => d.full ? d.allocated[i]
       : Math.max(d.allocated[i], d.allocated[Math.max(i - 1, 0)], d.allocated[Math.min(i + 1, d.allocated.length - 1)]);
-    g.beginPath();
-    g.moveTo(xs[0], yOf(0));
-    for (let i = a; i < b; i++) g.lineTo(xs[i - a], yOf(top3(i)));
-    g.lineTo(xs[b - a - 1], yOf(0));
-    g.closePath();
-    g.fillStyle = css("--allocated");
-    g.globalAlpha = 0.55;
-    g.fill();
-    g.globalAlpha = 1;
+    if (!drawBands(g, w, yOf)) {
+      g.beginPath();
+      g.moveTo(xs[0], yOf(0));
+      for (let i = a; i < b; i++) g.lineTo(xs[i - a], yOf(top3(i)));
+      g.lineTo(xs[b - a - 1], yOf(0));
+      g.closePath();
+      g.fillStyle = css("--allocated");
+      g.globalAlpha = 0.55;
+      g.fill();
+      g.globalAlpha = 1;
+    }
     const line = (key, color, width) => {
       g.beginPath();
       for (let i = a; i < b; i++) {
@@ -489,6 +495,7 @@
   function setState(st, label) {
     S.state = st;
     S.stateEvent = st.event;
+    addPlaces(st);
     const dev = S.dev;
     const names = dev.key_moments.filter((k) => k.event === st.event).map((k) => k.label);
     const when = dev.events === 0 ? "the recorded state" : fmtWhen(dev, st.event, st.time_us);
@@ -581,13 +588,18 @@
     return sk.frames.some((f) => f.toLowerCase().includes(q));
   }
   function drawMap() {
-    const st = S.state;
+    const lg = S.state.largest_gap;
+    const gapBlk = lg ? S.state.segments[lg[0]].blocks[lg[1]] : null;
+    const st = inPlace(S.state);
     const c = $("segmap");
     const w0 = Math.round(c.parentElement.getBoundingClientRect().width);
     const L = mapLayout(st, w0);
     const fail = st.failed_request != null ? Math.max(2, st.failed_request / L.bpp) : 0;
-    const failRows = fail ? Math.ceil(fail / w0) : 0;
-    const height = (L.rows + (fail ? failRows + 1 : 0)) * (ROW_H + ROW_GAP) + 4;
+    const gapLen = fail && gapBlk ? Math.max(2, gapBlk[1] / L.bpp) : 0;
+    const failRows = fail ? Math.ceil(fail / w0) + 1 + (gapLen ? Math.ceil(gapLen / w0) + 1 : 0) : 0;
+    const height = (L.rows + failRows) * (ROW_H + ROW_GAP) + 4;
+    const culprit = new Set(S.dev.sites.map((x) => x.site));
+    const outlined = [];
     c.style.height = height + "px";
     const { g, w } = setupCanvas(c);
     S.layout = L;
@@ -624,6 +636,8 @@
           nmatch += 1;
           hits.push([b0, b1]);
         }
+        if (blk[4] != null && blk[3] !== 2 && culprit.has(st.stacks[blk[4]].site)) outlined.push([b0, b1, css("--b-culprit"), [3, 2]]);
+        if (fail && blk === gapBlk) outlined.push([b0, b1, css("--gap"), []]);
       }
       // Segment outline.
       g.strokeStyle = col.edge;
@@ -632,6 +646,16 @@
         g.strokeRect(x0 + 0.5, row * (ROW_H + ROW_GAP) + 0.5, Math.max(x1 - x0 - 1, 1), ROW_H - 1);
       }
     }
+    g.lineWidth = 1.5;
+    for (const [b0, b1, color, dash] of outlined) {
+      g.strokeStyle = color;
+      g.setLineDash(dash);
+      for (const [row, x0, x1] of spans(b0, b1, w)) {
+        g.strokeRect(x0 + 1, row * (ROW_H + ROW_GAP) + 1.5, Math.max(x1 - x0 - 2, 2), ROW_H - 3);
+      }
+    }
+    g.setLineDash([]);
+    c.dataset.culprits = String(outlined.filter((o) => o[3].length).length);
     g.strokeStyle = col.match;
     g.lineWidth = 2.5;
     for (const [b0, b1] of hits) {
@@ -647,7 +671,10 @@
       for (const [row, x0, x1] of spans(0, fail, w)) {
         g.fillRect(x0, base + row * (ROW_H + ROW_GAP), Math.max(x1 - x0, 2), ROW_H);
       }
+      failedBesideGap(g, w, base + Math.ceil(fail / w) * (ROW_H + ROW_GAP), gapBlk, gapLen);
     }
+    c.dataset.failed = st.failed_request == null ? "" : String(st.failed_request);
+    c.dataset.gap = fail && gapBlk ? String(gapBlk[1]) : "";
     if (!st.segments.length) {
       g.fillStyle = css("--muted");
       g.font = "13px system-ui, sans-serif";
@@ -660,6 +687,17 @@
     $("state-figures").textContent = st.segments.length + " segments" +
       (k ? " · reserved " + k.figures.reserved_text + " · allocated " + k.figures.allocated_text +
         " · largest free gap " + k.figures.largest_gap_text + " · fragmentation " + k.figures.fragmentation_text : "");
+  }
+  // Below the failed request, the largest free block at the same scale.
+  function failedBesideGap(g, w, top, gapBlk, len) {
+    if (!gapBlk) return;
+    const base = top + ROW_H + ROW_GAP;
+    g.fillStyle = css("--gap");
+    g.font = "12px system-ui, sans-serif";
+    g.fillText("the largest free gap, at the same scale: " + fmtBytes(gapBlk[1]), 0, base - 6);
+    for (const [row, x0, x1] of spans(0, len, w)) {
+      g.fillRect(x0, base + row * (ROW_H + ROW_GAP), Math.max(x1 - x0, 2), ROW_H);
+    }
   }
   // The block under a point of the map.
   function blockAt(px, py) {
@@ -740,6 +778,238 @@
     }
   }
 
+  // ---- allocation bands -------------------------------------------------
+
+  // The finest band window that holds the view: one fetched from the
+  // server, else one of the tiers the page carries.
+  function bandWindow() {
+    const B = S.dev.bands;
+    if (!B || !B.tiers.length) return null;
+    const f = S.bandData;
+    let best = null;
+    B.tiers.forEach((tier, t) => {
+      for (const win of tier) {
+        if (win.from <= Math.floor(S.x0) && win.to >= Math.ceil(S.x1) - 1) {
+          best = { win, stacks: B.stacks, tier: t };
+          break;
+        }
+      }
+    });
+    if (!best) best = { win: B.tiers[0][0], stacks: B.stacks, tier: 0 };
+    if (f && f.device === S.dev.device && f.data.from <= S.x0 && f.data.to >= S.x1 - 1 &&
+        f.data.to - f.data.from < best.win.to - best.win.from) {
+      return { win: f.data, stacks: f.data.stacks, tier: B.tiers.length };
+    }
+    return best;
+  }
+  function bandLive(b, e) {
+    return b[0] <= e && (b[1] == null || e < b[1]);
+  }
+  const BAND_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#e15759", "#bab0ac", "#ff9da7"];
+  function bandMatches(stacks, b) {
+    const q = S.search;
+    if (!q) return false;
+    if (b[6].toLowerCase().includes(q)) return true;
+    const sk = b[4] == null ? null : stacks[b[4]];
+    return !!sk && (sk.site.toLowerCase().includes(q) || sk.frames.some((f) => f.toLowerCase().includes(q)));
+  }
+  // Stacks the window's bands over its aggregate, each point's figures
+  // holding until the next point; returns false when there is none.
+  function drawBands(g, w, yOf) {
+    const pick = bandWindow();
+    const c = $("timeline");
+    if (!pick || !pick.win.event.length) {
+      delete c.dataset.bandTier;
+      return false;
+    }
+    const { win, stacks } = pick;
+    const ev = win.event;
+    const right = w - PAD.r;
+    const x = (i) => (i + 1 < ev.length ? xOf(ev[i + 1], w) : right);
+    const geom = [];
+    let nmatch = 0;
+    const matched = win.bands.map((b) => {
+      const m = bandMatches(stacks, b);
+      if (m) nmatch += 1;
+      return m;
+    });
+    for (let i = 0; i < ev.length; i++) {
+      // Whole pixels: neighbouring columns leave no seam between them.
+      const x0 = Math.floor(xOf(ev[i], w));
+      const x1 = Math.max(Math.ceil(x(i)), x0 + 1);
+      if (x1 < PAD.l || x0 > right) continue;
+      let base = win.rest[i];
+      g.fillStyle = css("--band-rest");
+      g.fillRect(x0, yOf(base), Math.max(x1 - x0, 0.5), yOf(0) - yOf(base));
+      const col = [];
+      win.bands.forEach((b, j) => {
+        if (!bandLive(b, ev[i])) return;
+        const top = base + b[2];
+        const dim = S.search && !matched[j];
+        g.globalAlpha = dim ? 0.25 : 1;
+        g.fillStyle = matched[j] ? css("--b-match") : BAND_COLORS[j % BAND_COLORS.length];
+        g.fillRect(x0, yOf(top), Math.max(x1 - x0, 0.5), Math.max(yOf(base) - yOf(top), 0.5));
+        if (S.pinned && S.pinned.band === b) {
+          g.globalAlpha = 1;
+          g.strokeStyle = css("--cursor");
+          g.lineWidth = 1.5;
+          g.strokeRect(x0, yOf(top), Math.max(x1 - x0, 0.5), yOf(base) - yOf(top));
+        }
+        col.push([j, base, top]);
+        base = top;
+      });
+      g.globalAlpha = 1;
+      geom.push({ x0, x1, col, rest: win.rest[i] });
+    }
+    S.bandGeom = { geom, win, stacks, yOf };
+    c.dataset.bandTier = String(pick.tier);
+    c.dataset.bandSpan = String(win.to - win.from + 1);
+    c.dataset.bands = String(win.bands.length);
+    c.dataset.bandMatches = String(nmatch);
+    if (DATA.served) fetchBands(pick);
+    return true;
+  }
+  let bandTimer = null;
+  // Served: a window of bands for a view much narrower than the finest
+  // window at hand.
+  function fetchBands(pick) {
+    const span = S.x1 - S.x0;
+    const have = pick.win.to - pick.win.from;
+    if (have <= span * 4 || have < 64) return;
+    const want = [Math.floor(S.x0 - span / 2), Math.ceil(S.x1 + span / 2)];
+    if (S.bandWant && S.bandWant[0] === want[0] && S.bandWant[1] === want[1]) return;
+    S.bandWant = want;
+    clearTimeout(bandTimer);
+    bandTimer = setTimeout(() => {
+      const dev = S.dev;
+      getJSON("/api/bands?device=" + dev.device + "&from=" + want[0] + "&to=" + want[1])
+        .then((data) => {
+          if (dev !== S.dev) return;
+          S.bandData = { device: dev.device, data };
+          drawTimeline();
+        })
+        .catch((e) => console.warn("fragscope: finer bands unavailable:", e.message));
+    }, 150);
+  }
+  // The band under a point of the timeline.
+  function bandAt(px, py) {
+    const G = S.bandGeom;
+    if (!G) return null;
+    const col = G.geom.find((p) => px >= p.x0 && px < Math.max(p.x1, p.x0 + 0.5));
+    if (!col) return null;
+    for (const [j, lo, hi] of col.col) {
+      if (py <= G.yOf(lo) && py >= G.yOf(hi) - 0.5) return { band: G.win.bands[j], stacks: G.stacks };
+    }
+    return null;
+  }
+  function bandTooltip(hit) {
+    const tip = $("tip");
+    const [alloc, end, size, req, stack, freed, addr, stream] = hit.band;
+    const sk = stack == null ? null : hit.stacks[stack];
+    tip.textContent = "";
+    tip.appendChild(el("div", { class: "site" }, sk ? sk.site : "(no stack recorded)"));
+    const dl = el("dl");
+    const row = (k, v) => {
+      dl.appendChild(el("dt", {}, k));
+      dl.appendChild(el("dd", {}, v));
+    };
+    row("size", fmtBytes(size));
+    row("requested", fmtBytes(req));
+    if (size > req) row("rounding waste", fmtBytes(size - req));
+    row("allocated at", alloc < 0 ? "before the trace" : "event " + alloc);
+    if (end == null) row("freed", "still allocated at the end");
+    else if (freed != null && freed !== end) row("freed", "requested at event " + end + ", completed at event " + freed);
+    else row("freed", "at event " + end);
+    row("address", addr + " · stream " + stream);
+    tip.appendChild(dl);
+    if (sk && sk.frames.length) {
+      const ul = el("ul", { class: "stack" });
+      for (const f of sk.frames) ul.appendChild(el("li", {}, f));
+      tip.appendChild(ul);
+    }
+    tip.classList.toggle("pinned", !!S.pinned);
+    if (S.pinned) tip.appendChild(el("div", { class: "muted pin-note" }, "pinned · click elsewhere or Esc to unpin"));
+  }
+  function placeTip(ev) {
+    const tip = $("tip");
+    tip.hidden = false;
+    const tw = tip.offsetWidth;
+    const th = tip.offsetHeight;
+    let x = ev.clientX + 14;
+    let y = ev.clientY + 14;
+    if (x + tw > window.innerWidth - 4) x = Math.max(4, ev.clientX - tw - 14);
+    if (y + th > window.innerHeight - 4) y = Math.max(4, ev.clientY - th - 14);
+    tip.style.left = x + "px";
+    tip.style.top = y + "px";
+  }
+  function setupBandEvents() {
+    const c = $("timeline");
+    const tip = $("tip");
+    const local = (ev) => {
+      const r = c.getBoundingClientRect();
+      return [ev.clientX - r.left, ev.clientY - r.top];
+    };
+    c.addEventListener("mousemove", (ev) => {
+      if (S.pinned) return;
+      const hit = bandAt(...local(ev));
+      if (!hit) {
+        tip.hidden = true;
+        return;
+      }
+      bandTooltip(hit);
+      placeTip(ev);
+    });
+    c.addEventListener("mouseleave", () => {
+      if (!S.pinned) tip.hidden = true;
+    });
+    c.addEventListener("click", (ev) => {
+      const hit = bandAt(...local(ev));
+      S.pinned = hit && (!S.pinned || S.pinned.band !== hit.band) ? hit : null;
+      if (S.pinned) {
+        bandTooltip(hit);
+        placeTip(ev);
+      } else tip.hidden = true;
+      drawTimeline();
+    });
+    document.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape" && S.pinned) {
+        S.pinned = null;
+        tip.hidden = true;
+        drawTimeline();
+      }
+    });
+  }
+
+  // ---- pools and streams ------------------------------------------------
+
+  // The places (pool and stream) of the device's segments.
+  function setupPlaces() {
+    const sel = $("place");
+    sel.textContent = "";
+    sel.appendChild(el("option", { value: "" }, "every pool and stream"));
+    S.place = "";
+    const seen = new Set();
+    for (const k of S.dev.key_moments) for (const s of k.state.segments) seen.add(s.place);
+    for (const p of [...seen].sort()) sel.appendChild(el("option", { value: p }, p));
+    sel.disabled = seen.size < 2;
+  }
+  function addPlaces(st) {
+    const sel = $("place");
+    const have = new Set([...sel.options].map((o) => o.value));
+    for (const s of st.segments) {
+      if (!have.has(s.place)) {
+        sel.appendChild(el("option", { value: s.place }, s.place));
+        have.add(s.place);
+      }
+    }
+    sel.disabled = have.size < 3;
+  }
+  // The state with the segments of the chosen place only.
+  function inPlace(st) {
+    if (!S.place) return st;
+    return Object.assign({}, st, { segments: st.segments.filter((s) => s.place === S.place) });
+  }
+
   // ---- call sites -------------------------------------------------------
 
   function drawSites() {
@@ -760,6 +1030,7 @@
     const body = document.querySelector("#sites tbody");
     body.textContent = "";
     for (const s of rows) {
+      if (S.place && !s.places.includes(S.place)) continue;
       const tr = el("tr");
       const q = S.search;
       if (q && (s.site.toLowerCase().includes(q) || s.stack.some((f) => f.toLowerCase().includes(q)))) {
@@ -782,6 +1053,7 @@
     S.search = q.trim().toLowerCase();
     drawSites();
     drawMap();
+    drawTimeline();
   }
 
   // ---- the page ---------------------------------------------------------
@@ -789,6 +1061,9 @@
   function selectDevice(i) {
     S.dev = DATA.devices[i];
     S.windowData = null;
+    S.bandData = null;
+    S.pinned = null;
+    setupPlaces();
     S.cursor = null;
     S.x0 = -1;
     S.x1 = Math.max(lastEvent(S.dev), 0);
@@ -822,6 +1097,12 @@
     sel.addEventListener("change", () => selectDevice(Number(sel.value)));
     setupTimelineEvents();
     setupMapEvents();
+    setupBandEvents();
+    $("place").addEventListener("change", (ev) => {
+      S.place = ev.target.value;
+      drawSites();
+      drawMap();
+    });
     $("scrub").addEventListener("input", (ev) => {
       const v = Number(ev.target.value);
       if (DATA.served) showEvent(v);
