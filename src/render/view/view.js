@@ -272,8 +272,11 @@
     f.g.stroke();
     cursorLine(f.g, f.w, f.h);
     f.g.restore();
-    f.g.fillStyle = css("--muted");
     f.g.font = "11px system-ui, sans-serif";
+    // On a patch of the background: the line may pass under the label.
+    f.g.fillStyle = css("--bg");
+    f.g.fillRect(PAD.l + 2, f.h - PAD.b - 15, f.g.measureText("fragmentation").width + 4, 13);
+    f.g.fillStyle = css("--muted");
     f.g.fillText("fragmentation", PAD.l + 4, f.h - PAD.b - 4);
     readout(d, a, b);
   }
@@ -598,7 +601,8 @@
     const gapLen = fail && gapBlk ? Math.max(2, gapBlk[1] / L.bpp) : 0;
     const failRows = fail ? Math.ceil(fail / w0) + 1 + (gapLen ? Math.ceil(gapLen / w0) + 1 : 0) : 0;
     const height = (L.rows + failRows) * (ROW_H + ROW_GAP) + 4;
-    const culprit = new Set(S.dev.sites.map((x) => x.site));
+    // The report's culprits: its call sites whose blocks strand free bytes.
+    const culprit = new Set(S.dev.sites.filter((x) => x.stranded > 0).map((x) => x.site));
     const outlined = [];
     c.style.height = height + "px";
     const { g, w } = setupCanvas(c);
@@ -732,15 +736,7 @@
         return;
       }
       tooltip(hit);
-      tip.hidden = false;
-      const tw = tip.offsetWidth;
-      const th = tip.offsetHeight;
-      let x = ev.clientX + 14;
-      let y = ev.clientY + 14;
-      if (x + tw > window.innerWidth - 4) x = Math.max(4, ev.clientX - tw - 14);
-      if (y + th > window.innerHeight - 4) y = Math.max(4, ev.clientY - th - 14);
-      tip.style.left = x + "px";
-      tip.style.top = y + "px";
+      placeTip(ev);
     });
     c.addEventListener("mouseleave", () => {
       tip.hidden = true;
