@@ -563,39 +563,7 @@ pub fn segmap_svg(c: &SegmentMapChart) -> Result<Svg, ChartError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Block, SegmentType, StackId};
-
-    fn seg(addr: u64, blocks: &[(u64, Option<u64>, BlockState)]) -> Segment {
-        let mut a = addr;
-        let blocks: Vec<Block> = blocks
-            .iter()
-            .map(|(size, req, state)| {
-                let b = Block {
-                    address: a,
-                    size: *size,
-                    requested_size: *req,
-                    state: *state,
-                    frames: StackId::EMPTY,
-                };
-                a += size;
-                b
-            })
-            .collect();
-        Segment {
-            device: 0,
-            address: addr,
-            total_size: blocks.iter().map(|b| b.size).sum(),
-            allocated_size: None,
-            active_size: None,
-            requested_size: None,
-            stream: 0,
-            segment_type: SegmentType::Large,
-            pool_id: None,
-            is_expandable: None,
-            frames: StackId::EMPTY,
-            blocks,
-        }
-    }
+    use crate::model::test_support::laid_out as seg;
 
     const MIB: u64 = 1 << 20;
 
