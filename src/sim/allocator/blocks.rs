@@ -206,21 +206,55 @@ impl Simulator {
         pool: usize,
         r: usize,
     ) -> BlockId {
-        let id = self.alloc_slot(Blk {
+        let id = self.reserved_free(addr, size, stream, pool, r, false);
+        self.pools[pool].unmapped.insert((sk(stream), addr, id));
+        id
+    }
+
+    /// A new free block of `size` bytes at `addr` in reservation `r`,
+    /// mapped or not, not yet linked to its neighbours.
+    pub(super) fn reserved_free(
+        &mut self,
+        addr: u64,
+        size: u64,
+        stream: i64,
+        pool: usize,
+        r: usize,
+        mapped: bool,
+    ) -> BlockId {
+        self.alloc_slot(Blk {
             addr,
             size,
             requested: 0,
             stream,
             pool,
             state: St::Free,
-            mapped: false,
+            mapped,
             res: Some(r),
             prev: None,
             next: None,
             gc_base: 0,
+        })
+    }
+
+    /// Device memory taken (`SegmentAlloc`, `SegmentMap`) or given back
+    /// (`SegmentFree`, `SegmentUnmap`): the reserved figure, the counters
+    /// and the event.
+    pub(super) fn device_memory(&mut self, action: SimAction, addr: u64, size: u64, stream: i64) {
+        if matches!(action, SimAction::SegmentAlloc | SimAction::SegmentMap) {
+            self.fig.reserved += size;
+            self.counters.device_allocs += 1;
+        } else {
+            self.fig.reserved -= size;
+            self.counters.device_frees += 1;
+        }
+        self.events.push(SimEvent {
+            action,
+            addr,
+            size,
+            stream,
+            device_free: None,
         });
-        self.pools[pool].unmapped.insert((sk(stream), addr, id));
-        id
     }
 
     pub(super) fn insert_free(&mut self, id: BlockId) {

@@ -16,15 +16,7 @@ impl Simulator {
         self.free_slot(id);
         self.segs.remove(&addr);
         self.release_address(addr, size);
-        self.fig.reserved -= size;
-        self.counters.device_frees += 1;
-        self.events.push(SimEvent {
-            action: SimAction::SegmentFree,
-            addr,
-            size,
-            stream,
-            device_free: None,
-        });
+        self.device_memory(SimAction::SegmentFree, addr, size, stream);
     }
 
     pub(super) fn is_whole_segment(&self, id: BlockId) -> bool {
