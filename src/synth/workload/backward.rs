@@ -45,10 +45,10 @@ impl Workload {
     /// Backward on the autograd thread: returns the gradients (one per
     /// parameter, in parameter order).
     ///
-    /// About 145 lines: the pass written as autograd runs it, one request
-    /// after another (the order of the requests is what the trace records),
-    /// with each layer's pieces already in [`Workload::linear_backward`]
-    /// and the sites' helpers.
+    /// About 145 lines long on purpose: the pass written as autograd runs
+    /// it, one request after another (the order of the requests is what the
+    /// trace records), with each layer's pieces already in
+    /// [`Workload::linear_backward`] and the sites' helpers.
     pub(super) fn backward(
         &mut self,
         out: &mut Vec<Req>,
