@@ -4,6 +4,26 @@
 
 use super::*;
 
+impl Blk {
+    /// A free, unmapped block of `size` bytes at `addr` in reservation `r`,
+    /// not linked to its neighbours.
+    pub(super) fn unmapped(addr: u64, size: u64, stream: i64, pool: usize, r: usize) -> Blk {
+        Blk {
+            addr,
+            size,
+            requested: 0,
+            stream,
+            pool,
+            state: St::Free,
+            mapped: false,
+            res: Some(r),
+            prev: None,
+            next: None,
+            gc_base: 0,
+        }
+    }
+}
+
 impl Simulator {
     pub(super) fn alloc_found_block(&mut self, id: BlockId, size: u64, orig: u64) -> u64 {
         let (bsize, small) = {
@@ -42,13 +62,7 @@ impl Simulator {
         self.fig.allocated += bsize;
         self.fig.requested += orig;
         if self.record_block_events {
-            self.events.push(SimEvent {
-                action: SimAction::Alloc,
-                addr,
-                size: orig,
-                stream,
-                device_free: None,
-            });
+            self.event(SimAction::Alloc, addr, orig, stream);
         }
         addr
     }
@@ -59,13 +73,7 @@ impl Simulator {
             (b.addr, b.size, b.requested, b.stream)
         };
         if self.record_block_events {
-            self.events.push(SimEvent {
-                action: SimAction::FreeCompleted,
-                addr,
-                size: req,
-                stream,
-                device_free: None,
-            });
+            self.event(SimAction::FreeCompleted, addr, req, stream);
         }
         self.fig.pending -= size;
         self.pending.remove(&addr);
@@ -206,35 +214,9 @@ impl Simulator {
         pool: usize,
         r: usize,
     ) -> BlockId {
-        let id = self.reserved_free(addr, size, stream, pool, r, false);
+        let id = self.alloc_slot(Blk::unmapped(addr, size, stream, pool, r));
         self.pools[pool].unmapped.insert((sk(stream), addr, id));
         id
-    }
-
-    /// A new free block of `size` bytes at `addr` in reservation `r`,
-    /// mapped or not, not yet linked to its neighbours.
-    pub(super) fn reserved_free(
-        &mut self,
-        addr: u64,
-        size: u64,
-        stream: i64,
-        pool: usize,
-        r: usize,
-        mapped: bool,
-    ) -> BlockId {
-        self.alloc_slot(Blk {
-            addr,
-            size,
-            requested: 0,
-            stream,
-            pool,
-            state: St::Free,
-            mapped,
-            res: Some(r),
-            prev: None,
-            next: None,
-            gc_base: 0,
-        })
     }
 
     /// Device memory taken (`SegmentAlloc`, `SegmentMap`) or given back
@@ -248,6 +230,12 @@ impl Simulator {
             self.fig.reserved -= size;
             self.counters.device_frees += 1;
         }
+        self.event(action, addr, size, stream);
+    }
+
+    /// Records an event of no device-free figure.
+    #[inline]
+    pub(super) fn event(&mut self, action: SimAction, addr: u64, size: u64, stream: i64) {
         self.events.push(SimEvent {
             action,
             addr,

@@ -186,6 +186,9 @@ impl Simulator {
     /// A new free block of `size` mapped bytes at `addr` in reservation
     /// `r`, not yet linked to its neighbours.
     fn mapped_free(&mut self, addr: u64, size: u64, stream: i64, pool: usize, r: usize) -> BlockId {
-        self.reserved_free(addr, size, stream, pool, r, true)
+        self.alloc_slot(Blk {
+            mapped: true,
+            ..Blk::unmapped(addr, size, stream, pool, r)
+        })
     }
 }

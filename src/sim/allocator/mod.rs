@@ -423,13 +423,7 @@ impl Simulator {
         self.fig.requested -= req;
         self.fig.pending += size;
         if self.record_block_events {
-            self.events.push(SimEvent {
-                action: SimAction::FreeRequested,
-                addr,
-                size: req,
-                stream,
-                device_free: None,
-            });
+            self.event(SimAction::FreeRequested, addr, req, stream);
         }
         Ok(())
     }
