@@ -96,8 +96,8 @@ impl Simulator {
                 self.pools[pool].unmapped.remove(&key);
             }
             let s = self.blk(src).clone();
-            self.by_addr.remove(&s.addr);
             if before {
+                // `id` now starts where `src` did: its entry takes that one's place.
                 let old = self.blk(id).addr;
                 self.by_addr.remove(&old);
                 self.by_addr.insert(s.addr, id);
@@ -108,6 +108,7 @@ impl Simulator {
                     self.blk_mut(p).next = Some(id);
                 }
             } else {
+                self.by_addr.remove(&s.addr);
                 self.blk_mut(id).next = s.next;
                 if let Some(n) = s.next {
                     self.blk_mut(n).prev = Some(id);
