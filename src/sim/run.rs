@@ -591,7 +591,9 @@ fn apply(
             Ok(addr) => match key {
                 Some(k) => {
                     map.insert(k, addr);
-                    refused.remove(&k);
+                    if !refused.is_empty() {
+                        refused.remove(&k);
+                    }
                 }
                 None => {
                     out.recorded_oom_avoided.push((i, true));

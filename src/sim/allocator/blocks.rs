@@ -51,7 +51,10 @@ impl Simulator {
             if let Some(n) = b.next {
                 self.blk_mut(n).prev = Some(rest);
             }
-            self.link(Some(id), rest);
+            // Neither block is cached (the one found was taken out of its
+            // pool), so no flushable entry changes with the link.
+            self.blk_mut(id).next = Some(rest);
+            self.blk_mut(rest).prev = Some(id);
             self.blk_mut(id).size = size;
             self.insert_free(rest);
         }
@@ -101,8 +104,8 @@ impl Simulator {
                 self.pools[pool].unmapped.remove(&key);
             }
             let s = self.blk(src).clone();
-            self.by_addr.remove(&s.addr);
             if before {
+                // `id` now starts where `src` did: its entry takes that one's place.
                 let old = self.blk(id).addr;
                 self.by_addr.remove(&old);
                 self.by_addr.insert(s.addr, id);
@@ -113,6 +116,7 @@ impl Simulator {
                     self.blk_mut(p).next = Some(id);
                 }
             } else {
+                self.by_addr.remove(&s.addr);
                 self.blk_mut(id).next = s.next;
                 if let Some(n) = s.next {
                     self.blk_mut(n).prev = Some(id);
@@ -192,6 +196,10 @@ impl Simulator {
     /// each block after caching the one before) is no longer a whole segment.
     pub(super) fn refresh_flushable(&mut self, id: BlockId) {
         let b = self.blk(id);
+        // Only free mapped blocks are cached.
+        if b.state != St::Free || !b.mapped {
+            return;
+        }
         let key = (sk(b.stream), b.size, b.addr, id);
         let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
         let pool = b.pool;
@@ -258,7 +266,9 @@ impl Simulator {
         if flushable {
             self.pools[pool].flushable.insert(key);
         }
-        *self.free_sizes.entry(size).or_default() += 1;
+        if let Some(l) = self.largest_free.get() {
+            self.largest_free.set(Some(l.max(size)));
+        }
         self.fig.inactive += size;
         self.fig.free_blocks += 1;
     }
@@ -266,14 +276,15 @@ impl Simulator {
     pub(super) fn remove_free(&mut self, id: BlockId) {
         let b = self.blk(id);
         let (pool, key, size) = (b.pool, (sk(b.stream), b.size, b.addr, id), b.size);
+        // In the flushable index only as `refresh_flushable` keeps it.
+        let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
         let was = self.pools[pool].free.remove(&key);
         debug_assert!(was, "block {id} was not cached");
-        self.pools[pool].flushable.remove(&key);
-        if let Some(c) = self.free_sizes.get_mut(&size) {
-            *c -= 1;
-            if *c == 0 {
-                self.free_sizes.remove(&size);
-            }
+        if flushable {
+            self.pools[pool].flushable.remove(&key);
+        }
+        if self.largest_free.get() == Some(size) {
+            self.largest_free.set(None);
         }
         self.fig.inactive -= size;
         self.fig.free_blocks -= 1;

@@ -77,8 +77,9 @@ impl Simulator {
     /// cached whole segment (large pool, then small) and unmap the free
     /// pages of expandable segments.
     pub(super) fn release_cached_blocks(&mut self) {
-        let pending: Vec<BlockId> = self
-            .pending
+        let mut pending: Vec<u64> = self.pending.iter().copied().collect();
+        pending.sort_unstable();
+        let pending: Vec<BlockId> = pending
             .iter()
             .filter_map(|a| self.by_addr.get(a).copied())
             .filter(|&i| self.blk(i).state == St::Pending)
