@@ -7,21 +7,6 @@
 
 use crate::util::*;
 
-/// A generated snapshot of 150 000 trace events (about 21 MB) in `d`.
-fn generated(d: &std::path::Path) -> (std::path::PathBuf, u64) {
-    let input = d.join("synthetic.pickle");
-    std::fs::write(
-        &input,
-        synthetic_pickle(&fragscope::synth::SynthOptions {
-            events: 150_000,
-            ..Default::default()
-        }),
-    )
-    .unwrap();
-    let size = std::fs::metadata(&input).unwrap().len();
-    (input, size)
-}
-
 /// `check` reads its figures off the compact series, and `diff` drops the
 /// first run's trace once its call sites are read: both stay within a
 /// quarter of the file's size above `stats`. They used to expand the series
@@ -30,7 +15,8 @@ fn generated(d: &std::path::Path) -> (std::path::PathBuf, u64) {
 #[test]
 fn check_and_diff_keep_no_expanded_series() {
     let d = tempfile::tempdir().unwrap();
-    let (input, size) = generated(d.path());
+    // 150 000 events: about 21 MB.
+    let (input, size) = generated_snapshot(d.path(), 150_000);
     let f = input.as_os_str();
     let (code, stats) = peak_rss(["stats".as_ref(), f]);
     assert_eq!(code, 0);
