@@ -140,7 +140,7 @@ fn stages(c: &mut Criterion) {
                             .find(|d| d.device == r.device)
                             .map(|d| d.stats.clone())
                             .unwrap_or_default();
-                        DeviceMetrics::from_parts(r.device, &end, &r.samples.to_vec(), 0)
+                        DeviceMetrics::from_parts(r.device, &end, &r.samples, 0)
                     })
                     .collect();
                 (fs, per_device)

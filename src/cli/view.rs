@@ -195,18 +195,21 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         let inputs = std::slice::from_ref(&a.file);
         let lower = out.to_ascii_lowercase();
         let doc = data(snap, &v, false, a.max_points);
-        let bytes = if lower.ends_with(".json") {
-            let mut s = serde_json::to_string_pretty(&doc)?;
-            s.push('\n');
-            s
-        } else if lower.ends_with(".html") || lower.ends_with(".htm") {
-            rv::page(&doc)
-        } else {
+        let json = lower.ends_with(".json");
+        if !json && !lower.ends_with(".html") && !lower.ends_with(".htm") {
             anyhow::bail!(
                 "{out}: cannot tell what to write from the extension; use .html (the page) or .json (its data)"
             );
-        };
-        super::output::write_atomic(out, bytes.as_bytes(), inputs)?;
+        }
+        // Written as it is serialized: the page is never held whole.
+        super::output::write_atomic_with(out, inputs, |w| {
+            if json {
+                serde_json::to_writer_pretty(&mut *w, &doc)?;
+                w.write_all(b"\n")
+            } else {
+                rv::write_page(w, &doc)
+            }
+        })?;
         return Ok(Exit::Ok);
     }
     serve(snap, &v, addr, &a)

@@ -30,6 +30,7 @@ mod hostile;
 mod hostile_commands;
 mod json_schema;
 mod layers;
+mod memory;
 mod no_trace;
 mod packaging;
 mod pending_frees;

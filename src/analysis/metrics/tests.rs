@@ -40,7 +40,7 @@ fn metrics_of(
         .map(|&(a, r, l, i, g)| sample(a, r, l, i, g))
         .collect();
     let end = end_state(allocated, reserved, largest, inactive);
-    DeviceMetrics::from_parts(0, &end, &samples, ooms)
+    DeviceMetrics::from_parts(0, &end, samples, ooms)
 }
 
 #[test]
@@ -73,11 +73,11 @@ fn peaks_come_from_the_series_and_pressure_filters_early_moments() {
 #[test]
 fn final_state_counts_as_a_moment() {
     let end = end_state(50, 200, 100, 150);
-    let m = DeviceMetrics::from_parts(3, &end, &[sample(10, 20, 10, 10, 1)], 0);
+    let m = DeviceMetrics::from_parts(3, &end, [sample(10, 20, 10, 10, 1)], 0);
     assert_eq!(m.peak_reserved, Some(200));
     assert_eq!(m.peak_allocated, Some(50));
     assert_eq!(m.largest_gap, Some(100));
-    let only_end = DeviceMetrics::from_parts(3, &end, &[], 0);
+    let only_end = DeviceMetrics::from_parts(3, &end, [], 0);
     assert_eq!(only_end.timeline, Timeline::FinalStateOnly);
     assert_eq!(only_end.peak_reserved, Some(200));
     assert!((only_end.fragmentation.unwrap() - (1.0 - 100.0 / 150.0)).abs() < 1e-12);
@@ -97,8 +97,8 @@ fn totals_series_gives_peaks_and_ends_only() {
 
 #[test]
 fn file_figure_is_the_worst_device_and_ooms_add_up() {
-    let a = DeviceMetrics::from_parts(0, &end_state(10, 100, 50, 90), &[], 1);
-    let b = DeviceMetrics::from_parts(1, &end_state(10, 300, 20, 90), &[], 2);
+    let a = DeviceMetrics::from_parts(0, &end_state(10, 100, 50, 90), [], 1);
+    let b = DeviceMetrics::from_parts(1, &end_state(10, 300, 20, 90), [], 2);
     let m = Metrics {
         source: Source::Snapshot,
         devices: vec![a, b],
@@ -197,7 +197,7 @@ fn gap_moments_answer_the_tightest_moment_with_enough_free() {
         })
         .collect();
     let end = end_state(60, 100, 10, 40);
-    let m = DeviceMetrics::from_parts(0, &end, &series, 0);
+    let m = DeviceMetrics::from_parts(0, &end, series.iter().copied(), 0);
     let peak = m.peak_reserved.unwrap();
     for n in [0, 1, 5, 20, 40, 60, 90, 101] {
         let want = series
