@@ -15,6 +15,7 @@ mod util;
 mod charts;
 mod check_diff;
 mod check_diff_timeline;
+mod checkpoints;
 mod cli_replay;
 mod convert;
 mod culprits;
