@@ -15,7 +15,8 @@ use crate::input::{self, Content};
 use crate::model::Snapshot;
 use crate::pipeline;
 use crate::render::view::{self as rv, Detail, DeviceView, View};
-use crate::timeline::{self, MomentState, Replayer, Series};
+use crate::timeline::checkpoints::Checkpoints;
+use crate::timeline::{MomentState, Series};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -51,12 +52,15 @@ pub struct Args {
 }
 
 /// Everything the page shows, computed once.
-struct Loaded {
+struct Loaded<'a> {
     style: Style,
     report: Report,
     series: HashMap<i64, Series>,
     states: HashMap<i64, Vec<MomentState>>,
     peaks: HashMap<i64, HashMap<String, u64>>,
+    /// Each device's state checkpoints: a scrub is one of them and a few
+    /// thousand events of replay.
+    checkpoints: HashMap<i64, Checkpoints<'a>>,
 }
 
 fn culprit_options() -> culprits::Options {
@@ -67,54 +71,49 @@ fn culprit_options() -> culprits::Options {
     }
 }
 
-/// The states at a device's key moments (in their order), from one replay.
-fn key_states(snap: &Snapshot, d: i64, ats: &[Option<usize>]) -> Vec<MomentState> {
-    let mut events: Vec<usize> = ats.iter().flatten().copied().collect();
-    events.sort_unstable();
-    events.dedup();
-    let mut found: HashMap<usize, MomentState> = HashMap::new();
-    timeline::for_each_state_at(snap, d, &events, |st| {
-        if let Some(at) = st.at {
-            found.insert(at, st);
-        }
-    });
-    let start = ats
-        .contains(&None)
-        .then(|| Replayer::new(snap, d).state_at(None));
-    ats.iter()
-        .map(|at| match at {
-            None => start.clone().expect("the start was replayed"),
-            Some(i) => found
-                .get(i)
-                .cloned()
-                .unwrap_or_else(|| timeline::state_at(snap, d, Some(*i))),
-        })
-        .collect()
+/// The states at a device's key moments (in their order), each a checkpoint
+/// and a short replay.
+fn key_states(cp: &Checkpoints, ats: &[Option<usize>]) -> Vec<MomentState> {
+    ats.iter().map(|&at| cp.state_at(at)).collect()
 }
 
-fn load(
+fn load<'a>(
     sty: &Style,
-    snap: &Snapshot,
+    snap: &'a Snapshot,
     l: &input::Loaded,
     device: Option<i64>,
-) -> anyhow::Result<Loaded> {
+) -> anyhow::Result<Loaded<'a>> {
     let mut series = HashMap::new();
-    let report = pipeline::build_report_with(
-        sty,
-        snap,
-        l,
-        device,
-        None,
-        |_, _| {},
-        |r| {
-            series.insert(r.device, r.samples.clone());
-        },
-    )?;
+    // The checkpoints are one more replay of each device: made on another
+    // thread while the report is built.
+    let (report, checkpoints) = std::thread::scope(|s| {
+        let cps = s.spawn(|| {
+            snap.devices()
+                .into_iter()
+                .filter(|d| device.is_none_or(|x| x == *d))
+                .map(|d| (d, Checkpoints::new(snap, d)))
+                .collect::<HashMap<_, _>>()
+        });
+        let report = pipeline::build_report_with(
+            sty,
+            snap,
+            l,
+            device,
+            None,
+            |_, _| {},
+            |r| {
+                series.insert(r.device, r.samples.clone());
+            },
+        );
+        let cps = cps.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (report, cps)
+    });
+    let report = report?;
     let mut states = HashMap::new();
     let mut peaks = HashMap::new();
     for d in &report.devices {
         let ats: Vec<Option<usize>> = d.key_moments.iter().map(|k| k.at).collect();
-        let st = key_states(snap, d.device, &ats);
+        let st = key_states(&checkpoints[&d.device], &ats);
         // The call sites' live bytes at the peak of allocated bytes.
         let peak: HashMap<String, u64> = d
             .key_moments
@@ -137,6 +136,7 @@ fn load(
         series,
         states,
         peaks,
+        checkpoints,
     })
 }
 
@@ -242,9 +242,8 @@ fn serve(snap: &Snapshot, v: &Loaded, addr: SocketAddr, a: &Args) -> anyhow::Res
     }
     let page = rv::page(&data(snap, v, true, a.max_points));
     let max_points = a.max_points;
-    let mut replayers: HashMap<i64, Replayer> = HashMap::new();
     for req in server.incoming_requests() {
-        let (status, kind, body) = answer(snap, v, &page, &mut replayers, &req, local, max_points);
+        let (status, kind, body) = answer(snap, v, &page, &req, local, max_points);
         let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes())
             .expect("a valid header");
         let nosniff =
@@ -317,11 +316,10 @@ fn loopback_host(host: Option<&str>, local: SocketAddr) -> bool {
     .any(|ok| h.eq_ignore_ascii_case(ok))
 }
 
-fn answer<'a>(
-    snap: &'a Snapshot,
+fn answer(
+    snap: &Snapshot,
     v: &Loaded,
     page: &str,
-    replayers: &mut HashMap<i64, Replayer<'a>>,
     req: &tiny_http::Request,
     local: SocketAddr,
     max_points: usize,
@@ -364,9 +362,8 @@ fn answer<'a>(
             if e < -1 || e >= n.max(0) && !(n == 0 && e == -1) {
                 return text(400, &format!("device {d}: event {e} is not in 0..{n}"));
             }
-            let r = replayers.entry(d).or_insert_with(|| Replayer::new(snap, d));
             let at = (e >= 0).then_some(e as usize);
-            json(&rv::state(&v.style, snap, &r.state_at(at)))
+            json(&rv::state(&v.style, snap, &v.checkpoints[&d].state_at(at)))
         }
         "/api/series" => {
             let Some(d) = device(int("device")) else {
