@@ -113,3 +113,33 @@ fn fixtures_with_traces() {
         }
     }
 }
+
+/// A series read from any sample on (`skip`, which jumps to a checkpoint of
+/// the packed rows) gives the samples read from the start.
+#[test]
+fn series_skip_reads_the_same_samples() {
+    let l = snapshot(Shape::Narrow, 3000);
+    let Content::Snapshot(snap) = &l.content else {
+        panic!("not a snapshot")
+    };
+    let d = snap.devices()[0];
+    let s = fragscope::timeline::replay_device(snap, d).samples;
+    let all = s.to_vec();
+    for k in [
+        0,
+        1,
+        63,
+        64,
+        65,
+        127,
+        128,
+        1000,
+        all.len() - 1,
+        all.len(),
+        all.len() + 5,
+    ] {
+        let got: Vec<_> = s.iter().skip(k).take(70).collect();
+        let want: Vec<_> = all.iter().skip(k).take(70).copied().collect();
+        assert_eq!(got, want, "from {k}");
+    }
+}
