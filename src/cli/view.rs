@@ -56,11 +56,59 @@ struct Loaded<'a> {
     style: Style,
     report: Report,
     series: HashMap<i64, Series>,
+    /// Each device's series cut into buckets, for zoomed windows.
+    zooms: HashMap<i64, rv::Zoom>,
     states: HashMap<i64, Vec<MomentState>>,
     peaks: HashMap<i64, HashMap<String, u64>>,
     /// Each device's state checkpoints: a scrub is one of them and a few
     /// thousand events of replay.
     checkpoints: HashMap<i64, Checkpoints<'a>>,
+    /// What each device's what-if button shows (see [`what_if`]).
+    what_if: HashMap<i64, serde_json::Value>,
+}
+
+/// What the OOM panel's what-if button of each device shows. Served, the
+/// server runs the model when asked (`/api/whatif`); written, the page
+/// carries the table where `report` would run the model (a device with
+/// allocations in its trace) and has an OOM to ask about, else it says
+/// how to get it.
+fn what_if(
+    sty: &Style,
+    file: &str,
+    snap: &Snapshot,
+    report: &Report,
+    served: bool,
+) -> HashMap<i64, serde_json::Value> {
+    let simulable = crate::sim::trace::simulable_devices(snap);
+    report
+        .devices
+        .iter()
+        .map(|d| {
+            let dev = d.device;
+            let v = if !simulable.contains(&dev) {
+                serde_json::json!({"how": format!(
+                    "device {dev} has no allocations in its trace: the what-if model has nothing to replay"
+                )})
+            } else if served {
+                serde_json::json!({"request": format!("/api/whatif?device={dev}")})
+            } else if d.ooms.is_empty() {
+                serde_json::json!({"how": format!("fragscope simulate {file} --device {dev}")})
+            } else {
+                match what_if_table(sty, file, snap, dev) {
+                    Ok(t) => serde_json::json!({"table": t}),
+                    Err(e) => serde_json::json!({"how": e}),
+                }
+            };
+            (dev, v)
+        })
+        .collect()
+}
+
+/// The table `fragscope simulate FILE --device D` prints.
+fn what_if_table(sty: &Style, file: &str, snap: &Snapshot, device: i64) -> Result<String, String> {
+    super::simulate::default_sweep(snap, device, None)
+        .map(|r| crate::render::simulate::render(sty, file, &r))
+        .map_err(|e| format!("device {device}: the what-if model could not run: {e}"))
 }
 
 fn culprit_options() -> culprits::Options {
@@ -133,10 +181,12 @@ fn load<'a>(
     Ok(Loaded {
         style: *sty,
         report,
-        series,
         states,
         peaks,
+        zooms: series.iter().map(|(d, s)| (*d, rv::Zoom::new(s))).collect(),
+        series,
         checkpoints,
+        what_if: HashMap::new(),
     })
 }
 
@@ -150,6 +200,7 @@ fn data(snap: &Snapshot, v: &Loaded, served: bool, max_points: usize) -> serde_j
             series: &v.series[&d.device],
             states: v.states[&d.device].clone(),
             peak_by_site: v.peaks[&d.device].clone(),
+            what_if: v.what_if.get(&d.device).cloned().unwrap_or_default(),
         })
         .collect();
     rv::data(&View {
@@ -168,6 +219,63 @@ fn data(snap: &Snapshot, v: &Loaded, served: bool, max_points: usize) -> serde_j
     })
 }
 
+/// What one file's page is made of.
+enum Page<'a> {
+    /// A snapshot: the report, series and states the page and the server's
+    /// answers come from.
+    Snapshot(&'a Snapshot, Box<Loaded<'a>>),
+    /// A trace or memory-timeline export: the data as served (`true`) or
+    /// written.
+    Series(Box<dyn Fn(bool) -> serde_json::Value + 'a>),
+}
+
+fn page_of<'a>(
+    g: &'a Global,
+    l: &'a input::Loaded,
+    file: &'a str,
+    device: Option<i64>,
+    served: bool,
+) -> anyhow::Result<Page<'a>> {
+    let sty = &g.style;
+    Ok(match &l.content {
+        Content::Snapshot(snap) => {
+            let mut v = load(sty, snap, l, device)?;
+            v.what_if = what_if(sty, file, snap, &v.report, served);
+            Page::Snapshot(snap, Box::new(v))
+        }
+        Content::Profiler(t) => {
+            let fmt = pipeline::describe_format(sty, l);
+            let r = crate::analysis::report::trace::build(sty, t, file, &fmt, device, None)
+                .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+            Page::Series(Box::new(move |served| rv::trace_data(sty, &r, served)))
+        }
+        Content::MemoryTimeline(t) => {
+            if device.is_some() {
+                anyhow::bail!(
+                    "{file}: --device: a memory-timeline export holds one device's tensor bytes by category"
+                );
+            }
+            let fmt = pipeline::describe_format(sty, l);
+            let r = crate::analysis::report::trace::build_categories(sty, t, file, &fmt);
+            Page::Series(Box::new(move |served| rv::categories_data(sty, &r, served)))
+        }
+    })
+}
+
+/// The data of `file`'s page as `-o` writes it.
+pub(super) fn written_doc(
+    g: &Global,
+    file: &str,
+    device: Option<i64>,
+    max_points: usize,
+) -> anyhow::Result<serde_json::Value> {
+    let l = input::load(file, &g.load)?;
+    Ok(match page_of(g, &l, file, device, false)? {
+        Page::Snapshot(snap, v) => data(snap, &v, false, max_points),
+        Page::Series(doc) => doc(false),
+    })
+}
+
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     if a.max_points < 2 {
         anyhow::bail!("--max-points: at least 2 points");
@@ -176,44 +284,62 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     if a.output.is_some() && (a.bind.is_some() || a.port != 0) {
         anyhow::bail!("-o writes a page and serves nothing: --bind and --port serve one");
     }
-    let l = input::load(&a.file, &g.load)?;
-    let snap = match &l.content {
-        Content::Snapshot(s) => s,
-        Content::Profiler(_) => anyhow::bail!(
-            "{}: a profiler trace: `fragscope view` shows snapshots only so far; `fragscope report {} -o report.html` shows the trace",
-            a.file,
-            a.file
-        ),
-        Content::MemoryTimeline(_) => anyhow::bail!(
-            "{}: a memory-timeline export: `fragscope view` shows snapshots only so far; `fragscope report {} -o report.html` shows the categories",
-            a.file,
-            a.file
-        ),
-    };
-    let v = load(&g.style, snap, &l, a.device)?;
+    if a.file != "-" && std::path::Path::new(&a.file).is_dir() {
+        return super::view_ranks::run(&a, g, addr);
+    }
     if let Some(out) = &a.output {
-        let inputs = std::slice::from_ref(&a.file);
-        let lower = out.to_ascii_lowercase();
-        let doc = data(snap, &v, false, a.max_points);
-        let bytes = if lower.ends_with(".json") {
-            let mut s = serde_json::to_string_pretty(&doc)?;
-            s.push('\n');
-            s
-        } else if lower.ends_with(".html") || lower.ends_with(".htm") {
-            rv::page(&doc)
-        } else {
-            anyhow::bail!(
-                "{out}: cannot tell what to write from the extension; use .html (the page) or .json (its data)"
-            );
-        };
-        super::output::write_atomic(out, bytes.as_bytes(), inputs)?;
+        write_page(
+            out,
+            &a.file,
+            &written_doc(g, &a.file, a.device, a.max_points)?,
+        )?;
         return Ok(Exit::Ok);
     }
-    serve(snap, &v, addr, &a)
+    let l = input::load(&a.file, &g.load)?;
+    match page_of(g, &l, &a.file, a.device, true)? {
+        Page::Snapshot(snap, v) => {
+            let doc = data(snap, &v, true, a.max_points);
+            serve(&a, addr, &doc, |path, q| {
+                snapshot_api(snap, &v, path, q, &a.file)
+            })
+        }
+        // Nothing to ask for but the page and its data.
+        Page::Series(doc) => serve(&a, addr, &doc(true), |_, _| {
+            text(404, "not found: this server serves / and /api/data")
+        }),
+    }
 }
 
-/// Serves the page until the process is stopped (Ctrl-C).
-fn serve(snap: &Snapshot, v: &Loaded, addr: SocketAddr, a: &Args) -> anyhow::Result<Exit> {
+/// Writes the page (`.html`) or its data (`.json`), by the extension.
+pub(super) fn write_page(out: &str, file: &str, doc: &serde_json::Value) -> anyhow::Result<()> {
+    let lower = out.to_ascii_lowercase();
+    let bytes = if lower.ends_with(".json") {
+        let mut s = serde_json::to_string_pretty(doc)?;
+        s.push('\n');
+        s
+    } else if lower.ends_with(".html") || lower.ends_with(".htm") {
+        rv::page(doc)
+    } else {
+        anyhow::bail!(
+            "{out}: cannot tell what to write from the extension; use .html (the page) or .json (its data)"
+        );
+    };
+    super::output::write_atomic(
+        out,
+        bytes.as_bytes(),
+        std::slice::from_ref(&file.to_string()),
+    )?;
+    Ok(())
+}
+
+/// Serves the page of `doc` and `doc` itself (`/api/data`) until the
+/// process is stopped (Ctrl-C); `api` answers the other paths.
+pub(super) fn serve(
+    a: &Args,
+    addr: SocketAddr,
+    doc: &serde_json::Value,
+    mut api: impl FnMut(&str, &HashMap<&str, &str>) -> Answer,
+) -> anyhow::Result<Exit> {
     let server = tiny_http::Server::http(addr)
         .map_err(|e| anyhow::anyhow!("{addr}: cannot serve there: {e}"))?;
     let local = server
@@ -240,10 +366,10 @@ fn serve(snap: &Snapshot, v: &Loaded, addr: SocketAddr, a: &Args) -> anyhow::Res
     if !a.no_open && has_display() {
         open_browser(&url);
     }
-    let page = rv::page(&data(snap, v, true, a.max_points));
-    let max_points = a.max_points;
+    let page = rv::page(doc);
+    let data = serde_json::to_vec(doc)?;
     for req in server.incoming_requests() {
-        let (status, kind, body) = answer(snap, v, &page, &req, local, max_points);
+        let (status, kind, body) = answer(&req, local, &page, &data, &mut api);
         let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes())
             .expect("a valid header");
         let nosniff =
@@ -283,9 +409,9 @@ fn open_browser(url: &str) {
     }
 }
 
-type Answer = (u16, &'static str, Vec<u8>);
+pub(super) type Answer = (u16, &'static str, Vec<u8>);
 
-fn text(status: u16, msg: &str) -> Answer {
+pub(super) fn text(status: u16, msg: &str) -> Answer {
     (
         status,
         "text/plain; charset=utf-8",
@@ -317,12 +443,11 @@ fn loopback_host(host: Option<&str>, local: SocketAddr) -> bool {
 }
 
 fn answer(
-    snap: &Snapshot,
-    v: &Loaded,
-    page: &str,
     req: &tiny_http::Request,
     local: SocketAddr,
-    max_points: usize,
+    page: &str,
+    data: &[u8],
+    api: &mut impl FnMut(&str, &HashMap<&str, &str>) -> Answer,
 ) -> Answer {
     if !matches!(
         req.method(),
@@ -349,11 +474,24 @@ fn answer(
         .split('&')
         .filter_map(|kv| kv.split_once('='))
         .collect();
+    match path {
+        "/" | "/index.html" => (200, "text/html; charset=utf-8", page.as_bytes().to_vec()),
+        "/api/data" => (200, "application/json", data.to_vec()),
+        _ => api(path, &q),
+    }
+}
+
+/// A snapshot's states, zoomed series and what-if tables.
+fn snapshot_api(
+    snap: &Snapshot,
+    v: &Loaded,
+    path: &str,
+    q: &HashMap<&str, &str>,
+    file: &str,
+) -> Answer {
     let int = |k: &str| q.get(k).and_then(|x| x.parse::<i64>().ok());
     let device = |d: Option<i64>| d.filter(|d| v.series.contains_key(d));
     match path {
-        "/" | "/index.html" => (200, "text/html; charset=utf-8", page.as_bytes().to_vec()),
-        "/api/data" => json(&data(snap, v, true, max_points)),
         "/api/state" => {
             let (Some(d), Some(e)) = (device(int("device")), int("event")) else {
                 return text(400, "/api/state?device=D&event=E (E = -1 for the start)");
@@ -373,11 +511,23 @@ fn answer(
             let from = int("from").unwrap_or(-1);
             let to = int("to").unwrap_or(s.len() as i64);
             let points = int("points").unwrap_or(2000).clamp(2, 20_000) as usize;
-            json(&rv::window(s, from, to, points))
+            json(&v.zooms[&d].window(s, from, to, points))
+        }
+        "/api/whatif" => {
+            let Some(d) = device(int("device")) else {
+                return text(400, "/api/whatif?device=D");
+            };
+            if !crate::sim::trace::simulable_devices(snap).contains(&d) {
+                return text(400, &format!("device {d} has no allocations in its trace"));
+            }
+            match what_if_table(&v.style, file, snap, d) {
+                Ok(t) => (200, "text/plain; charset=utf-8", t.into_bytes()),
+                Err(e) => text(500, &e),
+            }
         }
         _ => text(
             404,
-            "not found: this server serves / and /api/{data,state,series}",
+            "not found: this server serves / and /api/{data,state,series,whatif}",
         ),
     }
 }

@@ -47,3 +47,4 @@ mod stats;
 mod synth;
 mod trace_commands;
 mod view;
+mod view_api;
