@@ -240,7 +240,9 @@ fn page_of<'a>(
     Ok(match &l.content {
         Content::Snapshot(snap) => {
             let mut v = load(sty, snap, l, device)?;
-            v.what_if = what_if(sty, file, snap, &v.report, served);
+            // The file by its base name, as the rest of the page names it.
+            let name = crate::analysis::report::base_name(file);
+            v.what_if = what_if(sty, &name, snap, &v.report, served);
             Page::Snapshot(snap, Box::new(v))
         }
         Content::Profiler(t) => {
@@ -299,8 +301,9 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     match page_of(g, &l, &a.file, a.device, true)? {
         Page::Snapshot(snap, v) => {
             let doc = data(snap, &v, true, a.max_points);
+            let name = crate::analysis::report::base_name(&a.file);
             serve(&a, addr, &doc, |path, q| {
-                snapshot_api(snap, &v, path, q, &a.file)
+                snapshot_api(snap, &v, path, q, &name)
             })
         }
         // Nothing to ask for but the page and its data.

@@ -6,15 +6,18 @@
 
 use crate::util::{fixture, run};
 use crate::view::{Server, data_of, get};
+use std::path::Path;
 
 const OOM_FIXTURE: &str = "view_oom_two_devices.pickle";
 
-/// What `fragscope simulate FILE --device D` prints, `None` where it
-/// refuses (no allocations in the device's trace).
+/// What `fragscope simulate FILE --device D` prints with FILE named by its
+/// base name (as the page names it), `None` where it refuses (no
+/// allocations in the device's trace).
 fn simulate(file: &str, device: i64) -> Option<String> {
     let r = run(["simulate", file, "--device", &device.to_string()]);
+    let name = Path::new(file).file_name().unwrap().to_str().unwrap();
     match r.code() {
-        0 => Some(r.stdout()),
+        0 => Some(r.stdout().replacen(file, name, 1)),
         _ => {
             assert!(r.stderr().contains("no allocations"), "{}", r.stderr());
             None
@@ -44,7 +47,7 @@ fn what_if_written_where_report_runs_it() {
                 ),
                 Some(_) if d["ooms"].as_array().unwrap().is_empty() => {
                     let how = w["how"].as_str().unwrap();
-                    assert_eq!(how, format!("fragscope simulate {file} --device {dev}"));
+                    assert_eq!(how, format!("fragscope simulate {name} --device {dev}"));
                 }
                 Some(table) => {
                     assert_eq!(w["table"].as_str().unwrap(), table, "{name}: device {dev}");
