@@ -22,6 +22,11 @@ use crate::timeline::{MomentState, Origin, Sample, Series};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
+mod inputs;
+mod zoom;
+pub use inputs::{categories_data, ranks_data, trace_data};
+pub use zoom::Zoom;
+
 pub const VIEW_SCHEMA: &str = "fragscope.view/1";
 
 const PAGE: &str = include_str!("page.html");
@@ -66,6 +71,10 @@ pub struct DeviceView<'a> {
     /// Live bytes of each call site at the peak of allocated bytes, by the
     /// site's label (from the culprit rows of that moment).
     pub peak_by_site: HashMap<String, u64>,
+    /// What the OOM panel's what-if button shows: `table` (the text
+    /// `simulate` prints), `request` (the server's path that answers it)
+    /// or `how` (why there is none, or the command that prints it).
+    pub what_if: Value,
 }
 
 /// The whole page's data.
@@ -169,6 +178,7 @@ fn device(v: &View, d: &DeviceView, budget: usize) -> Value {
         "key_moments": moments,
         "ooms": ooms,
         "sites": sites,
+        "what_if": d.what_if,
     })
 }
 
