@@ -20,8 +20,7 @@ committed), in one round:
     /proc/PID/smaps_rollup) of every process chromedriver started, and the JavaScript heap in use.
 
 Prints one Markdown table (the one in docs/perf.md), with the machine,
-commit and the command line. Run it under `flock /tmp/cargo.lock` on a
-shared machine.
+commit and the command line. Run it on an otherwise idle machine.
 
     scripts/bench_view.py                                  # 5 shapes x 1GB
     scripts/bench_view.py --shapes narrow --sizes 100MB    # a quick run
