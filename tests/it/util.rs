@@ -34,7 +34,7 @@ pub fn synthetic_pickle(o: &fragscope::synth::SynthOptions) -> Vec<u8> {
 
 /// A generated snapshot of `events` trace events (the default shape)
 /// written to `synthetic.pickle` in `d`, and its size.
-pub fn generated_snapshot(d: &Path, events: usize) -> (PathBuf, u64) {
+pub fn generated_snapshot(d: &Path, events: u64) -> (PathBuf, u64) {
     let input = d.join("synthetic.pickle");
     let o = fragscope::synth::SynthOptions {
         events,
