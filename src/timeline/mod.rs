@@ -26,6 +26,7 @@
 //! neither decodes input nor formats output.
 
 mod backward;
+pub mod checkpoints;
 pub mod downsample;
 mod forward;
 mod gaps;

@@ -24,6 +24,11 @@ use bands::{Stacks, stream_text};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashMap};
 
+mod inputs;
+mod zoom;
+pub use inputs::{categories_data, ranks_data, trace_data};
+pub use zoom::Zoom;
+
 pub const VIEW_SCHEMA: &str = "fragscope.view/1";
 
 const PAGE: &str = include_str!("page.html");
@@ -76,6 +81,10 @@ pub struct DeviceView<'a> {
     pub peak_by_site: HashMap<String, u64>,
     /// Every allocation of the replay, for the bands.
     pub lifetimes: &'a [Lifetime],
+    /// What the OOM panel's what-if button shows: `table` (the text
+    /// `simulate` prints), `request` (the server's path that answers it)
+    /// or `how` (why there is none, or the command that prints it).
+    pub what_if: Value,
 }
 
 /// The whole page's data.
@@ -188,6 +197,7 @@ fn device(v: &View, d: &DeviceView, (budget, band_budget): (usize, usize)) -> Va
         "key_moments": moments,
         "ooms": ooms,
         "sites": sites,
+        "what_if": d.what_if,
     })
 }
 
@@ -423,16 +433,45 @@ pub fn state(sty: &Style, snap: &Snapshot, st: &MomentState) -> Value {
 
 /// The self-contained page: styles, script and `data` inline.
 pub fn page(data: &Value) -> String {
+    let mut out = Vec::new();
+    write_page(&mut out, data).expect("writing to memory");
+    String::from_utf8(out).expect("the page is UTF-8")
+}
+
+/// [`page`] written to `w` as it is made, the data serialized straight
+/// into it: the page is never held whole.
+pub fn write_page(w: &mut dyn std::io::Write, data: &Value) -> std::io::Result<()> {
+    let title = data["file"].as_str().unwrap_or("fragscope");
+    let page = PAGE
+        .replacen("{{TITLE}}", &html_escape(title), 1)
+        .replacen("{{STYLE}}", CSS, 1)
+        .replacen("{{SCRIPT}}", JS, 1);
+    let Some((head, tail)) = page.split_once("{{DATA}}") else {
+        return w.write_all(page.as_bytes());
+    };
+    w.write_all(head.as_bytes())?;
     // `<` can only stand inside a JSON string, where `\u003c` means the
     // same: no `</script>` or `<!--` can then end the data's element.
-    let json = serde_json::to_string(data)
-        .expect("JSON values serialize")
-        .replace('<', "\\u003c");
-    let title = data["file"].as_str().unwrap_or("fragscope");
-    PAGE.replacen("{{TITLE}}", &html_escape(title), 1)
-        .replacen("{{STYLE}}", CSS, 1)
-        .replacen("{{SCRIPT}}", JS, 1)
-        .replacen("{{DATA}}", &json, 1)
+    serde_json::to_writer(NoLessThan(&mut *w), data)?;
+    w.write_all(tail.as_bytes())
+}
+
+/// Writes `<` as `\u003c`, everything else as it comes.
+struct NoLessThan<'w>(&'w mut dyn std::io::Write);
+
+impl std::io::Write for NoLessThan<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for (i, part) in buf.split(|&b| b == b'<').enumerate() {
+            if i > 0 {
+                self.0.write_all(b"\\u003c")?;
+            }
+            self.0.write_all(part)?;
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 fn html_escape(s: &str) -> String {
