@@ -16,7 +16,7 @@ use crate::model::Snapshot;
 use crate::pipeline;
 use crate::render::view::{self as rv, Detail, DeviceView, View};
 use crate::timeline::checkpoints::Checkpoints;
-use crate::timeline::{MomentState, Series};
+use crate::timeline::{self, MomentState, Replayer, Series};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -39,8 +39,8 @@ mod state;
 mod tests;
 
 pub use crate::model::Moment;
-pub use lifetimes::Lifetime;
 use crate::model::*;
+pub use lifetimes::Lifetime;
 use serde::Serialize;
 pub use series::Series;
 use state::{Layout, Problem};

@@ -220,12 +220,15 @@ pub fn tiers(
     json!({"tiers": out, "stacks": stacks.into_value()})
 }
 
+/// The largest lifetimes of one window so far, as a min-heap of (size,
+/// index): its top is the one to drop when a larger one comes.
+type Largest = BinaryHeap<Reverse<(u64, Reverse<usize>)>>;
+
 /// [`largest_in`] for every window of a tier at once: each lifetime goes
 /// to the windows it overlaps.
 fn largest_per_window(lives: &[Lifetime], len: usize, slots: usize) -> Vec<Vec<usize>> {
     let n = slots - 1;
-    let mut heaps: Vec<BinaryHeap<Reverse<(u64, Reverse<usize>)>>> =
-        (0..n).map(|_| BinaryHeap::new()).collect();
+    let mut heaps: Vec<Largest> = (0..n).map(|_| BinaryHeap::new()).collect();
     let slot_of = |s: usize| (s * slots / len).min(slots - 1);
     for (i, l) in lives.iter().enumerate() {
         let (a, b) = live_samples(l, len);
