@@ -1,15 +1,20 @@
 //! One benchmark per pipeline stage, with throughput: decode (bytes/s),
 //! replay (events/s), metrics (events/s: end-of-file figures, per-sample
-//! fragmentation, the report's culprits and moments) and render (events/s:
-//! the stats table, the timeline CSV, the HTML report), on a synthetic
-//! snapshot made in memory by `fragscope::synth` and, when ../shared/real
-//! is present, on the largest real pickle.
+//! fragmentation, the report's culprits and moments), sim (events/s: the
+//! allocator model under the recorded settings, and `simulate`'s sweep)
+//! and render (events/s: the stats table, the timeline CSV, the HTML
+//! report), on synthetic snapshots made in memory by `fragscope::synth`,
+//! one of each shape of `FRAGSCOPE_BENCH_SHAPES` (default `narrow`,
+//! `many-sites` and `fragmented`: many call sites, fragmentation-heavy),
+//! and, when ../shared/real is present, on the largest real pickle.
 //!
 //!     cargo bench --bench stages
 //!     FRAGSCOPE_BENCH_EVENTS=1000000 cargo bench --bench stages -- decode
+//!     FRAGSCOPE_BENCH_SHAPES=fragmented cargo bench --bench stages -- sim
 //!
 //! The end-to-end comparison with Python is `scripts/bench.py`.
 
+use clap::ValueEnum;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fragscope::analysis::metrics::DeviceMetrics;
 use fragscope::analysis::report::Report;
@@ -17,7 +22,7 @@ use fragscope::core::style::Style;
 use fragscope::input::{self, Content, Loaded};
 use fragscope::model::Snapshot;
 use fragscope::pipeline::{attach_what_if, build_report};
-use fragscope::synth::{SynthOptions, generate, write_pickle};
+use fragscope::synth::{Shape, SynthOptions, generate, write_pickle};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -39,14 +44,22 @@ fn inputs() -> Vec<(String, Vec<u8>)> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000u64);
-    let s = generate(&SynthOptions {
-        events,
-        seed: 1,
-        ..Default::default()
-    });
-    let mut bytes = Vec::new();
-    write_pickle(&s, &mut bytes).expect("writing to memory");
-    let mut out = vec![(format!("synth-{events}"), bytes)];
+    let shapes = std::env::var("FRAGSCOPE_BENCH_SHAPES")
+        .unwrap_or_else(|_| "narrow,many-sites,fragmented".into());
+    let mut out = Vec::new();
+    for name in shapes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let shape = Shape::from_str(name, true)
+            .unwrap_or_else(|e| panic!("FRAGSCOPE_BENCH_SHAPES: {name}: {e}"));
+        let s = generate(&SynthOptions {
+            events,
+            seed: 1,
+            shape,
+            ..Default::default()
+        });
+        let mut bytes = Vec::new();
+        write_pickle(&s, &mut bytes).expect("writing to memory");
+        out.push((format!("{name}-{events}"), bytes));
+    }
     let largest = std::fs::read_dir(REAL).ok().and_then(|d| {
         d.filter_map(|e| e.ok())
             .map(|e| e.path())
@@ -127,7 +140,7 @@ fn stages(c: &mut Criterion) {
                             .find(|d| d.device == r.device)
                             .map(|d| d.stats.clone())
                             .unwrap_or_default();
-                        DeviceMetrics::from_parts(r.device, &end, &r.samples.to_vec(), 0)
+                        DeviceMetrics::from_parts(r.device, &end, &r.samples, 0)
                     })
                     .collect();
                 (fs, per_device)
@@ -138,6 +151,21 @@ fn stages(c: &mut Criterion) {
             b.iter(|| report_model(black_box(s), &loaded))
         });
         g.finish();
+        if let Some(d) = fragscope::sim::trace::default_device(&snap) {
+            let (recorded, _, _) = fragscope::sim::run::recorded_config(&snap);
+            let input = fragscope::sim::run::prepare(&snap, d, None);
+            let sweep = fragscope::sim::default_sweep(&recorded);
+            let mut g = c.benchmark_group("sim");
+            g.sample_size(10);
+            g.throughput(Throughput::Elements(n));
+            g.bench_with_input(BenchmarkId::new("recorded", &label), &input, |b, i| {
+                b.iter(|| fragscope::sim::run::run(black_box(i), &recorded).expect("a run"))
+            });
+            g.bench_with_input(BenchmarkId::new("sweep", &label), &input, |b, i| {
+                b.iter(|| fragscope::sim::run_configs(black_box(i), &sweep).expect("runs"))
+            });
+            g.finish();
+        }
         let report = report_model(&snap, &loaded);
 
         let fs = fragscope::analysis::stats::file_stats(&snap, "bench", String::new());

@@ -394,7 +394,6 @@ fn rank_key(b: &BlockFinding) -> (std::cmp::Reverse<u64>, u64, u64, u64) {
 /// Analyses one state. `snap` supplies stacks and the trace (for origins and
 /// ages); `state` is never modified.
 pub fn analyze(snap: &Snapshot, state: &MomentState, opts: &Options) -> Analysis {
-    let trace = snap.trace_of(state.device);
     let (target, target_source) = match (opts.request, state.failed_request) {
         (Some(r), _) => (Some(r), Some("request")),
         (None, Some(r)) => (Some(r), Some("failed_request")),
@@ -403,82 +402,9 @@ pub fn analyze(snap: &Snapshot, state: &MomentState, opts: &Options) -> Analysis
     let mut segments: Vec<&Segment> = state.segments.iter().collect();
     segments.sort_by_key(|s| s.address);
 
-    let mut sites: HashMap<StackId, CallSite> = HashMap::new();
-    let mut blocks = Vec::new();
-    let mut free = 0u64;
-    let mut reserved = 0u64;
-    let mut stack_from_trace = 0u64;
-    for seg in &segments {
-        reserved += seg.total_size;
-        let stranded = stranded_in_segment(seg, target);
-        for (b, s) in seg.blocks.iter().zip(stranded) {
-            if !is_active(b) {
-                free += b.size;
-                continue;
-            }
-            let origin = state
-                .origins
-                .get(&b.address)
-                .copied()
-                .unwrap_or(Origin::OlderThanTrace);
-            let ev = match origin {
-                Origin::Event(i) => trace.get(i as usize),
-                Origin::OlderThanTrace => None,
-            };
-            let stack = if b.frames != StackId::EMPTY {
-                b.frames
-            } else if let Some(e) = ev.filter(|e| e.frames != StackId::EMPTY) {
-                stack_from_trace += 1;
-                e.frames
-            } else {
-                StackId::EMPTY
-            };
-            let site = sites
-                .entry(stack)
-                .or_insert_with(|| call_site(snap, stack))
-                .clone();
-            let (age_events, age_us) = match origin {
-                Origin::Event(i) => (
-                    state.at.map(|a| (a as u64).saturating_sub(i as u64)),
-                    match (state.time_us, ev.and_then(|e| e.time_us())) {
-                        (Some(now), Some(then)) => Some(now - then),
-                        _ => None,
-                    },
-                ),
-                Origin::OlderThanTrace => (None, None),
-            };
-            blocks.push(BlockFinding {
-                rank: None,
-                address: b.address,
-                state: b.state,
-                size: b.size,
-                requested: b.requested_size,
-                segment: seg.address,
-                segment_size: seg.total_size,
-                segment_type: seg.segment_type,
-                stream: seg.stream,
-                stranded: s,
-                origin,
-                age_events,
-                age_us,
-                call_site: site,
-                stack,
-            });
-        }
-    }
-    // Culprits (allocated, stranding something) first, in rank order; the
-    // rest after them in the same order.
-    blocks.sort_by_key(|b| {
-        let culprit = b.state == BlockState::ActiveAllocated && b.stranded > 0;
-        (!culprit, rank_key(b))
-    });
-    let culprits = blocks
-        .iter()
-        .take_while(|b| b.state == BlockState::ActiveAllocated && b.stranded > 0)
-        .count();
-    for (i, b) in blocks.iter_mut().take(culprits).enumerate() {
-        b.rank = Some(i + 1);
-    }
+    let found = find_blocks(snap, state, &segments, target);
+    let mut blocks = found.blocks;
+    let culprits = rank(&mut blocks);
     let total_stranded: u64 = blocks.iter().map(|b| b.stranded).sum();
     let gap = largest_gap(&state.segments);
 
@@ -502,10 +428,149 @@ pub fn analyze(snap: &Snapshot, state: &MomentState, opts: &Options) -> Analysis
         )
     });
 
-    let events_so_far = state.at.map_or(0, |a| a as u64 + 1);
-    let long_lived_small = (0..culprits)
+    let long_lived_small = long_lived_small(&blocks[..culprits], state.at);
+    let almost_empty = almost_empty(&segments, &blocks);
+    let rounding_waste = rounding_waste(&blocks);
+    let mut pending_free: Vec<usize> = (0..blocks.len())
+        .filter(|&i| blocks[i].state == BlockState::ActivePendingFree)
+        .collect();
+    pending_free.sort_by_key(|&i| rank_key(&blocks[i]));
+    let notes = notes(&blocks, found.stack_from_trace);
+
+    Analysis {
+        device: state.device,
+        at: state.at,
+        time_us: state.time_us,
+        target,
+        target_source,
+        segments: segments.len() as u64,
+        reserved: found.reserved,
+        free: found.free,
+        total_stranded,
+        largest_gap: gap,
+        culprits: culprits as u64,
+        group_by: opts.group_by,
+        groups,
+        without_top_group,
+        without_top_culprits,
+        long_lived_small,
+        almost_empty,
+        rounding_waste,
+        pending_free,
+        notes,
+        blocks,
+    }
+}
+
+/// The active blocks of a state, unranked, with the totals gathered on the
+/// way.
+struct Found {
+    blocks: Vec<BlockFinding>,
+    /// Bytes of inactive blocks.
+    free: u64,
+    reserved: u64,
+    /// Blocks without a stack of their own that took their `alloc` event's.
+    stack_from_trace: u64,
+}
+
+/// One finding per active block of `segments` (in address order), with its
+/// stranded bytes, origin, age and call site.
+fn find_blocks(
+    snap: &Snapshot,
+    state: &MomentState,
+    segments: &[&Segment],
+    target: Option<u64>,
+) -> Found {
+    let trace = snap.trace_of(state.device);
+    let mut sites: HashMap<StackId, CallSite> = HashMap::new();
+    let mut found = Found {
+        blocks: Vec::new(),
+        free: 0,
+        reserved: 0,
+        stack_from_trace: 0,
+    };
+    for seg in segments {
+        found.reserved += seg.total_size;
+        let stranded = stranded_in_segment(seg, target);
+        for (b, s) in seg.blocks.iter().zip(stranded) {
+            if !is_active(b) {
+                found.free += b.size;
+                continue;
+            }
+            let origin = state
+                .origins
+                .get(&b.address)
+                .copied()
+                .unwrap_or(Origin::OlderThanTrace);
+            let ev = match origin {
+                Origin::Event(i) => trace.get(i as usize),
+                Origin::OlderThanTrace => None,
+            };
+            let stack = if b.frames != StackId::EMPTY {
+                b.frames
+            } else if let Some(e) = ev.filter(|e| e.frames != StackId::EMPTY) {
+                found.stack_from_trace += 1;
+                e.frames
+            } else {
+                StackId::EMPTY
+            };
+            let site = sites
+                .entry(stack)
+                .or_insert_with(|| call_site(snap, stack))
+                .clone();
+            let (age_events, age_us) = match origin {
+                Origin::Event(i) => (
+                    state.at.map(|a| (a as u64).saturating_sub(i as u64)),
+                    match (state.time_us, ev.and_then(|e| e.time_us())) {
+                        (Some(now), Some(then)) => Some(now - then),
+                        _ => None,
+                    },
+                ),
+                Origin::OlderThanTrace => (None, None),
+            };
+            found.blocks.push(BlockFinding {
+                rank: None,
+                address: b.address,
+                state: b.state,
+                size: b.size,
+                requested: b.requested_size,
+                segment: seg.address,
+                segment_size: seg.total_size,
+                segment_type: seg.segment_type,
+                stream: seg.stream,
+                stranded: s,
+                origin,
+                age_events,
+                age_us,
+                call_site: site,
+                stack,
+            });
+        }
+    }
+    found
+}
+
+/// Puts the culprits (allocated, stranding something) first, in rank order
+/// and numbered, the rest after them in the same order; returns how many
+/// culprits there are.
+fn rank(blocks: &mut [BlockFinding]) -> usize {
+    let is_culprit = |b: &BlockFinding| b.state == BlockState::ActiveAllocated && b.stranded > 0;
+    blocks.sort_by_key(|b| (!is_culprit(b), rank_key(b)));
+    let culprits = blocks.iter().take_while(|b| is_culprit(b)).count();
+    for (i, b) in blocks.iter_mut().take(culprits).enumerate() {
+        b.rank = Some(i + 1);
+    }
+    culprits
+}
+
+/// Indices of the culprits that are small blocks in large segments and
+/// have lived at least half of the events so far (or since before the
+/// trace) at the moment `at`.
+fn long_lived_small(culprits: &[BlockFinding], at: Option<usize>) -> Vec<usize> {
+    let events_so_far = at.map_or(0, |a| a as u64 + 1);
+    (0..culprits.len())
         .filter(|&i| {
-            let b = &blocks[i];
+            let b = &culprits[i];
             let long_lived = match b.age_events {
                 None => b.origin == Origin::OlderThanTrace,
                 Some(age) => age * 2 >= events_so_far,
@@ -514,15 +579,12 @@ pub fn analyze(snap: &Snapshot, state: &MomentState, opts: &Options) -> Analysis
                 && b.size.saturating_mul(SMALL_BLOCK_FACTOR) <= b.segment_size
                 && long_lived
         })
-        .collect();
+        .collect()
+}
 
-    let almost_empty = almost_empty(&segments, &blocks);
-    let rounding_waste = rounding_waste(&blocks);
-    let mut pending_free: Vec<usize> = (0..blocks.len())
-        .filter(|&i| blocks[i].state == BlockState::ActivePendingFree)
-        .collect();
-    pending_free.sort_by_key(|&i| rank_key(&blocks[i]));
-
+/// Facts about the blocks worth a line: missing stacks, stacks taken from
+/// the trace, missing requested sizes.
+fn notes(blocks: &[BlockFinding], stack_from_trace: u64) -> Vec<String> {
     let mut notes = Vec::new();
     let unknown = blocks
         .iter()
@@ -547,30 +609,7 @@ pub fn analyze(snap: &Snapshot, state: &MomentState, opts: &Options) -> Analysis
             blocks.len()
         ));
     }
-
-    Analysis {
-        device: state.device,
-        at: state.at,
-        time_us: state.time_us,
-        target,
-        target_source,
-        segments: segments.len() as u64,
-        reserved,
-        free,
-        total_stranded,
-        largest_gap: gap,
-        culprits: culprits as u64,
-        group_by: opts.group_by,
-        groups,
-        without_top_group,
-        without_top_culprits,
-        long_lived_small,
-        almost_empty,
-        rounding_waste,
-        pending_free,
-        notes,
-        blocks,
-    }
+    notes
 }
 
 #[derive(PartialEq, Eq, Hash, Clone)]
@@ -724,36 +763,10 @@ pub fn trace_culprits(
 mod tests {
     use super::*;
 
+    /// A segment at `addr` of blocks (size, state), each requesting its size.
     fn seg(addr: u64, blocks: &[(u64, BlockState)]) -> Segment {
-        let mut a = addr;
-        let blocks: Vec<Block> = blocks
-            .iter()
-            .map(|&(size, state)| {
-                let b = Block {
-                    address: a,
-                    size,
-                    requested_size: Some(size),
-                    state,
-                    frames: StackId::EMPTY,
-                };
-                a += size;
-                b
-            })
-            .collect();
-        Segment {
-            device: 0,
-            address: addr,
-            total_size: a - addr,
-            allocated_size: None,
-            active_size: None,
-            requested_size: None,
-            stream: 0,
-            segment_type: SegmentType::Large,
-            pool_id: None,
-            is_expandable: None,
-            frames: StackId::EMPTY,
-            blocks,
-        }
+        let blocks: Vec<_> = blocks.iter().map(|&(s, st)| (s, Some(s), st)).collect();
+        crate::model::test_support::laid_out(addr, &blocks)
     }
 
     use BlockState::{ActiveAllocated as L, ActivePendingFree as P, Inactive as F};

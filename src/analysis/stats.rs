@@ -333,13 +333,7 @@ mod tests {
     use super::*;
 
     fn blk(size: u64, req: Option<u64>, state: BlockState) -> Block {
-        Block {
-            address: 0,
-            size,
-            requested_size: req,
-            state,
-            frames: StackId::EMPTY,
-        }
+        crate::model::test_support::block(0, size, req, state, StackId::EMPTY)
     }
 
     #[test]
@@ -394,25 +388,15 @@ mod tests {
 
     #[test]
     fn definitions() {
-        let seg = Segment {
-            device: 0,
-            address: 0,
-            total_size: 10_000,
-            allocated_size: None,
-            active_size: None,
-            requested_size: None,
-            stream: 0,
-            segment_type: SegmentType::Large,
-            pool_id: None,
-            is_expandable: None,
-            frames: StackId::EMPTY,
-            blocks: vec![
+        let seg = crate::model::test_support::segment(
+            0,
+            vec![
                 blk(4000, Some(3000), BlockState::ActiveAllocated),
                 blk(1000, Some(1000), BlockState::ActivePendingFree),
                 blk(3000, Some(7), BlockState::Inactive),
                 blk(2000, None, BlockState::Inactive),
             ],
-        };
+        );
         let s = StateStats::of([&seg]);
         assert_eq!(s.allocated_bytes, 3000);
         assert_eq!(s.active_bytes, 4000);

@@ -47,24 +47,36 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         Some((x, y)) => (Some(x), Some(y)),
         None => (None, None),
     };
-    let (mb, sb) = load_measured(&a.before, &g.load, db)?;
-    let (ma, sa) = load_measured(&a.after, &g.load, da)?;
-    same_kind((&a.before, &mb), (&a.after, &ma), "AFTER")?;
-    let sites = |c: &Content, d, file: &str| match c {
-        Content::Snapshot(s) => {
-            let (v, bad) = call_sites(s, d);
-            if bad > 0 {
-                warn(&format!(
-                    "{file}: {bad} call site(s) free more in the trace than the final state explains; their peaks are lower bounds"
-                ));
+    // Each run's call sites are read from its trace, which is then dropped
+    // (the segment comparison reads the final states only): the two traces
+    // are never held at once. A warning waits until both files are read.
+    let sites = |c: &mut Content, d| {
+        let x = match &*c {
+            Content::Snapshot(s) => {
+                let (v, bad) = call_sites(s, d);
+                (Some(v), bad)
             }
-            Some(v)
+            Content::Profiler(t) if t.cpu_only() => (None, 0),
+            Content::Profiler(t) => (trace_sites(t, d), 0),
+            Content::MemoryTimeline(_) => (None, 0),
+        };
+        if let Content::Snapshot(s) = c {
+            s.device_traces = None;
         }
-        Content::Profiler(t) if t.cpu_only() => None,
-        Content::Profiler(t) => trace_sites(t, d),
-        Content::MemoryTimeline(_) => None,
+        x
     };
-    let (xb, xa) = (sites(&sb, db, &a.before), sites(&sa, da, &a.after));
+    let (mb, mut sb) = load_measured(&a.before, &g.load, db)?;
+    let (xb, bad_b) = sites(&mut sb, db);
+    let (ma, mut sa) = load_measured(&a.after, &g.load, da)?;
+    same_kind((&a.before, &mb), (&a.after, &ma), "AFTER")?;
+    let (xa, bad_a) = sites(&mut sa, da);
+    for (file, bad) in [(&a.before, bad_b), (&a.after, bad_a)] {
+        if bad > 0 {
+            warn(&format!(
+                "{file}: {bad} call site(s) free more in the trace than the final state explains; their peaks are lower bounds"
+            ));
+        }
+    }
     let mut r = diff(
         &DiffInput {
             file: &a.before,

@@ -250,7 +250,7 @@ fn write_snapshot(
     devs: &[i64],
     sel: &Selection,
 ) -> io::Result<()> {
-    let Listing { st, a, fmt, format } = l;
+    let Listing { a, fmt, format, .. } = l;
     head(
         w,
         a,
@@ -265,58 +265,41 @@ fn write_snapshot(
         let r = crate::timeline::replay_device(s, d);
         let ev = SnapshotEvents::new(s, &r, sel);
         let (from, to, n) = ev.range();
-        match format {
-            Format::Text => {
-                let rep = &r.report;
-                writeln!(
-                    w,
-                    "\ndevice {d}: {} events, {} replayed cleanly; {}",
-                    rep.events,
-                    rep.clean_events,
-                    if rep.final_state_matches {
-                        "the replay reproduces the recorded final state exactly"
-                    } else {
-                        "the replay does NOT reproduce the recorded final state"
-                    }
-                )?;
-                if !rep.final_state_matches || !rep.anomalies.is_empty() {
-                    w.write_all(crate::render::timeline::report_lines(rep).as_bytes())?;
+        if format == Format::Text {
+            let rep = &r.report;
+            writeln!(
+                w,
+                "\ndevice {d}: {} events, {} replayed cleanly; {}",
+                rep.events,
+                rep.clean_events,
+                if rep.final_state_matches {
+                    "the replay reproduces the recorded final state exactly"
+                } else {
+                    "the replay does NOT reproduce the recorded final state"
                 }
-                let t0 = s.trace_of(d).iter().find_map(|e| e.time_us());
-                text_device(st, w, t0, a.from, (from, to, n), a.grep.as_deref(), &|f| {
-                    ev.for_each(f)
-                })?;
-            }
-            Format::Csv => {
-                let dev = d.to_string();
-                ev.for_each(|row| re::csv_row(w, &dev, row))?;
-            }
-            Format::Json => {
-                re::json_device_start(
-                    w,
-                    &json!({
-                        "device": d,
-                        "trace_events": n,
-                        "from": from,
-                        "to": to,
-                        "report": r.report,
-                    }),
-                    k == 0,
-                )?;
-                let mut first = true;
-                let listed = ev.for_each(|row| {
-                    re::json_row(w, row, first)?;
-                    first = false;
-                    Ok(())
-                })?;
-                re::json_device_end(w, listed)?;
+            )?;
+            if !rep.final_state_matches || !rep.anomalies.is_empty() {
+                w.write_all(crate::render::timeline::report_lines(rep).as_bytes())?;
             }
         }
+        let device = Device {
+            label: &d.to_string(),
+            first: k == 0,
+            t0: s.trace_of(d).iter().find_map(|e| e.time_us()),
+            range: (from, to, n),
+        };
+        let json_head = || {
+            json!({
+                "device": d,
+                "trace_events": n,
+                "from": from,
+                "to": to,
+                "report": r.report,
+            })
+        };
+        write_rows(w, l, device, json_head, &|f| ev.for_each(f))?;
     }
-    if format == Format::Json {
-        re::json_end(w)?;
-    }
-    Ok(())
+    foot(w, format)
 }
 
 fn write_trace(
@@ -326,7 +309,7 @@ fn write_trace(
     devs: &[usize],
     sel: &Selection,
 ) -> io::Result<()> {
-    let Listing { st, a, fmt, format } = l;
+    let Listing { a, fmt, format, .. } = l;
     head(
         w,
         a,
@@ -339,44 +322,74 @@ fn write_trace(
         let d = &t.devices[i];
         let ev = TraceEvents::new(t, d, sel);
         let (from, to, n) = ev.range();
-        match format {
-            Format::Text => {
-                writeln!(
-                    w,
-                    "\n{}{}: {n} memory events, {} out-of-memory record(s)",
-                    d.label,
-                    d.name.as_ref().map_or(String::new(), |x| format!(" ({x})")),
-                    d.ooms.len()
-                )?;
-                let t0 = d.events.first().map(|e| crate::model::profiler::time_of(e.ts_us));
-                text_device(st, w, t0, a.from, (from, to, n), a.grep.as_deref(), &|f| {
-                    ev.for_each(f)
-                })?;
-            }
-            Format::Csv => {
-                ev.for_each(|row| re::csv_row(w, &d.label, row))?;
-            }
-            Format::Json => {
-                re::json_device_start(
-                    w,
-                    &json!({
-                        "device": d.label,
-                        "trace_events": n,
-                        "from": from,
-                        "to": to,
-                    }),
-                    k == 0,
-                )?;
-                let mut first = true;
-                let listed = ev.for_each(|row| {
-                    re::json_row(w, row, first)?;
-                    first = false;
-                    Ok(())
-                })?;
-                re::json_device_end(w, listed)?;
-            }
+        if format == Format::Text {
+            writeln!(
+                w,
+                "\n{}{}: {n} memory events, {} out-of-memory record(s)",
+                d.label,
+                d.name.as_ref().map_or(String::new(), |x| format!(" ({x})")),
+                d.ooms.len()
+            )?;
+        }
+        let device = Device {
+            label: &d.label,
+            first: k == 0,
+            t0: d.events.first().map(|e| crate::model::profiler::time_of(e.ts_us)),
+            range: (from, to, n),
+        };
+        let json_head = || {
+            json!({
+                "device": d.label,
+                "trace_events": n,
+                "from": from,
+                "to": to,
+            })
+        };
+        write_rows(w, l, device, json_head, &|f| ev.for_each(f))?;
+    }
+    foot(w, format)
+}
+
+/// One listed device, as its rows are written.
+struct Device<'a> {
+    /// The device column of the CSV.
+    label: &'a str,
+    /// The first device of the JSON array.
+    first: bool,
+    /// The time origin of the text table.
+    t0: Option<i64>,
+    /// The events asked for and the trace's length, as `range` gives them.
+    range: (usize, usize, usize),
+}
+
+/// One device's rows in the chosen form, after the heading the caller
+/// wrote: the text table and how many were listed, CSV rows, or the JSON
+/// device object (its fields from `json_head`, then one event a line).
+fn write_rows(
+    w: &mut dyn Write,
+    l: Listing,
+    d: Device,
+    json_head: impl FnOnce() -> serde_json::Value,
+    each: &ForEach,
+) -> io::Result<()> {
+    match l.format {
+        Format::Text => text_device(l.st, w, d.t0, l.a.from, d.range, l.a.grep.as_deref(), each),
+        Format::Csv => each(&mut |row| re::csv_row(w, d.label, row)).map(|_| ()),
+        Format::Json => {
+            re::json_device_start(w, &json_head(), d.first)?;
+            let mut first = true;
+            let listed = each(&mut |row| {
+                re::json_row(w, row, first)?;
+                first = false;
+                Ok(())
+            })?;
+            re::json_device_end(w, listed)
         }
     }
+}
+
+/// What comes after every device: the JSON object's end.
+fn foot(w: &mut dyn Write, format: Format) -> io::Result<()> {
     if format == Format::Json {
         re::json_end(w)?;
     }

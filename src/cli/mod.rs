@@ -25,6 +25,7 @@ pub mod stats;
 pub mod synth;
 pub mod timeline;
 pub mod view;
+mod view_ranks;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 

@@ -38,6 +38,18 @@ struct JsonOut<'a> {
     report: &'a sim::SimReport,
 }
 
+/// The model of `device` under the settings `simulate` tries when none is
+/// given (the recorded ones and the default sweep from them); `fragscope
+/// view` shows the same table.
+pub fn default_sweep(
+    snap: &crate::model::Snapshot,
+    device: i64,
+    capacity: Option<u64>,
+) -> Result<sim::SimReport, sim::SimError> {
+    let (recorded, _, _) = sim::run::recorded_config(snap);
+    sim::simulate_device(snap, device, &sim::default_sweep(&recorded), capacity)
+}
+
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let configs: Vec<SimConfig> = a
         .confs
@@ -69,14 +81,12 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             )
         })?,
     };
-    let (recorded, _, _) = sim::run::recorded_config(&snap);
-    let configs = if configs.is_empty() {
-        sim::default_sweep(&recorded)
+    let report = if configs.is_empty() {
+        default_sweep(&snap, device, a.capacity)
     } else {
-        configs
-    };
-    let report = sim::simulate_device(&snap, device, &configs, a.capacity)
-        .with_context(|| format!("{}: device {device}", a.file))?;
+        sim::simulate_device(&snap, device, &configs, a.capacity)
+    }
+    .with_context(|| format!("{}: device {device}", a.file))?;
     if devices.len() > 1 && a.device.is_none() && !a.json {
         warn(&format!(
             "{}: replaying device {device}; devices with allocations: {} (choose with --device)",

@@ -15,6 +15,7 @@ use crate::input::{self, Content};
 use crate::model::Snapshot;
 use crate::pipeline;
 use crate::render::view::{self as rv, Detail, DeviceView, View};
+use crate::timeline::checkpoints::Checkpoints;
 use crate::timeline::{self, MomentState, Replayer, Series};
 use std::collections::HashMap;
 use std::io::Write;
@@ -51,12 +52,65 @@ pub struct Args {
 }
 
 /// Everything the page shows, computed once.
-struct Loaded {
+struct Loaded<'a> {
     style: Style,
     report: Report,
     series: HashMap<i64, Series>,
+    /// Each device's series cut into buckets, for zoomed windows.
+    zooms: HashMap<i64, rv::Zoom>,
     states: HashMap<i64, Vec<MomentState>>,
     peaks: HashMap<i64, HashMap<String, u64>>,
+    /// Every allocation's interval, for the bands.
+    lifetimes: HashMap<i64, Vec<timeline::Lifetime>>,
+    /// Each device's state checkpoints: a scrub is one of them and a few
+    /// thousand events of replay.
+    checkpoints: HashMap<i64, Checkpoints<'a>>,
+    /// What each device's what-if button shows (see [`what_if`]).
+    what_if: HashMap<i64, serde_json::Value>,
+}
+
+/// What the OOM panel's what-if button of each device shows. Served, the
+/// server runs the model when asked (`/api/whatif`); written, the page
+/// carries the table where `report` would run the model (a device with
+/// allocations in its trace) and has an OOM to ask about, else it says
+/// how to get it.
+fn what_if(
+    sty: &Style,
+    file: &str,
+    snap: &Snapshot,
+    report: &Report,
+    served: bool,
+) -> HashMap<i64, serde_json::Value> {
+    let simulable = crate::sim::trace::simulable_devices(snap);
+    report
+        .devices
+        .iter()
+        .map(|d| {
+            let dev = d.device;
+            let v = if !simulable.contains(&dev) {
+                serde_json::json!({"how": format!(
+                    "device {dev} has no allocations in its trace: the what-if model has nothing to replay"
+                )})
+            } else if served {
+                serde_json::json!({"request": format!("/api/whatif?device={dev}")})
+            } else if d.ooms.is_empty() {
+                serde_json::json!({"how": format!("fragscope simulate {file} --device {dev}")})
+            } else {
+                match what_if_table(sty, file, snap, dev) {
+                    Ok(t) => serde_json::json!({"table": t}),
+                    Err(e) => serde_json::json!({"how": e}),
+                }
+            };
+            (dev, v)
+        })
+        .collect()
+}
+
+/// The table `fragscope simulate FILE --device D` prints.
+fn what_if_table(sty: &Style, file: &str, snap: &Snapshot, device: i64) -> Result<String, String> {
+    super::simulate::default_sweep(snap, device, None)
+        .map(|r| crate::render::simulate::render(sty, file, &r))
+        .map_err(|e| format!("device {device}: the what-if model could not run: {e}"))
 }
 
 fn culprit_options() -> culprits::Options {
@@ -67,54 +121,51 @@ fn culprit_options() -> culprits::Options {
     }
 }
 
-/// The states at a device's key moments (in their order), from one replay.
-fn key_states(snap: &Snapshot, d: i64, ats: &[Option<usize>]) -> Vec<MomentState> {
-    let mut events: Vec<usize> = ats.iter().flatten().copied().collect();
-    events.sort_unstable();
-    events.dedup();
-    let mut found: HashMap<usize, MomentState> = HashMap::new();
-    timeline::for_each_state_at(snap, d, &events, |st| {
-        if let Some(at) = st.at {
-            found.insert(at, st);
-        }
-    });
-    let start = ats
-        .contains(&None)
-        .then(|| Replayer::new(snap, d).state_at(None));
-    ats.iter()
-        .map(|at| match at {
-            None => start.clone().expect("the start was replayed"),
-            Some(i) => found
-                .get(i)
-                .cloned()
-                .unwrap_or_else(|| timeline::state_at(snap, d, Some(*i))),
-        })
-        .collect()
+/// The states at a device's key moments (in their order), each a checkpoint
+/// and a short replay.
+fn key_states(cp: &Checkpoints, ats: &[Option<usize>]) -> Vec<MomentState> {
+    ats.iter().map(|&at| cp.state_at(at)).collect()
 }
 
-fn load(
+fn load<'a>(
     sty: &Style,
-    snap: &Snapshot,
+    snap: &'a Snapshot,
     l: &input::Loaded,
     device: Option<i64>,
-) -> anyhow::Result<Loaded> {
+) -> anyhow::Result<Loaded<'a>> {
     let mut series = HashMap::new();
-    let report = pipeline::build_report_with(
-        sty,
-        snap,
-        l,
-        device,
-        None,
-        |_, _| {},
-        |r| {
-            series.insert(r.device, r.samples.clone());
-        },
-    )?;
+    // The checkpoints are one more replay of each device: made on another
+    // thread while the report is built.
+    let (report, checkpoints) = std::thread::scope(|s| {
+        let cps = s.spawn(|| {
+            snap.devices()
+                .into_iter()
+                .filter(|d| device.is_none_or(|x| x == *d))
+                .map(|d| (d, Checkpoints::new(snap, d)))
+                .collect::<HashMap<_, _>>()
+        });
+        let report = pipeline::build_report_with(
+            sty,
+            snap,
+            l,
+            device,
+            None,
+            |_, _| {},
+            |r| {
+                series.insert(r.device, r.samples.clone());
+            },
+        );
+        let cps = cps.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (report, cps)
+    });
+    let report = report?;
     let mut states = HashMap::new();
     let mut peaks = HashMap::new();
+    let mut lifetimes = HashMap::new();
     for d in &report.devices {
+        lifetimes.insert(d.device, Replayer::new(snap, d.device).lifetimes());
         let ats: Vec<Option<usize>> = d.key_moments.iter().map(|k| k.at).collect();
-        let st = key_states(snap, d.device, &ats);
+        let st = key_states(&checkpoints[&d.device], &ats);
         // The call sites' live bytes at the peak of allocated bytes.
         let peak: HashMap<String, u64> = d
             .key_moments
@@ -134,9 +185,13 @@ fn load(
     Ok(Loaded {
         style: *sty,
         report,
-        series,
         states,
         peaks,
+        lifetimes,
+        zooms: series.iter().map(|(d, s)| (*d, rv::Zoom::new(s))).collect(),
+        series,
+        checkpoints,
+        what_if: HashMap::new(),
     })
 }
 
@@ -150,6 +205,8 @@ fn data(snap: &Snapshot, v: &Loaded, served: bool, max_points: usize) -> serde_j
             series: &v.series[&d.device],
             states: v.states[&d.device].clone(),
             peak_by_site: v.peaks[&d.device].clone(),
+            lifetimes: &v.lifetimes[&d.device],
+            what_if: v.what_if.get(&d.device).cloned().unwrap_or_default(),
         })
         .collect();
     rv::data(&View {
@@ -162,9 +219,69 @@ fn data(snap: &Snapshot, v: &Loaded, served: bool, max_points: usize) -> serde_j
             // Served, the overview and one finer level come with the page;
             // the server answers the rest as the page zooms in.
             max_levels: if served { 2 } else { usize::MAX },
+            max_band_tiers: if served { 2 } else { usize::MAX },
             ..Detail::default()
         },
         style: v.style,
+    })
+}
+
+/// What one file's page is made of.
+enum Page<'a> {
+    /// A snapshot: the report, series and states the page and the server's
+    /// answers come from.
+    Snapshot(&'a Snapshot, Box<Loaded<'a>>),
+    /// A trace or memory-timeline export: the data as served (`true`) or
+    /// written.
+    Series(Box<dyn Fn(bool) -> serde_json::Value + 'a>),
+}
+
+fn page_of<'a>(
+    g: &'a Global,
+    l: &'a input::Loaded,
+    file: &'a str,
+    device: Option<i64>,
+    served: bool,
+) -> anyhow::Result<Page<'a>> {
+    let sty = &g.style;
+    Ok(match &l.content {
+        Content::Snapshot(snap) => {
+            let mut v = load(sty, snap, l, device)?;
+            // The file by its base name, as the rest of the page names it.
+            let name = crate::analysis::report::base_name(file);
+            v.what_if = what_if(sty, &name, snap, &v.report, served);
+            Page::Snapshot(snap, Box::new(v))
+        }
+        Content::Profiler(t) => {
+            let fmt = pipeline::describe_format(sty, l);
+            let r = crate::analysis::report::trace::build(sty, t, file, &fmt, device, None)
+                .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+            Page::Series(Box::new(move |served| rv::trace_data(sty, &r, served)))
+        }
+        Content::MemoryTimeline(t) => {
+            if device.is_some() {
+                anyhow::bail!(
+                    "{file}: --device: a memory-timeline export holds one device's tensor bytes by category"
+                );
+            }
+            let fmt = pipeline::describe_format(sty, l);
+            let r = crate::analysis::report::trace::build_categories(sty, t, file, &fmt);
+            Page::Series(Box::new(move |served| rv::categories_data(sty, &r, served)))
+        }
+    })
+}
+
+/// The data of `file`'s page as `-o` writes it.
+pub(super) fn written_doc(
+    g: &Global,
+    file: &str,
+    device: Option<i64>,
+    max_points: usize,
+) -> anyhow::Result<serde_json::Value> {
+    let l = input::load(file, &g.load)?;
+    Ok(match page_of(g, &l, file, device, false)? {
+        Page::Snapshot(snap, v) => data(snap, &v, false, max_points),
+        Page::Series(doc) => doc(false),
     })
 }
 
@@ -176,44 +293,62 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     if a.output.is_some() && (a.bind.is_some() || a.port != 0) {
         anyhow::bail!("-o writes a page and serves nothing: --bind and --port serve one");
     }
-    let l = input::load(&a.file, &g.load)?;
-    let snap = match &l.content {
-        Content::Snapshot(s) => s,
-        Content::Profiler(_) => anyhow::bail!(
-            "{}: a profiler trace: `fragscope view` shows snapshots only so far; `fragscope report {} -o report.html` shows the trace",
-            a.file,
-            a.file
-        ),
-        Content::MemoryTimeline(_) => anyhow::bail!(
-            "{}: a memory-timeline export: `fragscope view` shows snapshots only so far; `fragscope report {} -o report.html` shows the categories",
-            a.file,
-            a.file
-        ),
-    };
-    let v = load(&g.style, snap, &l, a.device)?;
+    if a.file != "-" && std::path::Path::new(&a.file).is_dir() {
+        return super::view_ranks::run(&a, g, addr);
+    }
     if let Some(out) = &a.output {
-        let inputs = std::slice::from_ref(&a.file);
-        let lower = out.to_ascii_lowercase();
-        let doc = data(snap, &v, false, a.max_points);
-        let bytes = if lower.ends_with(".json") {
-            let mut s = serde_json::to_string_pretty(&doc)?;
-            s.push('\n');
-            s
-        } else if lower.ends_with(".html") || lower.ends_with(".htm") {
-            rv::page(&doc)
-        } else {
-            anyhow::bail!(
-                "{out}: cannot tell what to write from the extension; use .html (the page) or .json (its data)"
-            );
-        };
-        super::output::write_atomic(out, bytes.as_bytes(), inputs)?;
+        write_page(
+            out,
+            &a.file,
+            &written_doc(g, &a.file, a.device, a.max_points)?,
+        )?;
         return Ok(Exit::Ok);
     }
-    serve(snap, &v, addr, &a)
+    let l = input::load(&a.file, &g.load)?;
+    match page_of(g, &l, &a.file, a.device, true)? {
+        Page::Snapshot(snap, v) => {
+            let doc = data(snap, &v, true, a.max_points);
+            let name = crate::analysis::report::base_name(&a.file);
+            serve(&a, addr, &doc, |path, q| {
+                snapshot_api(snap, &v, path, q, &name)
+            })
+        }
+        // Nothing to ask for but the page and its data.
+        Page::Series(doc) => serve(&a, addr, &doc(true), |_, _| {
+            text(404, "not found: this server serves / and /api/data")
+        }),
+    }
 }
 
-/// Serves the page until the process is stopped (Ctrl-C).
-fn serve(snap: &Snapshot, v: &Loaded, addr: SocketAddr, a: &Args) -> anyhow::Result<Exit> {
+/// Writes the page (`.html`) or its data (`.json`), by the extension.
+pub(super) fn write_page(out: &str, file: &str, doc: &serde_json::Value) -> anyhow::Result<()> {
+    let lower = out.to_ascii_lowercase();
+    let json = lower.ends_with(".json");
+    if !json && !lower.ends_with(".html") && !lower.ends_with(".htm") {
+        anyhow::bail!(
+            "{out}: cannot tell what to write from the extension; use .html (the page) or .json (its data)"
+        );
+    }
+    // Written as it is serialized: the page is never held whole.
+    super::output::write_atomic_with(out, std::slice::from_ref(&file.to_string()), |w| {
+        if json {
+            serde_json::to_writer_pretty(&mut *w, doc)?;
+            w.write_all(b"\n")
+        } else {
+            rv::write_page(w, doc)
+        }
+    })?;
+    Ok(())
+}
+
+/// Serves the page of `doc` and `doc` itself (`/api/data`) until the
+/// process is stopped (Ctrl-C); `api` answers the other paths.
+pub(super) fn serve(
+    a: &Args,
+    addr: SocketAddr,
+    doc: &serde_json::Value,
+    mut api: impl FnMut(&str, &HashMap<&str, &str>) -> Answer,
+) -> anyhow::Result<Exit> {
     let server = tiny_http::Server::http(addr)
         .map_err(|e| anyhow::anyhow!("{addr}: cannot serve there: {e}"))?;
     let local = server
@@ -240,11 +375,10 @@ fn serve(snap: &Snapshot, v: &Loaded, addr: SocketAddr, a: &Args) -> anyhow::Res
     if !a.no_open && has_display() {
         open_browser(&url);
     }
-    let page = rv::page(&data(snap, v, true, a.max_points));
-    let max_points = a.max_points;
-    let mut replayers: HashMap<i64, Replayer> = HashMap::new();
+    let page = rv::page(doc);
+    let data = serde_json::to_vec(doc)?;
     for req in server.incoming_requests() {
-        let (status, kind, body) = answer(snap, v, &page, &mut replayers, &req, local, max_points);
+        let (status, kind, body) = answer(&req, local, &page, &data, &mut api);
         let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes())
             .expect("a valid header");
         let nosniff =
@@ -284,9 +418,9 @@ fn open_browser(url: &str) {
     }
 }
 
-type Answer = (u16, &'static str, Vec<u8>);
+pub(super) type Answer = (u16, &'static str, Vec<u8>);
 
-fn text(status: u16, msg: &str) -> Answer {
+pub(super) fn text(status: u16, msg: &str) -> Answer {
     (
         status,
         "text/plain; charset=utf-8",
@@ -317,14 +451,12 @@ fn loopback_host(host: Option<&str>, local: SocketAddr) -> bool {
     .any(|ok| h.eq_ignore_ascii_case(ok))
 }
 
-fn answer<'a>(
-    snap: &'a Snapshot,
-    v: &Loaded,
-    page: &str,
-    replayers: &mut HashMap<i64, Replayer<'a>>,
+fn answer(
     req: &tiny_http::Request,
     local: SocketAddr,
-    max_points: usize,
+    page: &str,
+    data: &[u8],
+    api: &mut impl FnMut(&str, &HashMap<&str, &str>) -> Answer,
 ) -> Answer {
     if !matches!(
         req.method(),
@@ -351,11 +483,24 @@ fn answer<'a>(
         .split('&')
         .filter_map(|kv| kv.split_once('='))
         .collect();
+    match path {
+        "/" | "/index.html" => (200, "text/html; charset=utf-8", page.as_bytes().to_vec()),
+        "/api/data" => (200, "application/json", data.to_vec()),
+        _ => api(path, &q),
+    }
+}
+
+/// A snapshot's states, zoomed series and what-if tables.
+fn snapshot_api(
+    snap: &Snapshot,
+    v: &Loaded,
+    path: &str,
+    q: &HashMap<&str, &str>,
+    file: &str,
+) -> Answer {
     let int = |k: &str| q.get(k).and_then(|x| x.parse::<i64>().ok());
     let device = |d: Option<i64>| d.filter(|d| v.series.contains_key(d));
     match path {
-        "/" | "/index.html" => (200, "text/html; charset=utf-8", page.as_bytes().to_vec()),
-        "/api/data" => json(&data(snap, v, true, max_points)),
         "/api/state" => {
             let (Some(d), Some(e)) = (device(int("device")), int("event")) else {
                 return text(400, "/api/state?device=D&event=E (E = -1 for the start)");
@@ -364,9 +509,8 @@ fn answer<'a>(
             if e < -1 || e >= n.max(0) && !(n == 0 && e == -1) {
                 return text(400, &format!("device {d}: event {e} is not in 0..{n}"));
             }
-            let r = replayers.entry(d).or_insert_with(|| Replayer::new(snap, d));
             let at = (e >= 0).then_some(e as usize);
-            json(&rv::state(&v.style, snap, &r.state_at(at)))
+            json(&rv::state(&v.style, snap, &v.checkpoints[&d].state_at(at)))
         }
         "/api/series" => {
             let Some(d) = device(int("device")) else {
@@ -376,11 +520,32 @@ fn answer<'a>(
             let from = int("from").unwrap_or(-1);
             let to = int("to").unwrap_or(s.len() as i64);
             let points = int("points").unwrap_or(2000).clamp(2, 20_000) as usize;
-            json(&rv::window(s, from, to, points))
+            json(&v.zooms[&d].window(s, from, to, points))
+        }
+        "/api/whatif" => {
+            let Some(d) = device(int("device")) else {
+                return text(400, "/api/whatif?device=D");
+            };
+            if !crate::sim::trace::simulable_devices(snap).contains(&d) {
+                return text(400, &format!("device {d} has no allocations in its trace"));
+            }
+            match what_if_table(&v.style, file, snap, d) {
+                Ok(t) => (200, "text/plain; charset=utf-8", t.into_bytes()),
+                Err(e) => text(500, &e),
+            }
+        }
+        "/api/bands" => {
+            let Some(d) = device(int("device")) else {
+                return text(400, "/api/bands?device=D&from=E&to=E");
+            };
+            let s = &v.series[&d];
+            let from = int("from").unwrap_or(-1);
+            let to = int("to").unwrap_or(s.len() as i64);
+            json(&rv::bands::window_of(snap, s, &v.lifetimes[&d], from, to))
         }
         _ => text(
             404,
-            "not found: this server serves / and /api/{data,state,series}",
+            "not found: this server serves / and /api/{data,state,series,whatif,bands}",
         ),
     }
 }

@@ -12,6 +12,8 @@ pub mod memtimeline;
 pub mod moment;
 pub mod policy;
 pub mod profiler;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 pub use moment::{Moment, OomMark};
 

@@ -265,9 +265,33 @@ fn more(shown: usize, total: usize) -> String {
     }
 }
 
-/// The text report of one device.
+/// The text report of one device: the moment and its figures, the culprits
+/// (blocks or groups) with their stacks, then the other findings, each
+/// section only when it has something to show.
 pub fn render_text(st: &Style, a: &Analysis, snap: &Snapshot, v: &View) -> String {
     let mut out = String::new();
+    push_heading(&mut out, st, a, v);
+    if v.grouped {
+        push_groups(&mut out, st, a, v);
+    } else {
+        push_culprits(&mut out, st, a, v);
+    }
+    if v.stacks {
+        push_stacks(&mut out, st, a, snap, v);
+    }
+    push_long_lived_small(&mut out, st, a, v);
+    push_almost_empty(&mut out, st, a, v);
+    push_rounding_waste(&mut out, st, a, v);
+    push_pending_free(&mut out, st, a, v);
+    for n in &a.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+/// The moment, the plain-words summary, the free bytes and what counts as
+/// stranded.
+fn push_heading(out: &mut String, st: &Style, a: &Analysis, v: &View) {
     out.push_str(&moment_line(a, &v.moment));
     out.push('\n');
     out.push_str(&summary(st, &culprits::summary(a)));
@@ -282,179 +306,199 @@ pub fn render_text(st: &Style, a: &Analysis, snap: &Snapshot, v: &View) -> Strin
     ));
     out.push_str(&target_line(st, a));
     out.push('\n');
+}
 
+/// The group table (`--group-by`).
+fn push_groups(out: &mut String, st: &Style, a: &Analysis, v: &View) {
+    out.push_str(&format!(
+        "\nCulprits grouped by {}:\n",
+        match a.group_by {
+            GroupBy::Site => "call site",
+            GroupBy::Stack => "stack",
+            GroupBy::Segment => "segment",
+        }
+    ));
+    if !a.groups.is_empty() {
+        out.push_str(&group_table(st, a, v.top));
+        out.push('\n');
+        out.push_str(&more(v.top.min(a.groups.len()), a.groups.len()));
+    }
+}
+
+/// The block table of the ranked culprits, and what removing the top ones
+/// would change.
+fn push_culprits(out: &mut String, st: &Style, a: &Analysis, v: &View) {
     let culprits = a.culprits as usize;
+    if culprits == 0 {
+        return;
+    }
+    out.push_str("\nCulprits (live blocks ranked by the free bytes they strand):\n");
+    let idx: Vec<usize> = (0..culprits.min(v.top)).collect();
+    out.push_str(&block_table(st, a, &idx));
+    out.push('\n');
+    out.push_str(&more(idx.len(), culprits));
+    if let Some(c) = a
+        .without_top_culprits
+        .as_ref()
+        .filter(|c| c.removed_blocks > 1)
+    {
+        out.push_str(&format!(
+            "Without these {}, {}.\n",
+            plural(c.removed_blocks, "block", "blocks"),
+            counterfactual_clause(st, c, a.target)
+        ));
+    }
+}
+
+/// The allocation stack of each group or culprit shown (`--stack`).
+fn push_stacks(out: &mut String, st: &Style, a: &Analysis, snap: &Snapshot, v: &View) {
+    out.push_str("\nAllocation stacks (innermost first, filtered like PyTorch's viewer):\n");
     if v.grouped {
-        out.push_str(&format!(
-            "\nCulprits grouped by {}:\n",
-            match a.group_by {
-                GroupBy::Site => "call site",
-                GroupBy::Stack => "stack",
-                GroupBy::Segment => "segment",
-            }
-        ));
-        if !a.groups.is_empty() {
-            out.push_str(&group_table(st, a, v.top));
-            out.push('\n');
-            out.push_str(&more(v.top.min(a.groups.len()), a.groups.len()));
+        for (i, g) in a.groups.iter().take(v.top).enumerate() {
+            let b = &a.blocks[g.blocks[0]];
+            out.push_str(&format!("#{} {}\n", i + 1, g.label));
+            push_stack(out, snap, b.stack);
         }
-    } else if culprits > 0 {
-        out.push_str("\nCulprits (live blocks ranked by the free bytes they strand):\n");
-        let idx: Vec<usize> = (0..culprits.min(v.top)).collect();
-        out.push_str(&block_table(st, a, &idx));
-        out.push('\n');
-        out.push_str(&more(idx.len(), culprits));
-        if let Some(c) = a
-            .without_top_culprits
-            .as_ref()
-            .filter(|c| c.removed_blocks > 1)
-        {
+    } else {
+        for b in a.ranked().take(v.top) {
             out.push_str(&format!(
-                "Without these {}, {}.\n",
-                plural(c.removed_blocks, "block", "blocks"),
-                counterfactual_clause(st, c, a.target)
-            ));
-        }
-    }
-    if v.stacks {
-        out.push_str("\nAllocation stacks (innermost first, filtered like PyTorch's viewer):\n");
-        if v.grouped {
-            for (i, g) in a.groups.iter().take(v.top).enumerate() {
-                let b = &a.blocks[g.blocks[0]];
-                out.push_str(&format!("#{} {}\n", i + 1, g.label));
-                push_stack(&mut out, snap, b.stack);
-            }
-        } else {
-            for b in a.ranked().take(v.top) {
-                out.push_str(&format!(
-                    "#{} {} ({} at {:#x})\n",
-                    b.rank.unwrap_or(0),
-                    b.call_site.label(),
-                    st.bytes(b.size),
-                    b.address
-                ));
-                push_stack(&mut out, snap, b.stack);
-            }
-        }
-    }
-
-    if !a.long_lived_small.is_empty() {
-        out.push_str(&format!(
-            "\nLong-lived small blocks in large segments (at most 1/{} of the segment; older than the trace or alive for at least half of it):\n",
-            crate::analysis::culprits::SMALL_BLOCK_FACTOR
-        ));
-        let idx: Vec<usize> = a.long_lived_small.iter().take(v.top).copied().collect();
-        out.push_str(&block_table(st, a, &idx));
-        out.push('\n');
-        out.push_str(&more(idx.len(), a.long_lived_small.len()));
-    }
-
-    if !a.almost_empty.is_empty() {
-        out.push_str(&format!(
-            "\nAlmost-empty segments (live blocks fill less than 1/{}), and what keeps them:\n",
-            crate::analysis::culprits::ALMOST_EMPTY_DIVISOR
-        ));
-        let mut t = new_table(st, &["segment", "type", "live", "free", "kept by"]);
-        for s in a.almost_empty.iter().take(v.top) {
-            let mut keepers: Vec<String> = s
-                .kept_by
-                .iter()
-                .take(3)
-                .map(|&i| {
-                    let b = &a.blocks[i];
-                    let pending = if b.state == BlockState::ActivePendingFree {
-                        ", pending free"
-                    } else {
-                        ""
-                    };
-                    format!("{} ({}{pending})", b.call_site.label(), st.bytes(b.size))
-                })
-                .collect();
-            if s.kept_by.len() > 3 {
-                keepers.push(format!("and {} more", s.kept_by.len() - 3));
-            }
-            t.add_row(vec![
-                fmt_segment(st, s.address, s.total_size),
-                s.segment_type.as_str().to_string(),
-                st.bytes(s.live),
-                st.bytes(s.free),
-                keepers.join("; "),
-            ]);
-        }
-        align_numbers(&mut t, 2);
-        if let Some(c) = t.column_mut(4) {
-            c.set_cell_alignment(comfy_table::CellAlignment::Left);
-        }
-        out.push_str(&t.to_string());
-        out.push('\n');
-        out.push_str(&more(v.top.min(a.almost_empty.len()), a.almost_empty.len()));
-    }
-
-    if !a.rounding_waste.is_empty() {
-        out.push_str(
-            "\nRounding waste by call site (internal fragmentation: rounded − requested):\n",
-        );
-        let mut t = new_table(
-            st,
-            &["call site", "blocks", "requested", "rounded", "waste"],
-        );
-        for w in a.rounding_waste.iter().take(v.top) {
-            t.add_row(vec![
-                w.call_site.label(),
-                w.blocks.to_string(),
-                st.bytes(w.requested),
-                st.bytes(w.size),
-                st.bytes(w.waste),
-            ]);
-        }
-        align_numbers(&mut t, 1);
-        out.push_str(&t.to_string());
-        out.push('\n');
-        out.push_str(&more(
-            v.top.min(a.rounding_waste.len()),
-            a.rounding_waste.len(),
-        ));
-    }
-
-    if !a.pending_free.is_empty() {
-        let bytes: u64 = a.pending_free.iter().map(|&i| a.blocks[i].size).sum();
-        out.push_str(&format!(
-            "\n{} ({}) freed by the program but waiting on another stream (active_pending_free):\n",
-            plural(a.pending_free.len() as u64, "block", "blocks"),
-            st.bytes(bytes)
-        ));
-        let mut t = new_table(
-            st,
-            &["call site", "rounded", "segment", "stream", "stranded"],
-        );
-        for &i in a.pending_free.iter().take(v.top) {
-            let b = &a.blocks[i];
-            t.add_row(vec![
+                "#{} {} ({} at {:#x})\n",
+                b.rank.unwrap_or(0),
                 b.call_site.label(),
                 st.bytes(b.size),
-                fmt_segment(st, b.segment, b.segment_size),
-                if b.stream == 0 {
-                    "default".into()
-                } else {
-                    format!("{:#x}", b.stream)
-                },
-                st.bytes(b.stranded),
-            ]);
+                b.address
+            ));
+            push_stack(out, snap, b.stack);
         }
-        align_numbers(&mut t, 1);
-        out.push_str(&t.to_string());
-        out.push('\n');
-        out.push_str(&more(v.top.min(a.pending_free.len()), a.pending_free.len()));
-        out.push_str(
-            "  These return to the cache only when the other stream's recorded events complete \
-             (record_stream); synchronise that stream, or keep the tensor alive until its work \
-             is done instead of calling record_stream.\n",
-        );
     }
-    for n in &a.notes {
-        out.push_str(&format!("note: {n}\n"));
+}
+
+fn push_long_lived_small(out: &mut String, st: &Style, a: &Analysis, v: &View) {
+    if a.long_lived_small.is_empty() {
+        return;
     }
-    out
+    out.push_str(&format!(
+        "\nLong-lived small blocks in large segments (at most 1/{} of the segment; older than the trace or alive for at least half of it):\n",
+        crate::analysis::culprits::SMALL_BLOCK_FACTOR
+    ));
+    let idx: Vec<usize> = a.long_lived_small.iter().take(v.top).copied().collect();
+    out.push_str(&block_table(st, a, &idx));
+    out.push('\n');
+    out.push_str(&more(idx.len(), a.long_lived_small.len()));
+}
+
+/// Almost-empty segments and the blocks that keep them.
+fn push_almost_empty(out: &mut String, st: &Style, a: &Analysis, v: &View) {
+    if a.almost_empty.is_empty() {
+        return;
+    }
+    out.push_str(&format!(
+        "\nAlmost-empty segments (live blocks fill less than 1/{}), and what keeps them:\n",
+        crate::analysis::culprits::ALMOST_EMPTY_DIVISOR
+    ));
+    let mut t = new_table(st, &["segment", "type", "live", "free", "kept by"]);
+    for s in a.almost_empty.iter().take(v.top) {
+        let mut keepers: Vec<String> = s
+            .kept_by
+            .iter()
+            .take(3)
+            .map(|&i| {
+                let b = &a.blocks[i];
+                let pending = if b.state == BlockState::ActivePendingFree {
+                    ", pending free"
+                } else {
+                    ""
+                };
+                format!("{} ({}{pending})", b.call_site.label(), st.bytes(b.size))
+            })
+            .collect();
+        if s.kept_by.len() > 3 {
+            keepers.push(format!("and {} more", s.kept_by.len() - 3));
+        }
+        t.add_row(vec![
+            fmt_segment(st, s.address, s.total_size),
+            s.segment_type.as_str().to_string(),
+            st.bytes(s.live),
+            st.bytes(s.free),
+            keepers.join("; "),
+        ]);
+    }
+    align_numbers(&mut t, 2);
+    if let Some(c) = t.column_mut(4) {
+        c.set_cell_alignment(comfy_table::CellAlignment::Left);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
+    out.push_str(&more(v.top.min(a.almost_empty.len()), a.almost_empty.len()));
+}
+
+/// Internal fragmentation by call site.
+fn push_rounding_waste(out: &mut String, st: &Style, a: &Analysis, v: &View) {
+    if a.rounding_waste.is_empty() {
+        return;
+    }
+    out.push_str("\nRounding waste by call site (internal fragmentation: rounded − requested):\n");
+    let mut t = new_table(
+        st,
+        &["call site", "blocks", "requested", "rounded", "waste"],
+    );
+    for w in a.rounding_waste.iter().take(v.top) {
+        t.add_row(vec![
+            w.call_site.label(),
+            w.blocks.to_string(),
+            st.bytes(w.requested),
+            st.bytes(w.size),
+            st.bytes(w.waste),
+        ]);
+    }
+    align_numbers(&mut t, 1);
+    out.push_str(&t.to_string());
+    out.push('\n');
+    out.push_str(&more(
+        v.top.min(a.rounding_waste.len()),
+        a.rounding_waste.len(),
+    ));
+}
+
+/// Blocks freed by the program but waiting on another stream, and what to
+/// do about them.
+fn push_pending_free(out: &mut String, st: &Style, a: &Analysis, v: &View) {
+    if a.pending_free.is_empty() {
+        return;
+    }
+    let bytes: u64 = a.pending_free.iter().map(|&i| a.blocks[i].size).sum();
+    out.push_str(&format!(
+        "\n{} ({}) freed by the program but waiting on another stream (active_pending_free):\n",
+        plural(a.pending_free.len() as u64, "block", "blocks"),
+        st.bytes(bytes)
+    ));
+    let mut t = new_table(
+        st,
+        &["call site", "rounded", "segment", "stream", "stranded"],
+    );
+    for &i in a.pending_free.iter().take(v.top) {
+        let b = &a.blocks[i];
+        t.add_row(vec![
+            b.call_site.label(),
+            st.bytes(b.size),
+            fmt_segment(st, b.segment, b.segment_size),
+            if b.stream == 0 {
+                "default".into()
+            } else {
+                format!("{:#x}", b.stream)
+            },
+            st.bytes(b.stranded),
+        ]);
+    }
+    align_numbers(&mut t, 1);
+    out.push_str(&t.to_string());
+    out.push('\n');
+    out.push_str(&more(v.top.min(a.pending_free.len()), a.pending_free.len()));
+    out.push_str(
+        "  These return to the cache only when the other stream's recorded events complete \
+         (record_stream); synchronise that stream, or keep the tensor alive until its work \
+         is done instead of calling record_stream.\n",
+    );
 }
 
 fn push_stack(out: &mut String, snap: &Snapshot, stack: StackId) {
@@ -695,9 +739,7 @@ pub fn trace_culprits_text(
             }
             align_numbers(&mut t, 2);
             out.push_str(&format!("{t}\n"));
-            if v.len() > top {
-                out.push_str(&format!("  … and {} more (raise --top)\n", v.len() - top));
-            }
+            out.push_str(&more(top.min(v.len()), v.len()));
         }
     }
     out

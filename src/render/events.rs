@@ -122,36 +122,16 @@ pub struct Columns {
 
 /// The header line of the text table.
 pub fn text_header(w: &mut dyn Write, cols: &Columns) -> io::Result<()> {
-    let c = cols.c;
-    writeln!(
-        w,
-        "{:>w0$}  {:>w1$}  {:<w2$}  {:>w3$}  {:>w4$}  {:>w5$}  {:>w6$}  {:>w7$}  {}",
-        HEADER[0],
-        HEADER[1],
-        HEADER[2],
-        HEADER[3],
-        HEADER[4],
-        HEADER[5],
-        HEADER[6],
-        HEADER[7],
-        HEADER[8],
-        w0 = c[0],
-        w1 = c[1],
-        w2 = c[2],
-        w3 = c[3],
-        w4 = c[4],
-        w5 = c[5],
-        w6 = c[6],
-        w7 = c[7],
-    )
+    let action = format!("{:<w$}", HEADER[2], w = cols.c[2]);
+    let [h0, h1, _, h3, h4, h5, h6, h7, h8] = HEADER;
+    text_line(w, cols, [h0, h1, &action, h3, h4, h5, h6, h7], h8, "")
 }
 
 /// One row of the text table. An `oom` row ends with the free device
 /// memory PyTorch recorded.
 pub fn text_row(st: &Style, w: &mut dyn Write, cols: &Columns, r: &Row) -> io::Result<()> {
-    let c = cols.c;
     let dash = || "-".to_string();
-    let action = format!("{:<w$}", r.action, w = c[2]);
+    let action = format!("{:<w$}", r.action, w = cols.c[2]);
     let action = if r.is_oom() {
         paint(st, &action, Tone::Bad)
     } else {
@@ -162,17 +142,43 @@ pub fn text_row(st: &Style, w: &mut dyn Write, cols: &Columns, r: &Row) -> io::R
         (true, None) => "  [out of memory]".to_string(),
         _ => String::new(),
     };
-    writeln!(
-        w,
-        "{:>w0$}  {:>w1$}  {action}  {:>w3$}  {:>w4$}  {:>w5$}  {:>w6$}  {:>w7$}  {}{oom_note}",
+    let cells = [
         r.event.map_or_else(dash, |e| e.to_string()),
         fmt_time(r.time_us, cols.t0),
+        action,
         r.address.map_or_else(dash, |a| format!("{a:#x}")),
         st.bytes(r.size),
         r.stream.map_or_else(dash, |s| s.to_string()),
         st.bytes(r.allocated),
         r.reserved.map_or_else(dash, |b| st.bytes(b)),
-        r.call_site,
+    ];
+    let cells = cells.each_ref().map(String::as_str);
+    text_line(w, cols, cells, r.call_site, &oom_note)
+}
+
+/// One line of the text table: eight columns right-aligned to their widths
+/// but for the action (2), which comes padded (a painted one holds escape
+/// codes that take no room), then the call site and `tail`.
+fn text_line(
+    w: &mut dyn Write,
+    cols: &Columns,
+    cells: [&str; 8],
+    site: &str,
+    tail: &str,
+) -> io::Result<()> {
+    let c = cols.c;
+    writeln!(
+        w,
+        "{:>w0$}  {:>w1$}  {}  {:>w3$}  {:>w4$}  {:>w5$}  {:>w6$}  {:>w7$}  {}{tail}",
+        cells[0],
+        cells[1],
+        cells[2],
+        cells[3],
+        cells[4],
+        cells[5],
+        cells[6],
+        cells[7],
+        site,
         w0 = c[0],
         w1 = c[1],
         w3 = c[3],

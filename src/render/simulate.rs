@@ -25,42 +25,23 @@ fn ooms_cell(s: &Summary) -> String {
     }
 }
 
-/// The text report.
+/// The text report: what was replayed and how well the model reproduces
+/// it, the table of configurations, then what its figures mean and the
+/// answer about the recorded OOM.
 pub fn render(st: &Style, file: &str, r: &SimReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "fragscope simulate: {file}, device {}", r.device);
     let _ = writeln!(out, "This is {}.\n", r.model);
+    let _ = writeln!(out, "{}\n", kv_table(st, &summary_rows(st, r)));
+    let _ = writeln!(out, "{}", results_table(st, r));
+    write_footnotes(&mut out, st, r);
+    out
+}
 
+/// The rows above the table: the trace, its start state, the recorded run,
+/// the capacity, the model's fidelity and the perfect-packing floor.
+fn summary_rows(st: &Style, r: &SimReport) -> Vec<(String, String)> {
     let f = &r.fidelity;
-    let start = if r.start_exact {
-        "exact (the trace accounts for every block and segment it releases)".to_string()
-    } else if r.frees_of_older_blocks > 0 {
-        format!(
-            "rebuilt by the replay: {} block(s) older than the trace put back with sizes inferred from their requests",
-            r.frees_of_older_blocks
-        )
-    } else {
-        "rebuilt by the replay, which met events it could not apply as recorded (see the notes)"
-            .to_string()
-    };
-    let capacity = match (r.capacity, r.capacity_source) {
-        (Some(c), CapacitySource::Given) => format!("{} (--capacity)", st.bytes(c)),
-        (Some(c), CapacitySource::RecordedOom) => format!(
-            "{} (reserved at the recorded OOM plus the free memory it reported; a lower bound on the device)",
-            st.bytes(c)
-        ),
-        _ => "unlimited (no OOM recorded; pass --capacity to let the model run out)".to_string(),
-    };
-    let recorded_ooms = if r.recorded_ooms.is_empty() {
-        "no OOM".to_string()
-    } else {
-        let idx: Vec<String> = r.recorded_ooms.iter().map(|i| i.to_string()).collect();
-        format!(
-            "{} OOM(s) at event {}",
-            r.recorded_ooms.len(),
-            idx.join(", ")
-        )
-    };
     let seg_ev = match f.segment_events_matched {
         Some(m) => format!(
             "{} of {} recorded segment events reproduced in order ({}; the model made {})",
@@ -78,41 +59,14 @@ pub fn render(st: &Style, file: &str, r: &SimReport) -> String {
             f.recorded_ooms_reproduced, f.recorded_ooms
         );
     }
-    let start = if r.recorded_start_reserved > 0 {
-        format!(
-            "{start}; {} reserved at the start, inherited from before the trace",
-            st.bytes(r.recorded_start_reserved)
-        )
-    } else {
-        start
-    };
-    let recorded_peak = match r.recorded_peak_reserved_in_trace {
-        Some(p) if r.recorded_start_holds_peak() => format!(
-            "peak reserved {} (the inherited start; {} during the trace)",
-            st.bytes(r.recorded_peak_reserved),
-            st.bytes(p)
-        ),
-        _ => format!("peak reserved {}", st.bytes(r.recorded_peak_reserved)),
-    };
-    let rows = vec![
+    vec![
         (
             "trace".to_string(),
             format!("{} events, {} allocations", r.events, r.allocations),
         ),
-        ("start state".to_string(), start),
-        (
-            "recorded".to_string(),
-            format!(
-                "{}{}; {recorded_peak}; {recorded_ooms}",
-                r.recorded_config,
-                if r.settings_recorded {
-                    ""
-                } else {
-                    " (assumed: no settings in the file)"
-                },
-            ),
-        ),
-        ("capacity".to_string(), capacity),
+        ("start state".to_string(), start_state(st, r)),
+        ("recorded".to_string(), recorded_run(st, r)),
+        ("capacity".to_string(), capacity(st, r)),
         (
             "fidelity".to_string(),
             format!("under the recorded settings: {seg_ev}"),
@@ -134,9 +88,77 @@ pub fn render(st: &Style, file: &str, r: &SimReport) -> String {
                 st.bytes(r.floor_peak_requested)
             ),
         ),
-    ];
-    let _ = writeln!(out, "{}\n", kv_table(st, &rows));
+    ]
+}
 
+/// How the replay's start state was known, and what it inherited.
+fn start_state(st: &Style, r: &SimReport) -> String {
+    let start = if r.start_exact {
+        "exact (the trace accounts for every block and segment it releases)".to_string()
+    } else if r.frees_of_older_blocks > 0 {
+        format!(
+            "rebuilt by the replay: {} block(s) older than the trace put back with sizes inferred from their requests",
+            r.frees_of_older_blocks
+        )
+    } else {
+        "rebuilt by the replay, which met events it could not apply as recorded (see the notes)"
+            .to_string()
+    };
+    if r.recorded_start_reserved > 0 {
+        format!(
+            "{start}; {} reserved at the start, inherited from before the trace",
+            st.bytes(r.recorded_start_reserved)
+        )
+    } else {
+        start
+    }
+}
+
+/// The recorded settings, peak and OOMs.
+fn recorded_run(st: &Style, r: &SimReport) -> String {
+    let recorded_ooms = if r.recorded_ooms.is_empty() {
+        "no OOM".to_string()
+    } else {
+        let idx: Vec<String> = r.recorded_ooms.iter().map(|i| i.to_string()).collect();
+        format!(
+            "{} OOM(s) at event {}",
+            r.recorded_ooms.len(),
+            idx.join(", ")
+        )
+    };
+    let recorded_peak = match r.recorded_peak_reserved_in_trace {
+        Some(p) if r.recorded_start_holds_peak() => format!(
+            "peak reserved {} (the inherited start; {} during the trace)",
+            st.bytes(r.recorded_peak_reserved),
+            st.bytes(p)
+        ),
+        _ => format!("peak reserved {}", st.bytes(r.recorded_peak_reserved)),
+    };
+    format!(
+        "{}{}; {recorded_peak}; {recorded_ooms}",
+        r.recorded_config,
+        if r.settings_recorded {
+            ""
+        } else {
+            " (assumed: no settings in the file)"
+        },
+    )
+}
+
+/// The device capacity the model runs out at, and where it comes from.
+fn capacity(st: &Style, r: &SimReport) -> String {
+    match (r.capacity, r.capacity_source) {
+        (Some(c), CapacitySource::Given) => format!("{} (--capacity)", st.bytes(c)),
+        (Some(c), CapacitySource::RecordedOom) => format!(
+            "{} (reserved at the recorded OOM plus the free memory it reported; a lower bound on the device)",
+            st.bytes(c)
+        ),
+        _ => "unlimited (no OOM recorded; pass --capacity to let the model run out)".to_string(),
+    }
+}
+
+/// One row per configuration, the recorded one first, then the floor.
+fn results_table(st: &Style, r: &SimReport) -> comfy_table::Table {
     // When the inherited start holds a peak, the peak over the whole run
     // is the start's under that setting: the peak during the trace beside
     // it is the figure that compares settings.
@@ -185,12 +207,17 @@ pub fn render(st: &Style, file: &str, r: &SimReport) -> String {
     floor.resize(header.len(), String::new());
     t.add_row(floor);
     align_numbers(&mut t, 1);
-    let _ = writeln!(out, "{t}");
+    t
+}
+
+/// Under the table: what its columns measure, the answer about the
+/// recorded OOM, the notes and how far to trust the comparison.
+fn write_footnotes(out: &mut String, st: &Style, r: &SimReport) {
     let _ = writeln!(
         out,
         "worst frag and smallest largest gap: over the moments when reserved is at least half its peak. With expandable segments, cudaMalloc/cudaFree count page mappings/unmappings."
     );
-    if in_trace {
+    if r.start_holds_peak() {
         let held = r.results.iter().filter(|s| s.start_holds_peak()).count();
         let _ = writeln!(
             out,
@@ -209,13 +236,13 @@ pub fn render(st: &Style, file: &str, r: &SimReport) -> String {
     for n in &r.notes {
         let _ = writeln!(out, "note: {n}");
     }
+    let f = &r.fidelity;
     if f.segment_events_matched.is_some_and(|m| m < 0.95) || f.max_reserved_error_share > 0.02 {
         let _ = writeln!(
             out,
             "note: the model reproduces this recording only in part (see fidelity); treat the comparison between configurations as indicative"
         );
     }
-    out
 }
 
 /// The one-paragraph answer to "would another setting have avoided the
@@ -262,24 +289,24 @@ pub fn answer(st: &Style, r: &SimReport) -> Option<String> {
     if let Some(c) = r.capacity {
         for d in &r.oom_demand {
             let need = d.held.saturating_add(d.request);
+            let _ = write!(
+                a,
+                " At event {} the program held {} and asked for {} more: {} in all, ",
+                d.event,
+                st.bytes(d.held),
+                st.bytes(d.request),
+                st.bytes(need),
+            );
             if need > c {
                 let _ = write!(
                     a,
-                    " At event {} the program held {} and asked for {} more: {} in all, over the {} the allocator can reserve, so no allocator setting can avoid it; only holding less memory can.",
-                    d.event,
-                    st.bytes(d.held),
-                    st.bytes(d.request),
-                    st.bytes(need),
+                    "over the {} the allocator can reserve, so no allocator setting can avoid it; only holding less memory can.",
                     st.bytes(c)
                 );
             } else {
                 let _ = write!(
                     a,
-                    " At event {} the program held {} and asked for {} more: {} in all, {} below the capacity, so a perfectly packing allocator would have served it.",
-                    d.event,
-                    st.bytes(d.held),
-                    st.bytes(d.request),
-                    st.bytes(need),
+                    "{} below the capacity, so a perfectly packing allocator would have served it.",
                     st.bytes(c - need)
                 );
             }

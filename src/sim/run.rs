@@ -235,20 +235,7 @@ pub fn prepare_from(
         requests.push(r)
     });
     requests.packed.shrink_to_fit();
-    let seg: Vec<(usize, (Action, u64))> = events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| {
-            matches!(
-                e.action,
-                Action::SegmentAlloc
-                    | Action::SegmentFree
-                    | Action::SegmentMap
-                    | Action::SegmentUnmap
-            )
-        })
-        .map(|(i, e)| (i, (e.action, e.size)))
-        .collect();
+    let seg: Vec<(usize, (Action, u64))> = trace::indexed_segment_events(events).collect();
     let mut recorded_final_segments: Vec<u64> =
         snap.segments_of(device).map(|s| s.total_size).collect();
     recorded_final_segments.sort_unstable();
@@ -604,7 +591,9 @@ fn apply(
             Ok(addr) => match key {
                 Some(k) => {
                     map.insert(k, addr);
-                    refused.remove(&k);
+                    if !refused.is_empty() {
+                        refused.remove(&k);
+                    }
                 }
                 None => {
                     out.recorded_oom_avoided.push((i, true));

@@ -400,9 +400,17 @@ pub fn requests_into(
 
 /// Recorded segment events of a trace, in order: (action, size).
 pub fn recorded_segment_events(events: &[TraceEvent]) -> Vec<(Action, u64)> {
+    indexed_segment_events(events).map(|(_, e)| e).collect()
+}
+
+/// Recorded segment events of a trace, in order: (index, (action, size)).
+pub fn indexed_segment_events(
+    events: &[TraceEvent],
+) -> impl Iterator<Item = (usize, (Action, u64))> + '_ {
     events
         .iter()
-        .filter(|e| {
+        .enumerate()
+        .filter(|(_, e)| {
             matches!(
                 e.action,
                 Action::SegmentAlloc
@@ -411,8 +419,7 @@ pub fn recorded_segment_events(events: &[TraceEvent]) -> Vec<(Action, u64)> {
                     | Action::SegmentUnmap
             )
         })
-        .map(|e| (e.action, e.size))
-        .collect()
+        .map(|(i, e)| (i, (e.action, e.size)))
 }
 
 /// The direction the recording's cudaMalloc took: new segment addresses

@@ -40,6 +40,34 @@ const FRAME_SIZE_MIN: usize = 4;
 const FRAME_HEADER_SIZE: usize = 9;
 const BATCHSIZE: usize = 1000;
 
+/// The opcodes of a batched container.
+struct Batched {
+    /// The empty container.
+    empty: u8,
+    /// After a single item.
+    one: u8,
+    /// After each batch.
+    batch: u8,
+    /// Whether a full last batch is followed by an empty one (dicts: the
+    /// batch loop stops on a batch that is not full).
+    after_full_batch: bool,
+}
+
+impl Batched {
+    const LIST: Batched = Batched {
+        empty: b']',
+        one: b'a',
+        batch: b'e',
+        after_full_batch: false,
+    };
+    const DICT: Batched = Batched {
+        empty: b'}',
+        one: b's',
+        batch: b'u',
+        after_full_batch: true,
+    };
+}
+
 /// The identity of a str, list, dict or tuple.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ident {
@@ -272,30 +300,9 @@ impl<W: Write> Pickler<W> {
         &mut self,
         id: Ident,
         len: usize,
-        mut item: impl FnMut(&mut Self, usize) -> io::Result<()>,
+        item: impl FnMut(&mut Self, usize) -> io::Result<()>,
     ) -> io::Result<()> {
-        self.boundary()?;
-        if self.get(id) {
-            return Ok(());
-        }
-        self.write(b"]");
-        self.memoize(id);
-        if len == 1 {
-            item(self, 0)?;
-            self.write(b"a");
-            return Ok(());
-        }
-        let mut i = 0;
-        while i < len {
-            self.write(b"(");
-            let end = (i + BATCHSIZE).min(len);
-            while i < end {
-                item(self, i)?;
-                i += 1;
-            }
-            self.write(b"e");
-        }
-        Ok(())
+        self.batched(id, len, item, Batched::LIST)
     }
 
     /// A dict of `len` items; `item(p, i)` writes the key and then the value
@@ -304,37 +311,50 @@ impl<W: Write> Pickler<W> {
         &mut self,
         id: Ident,
         len: usize,
+        item: impl FnMut(&mut Self, usize) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.batched(id, len, item, Batched::DICT)
+    }
+
+    /// A list or dict as CPython's `batch_list` and `batch_dict` write it:
+    /// the empty container (memoized), then one item and its single opcode,
+    /// or batches of at most `BATCHSIZE` items between a mark and the batch
+    /// opcode.
+    fn batched(
+        &mut self,
+        id: Ident,
+        len: usize,
         mut item: impl FnMut(&mut Self, usize) -> io::Result<()>,
+        kind: Batched,
     ) -> io::Result<()> {
         self.boundary()?;
         if self.get(id) {
             return Ok(());
         }
-        self.write(b"}");
+        self.write(&[kind.empty]);
         self.memoize(id);
         if len == 0 {
             return Ok(());
         }
         if len == 1 {
             item(self, 0)?;
-            self.write(b"s");
+            self.write(&[kind.one]);
             return Ok(());
         }
         let mut i = 0;
         loop {
             self.write(b"(");
-            let mut in_batch = 0;
-            while i < len && in_batch < BATCHSIZE {
+            let end = (i + BATCHSIZE).min(len);
+            let full = end - i == BATCHSIZE;
+            while i < end {
                 item(self, i)?;
                 i += 1;
-                in_batch += 1;
             }
-            self.write(b"u");
-            if in_batch != BATCHSIZE {
-                break;
+            self.write(&[kind.batch]);
+            if i == len && !(full && kind.after_full_batch) {
+                return Ok(());
             }
         }
-        Ok(())
     }
 
     /// A tuple of `len` items (PyTorch writes pool ids as 2-tuples).
@@ -457,5 +477,12 @@ mod tests {
             })
         });
         assert!(got.ends_with(b"u(u."));
+    }
+
+    #[test]
+    fn a_list_of_exactly_one_batch_ends_with_that_batch() {
+        let got = dump(|p| p.list(Ident::Fresh, BATCHSIZE, |p, i| p.int(i as i64)));
+        assert!(got.ends_with(b"e."));
+        assert!(!got.ends_with(b"(e."));
     }
 }

@@ -160,13 +160,20 @@ impl Serving {
             v.push(py("_wrapped_call_impl", &module, 1736));
             v.push(caller);
         };
-        // The iteration's model call, from LlamaForCausalLM out to the server.
-        let outer = |v: &mut Vec<Py>| {
-            call(v, py("_sample", &generation, 3254));
-            v.push(py("step", SERVER, 212));
+        // The server's frames from its `step` (at `line`) outwards, after
+        // `inner`.
+        let in_step = |inner: Vec<Py>, line: u32| {
+            let mut v = inner;
+            v.push(py("step", SERVER, line));
             v.push(py("serve_forever", SERVER, 301));
             v.push(py("main", SERVER, 344));
             v.push(py("<module>", SERVER, 351));
+            v
+        };
+        // The iteration's model call, from LlamaForCausalLM out to the server.
+        let outer = |v: &mut Vec<Py>| {
+            call(v, py("_sample", &generation, 3254));
+            *v = in_step(std::mem::take(v), 212);
         };
         // A call site in LlamaModel.forward (`in_layer`: in a decoder layer's
         // `part` (attention or MLP), itself at `layer_line`).
@@ -244,11 +251,7 @@ impl Serving {
         let layer_free = p.free(&at(vec![], Some(mlp(167))));
         let head_at = |inner: Vec<Py>| {
             let mut v = inner;
-            call(&mut v, py("_sample", &generation, 3254));
-            v.push(py("step", SERVER, 212));
-            v.push(py("serve_forever", SERVER, 301));
-            v.push(py("main", SERVER, 344));
-            v.push(py("<module>", SERVER, 351));
+            outer(&mut v);
             Entry::Python(v)
         };
         let head = p.alloc(
@@ -263,28 +266,13 @@ impl Serving {
         let sample = p.alloc(
             "argmax",
             UNARY,
-            &Entry::Python(vec![
-                py("_sample", &generation, 3290),
-                py("step", SERVER, 212),
-                py("serve_forever", SERVER, 301),
-                py("main", SERVER, 344),
-                py("<module>", SERVER, 351),
-            ]),
+            &Entry::Python(in_step(vec![py("_sample", &generation, 3290)], 212)),
         );
-        let head_free = p.free(&Entry::Python(vec![
-            py("_sample", &generation, 3301),
-            py("step", SERVER, 212),
-            py("serve_forever", SERVER, 301),
-            py("main", SERVER, 344),
-            py("<module>", SERVER, 351),
-        ]));
-        let evict = p.free(&Entry::Python(vec![
-            py("evict", SERVER, 187),
-            py("step", SERVER, 226),
-            py("serve_forever", SERVER, 301),
-            py("main", SERVER, 344),
-            py("<module>", SERVER, 351),
-        ]));
+        let head_free = p.free(&Entry::Python(in_step(
+            vec![py("_sample", &generation, 3301)],
+            212,
+        )));
+        let evict = p.free(&Entry::Python(in_step(vec![py("evict", SERVER, 187)], 226)));
         let empty_cache = p.empty_cache(&[
             py("serve_forever", SERVER, 309),
             py("main", SERVER, 344),

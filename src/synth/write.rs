@@ -47,6 +47,12 @@ pub(super) fn key<W: Write>(p: &mut Pickler<W>, k: &str) -> io::Result<()> {
     p.str(Ident::Shared(KEY + i as u64), k)
 }
 
+/// A dict item of an integer under one of the binding's keys.
+fn int_item<W: Write>(p: &mut Pickler<W>, (k, v): (&str, i64)) -> io::Result<()> {
+    key(p, k)?;
+    p.int(v)
+}
+
 pub(super) fn shared_str<W: Write>(
     p: &mut Pickler<W>,
     space: u64,
@@ -77,10 +83,7 @@ pub(super) fn frames<W: Write>(p: &mut Pickler<W>, s: &Synth, capture: u32) -> i
                     key(p, "filename")?;
                     p.str(Ident::Fresh, &fr.filename)
                 }
-                _ => {
-                    key(p, "line")?;
-                    p.int(fr.line as i64)
-                }
+                _ => int_item(p, ("line", fr.line as i64)),
             })
         },
     )
@@ -93,35 +96,17 @@ pub(super) fn segment<W: Write>(
 ) -> io::Result<()> {
     // Frames gathered later are set after `blocks`; an empty list in place.
     let late = *sc != NO_CAPTURE;
+    let ints = [
+        ("device", seg.device),
+        ("address", seg.address as i64),
+        ("total_size", seg.total_size as i64),
+        ("allocated_size", seg.allocated_size.unwrap_or(0) as i64),
+        ("active_size", seg.active_size.unwrap_or(0) as i64),
+        ("requested_size", seg.requested_size.unwrap_or(0) as i64),
+        ("stream", seg.stream),
+    ];
     p.dict(Ident::Fresh, 12, |p, i| match i {
-        0 => {
-            key(p, "device")?;
-            p.int(seg.device)
-        }
-        1 => {
-            key(p, "address")?;
-            p.int(seg.address as i64)
-        }
-        2 => {
-            key(p, "total_size")?;
-            p.int(seg.total_size as i64)
-        }
-        3 => {
-            key(p, "allocated_size")?;
-            p.int(seg.allocated_size.unwrap_or(0) as i64)
-        }
-        4 => {
-            key(p, "active_size")?;
-            p.int(seg.active_size.unwrap_or(0) as i64)
-        }
-        5 => {
-            key(p, "requested_size")?;
-            p.int(seg.requested_size.unwrap_or(0) as i64)
-        }
-        6 => {
-            key(p, "stream")?;
-            p.int(seg.stream)
-        }
+        0..=6 => int_item(p, ints[i]),
         7 => {
             key(p, "segment_type")?;
             let t = seg.segment_type.as_str();
@@ -140,19 +125,13 @@ pub(super) fn segment<W: Write>(
             key(p, "blocks")?;
             p.list(Ident::Fresh, seg.blocks.len(), |p, j| {
                 let b = &seg.blocks[j];
+                let ints = [
+                    ("address", b.address as i64),
+                    ("size", b.size as i64),
+                    ("requested_size", b.requested_size.unwrap_or(0) as i64),
+                ];
                 p.dict(Ident::Fresh, 5, |p, k| match k {
-                    0 => {
-                        key(p, "address")?;
-                        p.int(b.address as i64)
-                    }
-                    1 => {
-                        key(p, "size")?;
-                        p.int(b.size as i64)
-                    }
-                    2 => {
-                        key(p, "requested_size")?;
-                        p.int(b.requested_size.unwrap_or(0) as i64)
-                    }
+                    0..=2 => int_item(p, ints[k]),
                     3 => {
                         key(p, "state")?;
                         let st = b.state.as_str();
@@ -195,18 +174,9 @@ pub(super) fn event<W: Write>(p: &mut Pickler<W>, s: &Synth, e: &Event) -> io::R
             )?;
             p.int(e.addr as i64)
         }
-        2 => {
-            key(p, "size")?;
-            p.int(e.size as i64)
-        }
-        3 => {
-            key(p, "stream")?;
-            p.int(e.stream)
-        }
-        4 => {
-            key(p, "time_us")?;
-            p.int(e.time_us)
-        }
+        2 => int_item(p, ("size", e.size as i64)),
+        3 => int_item(p, ("stream", e.stream)),
+        4 => int_item(p, ("time_us", e.time_us)),
         5 => {
             key(p, "compile_context")?;
             p.str(Ident::Fresh, "N/A")

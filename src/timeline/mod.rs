@@ -26,9 +26,11 @@
 //! neither decodes input nor formats output.
 
 mod backward;
+pub mod checkpoints;
 pub mod downsample;
 mod forward;
 mod gaps;
+mod lifetimes;
 pub(crate) mod policy;
 mod sample;
 pub mod series;
@@ -40,6 +42,7 @@ mod tests;
 
 pub use crate::model::Moment;
 use crate::model::*;
+pub use lifetimes::Lifetime;
 use serde::Serialize;
 pub use sample::{LayoutFigures, Sample};
 pub use series::Series;

@@ -161,19 +161,17 @@ fn the_large_pool_keeps_remainders_of_one_mib_or_less() {
         ev(Action::SegmentAlloc, c, 100_663_296),
         alloc(c, 100_000_000),
     ];
-    let good = snap(
-        vec![
-            seg(B, 20 * MIB, Large, false, &[(0, 1_500_160, 1_500_000, A)]),
-            seg(
-                c,
-                100_663_296,
-                Large,
-                false,
-                &[(0, 100_663_296, 100_000_000, A)],
-            ),
-        ],
-        trace.clone(),
-    );
+    // The recording, with the second block of `second` bytes.
+    let recorded = |second: u64| {
+        snap(
+            vec![
+                seg(B, 20 * MIB, Large, false, &[(0, 1_500_160, 1_500_000, A)]),
+                seg(c, 100_663_296, Large, false, &[(0, second, 100_000_000, A)]),
+            ],
+            trace.clone(),
+        )
+    };
+    let good = recorded(100_663_296);
     let r = run(&good);
     assert_clean(&r);
     let e = r.end();
@@ -182,19 +180,7 @@ fn the_large_pool_keeps_remainders_of_one_mib_or_less() {
     assert_eq!((e.lay().largest_large_request, e.lay().free_gaps), (19_471_360, 1));
 
     // A recorded layout the rules cannot produce is reported, not absorbed.
-    let bad = snap(
-        vec![
-            seg(B, 20 * MIB, Large, false, &[(0, 1_500_160, 1_500_000, A)]),
-            seg(
-                c,
-                100_663_296,
-                Large,
-                false,
-                &[(0, 100_000_256, 100_000_000, A)],
-            ),
-        ],
-        trace,
-    );
+    let bad = recorded(100_000_256);
     let r = replay_device(&bad, 0);
     assert!(!r.report.final_state_matches);
     let diff = r.report.final_state_diff.unwrap();

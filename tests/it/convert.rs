@@ -140,17 +140,7 @@ fn messagepack_keeps_every_optional_event_field() {
 /// the model).
 /// A generated snapshot of 40 000 trace events (5.7 MB) in `d`.
 fn generated(d: &std::path::Path) -> (std::path::PathBuf, u64) {
-    let input = d.join("synthetic.pickle");
-    std::fs::write(
-        &input,
-        synthetic_pickle(&fragscope::synth::SynthOptions {
-            events: 40_000,
-            ..Default::default()
-        }),
-    )
-    .unwrap();
-    let size = std::fs::metadata(&input).unwrap().len();
-    (input, size)
+    generated_snapshot(d, 40_000)
 }
 
 #[test]

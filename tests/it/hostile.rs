@@ -3,7 +3,7 @@
 //! bounded and answered by one clear line. See docs/robustness.md.
 
 use crate::util::guarded::*;
-use crate::util::{Pk, Rng, leftovers, path_str, real_inputs};
+use crate::util::{Pk, Rng, leftovers, path_str, peak_rss, real_inputs};
 use fragscope::input::{self, LoadError};
 use serde_json::json;
 use std::io::Write;
@@ -398,8 +398,14 @@ fn a_bomb_that_starts_as_no_input_is_refused_on_its_first_bytes() {
                 .assert_stderr_has(&format!("after {what} decompression"));
         }
     }
-    let r = run(&["stats", &write(d.path(), "z.gz", &gzip_bomb(2 << 30, b""))]);
+    let z = write(d.path(), "z.gz", &gzip_bomb(2 << 30, b""));
+    let r = run(&["stats", &z]);
     r.assert_stderr_has("(starts with bytes [00, 00, 00, 00]) after gzip decompression");
+    // Refused on its first window, the 2 GiB stream costs the process's
+    // own few mebibytes: its peak RSS stays under 32 MiB.
+    let (code, rss) = peak_rss(["stats", z.as_str()]);
+    assert_eq!(code, 2);
+    assert!(rss < 32 << 20, "peak RSS {rss} bytes refusing {z}");
 }
 
 // ---------------------------------------------------------------------------

@@ -64,6 +64,21 @@ fn recorder_module_runs_without_torch() {
         .env("PYTHONDONTWRITEBYTECODE", "1"));
 }
 
+/// `fragscope.show(path)`: the self-contained page, returned without
+/// IPython, displayed in an iframe with it (tests/python/test_show.py).
+#[test]
+fn show_gives_the_page_with_its_data() {
+    let Some(py) = python() else {
+        eprintln!("note: no python3 on PATH; skipping fragscope.show's tests");
+        return;
+    };
+    ok(Command::new(py)
+        .arg(root().join("tests/python/test_show.py"))
+        .arg(fixture("view_oom_two_devices.pickle"))
+        .env("FRAGSCOPE_BIN", crate::util::bin())
+        .env("PYTHONDONTWRITEBYTECODE", "1"));
+}
+
 #[test]
 fn wheel_installs_the_command_into_a_fresh_venv() {
     let Some(py) = python() else {
@@ -132,4 +147,20 @@ fn wheel_installs_the_command_into_a_fresh_venv() {
         "import sys, fragscope; print(callable(fragscope.record), 'torch' in sys.modules)",
     ]));
     assert_eq!(r.trim(), "True False");
+    // fragscope.show finds the installed command on PATH.
+    let path = std::env::join_paths(
+        std::iter::once(installed.parent().unwrap().to_path_buf()).chain(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        )),
+    )
+    .unwrap();
+    let r = ok(Command::new(venv_bin(&venv, "python"))
+        .args([
+            "-c",
+            "import sys, fragscope; print('fragscope-data' in fragscope.show(sys.argv[1]))",
+        ])
+        .arg(&fixture)
+        .env("PATH", path)
+        .env_remove("FRAGSCOPE_BIN"));
+    assert_eq!(r.trim(), "True");
 }

@@ -32,6 +32,19 @@ pub fn synthetic_pickle(o: &fragscope::synth::SynthOptions) -> Vec<u8> {
     bytes
 }
 
+/// A generated snapshot of `events` trace events (the default shape)
+/// written to `synthetic.pickle` in `d`, and its size.
+pub fn generated_snapshot(d: &Path, events: u64) -> (PathBuf, u64) {
+    let input = d.join("synthetic.pickle");
+    let o = fragscope::synth::SynthOptions {
+        events,
+        ..Default::default()
+    };
+    std::fs::write(&input, synthetic_pickle(&o)).unwrap();
+    let size = std::fs::metadata(&input).unwrap().len();
+    (input, size)
+}
+
 /// `../shared/real`, or `None` (with a printed note) when it is absent;
 /// under `CI=true` its absence fails the test instead.
 pub fn real_dir() -> Option<PathBuf> {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 const OOM_FIXTURE: &str = "view_oom_two_devices.pickle";
 
-fn data_of(file: &str, extra: &[&str]) -> Value {
+pub(crate) fn data_of(file: &str, extra: &[&str]) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("data.json");
     let mut args = vec!["view", file, "-o", out.to_str().unwrap()];
@@ -32,6 +32,11 @@ fn data_api_golden() {
         ("expandable_oom_proto5.pickle", "view-expandable-oom.json"),
         ("pools_pending_proto4.pickle", "view-pools-pending.json"),
         ("gap_fragmented_moment.json", "view-gap-fragmented.json"),
+        ("cpu_only_trace.json.gz", "view-cpu-only-trace.json"),
+        (
+            "memory_timeline_after.raw.json",
+            "view-memory-timeline.json",
+        ),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("data.json");
@@ -209,21 +214,16 @@ fn bad_inputs_and_options() {
     ]);
     r.expect_code(2);
     assert!(r.stderr().contains(".html"));
-    let r = run([
-        "view",
-        &fixture("cpu_only_trace.json.gz"),
-        "-o",
-        dir.path().join("p.html").to_str().unwrap(),
-    ]);
-    r.expect_code(2);
-    assert!(r.stderr().contains("profiler trace"), "{}", r.stderr());
-    assert!(!dir.path().join("p.html").exists());
+    // A trace of CPU memory alone: a page that says why there is no map.
+    let d = data_of(&fixture("cpu_only_trace.json.gz"), &[]);
+    assert_eq!(d["kind"], "profiler_trace");
+    assert!(d["no_segment_map"].as_str().unwrap().contains("CPU"), "{d}");
 }
 
 // ---- the server --------------------------------------------------------
 
 /// `fragscope view FILE --no-open …` running; stopped when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     _stdout: BufReader<std::process::ChildStdout>,
     url: String,
@@ -231,7 +231,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(file: &str, extra: &[&str]) -> Server {
+    pub(crate) fn start(file: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(util::bin())
             .args(["view", file, "--no-open"])
             .args(extra)
@@ -325,7 +325,7 @@ fn http(
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
-fn get(srv: &Server, target: &str) -> (u16, String) {
+pub(crate) fn get(srv: &Server, target: &str) -> (u16, String) {
     http(srv.addr, "GET", target, &srv.addr.to_string(), None)
 }
 
@@ -662,28 +662,53 @@ for (const it of L.placed) {
 return null;
 "#;
 
-#[test]
-fn browser_standalone_page() {
-    let Some(b) = Browser::start() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("page.html");
-    let file = fixture(OOM_FIXTURE);
-    run([
-        "view",
-        &file,
-        "--max-points",
-        "32",
-        "-o",
-        page.to_str().unwrap(),
-    ])
-    .expect_code(0);
-    let data = data_of(&file, &["--max-points", "32"]);
-    b.open(&file_url(&page));
-    b.wait_for(
-        "the page",
-        "return window.fragscopeView && window.fragscopeView.state.layout !== null",
-    );
+/// Client coordinates of the middle of a band with a call site on the
+/// memory timeline, with its site and size.
+const FIND_BAND: &str = r#"
+const V = window.fragscopeView, S = V.state, G = S.bandGeom;
+const c = document.getElementById('timeline');
+c.scrollIntoView({block: 'center'});
+const r = c.getBoundingClientRect();
+if (!G) return null;
+let best = null;
+for (const p of G.geom) {
+  if (p.x1 - p.x0 < 3) continue;
+  for (const [j, lo, hi] of p.col) {
+    const b = G.win.bands[j];
+    const h = G.yOf(lo) - G.yOf(hi);
+    if (b[4] == null || h < 4 || (best && best.h >= h)) continue;
+    best = {x: r.left + (p.x0 + p.x1) / 2, y: r.top + (G.yOf(lo) + G.yOf(hi)) / 2, h,
+            site: G.stacks[b[4]].site, size: V.fmtBytes(b[2])};
+  }
+}
+return best;
+"#;
 
+/// The pointer to `at` (`x`, `y`): the tooltip's text.
+fn hover(b: &Browser, at: &Value) -> String {
+    b.mouse_to(at["x"].as_f64().unwrap(), at["y"].as_f64().unwrap());
+    b.wait_for(
+        "the tooltip",
+        "return !document.getElementById('tip').hidden",
+    );
+    b.text("#tip")
+}
+
+const PAGE_READY: &str =
+    "return window.fragscopeView && window.fragscopeView.state.layout !== null";
+
+/// What the issue asks of the page, on the OOM fixture, served or written
+/// with `-o`: open on the OOM, hover a band and read its call site, pin it,
+/// hover a block, search a call site and see bands and blocks highlighted,
+/// scrub to the OOM and find the failed request beside the largest gap,
+/// filter by pool and stream, select another device.
+fn check_oom_page(b: &Browser, data: &Value, served: bool) {
+    let how = if served { "served" } else { "-o" };
+    b.wait_for("the page", PAGE_READY);
+    assert_eq!(
+        b.js("return window.fragscopeView.data.served"),
+        json!(served)
+    );
     // It opens on the OOM: the failed request and the verdict are shown.
     let oom = &data["devices"][0]["ooms"][0];
     let request = oom["request_text"].as_str().unwrap();
@@ -715,15 +740,66 @@ fn browser_standalone_page() {
     );
     assert!(b.text("#state-label").contains("oom #1"));
 
+    // Hover a band of the timeline: its call site and size; a click pins it.
+    let band = b.js(FIND_BAND);
+    assert!(!band.is_null(), "{how}: a band with a call site");
+    let tip = hover(b, &band);
+    assert!(
+        tip.contains(band["site"].as_str().unwrap()),
+        "{how}: {tip} / {band}"
+    );
+    assert!(
+        tip.contains(band["size"].as_str().unwrap()),
+        "{how}: {tip} / {band}"
+    );
+    assert!(
+        tip.contains("allocated at") && tip.contains("freed"),
+        "{how}: {tip}"
+    );
+    b.actions(
+        json!([{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
+        "actions": [{"type": "pointerDown", "button": 0}, {"type": "pointerUp", "button": 0}]}]),
+    );
+    b.wait_for(
+        "a pinned band",
+        "return window.fragscopeView.state.pinned !== null",
+    );
+    b.mouse_to(5.0, 5.0);
+    assert_eq!(
+        b.js("return document.getElementById('tip').hidden"),
+        json!(false),
+        "{how}: pinned"
+    );
+    b.key("\u{E00C}"); // Escape
+    assert_eq!(
+        b.js("return window.fragscopeView.state.pinned"),
+        json!(null)
+    );
+
+    // Scrub to the OOM (the slider's last position is the OOM's event):
+    // the failed request drawn at scale beside the largest free gap, the
+    // culprits' blocks outlined.
+    let oom = &data["devices"][0]["ooms"][0];
+    b.click("button[data-moment='0']");
+    b.js("document.getElementById('scrub').focus()");
+    b.key("\u{E010}"); // End
+    b.wait_for(
+        "the OOM",
+        "return document.getElementById('segmap').dataset.failed !== ''",
+    );
+    let failed = b.text("#failed-request");
+    assert!(
+        failed.contains(oom["request_text"].as_str().unwrap()),
+        "{how}: {failed}"
+    );
+    let drawn = b.js("const d = document.getElementById('segmap').dataset; return [Number(d.failed), window.fragscopeView.fmtBytes(Number(d.gap)), Number(d.culprits)]");
+    assert_eq!(drawn[0], oom["request"], "{how}");
+    assert_eq!(drawn[1], oom["largest_gap_text"], "{how}");
+    assert!(drawn[2].as_u64().unwrap() > 0, "{how}: culprits outlined");
     // Hover a block: its call site and size in the tooltip.
     let blk = b.js(FIND_BLOCK);
     assert!(!blk.is_null(), "a live block with a call site at the OOM");
-    b.mouse_to(blk["x"].as_f64().unwrap(), blk["y"].as_f64().unwrap());
-    b.wait_for(
-        "the tooltip",
-        "return !document.getElementById('tip').hidden",
-    );
-    let tip = b.text("#tip");
+    let tip = hover(b, &blk);
     assert!(tip.contains(blk["site"].as_str().unwrap()), "{tip} / {blk}");
     assert!(tip.contains(blk["size"].as_str().unwrap()), "{tip} / {blk}");
 
@@ -740,6 +816,11 @@ fn browser_standalone_page() {
     b.type_into("#search", &site);
     let n = b.wait_for("matches", "const n = Number(document.getElementById('match-count').dataset.blocks); return n > 0 ? n : null");
     assert!(n.as_u64().unwrap() > 0);
+    let bands = b.js("return Number(document.getElementById('timeline').dataset.bandMatches)");
+    assert!(
+        bands.as_u64().unwrap() > 0,
+        "{how}: bands of {site} highlighted"
+    );
     let rows = b.js(
         "return [...document.querySelectorAll('#sites tr.match td.site')].map(t => t.textContent)",
     );
@@ -747,6 +828,29 @@ fn browser_standalone_page() {
         rows.as_array().unwrap().iter().any(|r| r == &json!(site)),
         "{rows}"
     );
+
+    // One pool and stream: the map and the table show only theirs.
+    let place = b.js("const o = [...document.getElementById('place').options].map(o => o.value).filter(v => v); return o.length > 1 ? o[1] : null");
+    assert!(!place.is_null(), "{how}: two places at the OOM");
+    b.js(&format!("const s = document.getElementById('place'); s.value = {place}; s.dispatchEvent(new Event('change'));"));
+    let shown = b.js("const S = window.fragscopeView.state; return [S.layout.placed.map(p => p.seg.place), [...document.querySelectorAll('#sites tbody tr')].length, S.state.segments.length]");
+    let places = shown[0].as_array().unwrap();
+    assert!(
+        !places.is_empty() && places.iter().all(|p| p == &place),
+        "{how}: {shown}"
+    );
+    assert!(
+        (places.len() as u64) < shown[2].as_u64().unwrap(),
+        "{how}: {shown}"
+    );
+    let rows = data["devices"][0]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["places"].as_array().unwrap().contains(&place))
+        .count();
+    assert_eq!(shown[1], json!(rows), "{how}");
+    b.js("const s = document.getElementById('place'); s.value = ''; s.dispatchEvent(new Event('change'));");
 
     // Another device: its recorded state.
     b.click("#device option[value='1']");
@@ -759,6 +863,86 @@ fn browser_standalone_page() {
         b.js("return document.querySelectorAll('#moments button').length"),
         json!(1)
     );
+    assert_eq!(b.errors(), Vec::<String>::new());
+}
+
+fn oom_page(dir: &Path) -> (std::path::PathBuf, Value) {
+    let page = dir.join("page.html");
+    let file = fixture(OOM_FIXTURE);
+    run([
+        "view",
+        &file,
+        "--max-points",
+        "32",
+        "-o",
+        page.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    (page, data_of(&file, &["--max-points", "32"]))
+}
+
+/// A long trace's page, zoomed with the wheel: finer levels of the series
+/// and finer bands (a finer tier of the page, or a window fetched from the
+/// server) come into view.
+fn check_zoom(b: &Browser, served: bool) {
+    b.wait_for("the page", PAGE_READY);
+    b.js("document.getElementById('timeline').scrollIntoView({block: 'center'})");
+    let vars = "const d = document.getElementById('detail').dataset, t = document.getElementById('timeline').dataset, S = window.fragscopeView.state; const v = [Number(d.level), Number(d.points), S.x1 - S.x0, Number(t.bandTier), Number(t.bandSpan)];";
+    let before = b.js(&format!("{vars} return v"));
+    let r = b.js("const r = document.getElementById('timeline').getBoundingClientRect(); return [r.left + r.width * 0.6, r.top + r.height / 2]");
+    b.wheel(r[0].as_f64().unwrap(), r[1].as_f64().unwrap(), -100, 20);
+    let tiers = b
+        .js("return window.fragscopeView.state.dev.bands.tiers.length")
+        .as_i64()
+        .unwrap();
+    // Served: a window fetched for the view; written: a finer tier.
+    let want_tier = if served { tiers } else { 2 };
+    let after = b.wait_for(
+        "a zoomed view",
+        &format!(
+            "{vars} return v[2] < 20000 && v[3] >= {want_tier} && S.inflight === 0 ? v : null"
+        ),
+    );
+    let density = |v: &Value| v[1].as_f64().unwrap() / v[2].as_f64().unwrap();
+    assert!(
+        density(&after) > density(&before) * 2.0,
+        "{before} → {after}"
+    );
+    assert!(
+        after[3].as_i64() > before[3].as_i64(),
+        "finer bands: {before} → {after}"
+    );
+    assert!(
+        after[4].as_f64().unwrap() < before[4].as_f64().unwrap() / 4.0,
+        "{before} → {after}"
+    );
+    if !served {
+        assert!(after[0].as_i64() > before[0].as_i64(), "{before} → {after}");
+    }
+}
+
+fn long_trace(dir: &Path) -> std::path::PathBuf {
+    let long = dir.join("long.pickle");
+    run([
+        "synth",
+        "--events",
+        "60000",
+        "--seed",
+        "2",
+        "-o",
+        long.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    long
+}
+
+#[test]
+fn browser_standalone_page() {
+    let Some(b) = Browser::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (page, data) = oom_page(dir.path());
+    b.open(&file_url(&page));
+    check_oom_page(&b, &data, false);
     assert_eq!(b.errors(), Vec::<String>::new());
 
     // The formatter the page draws with is the terminal's.
@@ -783,18 +967,7 @@ fn browser_standalone_page() {
         assert_eq!(js, json!(fragscope::core::units::fmt_pct(x)), "{x}");
     }
 
-    // Zoom a long trace: the wheel over the chart unfolds finer levels.
-    let long = dir.path().join("long.pickle");
-    run([
-        "synth",
-        "--events",
-        "60000",
-        "--seed",
-        "2",
-        "-o",
-        long.to_str().unwrap(),
-    ])
-    .expect_code(0);
+    let long = long_trace(dir.path());
     run([
         "view",
         long.to_str().unwrap(),
@@ -805,26 +978,7 @@ fn browser_standalone_page() {
     ])
     .expect_code(0);
     b.open(&file_url(&page));
-    b.wait_for(
-        "the page",
-        "return window.fragscopeView && window.fragscopeView.state.layout !== null",
-    );
-    // Zoom: the wheel over the chart brings a finer level into view.
-    b.js("document.getElementById('timeline').scrollIntoView({block: 'center'})");
-    let before = b.js("const d = document.getElementById('detail').dataset; return [Number(d.level), Number(d.points), window.fragscopeView.state.x1 - window.fragscopeView.state.x0]");
-    let r = b.js("const r = document.getElementById('timeline').getBoundingClientRect(); return [r.left + r.width * 0.6, r.top + r.height / 2]");
-    b.wheel(r[0].as_f64().unwrap(), r[1].as_f64().unwrap(), -100, 10);
-    let after = b.wait_for(
-        "a zoomed view",
-        "const d = document.getElementById('detail').dataset, S = window.fragscopeView.state; return (S.x1 - S.x0) < 20000 ? [Number(d.level), Number(d.points), S.x1 - S.x0] : null",
-    );
-    let density = |v: &Value| v[1].as_f64().unwrap() / v[2].as_f64().unwrap();
-    assert!(after[0].as_i64() > before[0].as_i64(), "{before} → {after}");
-    assert!(
-        density(&after) > density(&before) * 2.0,
-        "{before} → {after}"
-    );
-
+    check_zoom(&b, false);
     assert_eq!(b.errors(), Vec::<String>::new());
 }
 
@@ -877,14 +1031,33 @@ fn browser_served_page() {
         levels
     );
     assert_eq!(b.errors(), Vec::<String>::new());
+    drop(srv);
+
+    // The issue's list, served.
+    let data = data_of(&file, &["--max-points", "32"]);
+    let srv = Server::start(&file, &["--max-points", "32"]);
+    b.open(&srv.url);
+    check_oom_page(&b, &data, true);
+    b.wait_for(
+        "the server's answers",
+        "return window.fragscopeView.state.inflight === 0",
+    );
+    assert_eq!(b.errors(), Vec::<String>::new());
+    drop(srv);
+    let dir = tempfile::tempdir().unwrap();
+    let long = long_trace(dir.path());
+    let srv = Server::start(long.to_str().unwrap(), &["--max-points", "500"]);
+    b.open(&srv.url);
+    check_zoom(&b, true);
+    assert_eq!(b.errors(), Vec::<String>::new());
 }
 
 /// Every fixture snapshot and every real snapshot: the page opens, shows
-/// each device and its key moments, and logs no error, written with -o and
-/// served.
+/// each device and its key moments, and logs no error, written with -o and,
+/// where a device has a trace (the served page then asks the server for
+/// states, series and bands), served. Two browsers share the pages.
 #[test]
 fn browser_no_console_error_anywhere() {
-    let Some(b) = Browser::start() else { return };
     let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(util::root().join("fixtures"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -900,53 +1073,97 @@ fn browser_no_console_error_anywhere() {
     }
     files.sort();
     let dir = tempfile::tempdir().unwrap();
+    // The pages first (the binary, in parallel), then two browsers.
+    let pages: Vec<(std::path::PathBuf, std::path::PathBuf, bool)> = std::thread::scope(|sc| {
+        let jobs: Vec<_> = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let page = dir.path().join(format!("page{i}.html"));
+                sc.spawn(move || {
+                    let name = util::name_of(f);
+                    let r = run(["view", f.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+                    if r.code() != 0 {
+                        // Not a snapshot (traces, exports, text): one clean line.
+                        r.expect_code(2);
+                        assert_eq!(r.stderr().lines().count(), 1, "{name}: {}", r.stderr());
+                        return None;
+                    }
+                    let traced = std::fs::read_to_string(&page)
+                        .unwrap()
+                        .contains("\"traced\":true");
+                    Some((f.clone(), page, traced))
+                })
+            })
+            .collect();
+        jobs.into_iter().filter_map(|j| j.join().unwrap()).collect()
+    });
+    let Some(first) = Browser::start() else {
+        return;
+    };
+    let browsers = [first, Browser::start().unwrap()];
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let shown: usize = std::thread::scope(|sc| {
+        let workers: Vec<_> = browsers
+            .iter()
+            .map(|b| {
+                let (next, pages) = (&next, &pages);
+                sc.spawn(move || {
+                    let mut shown = 0;
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let Some((f, page, traced)) = pages.get(i) else {
+                            return shown;
+                        };
+                        shown += sweep(b, f, page, *traced);
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    });
+    assert!(shown >= 10 + pages.len(), "pages shown: {shown}");
+}
+
+/// One file's page, written and (when traced) served: every device and key
+/// moment shown, a step back, and no console error. The number of pages.
+fn sweep(b: &Browser, f: &Path, page: &Path, traced: bool) -> usize {
+    let name = util::name_of(f);
     let mut shown = 0;
-    for f in &files {
-        let name = util::name_of(f);
-        let page = dir.path().join("page.html");
-        let r = run(["view", f.to_str().unwrap(), "-o", page.to_str().unwrap()]);
-        if r.code() != 0 {
-            // Not a snapshot (traces, exports, text): one clean line.
-            r.expect_code(2);
-            assert_eq!(r.stderr().lines().count(), 1, "{name}: {}", r.stderr());
+    for serve in [false, true] {
+        if serve && !traced {
             continue;
         }
-        for url in [file_url(&page), String::new()] {
-            let srv = url
-                .is_empty()
-                .then(|| Server::start(f.to_str().unwrap(), &[]));
-            b.open(srv.as_ref().map_or(&url, |s| &s.url));
-            b.wait_for(
-                &name,
-                "return document.readyState === 'complete' && window.fragscopeView !== undefined",
-            );
-            let devices = b
-                .js("return window.fragscopeView.data.devices.length")
-                .as_u64()
-                .unwrap();
-            for d in 0..devices {
-                b.js(&format!("const s = document.getElementById('device'); s.value = '{d}'; s.dispatchEvent(new Event('change'));"));
-                let moments = b
-                    .js("return document.querySelectorAll('#moments button').length")
-                    .as_u64()
-                    .unwrap();
-                for m in 0..moments {
-                    b.click(&format!("button[data-moment='{m}']"));
-                }
-                b.key("\u{E012}"); // ArrowLeft
-            }
-            b.wait_for(
-                "the server's answers",
-                "return window.fragscopeView.state.inflight === 0",
-            );
-            let errors = b.errors();
-            assert!(
-                errors.is_empty(),
-                "{name} ({}): {errors:?}",
-                if srv.is_some() { "served" } else { "-o" }
-            );
-            shown += 1;
-        }
+        let srv = serve.then(|| Server::start(f.to_str().unwrap(), &[]));
+        b.open(
+            &srv.as_ref()
+                .map_or_else(|| file_url(page), |s| s.url.clone()),
+        );
+        b.wait_for(
+            &name,
+            "return document.readyState === 'complete' && window.fragscopeView !== undefined",
+        );
+        // Every device, every key moment, a step back with the arrow key:
+        // one script, as a user's clicks would run them.
+        b.js(r#"
+const s = document.getElementById('device');
+for (let d = 0; d < window.fragscopeView.data.devices.length; d++) {
+  s.value = String(d);
+  s.dispatchEvent(new Event('change'));
+  for (const m of document.querySelectorAll('#moments button')) m.click();
+  document.body.dispatchEvent(new KeyboardEvent('keydown', {key: 'ArrowLeft', bubbles: true}));
+}"#);
+        b.wait_for(
+            "the server's answers",
+            "return window.fragscopeView.state.inflight === 0",
+        );
+        let errors = b.errors();
+        assert!(
+            errors.is_empty(),
+            "{name} ({}): {errors:?}",
+            if serve { "served" } else { "-o" }
+        );
+        shown += 1;
     }
-    assert!(shown >= 2 * 10, "pages shown: {shown}");
+    shown
 }

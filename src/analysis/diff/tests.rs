@@ -1,5 +1,6 @@
 use super::*;
 use crate::analysis::frames::CallSite;
+use crate::model::test_support;
 use crate::model::*;
 
 /// A one-device snapshot: one segment per entry of `segs`, each a list of
@@ -13,22 +14,8 @@ pub(crate) fn snap(
         if file.is_empty() {
             return StackId::EMPTY;
         }
-        let name = i.string("forward").unwrap();
-        let fname = i.string(file).unwrap();
-        let torch = i
-            .string("/usr/lib/python3/site-packages/torch/nn/modules/linear.py")
-            .unwrap();
-        let lin = i.string("forward").unwrap();
-        let inner = i.frame(Frame {
-            filename: torch,
-            line: 125,
-            name: lin,
-        });
-        let user = i.frame(Frame {
-            filename: fname,
-            line: 10,
-            name,
-        });
+        let inner = test_support::frame(&mut i, test_support::TORCH_LINEAR, 125, "forward");
+        let user = test_support::frame(&mut i, file, 10, "forward");
         i.stack(vec![inner, user])
     };
     let mut segments = Vec::new();
@@ -37,33 +24,21 @@ pub(crate) fn snap(
         let start = addr;
         let mut bs = Vec::new();
         for (size, state, file) in blocks.iter() {
-            bs.push(Block {
-                address: addr,
-                size: *size,
-                requested_size: Some(*size),
-                state: *state,
-                frames: if *state == BlockState::ActiveAllocated {
-                    stack(file)
-                } else {
-                    StackId::EMPTY
-                },
-            });
+            let frames = if *state == BlockState::ActiveAllocated {
+                stack(file)
+            } else {
+                StackId::EMPTY
+            };
+            bs.push(test_support::block(
+                addr,
+                *size,
+                Some(*size),
+                *state,
+                frames,
+            ));
             addr += size;
         }
-        segments.push(Segment {
-            device: 0,
-            address: start,
-            total_size: addr - start,
-            allocated_size: None,
-            active_size: None,
-            requested_size: None,
-            stream: 0,
-            segment_type: SegmentType::Large,
-            pool_id: None,
-            is_expandable: None,
-            frames: StackId::EMPTY,
-            blocks: bs,
-        });
+        segments.push(test_support::segment(start, bs));
         addr += 1 << 30;
     }
     let events = trace

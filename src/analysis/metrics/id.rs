@@ -37,26 +37,17 @@ pub enum Unit {
 }
 
 impl MetricId {
-    pub const ALL: [MetricId; 18] = [
-        MetricId::PeakAllocated,
-        MetricId::PeakReserved,
-        MetricId::EndAllocated,
-        MetricId::EndReserved,
-        MetricId::Fragmentation,
-        MetricId::LargestGap,
-        MetricId::FreeGaps,
-        MetricId::InternalWaste,
-        MetricId::OomEvents,
-        MetricId::PeakTotal,
-        MetricId::PeakParameter,
-        MetricId::PeakOptimizerState,
-        MetricId::PeakInput,
-        MetricId::PeakTemporary,
-        MetricId::PeakActivation,
-        MetricId::PeakGradient,
-        MetricId::PeakAutogradDetail,
-        MetricId::PeakUnknown,
-    ];
+    /// Every metric: the allocator's, then the memory timeline's.
+    pub const ALL: [MetricId; 18] = {
+        let mut all = [MetricId::PeakAllocated; 18];
+        let mut i = 0;
+        while i < 9 {
+            all[i] = MetricId::ALLOCATOR[i];
+            all[9 + i] = MetricId::CATEGORIES[i];
+            i += 1;
+        }
+        all
+    };
 
     /// The metrics of a snapshot or a profiler trace (the allocator's).
     pub const ALLOCATOR: [MetricId; 9] = [

@@ -159,14 +159,22 @@ impl DeviceMetrics {
     }
 
     /// From the final state of a device and its replayed samples (any order,
-    /// may be empty). The final state also counts as a moment, so peaks are
+    /// may be empty), read in two passes: the peaks, then the moments under
+    /// pressure, so a compact series is decoded as it is read, never
+    /// expanded whole. The final state also counts as a moment, so peaks are
     /// never below the recorded end even where a replay drifted.
-    pub fn from_parts(
+    pub fn from_parts<I>(
         device: i64,
         end: &StateStats,
-        samples: &[Sample],
+        samples: I,
         oom_events: u64,
-    ) -> DeviceMetrics {
+    ) -> DeviceMetrics
+    where
+        I: IntoIterator<Item = Sample>,
+        I::IntoIter: Clone + ExactSizeIterator,
+    {
+        let samples = samples.into_iter();
+        let n_samples = samples.len();
         let end_sample = Sample {
             allocated: end.allocated_bytes,
             active: end.active_bytes,
@@ -182,26 +190,26 @@ impl DeviceMetrics {
             }),
             ..Sample::default()
         };
-        let all = || samples.iter().chain(std::iter::once(&end_sample));
-        let peak_allocated = all().map(|s| s.allocated).max().unwrap_or(0);
-        let peak_reserved = all().map(|s| s.reserved_bytes()).max().unwrap_or(0);
-        let pressured =
-            || all().filter(move |s| under_pressure(s.reserved_bytes(), peak_reserved));
-        let fragmentation = pressured().map(|s| s.lay().fragmentation).fold(0.0, f64::max);
-        let largest_gap = if peak_reserved == 0 {
-            None
-        } else {
-            pressured().map(|s| s.lay().largest_free_gap).min()
+        let at = |s: &Sample| s.event.map_or(MomentAt::Start, MomentAt::Event);
+        let moments = || {
+            (samples.clone().map(move |s| (s, at(&s))))
+                .chain(std::iter::once((end_sample, MomentAt::RecordedState)))
         };
+        let (mut peak_allocated, mut peak_reserved, mut internal_waste) = (0, 0, 0);
+        for (s, _) in moments() {
+            peak_allocated = peak_allocated.max(s.allocated);
+            peak_reserved = peak_reserved.max(s.reserved_bytes());
+            internal_waste = internal_waste.max(s.lay().internal_free);
+        }
+        let mut fragmentation = 0.0;
+        let (mut largest_gap, mut free_gaps) = (None::<u64>, None::<u64>);
         let mut front = std::collections::BTreeMap::new();
-        if peak_reserved > 0 {
-            let at = |s: &Sample| s.event.map_or(MomentAt::Start, MomentAt::Event);
-            let moments = samples
-                .iter()
-                .map(|s| (s, at(s)))
-                .chain(std::iter::once((&end_sample, MomentAt::RecordedState)));
-            let hot = |(s, _): &(&Sample, _)| under_pressure(s.reserved_bytes(), peak_reserved);
-            for (s, at) in moments.filter(hot) {
+        for (s, at) in moments().filter(|(s, _)| under_pressure(s.reserved_bytes(), peak_reserved)) {
+            fragmentation = f64::max(fragmentation, s.lay().fragmentation);
+            largest_gap =
+                Some(largest_gap.map_or(s.lay().largest_free_gap, |g| g.min(s.lay().largest_free_gap)));
+            free_gaps = Some(free_gaps.map_or(s.lay().free_gaps, |g| g.max(s.lay().free_gaps)));
+            if peak_reserved > 0 {
                 add_gap_moment(
                     &mut front,
                     GapMoment {
@@ -214,21 +222,19 @@ impl DeviceMetrics {
         }
         DeviceMetrics {
             device,
-            timeline: if samples.is_empty() {
+            timeline: if n_samples == 0 {
                 Timeline::FinalStateOnly
             } else {
-                Timeline::Replayed {
-                    samples: samples.len(),
-                }
+                Timeline::Replayed { samples: n_samples }
             },
             peak_allocated: Some(peak_allocated),
             peak_reserved: Some(peak_reserved),
             end_allocated: Some(end.allocated_bytes),
             end_reserved: Some(end.reserved_bytes),
             fragmentation: Some(fragmentation),
-            largest_gap,
-            free_gaps: pressured().map(|s| s.lay().free_gaps).max(),
-            internal_waste: all().map(|s| s.lay().internal_free).max(),
+            largest_gap: largest_gap.filter(|_| peak_reserved > 0),
+            free_gaps,
+            internal_waste: Some(internal_waste),
             oom_events: Some(oom_events),
             gap_moments: front.into_values().collect(),
         }
@@ -403,8 +409,8 @@ impl Metrics {
             let n_oom = ooms.iter().filter(|o| o.device == d).count() as u64;
             // The replay contract gives exactly the final state when there are
             // no events, which `from_parts` already counts.
-            let samples = if snap.trace_of(d).is_empty() {
-                Vec::new()
+            let r = if snap.trace_of(d).is_empty() {
+                None
             } else {
                 let r = crate::timeline::replay_device(snap, d);
                 let anomalies: u64 = r.report.anomalies.iter().map(|a| a.count).sum();
@@ -424,11 +430,12 @@ impl Metrics {
                             .unwrap_or_default()
                     ));
                 }
-                // Expanded for the figures, one device at a time.
-                r.samples.to_vec()
+                Some(r)
             };
+            let no_samples = crate::timeline::Series::default();
+            let samples = r.as_ref().map_or(&no_samples, |r| &r.samples);
             out.devices
-                .push(DeviceMetrics::from_parts(d, &end, &samples, n_oom));
+                .push(DeviceMetrics::from_parts(d, &end, samples, n_oom));
         }
         let untraced: Vec<String> = out
             .devices

@@ -31,18 +31,35 @@ fn end_state(allocated: u64, reserved: u64, largest: u64, inactive: u64) -> Stat
     s
 }
 
+/// The metrics of device 0 from samples and an end state given as the
+/// arguments of [`sample`] and [`end_state`], with `ooms` OOM events.
+fn metrics_of(
+    samples: &[(u64, u64, u64, u64, u64)],
+    (allocated, reserved, largest, inactive): (u64, u64, u64, u64),
+    ooms: u64,
+) -> DeviceMetrics {
+    let samples: Vec<Sample> = samples
+        .iter()
+        .map(|&(a, r, l, i, g)| sample(a, r, l, i, g))
+        .collect();
+    let end = end_state(allocated, reserved, largest, inactive);
+    DeviceMetrics::from_parts(0, &end, samples, ooms)
+}
+
 #[test]
 fn peaks_come_from_the_series_and_pressure_filters_early_moments() {
     // Early moment: tiny reservation, badly fragmented (2 equal gaps) but
     // not under pressure. Peak: 100 reserved. Tightest gap under pressure: 10.
-    let samples = [
-        sample(1, 10, 2, 4, 2),
-        sample(60, 100, 30, 40, 2),
-        sample(80, 100, 10, 20, 2),
-        sample(40, 60, 20, 20, 1),
-    ];
-    let end = end_state(30, 60, 30, 30);
-    let m = DeviceMetrics::from_parts(0, &end, &samples, 1);
+    let m = metrics_of(
+        &[
+            (1, 10, 2, 4, 2),
+            (60, 100, 30, 40, 2),
+            (80, 100, 10, 20, 2),
+            (40, 60, 20, 20, 1),
+        ],
+        (30, 60, 30, 30),
+        1,
+    );
     assert_eq!(m.peak_allocated, Some(80));
     assert_eq!(m.peak_reserved, Some(100));
     assert_eq!(m.end_allocated, Some(30));
@@ -59,11 +76,11 @@ fn peaks_come_from_the_series_and_pressure_filters_early_moments() {
 #[test]
 fn final_state_counts_as_a_moment() {
     let end = end_state(50, 200, 100, 150);
-    let m = DeviceMetrics::from_parts(3, &end, &[sample(10, 20, 10, 10, 1)], 0);
+    let m = DeviceMetrics::from_parts(3, &end, [sample(10, 20, 10, 10, 1)], 0);
     assert_eq!(m.peak_reserved, Some(200));
     assert_eq!(m.peak_allocated, Some(50));
     assert_eq!(m.largest_gap, Some(100));
-    let only_end = DeviceMetrics::from_parts(3, &end, &[], 0);
+    let only_end = DeviceMetrics::from_parts(3, &end, [], 0);
     assert_eq!(only_end.timeline, Timeline::FinalStateOnly);
     assert_eq!(only_end.peak_reserved, Some(200));
     assert!((only_end.fragmentation.unwrap() - (1.0 - 100.0 / 150.0)).abs() < 1e-12);
@@ -83,8 +100,8 @@ fn totals_series_gives_peaks_and_ends_only() {
 
 #[test]
 fn file_figure_is_the_worst_device_and_ooms_add_up() {
-    let a = DeviceMetrics::from_parts(0, &end_state(10, 100, 50, 90), &[], 1);
-    let b = DeviceMetrics::from_parts(1, &end_state(10, 300, 20, 90), &[], 2);
+    let a = DeviceMetrics::from_parts(0, &end_state(10, 100, 50, 90), [], 1);
+    let b = DeviceMetrics::from_parts(1, &end_state(10, 300, 20, 90), [], 2);
     let m = Metrics {
         source: Source::Snapshot,
         devices: vec![a, b],
@@ -145,14 +162,16 @@ fn category_peaks_of_an_export() {
 fn gap_moments_answer_the_tightest_moment_with_enough_free() {
     // A full moment (nothing free, no gap), a fragmented one (16 free in
     // gaps of 8) and a roomy one; the early moment is not under pressure.
-    let samples = [
-        sample(1, 10, 1, 9, 1),
-        sample(40, 40, 0, 0, 0),
-        sample(24, 40, 8, 16, 2),
-        sample(10, 40, 30, 30, 1),
-    ];
-    let end = end_state(20, 40, 20, 20);
-    let m = DeviceMetrics::from_parts(0, &end, &samples, 0);
+    let m = metrics_of(
+        &[
+            (1, 10, 1, 9, 1),
+            (40, 40, 0, 0, 0),
+            (24, 40, 8, 16, 2),
+            (10, 40, 30, 30, 1),
+        ],
+        (20, 40, 20, 20),
+        0,
+    );
     assert_eq!(m.largest_gap, Some(0));
     let at = |n: u64| {
         m.tightest_with_free(n)
@@ -181,7 +200,7 @@ fn gap_moments_answer_the_tightest_moment_with_enough_free() {
         })
         .collect();
     let end = end_state(60, 100, 10, 40);
-    let m = DeviceMetrics::from_parts(0, &end, &series, 0);
+    let m = DeviceMetrics::from_parts(0, &end, series.iter().copied(), 0);
     let peak = m.peak_reserved.unwrap();
     for n in [0, 1, 5, 20, 40, 60, 90, 101] {
         let want = series

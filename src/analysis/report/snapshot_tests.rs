@@ -4,29 +4,11 @@ use super::*;
 use crate::analysis::report::base_name;
 
 fn snap_with_frames() -> (Snapshot, StackId, StackId) {
+    use crate::model::test_support::{TORCH_LINEAR, frame};
     let mut i = Interner::new();
-    let torch = i
-        .string("/usr/lib/python3/site-packages/torch/nn/modules/linear.py")
-        .unwrap();
-    let user = i.string("/home/me/project/model.py").unwrap();
-    let fwd = i.string("forward").unwrap();
-    let other = i.string("train.py").unwrap();
-    let step = i.string("step").unwrap();
-    let f0 = i.frame(Frame {
-        filename: torch,
-        line: 125,
-        name: fwd,
-    });
-    let f1 = i.frame(Frame {
-        filename: user,
-        line: 88,
-        name: fwd,
-    });
-    let f2 = i.frame(Frame {
-        filename: other,
-        line: 12,
-        name: step,
-    });
+    let f0 = frame(&mut i, TORCH_LINEAR, 125, "forward");
+    let f1 = frame(&mut i, "/home/me/project/model.py", 88, "forward");
+    let f2 = frame(&mut i, "train.py", 12, "step");
     let a = i.stack(vec![f0, f1]);
     let b = i.stack(vec![f2]);
     let mut s = Snapshot::default();
@@ -34,31 +16,10 @@ fn snap_with_frames() -> (Snapshot, StackId, StackId) {
     (s, a, b)
 }
 
-fn block(address: u64, size: u64, req: u64, state: BlockState, frames: StackId) -> Block {
-    Block {
-        address,
-        size,
-        requested_size: Some(req),
-        state,
-        frames,
-    }
-}
+use crate::model::test_support::segment;
 
-fn segment(address: u64, blocks: Vec<Block>) -> Segment {
-    Segment {
-        device: 0,
-        address,
-        total_size: blocks.iter().map(|b| b.size).sum(),
-        allocated_size: None,
-        active_size: None,
-        requested_size: None,
-        stream: 0,
-        segment_type: SegmentType::Large,
-        pool_id: None,
-        is_expandable: None,
-        frames: StackId::EMPTY,
-        blocks,
-    }
+fn block(address: u64, size: u64, req: u64, state: BlockState, frames: StackId) -> Block {
+    crate::model::test_support::block(address, size, Some(req), state, frames)
 }
 
 #[test]

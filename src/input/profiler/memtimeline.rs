@@ -126,22 +126,34 @@ fn from_raw(rows: &[Value]) -> MemoryTimeline {
             live[parsed[i].2] += parsed[i].1 as i128;
             i += 1;
         }
-        samples.push(CategorySample {
-            time_us: t,
-            bytes: clamp(&live, t, &mut an),
-        });
+        samples.push(sample(&live, t, &mut an));
     }
     MemoryTimeline {
-        form: Some(TimelineForm::Raw),
-        rows: rows.len() as u64,
+        actions: Some(actions),
+        ..timeline(TimelineForm::Raw, rows.len(), samples, an)
+    }
+}
+
+/// A timeline of `form` read from `rows` rows, its peak not yet found.
+fn timeline(
+    form: TimelineForm,
+    rows: usize,
+    samples: Vec<CategorySample>,
+    an: Anomalies,
+) -> MemoryTimeline {
+    MemoryTimeline {
+        form: Some(form),
+        rows: rows as u64,
         samples,
         peak: None,
-        actions: Some(actions),
+        actions: None,
         anomalies: an.into_vec(),
     }
 }
 
-fn clamp(live: &[i128; 8], t: Option<i64>, an: &mut Anomalies) -> [u64; 8] {
+/// The sample at `t` of the live bytes per category, a negative count
+/// shown as 0 (and noted).
+fn sample(live: &[i128; 8], t: Option<i64>, an: &mut Anomalies) -> CategorySample {
     let mut out = [0u64; 8];
     for (k, &x) in live.iter().enumerate() {
         if x < 0 {
@@ -156,7 +168,10 @@ fn clamp(live: &[i128; 8], t: Option<i64>, an: &mut Anomalies) -> [u64; 8] {
         }
         out[k] = x.clamp(0, u64::MAX as i128) as u64;
     }
-    out
+    CategorySample {
+        time_us: t,
+        bytes: out,
+    }
 }
 
 fn from_coalesced(times: &Value, sizes: &Value) -> MemoryTimeline {
@@ -182,20 +197,9 @@ fn from_coalesced(times: &Value, sizes: &Value) -> MemoryTimeline {
         for k in 0..8 {
             live[k] = row[k + 1].as_i64().unwrap_or(0) as i128;
         }
-        let t = Some(t as i64);
-        samples.push(CategorySample {
-            time_us: t,
-            bytes: clamp(&live, t, &mut an),
-        });
+        samples.push(sample(&live, Some(t as i64), &mut an));
     }
-    MemoryTimeline {
-        form: Some(TimelineForm::Coalesced),
-        rows: times.len() as u64,
-        samples,
-        peak: None,
-        actions: None,
-        anomalies: an.into_vec(),
-    }
+    timeline(TimelineForm::Coalesced, times.len(), samples, an)
 }
 
 #[cfg(test)]

@@ -307,71 +307,6 @@ impl TraceSink {
     /// [`Cx::event`] for the common case; `None` for anything it would
     /// coerce, reject or read as a legacy format.
     fn event(&mut self, a: &mut Arena, items: &[Val], shape: Option<u32>) -> Option<TraceEvent> {
-        fn int(a: &Arena, v: Val) -> Option<i64> {
-            match v {
-                Val::Int(i) => Some(i),
-                Val::Node(id) => match a.get(id) {
-                    Node::Int(i) => Some(*i),
-                    _ => None,
-                },
-                _ => None,
-            }
-        }
-        fn uint(a: &Arena, v: Val) -> Option<u64> {
-            int(a, v).and_then(|i| u64::try_from(i).ok())
-        }
-        fn is_none(a: &Arena, v: Val) -> bool {
-            match v {
-                Val::None => true,
-                Val::Node(id) => matches!(a.get(id), Node::None),
-                _ => false,
-            }
-        }
-        fn string(a: &Arena, v: Val) -> Option<StrId> {
-            match v {
-                Val::Node(id) if matches!(a.get(id), Node::Str(_)) => Some(StrId(id)),
-                _ => None,
-            }
-        }
-        fn pair(a: &Arena, v: Val) -> Option<(i64, i64)> {
-            let Val::Node(id) = v else { return None };
-            let l: &[Vid] = match a.get(id) {
-                Node::Tuple(l) => l,
-                Node::List(l) => l,
-                _ => return None,
-            };
-            match l {
-                [x, y] => Some((int(a, Val::Node(*x))?, int(a, Val::Node(*y))?)),
-                _ => None,
-            }
-        }
-        /// An entry's fields as they are read.
-        struct Fields {
-            e: TraceEvent,
-            action: Option<Val>,
-            frames: Option<Val>,
-            pool: Option<(i64, i64)>,
-        }
-        #[inline(always)]
-        fn field(f: &mut Fields, a: &Arena, key: Key, v: Val) -> Option<()> {
-            let e = &mut f.e;
-            match key {
-                Key::Action => f.action = Some(v),
-                Key::Addr => e.addr = uint(a, v)?,
-                Key::Size => e.size = uint(a, v)?,
-                Key::Stream => e.stream = int(a, v)?,
-                Key::TimeUs if !is_none(a, v) => e.set_time_us(Some(int(a, v)?)),
-                Key::Frames => f.frames = Some(v),
-                Key::DeviceFree => e.set_device_free(Some(uint(a, v)?)),
-                Key::CompileContext => e.set_compile_context(Some(string(a, v)?)),
-                Key::UserMetadata => e.set_user_metadata(Some(string(a, v)?)),
-                Key::PoolId if !is_none(a, v) => f.pool = Some(pair(a, v)?),
-                Key::Category if !is_none(a, v) => e.set_category(Some(string(a, v)?)),
-                Key::Legacy => return None,
-                _ => {}
-            }
-            Some(())
-        }
         let mut f = Fields {
             e: TraceEvent::new(Action::Alloc, 0, 0, 0, StackId(0)),
             action: None,
@@ -427,6 +362,73 @@ impl TraceSink {
         }
         Some(e)
     }
+}
+
+// The values of one trace entry, read from the arena.
+fn int(a: &Arena, v: Val) -> Option<i64> {
+    match v {
+        Val::Int(i) => Some(i),
+        Val::Node(id) => match a.get(id) {
+            Node::Int(i) => Some(*i),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+fn uint(a: &Arena, v: Val) -> Option<u64> {
+    int(a, v).and_then(|i| u64::try_from(i).ok())
+}
+fn is_none(a: &Arena, v: Val) -> bool {
+    match v {
+        Val::None => true,
+        Val::Node(id) => matches!(a.get(id), Node::None),
+        _ => false,
+    }
+}
+fn string(a: &Arena, v: Val) -> Option<StrId> {
+    match v {
+        Val::Node(id) if matches!(a.get(id), Node::Str(_)) => Some(StrId(id)),
+        _ => None,
+    }
+}
+fn pair(a: &Arena, v: Val) -> Option<(i64, i64)> {
+    let Val::Node(id) = v else { return None };
+    let l: &[Vid] = match a.get(id) {
+        Node::Tuple(l) => l,
+        Node::List(l) => l,
+        _ => return None,
+    };
+    match l {
+        [x, y] => Some((int(a, Val::Node(*x))?, int(a, Val::Node(*y))?)),
+        _ => None,
+    }
+}
+/// An entry's fields as they are read.
+struct Fields {
+    e: TraceEvent,
+    action: Option<Val>,
+    frames: Option<Val>,
+    pool: Option<(i64, i64)>,
+}
+#[inline(always)]
+fn field(f: &mut Fields, a: &Arena, key: Key, v: Val) -> Option<()> {
+    let e = &mut f.e;
+    match key {
+        Key::Action => f.action = Some(v),
+        Key::Addr => e.addr = uint(a, v)?,
+        Key::Size => e.size = uint(a, v)?,
+        Key::Stream => e.stream = int(a, v)?,
+        Key::TimeUs if !is_none(a, v) => e.set_time_us(Some(int(a, v)?)),
+        Key::Frames => f.frames = Some(v),
+        Key::DeviceFree => e.set_device_free(Some(uint(a, v)?)),
+        Key::CompileContext => e.set_compile_context(Some(string(a, v)?)),
+        Key::UserMetadata => e.set_user_metadata(Some(string(a, v)?)),
+        Key::PoolId if !is_none(a, v) => f.pool = Some(pair(a, v)?),
+        Key::Category if !is_none(a, v) => e.set_category(Some(string(a, v)?)),
+        Key::Legacy => return None,
+        _ => {}
+    }
+    Some(())
 }
 
 impl Sink for TraceSink {

@@ -7,25 +7,11 @@ use crate::core::units::fmt_binary;
 use crate::model::memtimeline::Category;
 use crate::model::memtimeline::CategorySample;
 
-pub struct CategoriesChart<'a> {
-    pub title: &'a str,
-    /// In time order; `time_us == None` = before profiling (drawn at 0).
-    pub samples: &'a [CategorySample],
-    pub width: u32,
-    pub height: u32,
-}
+/// Samples in time order; `time_us == None` = before profiling (drawn at 0).
+pub type CategoriesChart<'a> = Chart<'a, CategorySample>;
 
-impl<'a> CategoriesChart<'a> {
-    pub fn new(title: &'a str, samples: &'a [CategorySample]) -> Self {
-        CategoriesChart {
-            title,
-            samples,
-            width: WIDTH,
-            height: 440,
-        }
-    }
-}
-
+/// Height of the plot, the legend apart.
+const HEIGHT: u32 = 440;
 const CHART: &str = "live bytes by category";
 
 /// PyTorch's colour names as RGB.
@@ -43,15 +29,15 @@ pub fn category_color(c: Category) -> RGBColor {
 }
 
 pub fn categories_svg(c: &CategoriesChart) -> Result<Svg, ChartError> {
-    let origin = c.samples.iter().filter_map(|s| s.time_us).min();
+    let origin = c.items.iter().filter_map(|s| s.time_us).min();
     let x = |s: &CategorySample| match (s.time_us, origin) {
         (Some(t), Some(o)) => (t - o) as f64 / 1e6,
         _ => 0.0,
     };
-    let xmax = c.samples.iter().map(x).fold(0.0, f64::max);
+    let xmax = c.items.iter().map(x).fold(0.0, f64::max);
     let xmax = if xmax > 0.0 { xmax * 1.015 } else { 1.0 };
     let peak = c
-        .samples
+        .items
         .iter()
         .fold(None, |b: Option<&CategorySample>, s| match b {
             Some(b) if b.total() >= s.total() => Some(b),
@@ -62,7 +48,7 @@ pub fn categories_svg(c: &CategoriesChart) -> Result<Svg, ChartError> {
     let ymax = top as f64 / unit.div * 1.12;
     let present: Vec<Category> = Category::ALL
         .into_iter()
-        .filter(|&k| c.samples.iter().any(|s| s.get(k) > 0))
+        .filter(|&k| c.items.iter().any(|s| s.get(k) > 0))
         .collect();
     let mut legend: Vec<LegendEntry> = present
         .iter()
@@ -82,11 +68,9 @@ pub fn categories_svg(c: &CategoriesChart) -> Result<Svg, ChartError> {
             Swatch::Dot,
         ));
     }
-    let lh = legend_height(&legend, c.width);
     let e = err(CHART);
-    render(CHART, c.width, c.height + lh, |root| {
-        let (upper, lower) = root.split_vertically(c.height);
-        let mut chart = frame(&upper, c.title, 64)
+    panel(CHART, c.width, HEIGHT, &legend, |upper| {
+        let mut chart = frame(upper, c.title, 64)
             .build_cartesian_2d(0f64..xmax, 0f64..ymax)
             .map_err(|x| e(&x))?;
         let fmt = |v: &f64| tick(*v);
@@ -104,7 +88,7 @@ pub fn categories_svg(c: &CategoriesChart) -> Result<Svg, ChartError> {
         for (k, &cat) in present.iter().enumerate().rev() {
             let upto = &present[..=k];
             let pts: Vec<(f64, f64)> = c
-                .samples
+                .items
                 .iter()
                 .map(|s| {
                     let sum: u64 = upto.iter().map(|&q| s.get(q)).sum();
@@ -129,16 +113,10 @@ pub fn categories_svg(c: &CategoriesChart) -> Result<Svg, ChartError> {
                 )))
                 .map_err(|x| e(&x))?;
         }
-        if c.samples.is_empty() {
-            let (px, py) = chart.plotting_area().get_pixel_range();
-            upper
-                .draw(&Text::new(
-                    "the memory timeline is empty",
-                    ((px.start + px.end) / 2, (py.start + py.end) / 2),
-                    anchored(text_style(LABEL_SIZE, &MUTED), HPos::Center, VPos::Center),
-                ))
-                .map_err(|x| e(&x))?;
+        if c.items.is_empty() {
+            let plot = chart.plotting_area().get_pixel_range();
+            centered_note(upper, &plot, "the memory timeline is empty", CHART)?;
         }
-        draw_legend(&lower, &legend, CHART)
+        Ok(())
     })
 }

@@ -100,6 +100,45 @@ pub(crate) fn render(
     })
 }
 
+/// What a chart of one list takes: its title, the items in the order drawn
+/// and its width in pixels.
+pub struct Chart<'a, T> {
+    pub title: &'a str,
+    pub items: &'a [T],
+    pub width: u32,
+}
+
+impl<'a, T> Chart<'a, T> {
+    pub fn new(title: &'a str, items: &'a [T]) -> Self {
+        Chart {
+            title,
+            items,
+            width: WIDTH,
+        }
+    }
+}
+
+/// A chart with its legend in a strip under it: `draw` draws the chart
+/// into the upper `height` pixels, the legend goes below.
+pub(crate) fn panel(
+    chart: &'static str,
+    width: u32,
+    height: u32,
+    legend: &[LegendEntry],
+    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), ChartError>,
+) -> Result<Svg, ChartError> {
+    render(
+        chart,
+        width,
+        height + legend_height(legend, width),
+        |root| {
+            let (upper, lower) = root.split_vertically(height);
+            draw(&upper)?;
+            draw_legend(&lower, legend, chart)
+        },
+    )
+}
+
 /// The frame every chart shares: its title, margins and room for the axis
 /// labels (`y_label_area` pixels on the left).
 pub(crate) fn frame<'a, 'b, DB: DrawingBackend>(
@@ -121,6 +160,64 @@ pub(crate) fn frame<'a, 'b, DB: DrawingBackend>(
         .x_label_area_size(48)
         .y_label_area_size(y_label_area);
     b
+}
+
+/// The plot of a horizontal bar chart: `rows` rows, the first at the top,
+/// on a value axis from 0 to `xmax` described by `x_desc` (no horizontal
+/// grid lines), with `label_area` pixels on the left for the rows' labels.
+pub(crate) fn bar_rows<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    label_area: u32,
+    xmax: f64,
+    rows: usize,
+    x_desc: &str,
+    chart: &'static str,
+) -> Result<BarRows<'a, 'b>, ChartError> {
+    let e = err(chart);
+    let mut c = frame(area, title, label_area)
+        .build_cartesian_2d(0f64..xmax, 0f64..rows as f64)
+        .map_err(|x| e(&x))?;
+    let xfmt = |v: &f64| tick(*v);
+    house_style(&mut c.configure_mesh())
+        .x_desc(x_desc)
+        .x_label_formatter(&xfmt)
+        .x_labels(8)
+        .y_labels(0)
+        .disable_y_mesh()
+        .draw()
+        .map_err(|x| e(&x))?;
+    Ok(c)
+}
+
+/// A horizontal bar chart's plot, as [`bar_rows`] builds it.
+pub(crate) type BarRows<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// How many characters of a row's label fit in `label_area` pixels.
+pub(crate) fn label_chars(label_area: u32) -> usize {
+    ((label_area as f64 - 16.0) / (SMALL_SIZE / 1.24 * 0.6)) as usize
+}
+
+/// Small text centred on `y`: a bar's value after its end (`HPos::Left`),
+/// a row's label before the axis (`HPos::Right`).
+pub(crate) fn bar_text(
+    area: &DrawingArea<SVGBackend, Shift>,
+    text: String,
+    at: (i32, i32),
+    h: HPos,
+    color: &'static RGBColor,
+    chart: &'static str,
+) -> Result<(), ChartError> {
+    area.draw(&Text::new(
+        text,
+        at,
+        anchored(text_style(SMALL_SIZE, color), h, VPos::Center),
+    ))
+    .map_err(|x| err(chart)(&x))
 }
 
 /// The label fonts and grid lines every chart's mesh shares.
@@ -319,9 +416,25 @@ pub(crate) fn no_series_note(
     plot: &(std::ops::Range<i32>, std::ops::Range<i32>),
     chart: &'static str,
 ) -> Result<(), ChartError> {
+    centered_note(
+        area,
+        plot,
+        "no trace: only the recorded state is known",
+        chart,
+    )
+}
+
+/// `text` across the middle of the plot (pixel ranges `plot`), in muted
+/// letters: what a chart with nothing to draw says instead.
+pub(crate) fn centered_note(
+    area: &DrawingArea<SVGBackend, Shift>,
+    plot: &(std::ops::Range<i32>, std::ops::Range<i32>),
+    text: &str,
+    chart: &'static str,
+) -> Result<(), ChartError> {
     let (px, py) = plot;
     area.draw(&Text::new(
-        "no trace: only the recorded state is known",
+        text,
         ((px.start + px.end) / 2, (py.start + py.end) / 2),
         anchored(text_style(LABEL_SIZE, &MUTED), HPos::Center, VPos::Center),
     ))

@@ -16,21 +16,8 @@ pub struct RankBar {
     pub outlier: bool,
 }
 
-pub struct RanksChart<'a> {
-    pub title: &'a str,
-    pub ranks: &'a [RankBar],
-    pub width: u32,
-}
-
-impl<'a> RanksChart<'a> {
-    pub fn new(title: &'a str, ranks: &'a [RankBar]) -> Self {
-        RanksChart {
-            title,
-            ranks,
-            width: WIDTH,
-        }
-    }
-}
+/// Ranks in the order drawn.
+pub type RanksChart<'a> = Chart<'a, RankBar>;
 
 const CHART: &str = "ranks";
 const ROW: u32 = 30;
@@ -70,23 +57,10 @@ fn bars_svg(
 ) -> Result<Svg, ChartError> {
     let n = bars.len().max(1);
     let height = 110 + ROW * n as u32;
-    let lh = legend_height(&legend, width);
-    let max_chars = ((LABEL_AREA as f64 - 16.0) / (SMALL_SIZE / 1.24 * 0.6)) as usize;
+    let max_chars = label_chars(LABEL_AREA);
     let e = err(CHART);
-    render(CHART, width, height + lh, |root| {
-        let (upper, lower) = root.split_vertically(height);
-        let mut chart = frame(&upper, title, LABEL_AREA)
-            .build_cartesian_2d(0f64..xmax, 0f64..n as f64)
-            .map_err(|x| e(&x))?;
-        let xfmt = |v: &f64| tick(*v);
-        house_style(&mut chart.configure_mesh())
-            .x_desc(x_desc)
-            .x_label_formatter(&xfmt)
-            .x_labels(8)
-            .y_labels(0)
-            .disable_y_mesh()
-            .draw()
-            .map_err(|x| e(&x))?;
+    panel(CHART, width, height, &legend, |upper| {
+        let mut chart = bar_rows(upper, title, LABEL_AREA, xmax, n, x_desc, CHART)?;
         let (px, _) = chart.plotting_area().get_pixel_range();
         // Under the bars and labels, so it never hides a figure.
         if let Some(m) = median {
@@ -124,36 +98,30 @@ fn bars_svg(
                     .map_err(|x| e(&x))?;
             }
             let (bx, by) = chart.backend_coord(&(end, mid));
-            upper
-                .draw(&Text::new(
-                    b.text.clone(),
-                    (bx + 5, by),
-                    anchored(text_style(SMALL_SIZE, &TEXT), HPos::Left, VPos::Center),
-                ))
-                .map_err(|x| e(&x))?;
-            upper
-                .draw(&Text::new(
-                    ellipsize(&b.label, max_chars),
-                    (px.start - 10, by),
-                    anchored(
-                        text_style(SMALL_SIZE, if b.outlier { &OOM } else { &TEXT }),
-                        HPos::Right,
-                        VPos::Center,
-                    ),
-                ))
-                .map_err(|x| e(&x))?;
+            bar_text(
+                upper,
+                b.text.clone(),
+                (bx + 5, by),
+                HPos::Left,
+                &TEXT,
+                CHART,
+            )?;
+            let label_color = if b.outlier { &OOM } else { &TEXT };
+            let label = ellipsize(&b.label, max_chars);
+            bar_text(
+                upper,
+                label,
+                (px.start - 10, by),
+                HPos::Right,
+                label_color,
+                CHART,
+            )?;
         }
         if bars.is_empty() {
-            let (px, py) = chart.plotting_area().get_pixel_range();
-            upper
-                .draw(&Text::new(
-                    "no rank could be read as a snapshot",
-                    ((px.start + px.end) / 2, (py.start + py.end) / 2),
-                    anchored(text_style(LABEL_SIZE, &MUTED), HPos::Center, VPos::Center),
-                ))
-                .map_err(|x| e(&x))?;
+            let plot = chart.plotting_area().get_pixel_range();
+            centered_note(upper, &plot, "no rank could be read as a snapshot", CHART)?;
         }
-        draw_legend(&lower, &legend, CHART)
+        Ok(())
     })
 }
 
@@ -161,7 +129,7 @@ fn bars_svg(
 /// fragmentation at the end, one row per rank.
 pub fn ranks_svg(c: &RanksChart) -> Result<Svg, ChartError> {
     let top = c
-        .ranks
+        .items
         .iter()
         .map(|r| r.peak_reserved.unwrap_or(0).max(r.end_reserved))
         .max()
@@ -169,7 +137,7 @@ pub fn ranks_svg(c: &RanksChart) -> Result<Svg, ChartError> {
         .max(1);
     let unit = byte_unit(top);
     let bytes: Vec<Bar> = c
-        .ranks
+        .items
         .iter()
         .map(|r| Bar {
             label: r.label.clone(),
@@ -194,7 +162,7 @@ pub fn ranks_svg(c: &RanksChart) -> Result<Svg, ChartError> {
         top as f64 / unit.div * 1.45,
         unit.name,
         median(
-            c.ranks
+            c.items
                 .iter()
                 .map(|r| r.end_reserved as f64 / unit.div)
                 .collect(),
@@ -203,7 +171,7 @@ pub fn ranks_svg(c: &RanksChart) -> Result<Svg, ChartError> {
         c.width,
     )?;
     let frag: Vec<Bar> = c
-        .ranks
+        .items
         .iter()
         .map(|r| Bar {
             label: r.label.clone(),
@@ -226,7 +194,7 @@ pub fn ranks_svg(c: &RanksChart) -> Result<Svg, ChartError> {
         &frag,
         118.0,
         "%",
-        median(c.ranks.iter().map(|r| r.fragmentation * 100.0).collect()),
+        median(c.items.iter().map(|r| r.fragmentation * 100.0).collect()),
         legend,
         c.width,
     )?;

@@ -331,30 +331,50 @@ pub fn culprit_spans<'a>(
 
 const CHART: &str = "segment map";
 
-pub fn segmap_svg(c: &SegmentMapChart) -> Result<Svg, ChartError> {
-    let row_width = c.width as i32 - 2 * MARGIN;
-    let l = layout(c.segments, row_width, c.max_rows);
-    let labels: HashMap<u64, &str> = c
-        .highlights
-        .iter()
-        .map(|h| (h.address, h.label.as_str()))
-        .collect();
-    let row_gap = if c.highlights.is_empty() { 8 } else { 20 };
-    let top = 78;
-    let rows_h = l.rows as i32 * (ROW_H + row_gap);
-    let agg_h = if l.aggregated.is_empty() { 0 } else { 52 };
-    let req_rows = c
-        .request
-        .map(|r| {
-            let w = (r as f64 / l.bytes_per_px).round() as i32;
-            (w.max(1) as f64 / row_width as f64).ceil() as i32
-        })
-        .unwrap_or(0);
-    let req_h = if c.request.is_some() {
-        30 + req_rows.min(REQUEST_ROWS) * (ROW_H + 4) + 8
-    } else {
-        0
-    };
+/// Where the map's parts go, worked out before drawing so the SVG's height
+/// is known: the rows of segments from `top`, then the aggregate bar, then
+/// the failed request.
+struct Geometry {
+    /// Room above each row (for culprit labels when there are culprits).
+    row_gap: i32,
+    top: i32,
+    rows_h: i32,
+    agg_h: i32,
+    /// Everything but the legend.
+    body_h: i32,
+}
+
+impl Geometry {
+    fn new(c: &SegmentMapChart, l: &MapLayout, row_width: i32) -> Geometry {
+        let row_gap = if c.highlights.is_empty() { 8 } else { 20 };
+        let top = 78;
+        let rows_h = l.rows as i32 * (ROW_H + row_gap);
+        let agg_h = if l.aggregated.is_empty() { 0 } else { 52 };
+        let req_h = match c.request {
+            Some(r) => {
+                let w = (r as f64 / l.bytes_per_px).round() as i32;
+                let req_rows = (w.max(1) as f64 / row_width as f64).ceil() as i32;
+                30 + req_rows.min(REQUEST_ROWS) * (ROW_H + 4) + 8
+            }
+            None => 0,
+        };
+        Geometry {
+            row_gap,
+            top,
+            rows_h,
+            agg_h,
+            body_h: top + rows_h.max(30) + agg_h + req_h + 16,
+        }
+    }
+
+    /// The top of row `r`.
+    fn row_y(&self, r: usize) -> i32 {
+        self.top + r as i32 * (ROW_H + self.row_gap) + self.row_gap - 4
+    }
+}
+
+/// The block states, and the culprit outline when there are culprits.
+fn legend(c: &SegmentMapChart) -> Vec<LegendEntry> {
     let mut legend = vec![
         LegendEntry::new("allocated (requested bytes)", ALLOCATED, Swatch::Fill),
         LegendEntry::new("rounding waste", WASTE, Swatch::Fill),
@@ -368,234 +388,256 @@ pub fn segmap_svg(c: &SegmentMapChart) -> Result<Svg, ChartError> {
             Swatch::Outline,
         ));
     }
-    let lh = legend_height(&legend, c.width) as i32;
-    let body_h = top + rows_h.max(30) + agg_h + req_h + 16;
-    let height = (body_h + lh) as u32;
-    let total: u64 = c.segments.iter().map(|s| s.total_size).sum();
-    let e = err(CHART);
+    legend
+}
 
-    render(CHART, c.width, height, |root| {
-        let (upper, lower) = root.split_vertically(body_h as u32);
-        upper
-            .draw(&Text::new(
-                c.title.to_string(),
-                (c.width as i32 / 2, 10),
-                anchored(text_style(TITLE_SIZE, &TEXT), HPos::Center, VPos::Top),
-            ))
-            .map_err(|x| e(&x))?;
-        let scale = format!(
-            "{} segments, {} reserved; 1 px = {}; largest first, wrapped across rows",
-            c.segments.len(),
-            fmt_binary(total),
-            fmt_binary(l.bytes_per_px.round() as u64)
-        );
-        for (k, line) in [c.subtitle.as_str(), scale.as_str()]
-            .iter()
-            .filter(|s| !s.is_empty())
-            .enumerate()
-        {
-            upper
-                .draw(&Text::new(
-                    line.to_string(),
-                    (MARGIN, 40 + k as i32 * 18),
-                    anchored(text_style(SMALL_SIZE, &MUTED), HPos::Left, VPos::Top),
-                ))
-                .map_err(|x| e(&x))?;
-        }
-        let row_y = |r: usize| top + r as i32 * (ROW_H + row_gap) + row_gap - 4;
-        for p in &l.pieces {
-            let seg = &c.segments[p.segment];
-            let y = row_y(p.row);
-            for (a, b, color) in runs(seg, p) {
-                upper
-                    .draw(&Rectangle::new(
-                        [(MARGIN + a, y), (MARGIN + b, y + ROW_H)],
-                        color.filled(),
-                    ))
-                    .map_err(|x| e(&x))?;
-            }
-            upper
-                .draw(&Rectangle::new(
-                    [(MARGIN + p.x, y), (MARGIN + p.x + p.w, y + ROW_H)],
-                    OUTLINE.stroke_width(1),
-                ))
-                .map_err(|x| e(&x))?;
-        }
-        // Culprit outlines, then one label per culprit and row where it does
-        // not collide with the previous label.
-        let mut label_end: HashMap<usize, i32> = HashMap::new();
-        let mut labelled: std::collections::HashSet<(usize, &str)> = Default::default();
-        for sp in culprit_spans(c.segments, &l, &labels) {
-            let y = row_y(sp.row);
-            upper
-                .draw(&Rectangle::new(
-                    [
-                        (MARGIN + sp.x0 - 1, y - 2),
-                        (MARGIN + sp.x1 + 1, y + ROW_H + 2),
-                    ],
-                    CULPRIT.stroke_width(2),
-                ))
-                .map_err(|x| e(&x))?;
-            let tw = text_width(sp.label, SMALL_SIZE);
-            let free_from = label_end.get(&sp.row).copied().unwrap_or(i32::MIN);
-            let lx = MARGIN + sp.x0;
-            if !labelled.contains(&(sp.row, sp.label))
-                && lx >= free_from
-                && lx + tw <= c.width as i32 - 4
-            {
-                upper
-                    .draw(&Text::new(
-                        sp.label.to_string(),
-                        (lx, y - 3),
-                        anchored(text_style(SMALL_SIZE, &CULPRIT), HPos::Left, VPos::Bottom),
-                    ))
-                    .map_err(|x| e(&x))?;
-                label_end.insert(sp.row, lx + tw + 10);
-                labelled.insert((sp.row, sp.label));
-            }
-        }
-        let mut y = top + rows_h.max(30) + 8;
+pub fn segmap_svg(c: &SegmentMapChart) -> Result<Svg, ChartError> {
+    let row_width = c.width as i32 - 2 * MARGIN;
+    let l = layout(c.segments, row_width, c.max_rows);
+    let g = Geometry::new(c, &l, row_width);
+    panel(CHART, c.width, g.body_h as u32, &legend(c), |area| {
+        draw_heading(area, c, &l)?;
+        draw_segments(area, c, &l, &g)?;
+        draw_culprits(area, c, &l, &g)?;
+        let mut y = g.top + g.rows_h.max(30) + 8;
         if c.segments.is_empty() {
-            upper
-                .draw(&Text::new(
-                    "no segments at this moment",
-                    (c.width as i32 / 2, top + 10),
-                    anchored(text_style(LABEL_SIZE, &MUTED), HPos::Center, VPos::Top),
-                ))
-                .map_err(|x| e(&x))?;
+            area.draw(&Text::new(
+                "no segments at this moment",
+                (c.width as i32 / 2, g.top + 10),
+                anchored(text_style(LABEL_SIZE, &MUTED), HPos::Center, VPos::Top),
+            ))
+            .map_err(|x| err(CHART)(&x))?;
         }
         if !l.aggregated.is_empty() {
-            let a = &l.aggregated_bytes;
-            let largest = l
-                .aggregated
-                .iter()
-                .map(|&i| c.segments[i].total_size)
-                .max()
-                .unwrap_or(0);
-            upper
-                .draw(&Text::new(
-                    if l.aggregated.len() == 1 {
-                        format!(
-                            "1 segment of {}, too small to draw at this scale, by state (bar not to scale):",
-                            fmt_binary(largest)
-                        )
-                    } else {
-                        format!(
-                            "{} segments of at most {} each ({} in all), too small to draw one by one, summed by state (bar not to scale):",
-                            l.aggregated.len(),
-                            fmt_binary(largest),
-                            fmt_binary(a.total())
-                        )
-                    },
-                    (MARGIN, y),
-                    anchored(text_style(SMALL_SIZE, &TEXT), HPos::Left, VPos::Top),
-                ))
-                .map_err(|x| e(&x))?;
-            let by = y + 22;
-            let tot = a.total().max(1) as f64;
-            let mut x = 0f64;
-            for (v, color) in [
-                (a.allocated, ALLOCATED),
-                (a.waste, WASTE),
-                (a.free, FREE_BLOCK),
-                (a.pending, PENDING),
-            ] {
-                let w = v as f64 / tot * row_width as f64;
-                let (x0, x1) = (x.round() as i32, (x + w).round() as i32);
-                if x1 > x0 {
-                    upper
-                        .draw(&Rectangle::new(
-                            [(MARGIN + x0, by), (MARGIN + x1, by + ROW_H)],
-                            color.filled(),
-                        ))
-                        .map_err(|x| e(&x))?;
-                }
-                x += w;
-            }
-            upper
-                .draw(&Rectangle::new(
-                    [(MARGIN, by), (MARGIN + row_width, by + ROW_H)],
-                    OUTLINE.stroke_width(1),
-                ))
-                .map_err(|x| e(&x))?;
-            y += agg_h;
+            draw_aggregate(area, c, &l, row_width, y)?;
+            y += g.agg_h;
         }
         if let Some(r) = c.request {
-            let w = (r as f64 / l.bytes_per_px).round() as i32;
-            let rows = (w as f64 / row_width as f64).ceil() as i32;
-            let note = if rows > REQUEST_ROWS {
-                format!(" ({rows} rows at this scale, first {REQUEST_ROWS} drawn)")
-            } else {
-                String::new()
-            };
-            upper
-                .draw(&Text::new(
-                    format!(
-                        "the failed request, {} at the same scale{note}:",
-                        fmt_binary(r)
-                    ),
-                    (MARGIN, y),
-                    anchored(text_style(SMALL_SIZE, &OOM), HPos::Left, VPos::Top),
-                ))
-                .map_err(|x| e(&x))?;
-            // Wrapped like a segment, so it compares with the gaps above.
-            let mut left = w.max(2);
-            let mut by = y + 22;
-            for _ in 0..REQUEST_ROWS {
-                if left <= 0 {
-                    break;
-                }
-                let take = left.min(row_width);
-                upper
-                    .draw(&Rectangle::new(
-                        [(MARGIN, by), (MARGIN + take, by + ROW_H)],
-                        OOM.mix(0.85).filled(),
-                    ))
-                    .map_err(|x| e(&x))?;
-                left -= take;
-                by += ROW_H + 4;
-            }
+            draw_request(area, r, &l, row_width, y)?;
         }
-        draw_legend(&lower, &legend, CHART)
+        Ok(())
     })
+}
+
+/// The title, then the subtitle and the scale line.
+fn draw_heading(
+    area: &DrawingArea<SVGBackend, Shift>,
+    c: &SegmentMapChart,
+    l: &MapLayout,
+) -> Result<(), ChartError> {
+    let e = err(CHART);
+    area.draw(&Text::new(
+        c.title.to_string(),
+        (c.width as i32 / 2, 10),
+        anchored(text_style(TITLE_SIZE, &TEXT), HPos::Center, VPos::Top),
+    ))
+    .map_err(|x| e(&x))?;
+    let total: u64 = c.segments.iter().map(|s| s.total_size).sum();
+    let scale = format!(
+        "{} segments, {} reserved; 1 px = {}; largest first, wrapped across rows",
+        c.segments.len(),
+        fmt_binary(total),
+        fmt_binary(l.bytes_per_px.round() as u64)
+    );
+    for (k, line) in [c.subtitle.as_str(), scale.as_str()]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .enumerate()
+    {
+        area.draw(&Text::new(
+            line.to_string(),
+            (MARGIN, 40 + k as i32 * 18),
+            anchored(text_style(SMALL_SIZE, &MUTED), HPos::Left, VPos::Top),
+        ))
+        .map_err(|x| e(&x))?;
+    }
+    Ok(())
+}
+
+/// Every drawn piece of a segment: its columns by state, then its outline.
+fn draw_segments(
+    area: &DrawingArea<SVGBackend, Shift>,
+    c: &SegmentMapChart,
+    l: &MapLayout,
+    g: &Geometry,
+) -> Result<(), ChartError> {
+    let e = err(CHART);
+    for p in &l.pieces {
+        let seg = &c.segments[p.segment];
+        let y = g.row_y(p.row);
+        for (a, b, color) in runs(seg, p) {
+            area.draw(&Rectangle::new(
+                [(MARGIN + a, y), (MARGIN + b, y + ROW_H)],
+                color.filled(),
+            ))
+            .map_err(|x| e(&x))?;
+        }
+        area.draw(&Rectangle::new(
+            [(MARGIN + p.x, y), (MARGIN + p.x + p.w, y + ROW_H)],
+            OUTLINE.stroke_width(1),
+        ))
+        .map_err(|x| e(&x))?;
+    }
+    Ok(())
+}
+
+/// Culprit outlines, then one label per culprit and row where it does not
+/// collide with the previous label.
+fn draw_culprits(
+    area: &DrawingArea<SVGBackend, Shift>,
+    c: &SegmentMapChart,
+    l: &MapLayout,
+    g: &Geometry,
+) -> Result<(), ChartError> {
+    let e = err(CHART);
+    let labels: HashMap<u64, &str> = c
+        .highlights
+        .iter()
+        .map(|h| (h.address, h.label.as_str()))
+        .collect();
+    let mut label_end: HashMap<usize, i32> = HashMap::new();
+    let mut labelled: std::collections::HashSet<(usize, &str)> = Default::default();
+    for sp in culprit_spans(c.segments, l, &labels) {
+        let y = g.row_y(sp.row);
+        area.draw(&Rectangle::new(
+            [
+                (MARGIN + sp.x0 - 1, y - 2),
+                (MARGIN + sp.x1 + 1, y + ROW_H + 2),
+            ],
+            CULPRIT.stroke_width(2),
+        ))
+        .map_err(|x| e(&x))?;
+        let tw = text_width(sp.label, SMALL_SIZE);
+        let free_from = label_end.get(&sp.row).copied().unwrap_or(i32::MIN);
+        let lx = MARGIN + sp.x0;
+        if !labelled.contains(&(sp.row, sp.label))
+            && lx >= free_from
+            && lx + tw <= c.width as i32 - 4
+        {
+            area.draw(&Text::new(
+                sp.label.to_string(),
+                (lx, y - 3),
+                anchored(text_style(SMALL_SIZE, &CULPRIT), HPos::Left, VPos::Bottom),
+            ))
+            .map_err(|x| e(&x))?;
+            label_end.insert(sp.row, lx + tw + 10);
+            labelled.insert((sp.row, sp.label));
+        }
+    }
+    Ok(())
+}
+
+/// The segments too small to draw one by one: what they are, and one bar
+/// (not to scale) of their bytes by state, at `y`.
+fn draw_aggregate(
+    area: &DrawingArea<SVGBackend, Shift>,
+    c: &SegmentMapChart,
+    l: &MapLayout,
+    row_width: i32,
+    y: i32,
+) -> Result<(), ChartError> {
+    let e = err(CHART);
+    let a = &l.aggregated_bytes;
+    let largest = l
+        .aggregated
+        .iter()
+        .map(|&i| c.segments[i].total_size)
+        .max()
+        .unwrap_or(0);
+    area.draw(&Text::new(
+        if l.aggregated.len() == 1 {
+            format!(
+                "1 segment of {}, too small to draw at this scale, by state (bar not to scale):",
+                fmt_binary(largest)
+            )
+        } else {
+            format!(
+                "{} segments of at most {} each ({} in all), too small to draw one by one, summed by state (bar not to scale):",
+                l.aggregated.len(),
+                fmt_binary(largest),
+                fmt_binary(a.total())
+            )
+        },
+        (MARGIN, y),
+        anchored(text_style(SMALL_SIZE, &TEXT), HPos::Left, VPos::Top),
+    ))
+    .map_err(|x| e(&x))?;
+    let by = y + 22;
+    let tot = a.total().max(1) as f64;
+    let mut x = 0f64;
+    for (v, color) in [
+        (a.allocated, ALLOCATED),
+        (a.waste, WASTE),
+        (a.free, FREE_BLOCK),
+        (a.pending, PENDING),
+    ] {
+        let w = v as f64 / tot * row_width as f64;
+        let (x0, x1) = (x.round() as i32, (x + w).round() as i32);
+        if x1 > x0 {
+            area.draw(&Rectangle::new(
+                [(MARGIN + x0, by), (MARGIN + x1, by + ROW_H)],
+                color.filled(),
+            ))
+            .map_err(|x| e(&x))?;
+        }
+        x += w;
+    }
+    area.draw(&Rectangle::new(
+        [(MARGIN, by), (MARGIN + row_width, by + ROW_H)],
+        OUTLINE.stroke_width(1),
+    ))
+    .map_err(|x| e(&x))
+}
+
+/// The failed request of `request` bytes at the map's scale, wrapped like a
+/// segment (at most [`REQUEST_ROWS`] rows) so it compares with the gaps
+/// above, at `y`.
+fn draw_request(
+    area: &DrawingArea<SVGBackend, Shift>,
+    request: u64,
+    l: &MapLayout,
+    row_width: i32,
+    y: i32,
+) -> Result<(), ChartError> {
+    let e = err(CHART);
+    let w = (request as f64 / l.bytes_per_px).round() as i32;
+    let rows = (w as f64 / row_width as f64).ceil() as i32;
+    let note = if rows > REQUEST_ROWS {
+        format!(" ({rows} rows at this scale, first {REQUEST_ROWS} drawn)")
+    } else {
+        String::new()
+    };
+    area.draw(&Text::new(
+        format!(
+            "the failed request, {} at the same scale{note}:",
+            fmt_binary(request)
+        ),
+        (MARGIN, y),
+        anchored(text_style(SMALL_SIZE, &OOM), HPos::Left, VPos::Top),
+    ))
+    .map_err(|x| e(&x))?;
+    let mut left = w.max(2);
+    let mut by = y + 22;
+    for _ in 0..REQUEST_ROWS {
+        if left <= 0 {
+            break;
+        }
+        let take = left.min(row_width);
+        area.draw(&Rectangle::new(
+            [(MARGIN, by), (MARGIN + take, by + ROW_H)],
+            OOM.mix(0.85).filled(),
+        ))
+        .map_err(|x| e(&x))?;
+        left -= take;
+        by += ROW_H + 4;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Block, SegmentType, StackId};
-
-    fn seg(addr: u64, blocks: &[(u64, Option<u64>, BlockState)]) -> Segment {
-        let mut a = addr;
-        let blocks: Vec<Block> = blocks
-            .iter()
-            .map(|(size, req, state)| {
-                let b = Block {
-                    address: a,
-                    size: *size,
-                    requested_size: *req,
-                    state: *state,
-                    frames: StackId::EMPTY,
-                };
-                a += size;
-                b
-            })
-            .collect();
-        Segment {
-            device: 0,
-            address: addr,
-            total_size: blocks.iter().map(|b| b.size).sum(),
-            allocated_size: None,
-            active_size: None,
-            requested_size: None,
-            stream: 0,
-            segment_type: SegmentType::Large,
-            pool_id: None,
-            is_expandable: None,
-            frames: StackId::EMPTY,
-            blocks,
-        }
-    }
+    use crate::model::test_support::laid_out as seg;
 
     const MIB: u64 = 1 << 20;
 

@@ -12,15 +12,22 @@
 //!
 //! Schema `fragscope.view/1`, described in docs/viewer.md.
 
-use crate::analysis::frames::{call_site, filtered, frame_label};
+pub mod bands;
+
 use crate::analysis::report::{DeviceReport, Report};
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
-use crate::model::{BlockState, Snapshot, StackId};
+use crate::model::{Block, BlockState, Segment, Snapshot, StackId, TraceEvent};
 use crate::timeline::downsample::{downsample, downsample_series};
-use crate::timeline::{MomentState, Origin, Sample, Series};
+use crate::timeline::{Lifetime, MomentState, Origin, Sample, Series};
+use bands::{Stacks, stream_text};
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+
+mod inputs;
+mod zoom;
+pub use inputs::{categories_data, ranks_data, trace_data};
+pub use zoom::Zoom;
 
 pub const VIEW_SCHEMA: &str = "fragscope.view/1";
 
@@ -40,6 +47,10 @@ pub struct Detail {
     pub budget: usize,
     /// At most this many levels (a served page asks for finer detail).
     pub max_levels: usize,
+    /// Bytes of JSON the allocation bands of all devices may take (about).
+    pub band_budget: usize,
+    /// At most this many tiers of bands.
+    pub max_band_tiers: usize,
 }
 
 impl Default for Detail {
@@ -49,6 +60,8 @@ impl Default for Detail {
             factor: 8,
             budget: 24 << 20,
             max_levels: usize::MAX,
+            band_budget: 6 << 20,
+            max_band_tiers: usize::MAX,
         }
     }
 }
@@ -66,6 +79,12 @@ pub struct DeviceView<'a> {
     /// Live bytes of each call site at the peak of allocated bytes, by the
     /// site's label (from the culprit rows of that moment).
     pub peak_by_site: HashMap<String, u64>,
+    /// Every allocation of the replay, for the bands.
+    pub lifetimes: &'a [Lifetime],
+    /// What the OOM panel's what-if button shows: `table` (the text
+    /// `simulate` prints), `request` (the server's path that answers it)
+    /// or `how` (why there is none, or the command that prints it).
+    pub what_if: Value,
 }
 
 /// The whole page's data.
@@ -85,7 +104,12 @@ pub struct View<'a> {
 pub fn data(v: &View) -> Value {
     let sty = &v.style;
     let per_device = v.detail.budget / v.devices.len().max(1);
-    let devices: Vec<Value> = v.devices.iter().map(|d| device(v, d, per_device)).collect();
+    let per_device_bands = v.detail.band_budget / v.devices.len().max(1);
+    let devices: Vec<Value> = v
+        .devices
+        .iter()
+        .map(|d| device(v, d, (per_device, per_device_bands)))
+        .collect();
     json!({
         "schema": VIEW_SCHEMA,
         "file": v.report.file,
@@ -98,7 +122,7 @@ pub fn data(v: &View) -> Value {
     })
 }
 
-fn device(v: &View, d: &DeviceView, budget: usize) -> Value {
+fn device(v: &View, d: &DeviceView, (budget, band_budget): (usize, usize)) -> Value {
     let sty = &v.style;
     let verdict = crate::render::verdict::lines(sty, v.report);
     let r = d.report;
@@ -141,11 +165,13 @@ fn device(v: &View, d: &DeviceView, budget: usize) -> Value {
             })
         })
         .collect();
+    let places = site_places(v.snap, d);
     let sites: Vec<Value> = v
         .report
         .culprits_of(r.device)
         .map(|c| {
             let peak = d.peak_by_site.get(&c.site).copied();
+            let at: Vec<&String> = places.get(&c.site).map_or(vec![], |p| p.iter().collect());
             json!({
                 "site": c.site,
                 "live": c.live_bytes,
@@ -155,6 +181,7 @@ fn device(v: &View, d: &DeviceView, budget: usize) -> Value {
                 "stranded": c.stranded_bytes,
                 "stranded_text": sty.bytes(c.stranded_bytes),
                 "stack": c.stack,
+                "places": at,
             })
         })
         .collect();
@@ -166,9 +193,11 @@ fn device(v: &View, d: &DeviceView, budget: usize) -> Value {
         "sites_moment": r.moment_label,
         "sites_when": r.moment_text(),
         "levels": levels(d.series, v.detail, budget),
+        "bands": bands::tiers(v.snap, d.series, d.lifetimes, band_budget, v.detail.max_band_tiers),
         "key_moments": moments,
         "ooms": ooms,
         "sites": sites,
+        "what_if": d.what_if,
     })
 }
 
@@ -276,49 +305,84 @@ fn columns(samples: &[Sample], full: bool) -> Value {
     })
 }
 
+/// The stack a block of a moment is shown with: its own, else the stack
+/// of the event that allocated it (as `culprits` reads it); none for a free
+/// block.
+fn block_stack(b: &Block, origin: Option<Origin>, trace: &[TraceEvent]) -> StackId {
+    if b.state == BlockState::Inactive {
+        StackId::EMPTY
+    } else if b.frames != StackId::EMPTY {
+        b.frames
+    } else {
+        match origin {
+            Some(Origin::Event(i)) => trace.get(i as usize).map_or(StackId::EMPTY, |e| e.frames),
+            _ => StackId::EMPTY,
+        }
+    }
+}
+
+/// Where a segment's memory comes from, as the pool/stream filter names it.
+fn place(s: &Segment) -> String {
+    let kind = if s.segment_type == crate::model::SegmentType::Small {
+        "small"
+    } else {
+        "large"
+    };
+    let pool = match s.pool() {
+        (0, 0) => format!("{kind} pool"),
+        (a, b) => format!("private pool ({a}, {b}), {kind}"),
+    };
+    format!("{pool} · stream {}", stream_text(s.stream))
+}
+
+/// The places ([`place`]) each call site holds live blocks in at the
+/// moment of the call-site table (its key moment's state, else the
+/// report's segments).
+fn site_places(snap: &Snapshot, d: &DeviceView) -> HashMap<String, BTreeSet<String>> {
+    let r = d.report;
+    let trace = snap.trace_of(r.device);
+    let st = r
+        .key_moments
+        .iter()
+        .zip(&d.states)
+        .find(|(k, _)| k.at == r.moment_at)
+        .map(|(_, st)| st);
+    let segments = st.map_or(&r.segments, |st| &st.segments);
+    let mut out: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for s in segments {
+        for b in &s.blocks {
+            let origin = st.and_then(|st| st.origins.get(&b.address).copied());
+            if b.state != BlockState::Inactive {
+                let id = block_stack(b, origin, trace);
+                let site = crate::analysis::frames::call_site(snap, id).label();
+                out.entry(site).or_default().insert(place(s));
+            }
+        }
+    }
+    out
+}
+
 /// The segment map of one moment: segments by address, each with its
-/// blocks (offset in the segment, size, requested size, state, stack), and
-/// the distinct stacks the blocks name (call site and the frames the
-/// viewer shows).
+/// blocks (offset in the segment, size, requested size, state, stack), the
+/// distinct stacks the blocks name (call site and the frames the viewer
+/// shows), and where the largest free block is.
 pub fn state(sty: &Style, snap: &Snapshot, st: &MomentState) -> Value {
     let trace = snap.trace_of(st.device);
-    let mut stacks: Vec<Value> = Vec::new();
-    let mut index: HashMap<StackId, usize> = HashMap::new();
-    let mut stack_of = |id: StackId| -> Option<usize> {
-        if id == StackId::EMPTY {
-            return None;
-        }
-        Some(*index.entry(id).or_insert_with(|| {
-            let frames: Vec<String> = filtered(snap, id)
-                .into_iter()
-                .map(|f| frame_label(snap, f, false))
-                .collect();
-            stacks.push(json!({"site": call_site(snap, id).label(), "frames": frames}));
-            stacks.len() - 1
-        }))
-    };
+    let mut stacks = Stacks::default();
+    let gap = crate::timeline::largest_free_gap_segment(st).map(|(s, b)| (s.address, b.address));
+    let mut largest_gap = Value::Null;
     let mut segments = Vec::with_capacity(st.segments.len());
-    for s in &st.segments {
+    for (si, s) in st.segments.iter().enumerate() {
         let blocks: Vec<Value> = s
             .blocks
             .iter()
-            .map(|b| {
+            .enumerate()
+            .map(|(bi, b)| {
                 let live = b.state != BlockState::Inactive;
                 let origin = st.origins.get(&b.address).copied();
-                // A block's stack, else the stack of the event that
-                // allocated it (as `culprits` reads it).
-                let frames = if !live {
-                    StackId::EMPTY
-                } else if b.frames != StackId::EMPTY {
-                    b.frames
-                } else {
-                    match origin {
-                        Some(Origin::Event(i)) => {
-                            trace.get(i as usize).map_or(StackId::EMPTY, |e| e.frames)
-                        }
-                        _ => StackId::EMPTY,
-                    }
-                };
+                if gap == Some((s.address, b.address)) {
+                    largest_gap = json!([si, bi]);
+                }
                 let code = match b.state {
                     BlockState::ActiveAllocated => 0,
                     BlockState::ActivePendingFree => 1,
@@ -337,7 +401,7 @@ pub fn state(sty: &Style, snap: &Snapshot, st: &MomentState) -> Value {
                         Value::Null
                     },
                     code,
-                    stack_of(frames),
+                    stacks.of(snap, block_stack(b, origin, trace)),
                     born,
                 ])
             })
@@ -347,8 +411,9 @@ pub fn state(sty: &Style, snap: &Snapshot, st: &MomentState) -> Value {
             "size": s.total_size,
             // As `stats` prints a stream (a pointer may pass 2^53, which
             // a JavaScript number cannot hold).
-            "stream": if s.stream == 0 { "default".to_string() } else { format!("{:#x}", s.stream) },
+            "stream": stream_text(s.stream),
             "pool": format!("{:?}", s.pool()),
+            "place": place(s),
             "small": s.segment_type == crate::model::SegmentType::Small,
             "expandable": s.expandable(),
             "blocks": blocks,
@@ -360,23 +425,53 @@ pub fn state(sty: &Style, snap: &Snapshot, st: &MomentState) -> Value {
         "time_us": st.time_us,
         "failed_request": st.failed_request,
         "failed_request_text": st.failed_request.map(|b| sty.bytes(b)),
+        "largest_gap": largest_gap,
         "segments": segments,
-        "stacks": stacks,
+        "stacks": stacks.into_value(),
     })
 }
 
 /// The self-contained page: styles, script and `data` inline.
 pub fn page(data: &Value) -> String {
+    let mut out = Vec::new();
+    write_page(&mut out, data).expect("writing to memory");
+    String::from_utf8(out).expect("the page is UTF-8")
+}
+
+/// [`page`] written to `w` as it is made, the data serialized straight
+/// into it: the page is never held whole.
+pub fn write_page(w: &mut dyn std::io::Write, data: &Value) -> std::io::Result<()> {
+    let title = data["file"].as_str().unwrap_or("fragscope");
+    let page = PAGE
+        .replacen("{{TITLE}}", &html_escape(title), 1)
+        .replacen("{{STYLE}}", CSS, 1)
+        .replacen("{{SCRIPT}}", JS, 1);
+    let Some((head, tail)) = page.split_once("{{DATA}}") else {
+        return w.write_all(page.as_bytes());
+    };
+    w.write_all(head.as_bytes())?;
     // `<` can only stand inside a JSON string, where `\u003c` means the
     // same: no `</script>` or `<!--` can then end the data's element.
-    let json = serde_json::to_string(data)
-        .expect("JSON values serialize")
-        .replace('<', "\\u003c");
-    let title = data["file"].as_str().unwrap_or("fragscope");
-    PAGE.replacen("{{TITLE}}", &html_escape(title), 1)
-        .replacen("{{STYLE}}", CSS, 1)
-        .replacen("{{SCRIPT}}", JS, 1)
-        .replacen("{{DATA}}", &json, 1)
+    serde_json::to_writer(NoLessThan(&mut *w), data)?;
+    w.write_all(tail.as_bytes())
+}
+
+/// Writes `<` as `\u003c`, everything else as it comes.
+struct NoLessThan<'w>(&'w mut dyn std::io::Write);
+
+impl std::io::Write for NoLessThan<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for (i, part) in buf.split(|&b| b == b'<').enumerate() {
+            if i > 0 {
+                self.0.write_all(b"\\u003c")?;
+            }
+            self.0.write_all(part)?;
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 fn html_escape(s: &str) -> String {

@@ -5,6 +5,10 @@
 (function () {
   const DATA = JSON.parse(document.getElementById("fragscope-data").textContent);
   const $ = (id) => document.getElementById(id);
+  if (DATA.kind && DATA.kind !== "snapshot") {
+    seriesPage();
+    return;
+  }
 
   // ---- formatting, as src/core/units.rs ---------------------------------
 
@@ -75,6 +79,10 @@
     layout: null, // segment map geometry for hit tests
     fetchSeq: 0,
     inflight: 0, // requests to the server not yet answered
+    bandData: null, // a window of bands fetched from the server
+    bandGeom: null, // the bands drawn, for hit tests
+    pinned: null, // the band whose details stay shown
+    place: "", // the pool and stream the map and table show ("" = all)
   };
   // A request to the server, counted while it is out.
   function getJSON(url) {
@@ -87,6 +95,172 @@
       .finally(() => {
         S.inflight -= 1;
       });
+  }
+
+  // ---- inputs without a segment map -------------------------------------
+  // A profiler trace (allocated and reserved per device, live bytes by
+  // operator) or a memory-timeline export (live bytes by category): the
+  // series the report has of them, and why there is no segment map.
+
+  function seriesPage() {
+    $("file").textContent = DATA.file;
+    $("format").textContent = DATA.format;
+    for (const s of document.querySelectorAll("main > section")) {
+      if (s.id !== "verdict-box") s.hidden = true;
+    }
+    for (const v of DATA.verdict) $("verdict").appendChild(el("li", {}, v));
+    if (DATA.quality.length) {
+      $("quality-box").hidden = false;
+      for (const q of DATA.quality) $("quality").appendChild(el("li", {}, q));
+    }
+    window.fragscopeView = { fmtBytes: fmtBinary, fmtPct, data: DATA, state: { inflight: 0 } };
+    if (DATA.kind === "ranks") {
+      ranksPage();
+      return;
+    }
+    const trace = DATA.kind === "profiler_trace";
+    const sec = el("section", { id: "series-box", "aria-labelledby": "series-h" });
+    sec.appendChild(el("h2", { id: "series-h" }, trace ? "Memory timeline" : "Memory timeline by category"));
+    const legend = el("div", { class: "legend" });
+    const canvas = el("canvas", { id: "series", class: "series", "aria-label": "memory over time" });
+    const extra = el("div", { id: "series-extra" });
+    const note = el("p", { id: "no-segment-map", class: "muted" }, "No segment map: " + DATA.no_segment_map);
+    sec.append(legend, canvas, extra, note);
+    $("verdict-box").after(sec);
+    const sel = $("device");
+    const devs = trace ? DATA.devices : [null];
+    devs.forEach((d, i) => sel.appendChild(el("option", { value: String(i) }, d ? d.heading : "tensors by category")));
+    const show = () => {
+      const d = devs[Number(sel.value)];
+      drawSeries(canvas, legend, d ? traceSeries(d, extra) : categorySeries(extra));
+    };
+    sel.value = String(Math.max(0, devs.findIndex((d) => d && d.ooms > 0)));
+    sel.addEventListener("change", show);
+    window.addEventListener("resize", show);
+    show();
+  }
+
+  // A directory of ranks: `stats DIR`'s table; served, a row opens the
+  // rank's own page (by its index), written, the command that does.
+  function ranksPage() {
+    $("device").closest("label").hidden = true;
+    const sec = el("section", { id: "ranks-box", "aria-labelledby": "ranks-h" });
+    sec.appendChild(el("h2", { id: "ranks-h" }, "Ranks"));
+    sec.appendChild(el("p", { class: "muted" }, "Outliers: " + DATA.rule));
+    const t = rowsTable("ranks", ["rank", "devices", "events", "OOMs", "peak reserved", "peak allocated",
+      "worst fragmentation", "reserved at the end", "fragmentation at the end", "outlier"],
+      DATA.ranks.map((r) => [r.file, r.devices, r.events, r.ooms, r.peak_reserved_text, r.peak_allocated_text,
+        r.worst_fragmentation_text, r.end_reserved_text, r.fragmentation_text, r.outlier]));
+    const rows = t.querySelectorAll("tbody tr");
+    DATA.ranks.forEach((r, i) => {
+      if (r.outlier) rows[i].classList.add("outlier");
+      const cell = rows[i].firstChild;
+      cell.textContent = "";
+      if (DATA.served) {
+        cell.appendChild(el("a", { href: "/rank?index=" + r.index }, r.file));
+      } else {
+        cell.appendChild(el("span", {}, r.file + " "));
+        cell.appendChild(el("code", { class: "muted" }, "fragscope view " + r.file));
+      }
+    });
+    sec.appendChild(t);
+    $("verdict-box").after(sec);
+  }
+
+  function rowsTable(id, head, rows) {
+    const t = el("table", { id });
+    const tr = el("tr");
+    for (const h of head) tr.appendChild(el("th", { scope: "col" }, h));
+    t.appendChild(el("thead")).appendChild(tr);
+    const body = el("tbody");
+    for (const r of rows) {
+      const row = el("tr");
+      for (const c of r) row.appendChild(el("td", {}, c == null ? "" : String(c)));
+      body.appendChild(row);
+    }
+    t.appendChild(body);
+    return t;
+  }
+
+  function traceSeries(d, extra) {
+    extra.textContent = "";
+    extra.appendChild(rowsTable("trace-moments", ["moment", "event", "operator", "allocated", "reserved"],
+      d.key_moments.map((k) => [k.label, k.event < 0 ? "start" : k.event, k.op, k.allocated_text, k.reserved_text])));
+    if (d.live_by_op) {
+      extra.appendChild(el("h3", {}, "Live bytes by operator at " + d.ops_moment + " (" + d.ops_when + ")"));
+      extra.appendChild(rowsTable("trace-ops", ["operator", "live", "allocations"],
+        d.live_by_op.map((o) => [o.op, o.bytes_text, o.events])));
+    }
+    const s = d.series;
+    const lines = [{ name: "allocated", color: css("--allocated"), y: s.allocated }];
+    if (d.reserved_known) lines.unshift({ name: "reserved", color: css("--reserved"), y: s.reserved });
+    return { x: s.time_us, lines, stacked: false };
+  }
+
+  function categorySeries(extra) {
+    extra.textContent = DATA.peak_text ? "Peak of live tensors: " + DATA.peak_text : "";
+    const lines = DATA.categories
+      .filter((c) => c.bytes.some((b) => b > 0))
+      .map((c) => ({ name: c.name, color: c.color, y: c.bytes }));
+    return { x: DATA.time_us, lines, stacked: true };
+  }
+
+  // Lines over time (stacked: areas on top of each other), bytes up.
+  function drawSeries(canvas, legend, L) {
+    legend.textContent = "";
+    for (const s of L.lines) {
+      const k = el("span", { class: "key" }, s.name);
+      k.style.setProperty("--swatch", s.color);
+      legend.appendChild(k);
+    }
+    const dpr = window.devicePixelRatio || 1;
+    const w = canvas.clientWidth || 900;
+    const h = 280;
+    canvas.width = Math.round(w * dpr);
+    canvas.height = Math.round(h * dpr);
+    canvas.style.height = h + "px";
+    const g = canvas.getContext("2d");
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, w, h);
+    const n = L.x.length;
+    if (!n || !L.lines.length) return;
+    // Time where known (null: before profiling), else the sample's index.
+    const known = L.x.filter((t) => t != null);
+    const t0 = known.length ? Math.min(...known) : 0;
+    const t1 = known.length ? Math.max(...known) : n - 1;
+    const xOf = (i) => (L.x[i] == null ? (known.length ? t0 : i) : L.x[i]);
+    const tops = [];
+    let acc = new Array(n).fill(0);
+    for (const s of L.lines) {
+      acc = L.stacked ? acc.map((a, i) => a + (s.y[i] || 0)) : s.y.map((v) => v || 0);
+      tops.push(acc);
+    }
+    let ymax = 1;
+    for (const t of tops) for (const v of t) if (v > ymax) ymax = v;
+    const pad = { l: 78, r: 12, t: 10, b: 22 };
+    const px = (i) => pad.l + ((xOf(i) - t0) / Math.max(t1 - t0, 1)) * (w - pad.l - pad.r);
+    const py = (v) => h - pad.b - (v / ymax) * (h - pad.t - pad.b);
+    g.fillStyle = css("--muted");
+    g.font = "11px system-ui, sans-serif";
+    g.fillText(fmtBytes(ymax), 4, pad.t + 10);
+    g.fillText(fmtBytes(0), 4, h - pad.b);
+    g.fillText(known.length ? ((t1 - t0) / 1e6).toFixed(3) + " s" : String(n - 1), w - pad.r - 60, h - 6);
+    for (let k = tops.length - 1; k >= 0; k -= 1) {
+      const top = tops[k];
+      g.beginPath();
+      for (let i = 0; i < n; i += 1) (i ? g.lineTo : g.moveTo).call(g, px(i), py(top[i]));
+      if (L.stacked) {
+        g.lineTo(px(n - 1), py(0));
+        g.lineTo(px(0), py(0));
+        g.closePath();
+        g.fillStyle = L.lines[k].color;
+        g.fill();
+      } else {
+        g.strokeStyle = L.lines[k].color;
+        g.lineWidth = 1.5;
+        g.stroke();
+      }
+    }
   }
 
   // ---- timeline ---------------------------------------------------------
@@ -199,15 +373,17 @@
     // maximum (the minimum and maximum alternate, which would fill stripes).
     const top3 = (i) => d.full ? d.allocated[i]
       : Math.max(d.allocated[i], d.allocated[Math.max(i - 1, 0)], d.allocated[Math.min(i + 1, d.allocated.length - 1)]);
-    g.beginPath();
-    g.moveTo(xs[0], yOf(0));
-    for (let i = a; i < b; i++) g.lineTo(xs[i - a], yOf(top3(i)));
-    g.lineTo(xs[b - a - 1], yOf(0));
-    g.closePath();
-    g.fillStyle = css("--allocated");
-    g.globalAlpha = 0.55;
-    g.fill();
-    g.globalAlpha = 1;
+    if (!drawBands(g, w, yOf)) {
+      g.beginPath();
+      g.moveTo(xs[0], yOf(0));
+      for (let i = a; i < b; i++) g.lineTo(xs[i - a], yOf(top3(i)));
+      g.lineTo(xs[b - a - 1], yOf(0));
+      g.closePath();
+      g.fillStyle = css("--allocated");
+      g.globalAlpha = 0.55;
+      g.fill();
+      g.globalAlpha = 1;
+    }
     const line = (key, color, width) => {
       g.beginPath();
       for (let i = a; i < b; i++) {
@@ -266,8 +442,11 @@
     f.g.stroke();
     cursorLine(f.g, f.w, f.h);
     f.g.restore();
-    f.g.fillStyle = css("--muted");
     f.g.font = "11px system-ui, sans-serif";
+    // On a patch of the background: the line may pass under the label.
+    f.g.fillStyle = css("--bg");
+    f.g.fillRect(PAD.l + 2, f.h - PAD.b - 15, f.g.measureText("fragmentation").width + 4, 13);
+    f.g.fillStyle = css("--muted");
     f.g.fillText("fragmentation", PAD.l + 4, f.h - PAD.b - 4);
     readout(d, a, b);
   }
@@ -489,6 +668,7 @@
   function setState(st, label) {
     S.state = st;
     S.stateEvent = st.event;
+    addPlaces(st);
     const dev = S.dev;
     const names = dev.key_moments.filter((k) => k.event === st.event).map((k) => k.label);
     const when = dev.events === 0 ? "the recorded state" : fmtWhen(dev, st.event, st.time_us);
@@ -537,6 +717,38 @@
         box.appendChild(ul);
       }
     }
+    box.appendChild(whatIf(S.dev));
+  }
+
+  // The what-if table as `fragscope simulate` prints it: asked of the
+  // server, carried by a written page, or the command that prints it.
+  function whatIf(dev) {
+    const w = dev.what_if || {};
+    const div = el("div", { id: "what-if" });
+    const btn = el("button", { type: "button", id: "what-if-button" }, "What if: other allocator settings");
+    const out = el("pre", { id: "what-if-table", class: "what-if", hidden: "" });
+    btn.addEventListener("click", () => {
+      btn.disabled = true;
+      out.hidden = false;
+      if (w.table != null) {
+        out.textContent = w.table;
+      } else if (w.request != null && DATA.served) {
+        out.textContent = "running the what-if model…";
+        S.inflight += 1;
+        fetch(w.request)
+          .then((r) => r.text().then((t) => (r.ok ? t : Promise.reject(new Error(t)))))
+          .then((t) => { out.textContent = t; })
+          .catch((e) => { out.textContent = String(e.message || e); })
+          .finally(() => { S.inflight -= 1; });
+      } else {
+        out.textContent = w.how != null && w.how.startsWith("fragscope ")
+          ? "Not in this page; this prints it:\n  " + w.how
+          : (w.how || "no what-if model for this device");
+      }
+    });
+    div.appendChild(btn);
+    div.appendChild(out);
+    return div;
   }
 
   const ROW_H = 18;
@@ -581,13 +793,19 @@
     return sk.frames.some((f) => f.toLowerCase().includes(q));
   }
   function drawMap() {
-    const st = S.state;
+    const lg = S.state.largest_gap;
+    const gapBlk = lg ? S.state.segments[lg[0]].blocks[lg[1]] : null;
+    const st = inPlace(S.state);
     const c = $("segmap");
     const w0 = Math.round(c.parentElement.getBoundingClientRect().width);
     const L = mapLayout(st, w0);
     const fail = st.failed_request != null ? Math.max(2, st.failed_request / L.bpp) : 0;
-    const failRows = fail ? Math.ceil(fail / w0) : 0;
-    const height = (L.rows + (fail ? failRows + 1 : 0)) * (ROW_H + ROW_GAP) + 4;
+    const gapLen = fail && gapBlk ? Math.max(2, gapBlk[1] / L.bpp) : 0;
+    const failRows = fail ? Math.ceil(fail / w0) + 1 + (gapLen ? Math.ceil(gapLen / w0) + 1 : 0) : 0;
+    const height = (L.rows + failRows) * (ROW_H + ROW_GAP) + 4;
+    // The report's culprits: its call sites whose blocks strand free bytes.
+    const culprit = new Set(S.dev.sites.filter((x) => x.stranded > 0).map((x) => x.site));
+    const outlined = [];
     c.style.height = height + "px";
     const { g, w } = setupCanvas(c);
     S.layout = L;
@@ -624,6 +842,8 @@
           nmatch += 1;
           hits.push([b0, b1]);
         }
+        if (blk[4] != null && blk[3] !== 2 && culprit.has(st.stacks[blk[4]].site)) outlined.push([b0, b1, css("--b-culprit"), [3, 2]]);
+        if (fail && blk === gapBlk) outlined.push([b0, b1, css("--gap"), []]);
       }
       // Segment outline.
       g.strokeStyle = col.edge;
@@ -632,6 +852,16 @@
         g.strokeRect(x0 + 0.5, row * (ROW_H + ROW_GAP) + 0.5, Math.max(x1 - x0 - 1, 1), ROW_H - 1);
       }
     }
+    g.lineWidth = 1.5;
+    for (const [b0, b1, color, dash] of outlined) {
+      g.strokeStyle = color;
+      g.setLineDash(dash);
+      for (const [row, x0, x1] of spans(b0, b1, w)) {
+        g.strokeRect(x0 + 1, row * (ROW_H + ROW_GAP) + 1.5, Math.max(x1 - x0 - 2, 2), ROW_H - 3);
+      }
+    }
+    g.setLineDash([]);
+    c.dataset.culprits = String(outlined.filter((o) => o[3].length).length);
     g.strokeStyle = col.match;
     g.lineWidth = 2.5;
     for (const [b0, b1] of hits) {
@@ -647,7 +877,10 @@
       for (const [row, x0, x1] of spans(0, fail, w)) {
         g.fillRect(x0, base + row * (ROW_H + ROW_GAP), Math.max(x1 - x0, 2), ROW_H);
       }
+      failedBesideGap(g, w, base + Math.ceil(fail / w) * (ROW_H + ROW_GAP), gapBlk, gapLen);
     }
+    c.dataset.failed = st.failed_request == null ? "" : String(st.failed_request);
+    c.dataset.gap = fail && gapBlk ? String(gapBlk[1]) : "";
     if (!st.segments.length) {
       g.fillStyle = css("--muted");
       g.font = "13px system-ui, sans-serif";
@@ -660,6 +893,17 @@
     $("state-figures").textContent = st.segments.length + " segments" +
       (k ? " · reserved " + k.figures.reserved_text + " · allocated " + k.figures.allocated_text +
         " · largest free gap " + k.figures.largest_gap_text + " · fragmentation " + k.figures.fragmentation_text : "");
+  }
+  // Below the failed request, the largest free block at the same scale.
+  function failedBesideGap(g, w, top, gapBlk, len) {
+    if (!gapBlk) return;
+    const base = top + ROW_H + ROW_GAP;
+    g.fillStyle = css("--gap");
+    g.font = "12px system-ui, sans-serif";
+    g.fillText("the largest free gap, at the same scale: " + fmtBytes(gapBlk[1]), 0, base - 6);
+    for (const [row, x0, x1] of spans(0, len, w)) {
+      g.fillRect(x0, base + row * (ROW_H + ROW_GAP), Math.max(x1 - x0, 2), ROW_H);
+    }
   }
   // The block under a point of the map.
   function blockAt(px, py) {
@@ -694,15 +938,7 @@
         return;
       }
       tooltip(hit);
-      tip.hidden = false;
-      const tw = tip.offsetWidth;
-      const th = tip.offsetHeight;
-      let x = ev.clientX + 14;
-      let y = ev.clientY + 14;
-      if (x + tw > window.innerWidth - 4) x = Math.max(4, ev.clientX - tw - 14);
-      if (y + th > window.innerHeight - 4) y = Math.max(4, ev.clientY - th - 14);
-      tip.style.left = x + "px";
-      tip.style.top = y + "px";
+      placeTip(ev);
     });
     c.addEventListener("mouseleave", () => {
       tip.hidden = true;
@@ -740,6 +976,238 @@
     }
   }
 
+  // ---- allocation bands -------------------------------------------------
+
+  // The finest band window that holds the view: one fetched from the
+  // server, else one of the tiers the page carries.
+  function bandWindow() {
+    const B = S.dev.bands;
+    if (!B || !B.tiers.length) return null;
+    const f = S.bandData;
+    let best = null;
+    B.tiers.forEach((tier, t) => {
+      for (const win of tier) {
+        if (win.from <= Math.floor(S.x0) && win.to >= Math.ceil(S.x1) - 1) {
+          best = { win, stacks: B.stacks, tier: t };
+          break;
+        }
+      }
+    });
+    if (!best) best = { win: B.tiers[0][0], stacks: B.stacks, tier: 0 };
+    if (f && f.device === S.dev.device && f.data.from <= S.x0 && f.data.to >= S.x1 - 1 &&
+        f.data.to - f.data.from < best.win.to - best.win.from) {
+      return { win: f.data, stacks: f.data.stacks, tier: B.tiers.length };
+    }
+    return best;
+  }
+  function bandLive(b, e) {
+    return b[0] <= e && (b[1] == null || e < b[1]);
+  }
+  const BAND_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#e15759", "#bab0ac", "#ff9da7"];
+  function bandMatches(stacks, b) {
+    const q = S.search;
+    if (!q) return false;
+    if (b[6].toLowerCase().includes(q)) return true;
+    const sk = b[4] == null ? null : stacks[b[4]];
+    return !!sk && (sk.site.toLowerCase().includes(q) || sk.frames.some((f) => f.toLowerCase().includes(q)));
+  }
+  // Stacks the window's bands over its aggregate, each point's figures
+  // holding until the next point; returns false when there is none.
+  function drawBands(g, w, yOf) {
+    const pick = bandWindow();
+    const c = $("timeline");
+    if (!pick || !pick.win.event.length) {
+      delete c.dataset.bandTier;
+      return false;
+    }
+    const { win, stacks } = pick;
+    const ev = win.event;
+    const right = w - PAD.r;
+    const x = (i) => (i + 1 < ev.length ? xOf(ev[i + 1], w) : right);
+    const geom = [];
+    let nmatch = 0;
+    const matched = win.bands.map((b) => {
+      const m = bandMatches(stacks, b);
+      if (m) nmatch += 1;
+      return m;
+    });
+    for (let i = 0; i < ev.length; i++) {
+      // Whole pixels: neighbouring columns leave no seam between them.
+      const x0 = Math.floor(xOf(ev[i], w));
+      const x1 = Math.max(Math.ceil(x(i)), x0 + 1);
+      if (x1 < PAD.l || x0 > right) continue;
+      let base = win.rest[i];
+      g.fillStyle = css("--band-rest");
+      g.fillRect(x0, yOf(base), Math.max(x1 - x0, 0.5), yOf(0) - yOf(base));
+      const col = [];
+      win.bands.forEach((b, j) => {
+        if (!bandLive(b, ev[i])) return;
+        const top = base + b[2];
+        const dim = S.search && !matched[j];
+        g.globalAlpha = dim ? 0.25 : 1;
+        g.fillStyle = matched[j] ? css("--b-match") : BAND_COLORS[j % BAND_COLORS.length];
+        g.fillRect(x0, yOf(top), Math.max(x1 - x0, 0.5), Math.max(yOf(base) - yOf(top), 0.5));
+        if (S.pinned && S.pinned.band === b) {
+          g.globalAlpha = 1;
+          g.strokeStyle = css("--cursor");
+          g.lineWidth = 1.5;
+          g.strokeRect(x0, yOf(top), Math.max(x1 - x0, 0.5), yOf(base) - yOf(top));
+        }
+        col.push([j, base, top]);
+        base = top;
+      });
+      g.globalAlpha = 1;
+      geom.push({ x0, x1, col, rest: win.rest[i] });
+    }
+    S.bandGeom = { geom, win, stacks, yOf };
+    c.dataset.bandTier = String(pick.tier);
+    c.dataset.bandSpan = String(win.to - win.from + 1);
+    c.dataset.bands = String(win.bands.length);
+    c.dataset.bandMatches = String(nmatch);
+    if (DATA.served) fetchBands(pick);
+    return true;
+  }
+  let bandTimer = null;
+  // Served: a window of bands for a view much narrower than the finest
+  // window at hand.
+  function fetchBands(pick) {
+    const span = S.x1 - S.x0;
+    const have = pick.win.to - pick.win.from;
+    if (have <= span * 4 || have < 64) return;
+    const want = [Math.floor(S.x0 - span / 2), Math.ceil(S.x1 + span / 2)];
+    if (S.bandWant && S.bandWant[0] === want[0] && S.bandWant[1] === want[1]) return;
+    S.bandWant = want;
+    clearTimeout(bandTimer);
+    bandTimer = setTimeout(() => {
+      const dev = S.dev;
+      getJSON("/api/bands?device=" + dev.device + "&from=" + want[0] + "&to=" + want[1])
+        .then((data) => {
+          if (dev !== S.dev) return;
+          S.bandData = { device: dev.device, data };
+          drawTimeline();
+        })
+        .catch((e) => console.warn("fragscope: finer bands unavailable:", e.message));
+    }, 150);
+  }
+  // The band under a point of the timeline.
+  function bandAt(px, py) {
+    const G = S.bandGeom;
+    if (!G) return null;
+    const col = G.geom.find((p) => px >= p.x0 && px < Math.max(p.x1, p.x0 + 0.5));
+    if (!col) return null;
+    for (const [j, lo, hi] of col.col) {
+      if (py <= G.yOf(lo) && py >= G.yOf(hi) - 0.5) return { band: G.win.bands[j], stacks: G.stacks };
+    }
+    return null;
+  }
+  function bandTooltip(hit) {
+    const tip = $("tip");
+    const [alloc, end, size, req, stack, freed, addr, stream] = hit.band;
+    const sk = stack == null ? null : hit.stacks[stack];
+    tip.textContent = "";
+    tip.appendChild(el("div", { class: "site" }, sk ? sk.site : "(no stack recorded)"));
+    const dl = el("dl");
+    const row = (k, v) => {
+      dl.appendChild(el("dt", {}, k));
+      dl.appendChild(el("dd", {}, v));
+    };
+    row("size", fmtBytes(size));
+    row("requested", fmtBytes(req));
+    if (size > req) row("rounding waste", fmtBytes(size - req));
+    row("allocated at", alloc < 0 ? "before the trace" : "event " + alloc);
+    if (end == null) row("freed", "still allocated at the end");
+    else if (freed != null && freed !== end) row("freed", "requested at event " + end + ", completed at event " + freed);
+    else row("freed", "at event " + end);
+    row("address", addr + " · stream " + stream);
+    tip.appendChild(dl);
+    if (sk && sk.frames.length) {
+      const ul = el("ul", { class: "stack" });
+      for (const f of sk.frames) ul.appendChild(el("li", {}, f));
+      tip.appendChild(ul);
+    }
+    tip.classList.toggle("pinned", !!S.pinned);
+    if (S.pinned) tip.appendChild(el("div", { class: "muted pin-note" }, "pinned · click elsewhere or Esc to unpin"));
+  }
+  function placeTip(ev) {
+    const tip = $("tip");
+    tip.hidden = false;
+    const tw = tip.offsetWidth;
+    const th = tip.offsetHeight;
+    let x = ev.clientX + 14;
+    let y = ev.clientY + 14;
+    if (x + tw > window.innerWidth - 4) x = Math.max(4, ev.clientX - tw - 14);
+    if (y + th > window.innerHeight - 4) y = Math.max(4, ev.clientY - th - 14);
+    tip.style.left = x + "px";
+    tip.style.top = y + "px";
+  }
+  function setupBandEvents() {
+    const c = $("timeline");
+    const tip = $("tip");
+    const local = (ev) => {
+      const r = c.getBoundingClientRect();
+      return [ev.clientX - r.left, ev.clientY - r.top];
+    };
+    c.addEventListener("mousemove", (ev) => {
+      if (S.pinned) return;
+      const hit = bandAt(...local(ev));
+      if (!hit) {
+        tip.hidden = true;
+        return;
+      }
+      bandTooltip(hit);
+      placeTip(ev);
+    });
+    c.addEventListener("mouseleave", () => {
+      if (!S.pinned) tip.hidden = true;
+    });
+    c.addEventListener("click", (ev) => {
+      const hit = bandAt(...local(ev));
+      S.pinned = hit && (!S.pinned || S.pinned.band !== hit.band) ? hit : null;
+      if (S.pinned) {
+        bandTooltip(hit);
+        placeTip(ev);
+      } else tip.hidden = true;
+      drawTimeline();
+    });
+    document.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape" && S.pinned) {
+        S.pinned = null;
+        tip.hidden = true;
+        drawTimeline();
+      }
+    });
+  }
+
+  // ---- pools and streams ------------------------------------------------
+
+  // The places (pool and stream) of the device's segments.
+  function setupPlaces() {
+    const sel = $("place");
+    sel.textContent = "";
+    sel.appendChild(el("option", { value: "" }, "every pool and stream"));
+    S.place = "";
+    const seen = new Set();
+    for (const k of S.dev.key_moments) for (const s of k.state.segments) seen.add(s.place);
+    for (const p of [...seen].sort()) sel.appendChild(el("option", { value: p }, p));
+    sel.disabled = seen.size < 2;
+  }
+  function addPlaces(st) {
+    const sel = $("place");
+    const have = new Set([...sel.options].map((o) => o.value));
+    for (const s of st.segments) {
+      if (!have.has(s.place)) {
+        sel.appendChild(el("option", { value: s.place }, s.place));
+        have.add(s.place);
+      }
+    }
+    sel.disabled = have.size < 3;
+  }
+  // The state with the segments of the chosen place only.
+  function inPlace(st) {
+    if (!S.place) return st;
+    return Object.assign({}, st, { segments: st.segments.filter((s) => s.place === S.place) });
+  }
+
   // ---- call sites -------------------------------------------------------
 
   function drawSites() {
@@ -760,6 +1228,7 @@
     const body = document.querySelector("#sites tbody");
     body.textContent = "";
     for (const s of rows) {
+      if (S.place && !s.places.includes(S.place)) continue;
       const tr = el("tr");
       const q = S.search;
       if (q && (s.site.toLowerCase().includes(q) || s.stack.some((f) => f.toLowerCase().includes(q)))) {
@@ -782,6 +1251,7 @@
     S.search = q.trim().toLowerCase();
     drawSites();
     drawMap();
+    drawTimeline();
   }
 
   // ---- the page ---------------------------------------------------------
@@ -789,6 +1259,9 @@
   function selectDevice(i) {
     S.dev = DATA.devices[i];
     S.windowData = null;
+    S.bandData = null;
+    S.pinned = null;
+    setupPlaces();
     S.cursor = null;
     S.x0 = -1;
     S.x1 = Math.max(lastEvent(S.dev), 0);
@@ -822,6 +1295,12 @@
     sel.addEventListener("change", () => selectDevice(Number(sel.value)));
     setupTimelineEvents();
     setupMapEvents();
+    setupBandEvents();
+    $("place").addEventListener("change", (ev) => {
+      S.place = ev.target.value;
+      drawSites();
+      drawMap();
+    });
     $("scrub").addEventListener("input", (ev) => {
       const v = Number(ev.target.value);
       if (DATA.served) showEvent(v);

@@ -4,6 +4,26 @@
 
 use super::*;
 
+impl Blk {
+    /// A free, unmapped block of `size` bytes at `addr` in reservation `r`,
+    /// not linked to its neighbours.
+    pub(super) fn unmapped(addr: u64, size: u64, stream: i64, pool: usize, r: usize) -> Blk {
+        Blk {
+            addr,
+            size,
+            requested: 0,
+            stream,
+            pool,
+            state: St::Free,
+            mapped: false,
+            res: Some(r),
+            prev: None,
+            next: None,
+            gc_base: 0,
+        }
+    }
+}
+
 impl Simulator {
     pub(super) fn alloc_found_block(&mut self, id: BlockId, size: u64, orig: u64) -> u64 {
         let (bsize, small) = {
@@ -31,7 +51,10 @@ impl Simulator {
             if let Some(n) = b.next {
                 self.blk_mut(n).prev = Some(rest);
             }
-            self.link(Some(id), rest);
+            // Neither block is cached (the one found was taken out of its
+            // pool), so no flushable entry changes with the link.
+            self.blk_mut(id).next = Some(rest);
+            self.blk_mut(rest).prev = Some(id);
             self.blk_mut(id).size = size;
             self.insert_free(rest);
         }
@@ -42,13 +65,7 @@ impl Simulator {
         self.fig.allocated += bsize;
         self.fig.requested += orig;
         if self.record_block_events {
-            self.events.push(SimEvent {
-                action: SimAction::Alloc,
-                addr,
-                size: orig,
-                stream,
-                device_free: None,
-            });
+            self.event(SimAction::Alloc, addr, orig, stream);
         }
         addr
     }
@@ -59,13 +76,7 @@ impl Simulator {
             (b.addr, b.size, b.requested, b.stream)
         };
         if self.record_block_events {
-            self.events.push(SimEvent {
-                action: SimAction::FreeCompleted,
-                addr,
-                size: req,
-                stream,
-                device_free: None,
-            });
+            self.event(SimAction::FreeCompleted, addr, req, stream);
         }
         self.fig.pending -= size;
         self.pending.remove(&addr);
@@ -93,8 +104,8 @@ impl Simulator {
                 self.pools[pool].unmapped.remove(&key);
             }
             let s = self.blk(src).clone();
-            self.by_addr.remove(&s.addr);
             if before {
+                // `id` now starts where `src` did: its entry takes that one's place.
                 let old = self.blk(id).addr;
                 self.by_addr.remove(&old);
                 self.by_addr.insert(s.addr, id);
@@ -105,6 +116,7 @@ impl Simulator {
                     self.blk_mut(p).next = Some(id);
                 }
             } else {
+                self.by_addr.remove(&s.addr);
                 self.blk_mut(id).next = s.next;
                 if let Some(n) = s.next {
                     self.blk_mut(n).prev = Some(id);
@@ -184,6 +196,10 @@ impl Simulator {
     /// each block after caching the one before) is no longer a whole segment.
     pub(super) fn refresh_flushable(&mut self, id: BlockId) {
         let b = self.blk(id);
+        // Only free mapped blocks are cached.
+        if b.state != St::Free || !b.mapped {
+            return;
+        }
         let key = (sk(b.stream), b.size, b.addr, id);
         let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
         let pool = b.pool;
@@ -206,21 +222,35 @@ impl Simulator {
         pool: usize,
         r: usize,
     ) -> BlockId {
-        let id = self.alloc_slot(Blk {
-            addr,
-            size,
-            requested: 0,
-            stream,
-            pool,
-            state: St::Free,
-            mapped: false,
-            res: Some(r),
-            prev: None,
-            next: None,
-            gc_base: 0,
-        });
+        let id = self.alloc_slot(Blk::unmapped(addr, size, stream, pool, r));
         self.pools[pool].unmapped.insert((sk(stream), addr, id));
         id
+    }
+
+    /// Device memory taken (`SegmentAlloc`, `SegmentMap`) or given back
+    /// (`SegmentFree`, `SegmentUnmap`): the reserved figure, the counters
+    /// and the event.
+    pub(super) fn device_memory(&mut self, action: SimAction, addr: u64, size: u64, stream: i64) {
+        if matches!(action, SimAction::SegmentAlloc | SimAction::SegmentMap) {
+            self.fig.reserved += size;
+            self.counters.device_allocs += 1;
+        } else {
+            self.fig.reserved -= size;
+            self.counters.device_frees += 1;
+        }
+        self.event(action, addr, size, stream);
+    }
+
+    /// Records an event of no device-free figure.
+    #[inline]
+    pub(super) fn event(&mut self, action: SimAction, addr: u64, size: u64, stream: i64) {
+        self.events.push(SimEvent {
+            action,
+            addr,
+            size,
+            stream,
+            device_free: None,
+        });
     }
 
     pub(super) fn insert_free(&mut self, id: BlockId) {
@@ -236,7 +266,9 @@ impl Simulator {
         if flushable {
             self.pools[pool].flushable.insert(key);
         }
-        *self.free_sizes.entry(size).or_default() += 1;
+        if let Some(l) = self.largest_free.get() {
+            self.largest_free.set(Some(l.max(size)));
+        }
         self.fig.inactive += size;
         self.fig.free_blocks += 1;
     }
@@ -244,14 +276,15 @@ impl Simulator {
     pub(super) fn remove_free(&mut self, id: BlockId) {
         let b = self.blk(id);
         let (pool, key, size) = (b.pool, (sk(b.stream), b.size, b.addr, id), b.size);
+        // In the flushable index only as `refresh_flushable` keeps it.
+        let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
         let was = self.pools[pool].free.remove(&key);
         debug_assert!(was, "block {id} was not cached");
-        self.pools[pool].flushable.remove(&key);
-        if let Some(c) = self.free_sizes.get_mut(&size) {
-            *c -= 1;
-            if *c == 0 {
-                self.free_sizes.remove(&size);
-            }
+        if flushable {
+            self.pools[pool].flushable.remove(&key);
+        }
+        if self.largest_free.get() == Some(size) {
+            self.largest_free.set(None);
         }
         self.fig.inactive -= size;
         self.fig.free_blocks -= 1;

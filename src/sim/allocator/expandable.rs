@@ -118,15 +118,7 @@ impl Simulator {
         self.blk_mut(id).mapped = true;
         self.merge_neighbours(id);
         self.insert_free(id);
-        self.fig.reserved += mapped;
-        self.counters.device_allocs += 1;
-        self.events.push(SimEvent {
-            action: SimAction::SegmentMap,
-            addr,
-            size: mapped,
-            stream,
-            device_free: None,
-        });
+        self.device_memory(SimAction::SegmentMap, addr, mapped, stream);
         true
     }
 
@@ -188,32 +180,15 @@ impl Simulator {
             let key = (sk(stream), b.addr, id);
             self.pools[pool].unmapped.insert(key);
         }
-        self.fig.reserved -= usize_;
-        self.counters.device_frees += 1;
-        self.events.push(SimEvent {
-            action: SimAction::SegmentUnmap,
-            addr: uaddr,
-            size: usize_,
-            stream,
-            device_free: None,
-        });
+        self.device_memory(SimAction::SegmentUnmap, uaddr, usize_, stream);
     }
 
     /// A new free block of `size` mapped bytes at `addr` in reservation
     /// `r`, not yet linked to its neighbours.
     fn mapped_free(&mut self, addr: u64, size: u64, stream: i64, pool: usize, r: usize) -> BlockId {
         self.alloc_slot(Blk {
-            addr,
-            size,
-            requested: 0,
-            stream,
-            pool,
-            state: St::Free,
             mapped: true,
-            res: Some(r),
-            prev: None,
-            next: None,
-            gc_base: 0,
+            ..Blk::unmapped(addr, size, stream, pool, r)
         })
     }
 }

@@ -10,7 +10,9 @@ impl Simulator {
         let mut fig = Figures::default();
         let mut seen = 0usize;
         let mut end = 0u64;
-        for (&addr, &id) in &self.by_addr {
+        let mut by_addr: Vec<(u64, BlockId)> = self.by_addr.iter().map(|(&a, &i)| (a, i)).collect();
+        by_addr.sort_unstable();
+        for (addr, id) in by_addr {
             let b = self.blocks[id]
                 .as_ref()
                 .ok_or(format!("address {addr:#x} names a dropped block"))?;
@@ -83,9 +85,19 @@ impl Simulator {
                 "running figures {f:?} differ from the layout's {fig:?}"
             ));
         }
-        let sizes: u64 = self.free_sizes.iter().map(|(s, n)| s * n).sum();
-        if sizes != fig.inactive {
-            return Err("free-size index out of step".into());
+        let largest = self
+            .by_addr
+            .values()
+            .map(|&i| self.blk(i))
+            .filter(|b| b.mapped && b.state == St::Free)
+            .map(|b| b.size)
+            .max()
+            .unwrap_or(0);
+        if self.largest_free() != largest {
+            return Err(format!(
+                "largest cached block {} but the layout's is {largest}",
+                self.largest_free()
+            ));
         }
         for (i, p) in self.pools.iter().enumerate() {
             let want: BTreeSet<_> = p

@@ -34,7 +34,13 @@ use crate::model::policy::{
 };
 use crate::model::{Block, BlockState, Segment, SegmentType, StackId};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+/// Hashing for the maps keyed by block address: foldhash, seeded per map
+/// (addresses are multiples of 512, which a multiply-only hash leaves with
+/// the low bits, the bucket, at zero). Their order is never observed:
+/// what walks them sorts first.
+type AddrHashing = foldhash::fast::RandomState;
 
 /// What the allocator would write into its trace ring buffer.
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -223,6 +229,19 @@ struct Pool {
     searches: u64,
 }
 
+impl Pool {
+    /// The largest size in `free`: the last key of each stream's run.
+    fn largest_free(&self) -> u64 {
+        let mut best = 0;
+        let mut cur = self.free.last();
+        while let Some(&(stream, size, _, _)) = cur {
+            best = best.max(size);
+            cur = self.free.range(..(stream, 0, 0, 0)).next_back();
+        }
+        best
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Reservation {
     base: u64,
@@ -244,11 +263,11 @@ pub struct Simulator {
     capacity: Option<u64>,
     blocks: Vec<Option<Blk>>,
     spare: Vec<BlockId>,
-    by_addr: BTreeMap<u64, BlockId>,
-    /// Addresses of pending-free blocks: a cache flush completes them, and
-    /// finding them by a walk over every block made each OOM cost the whole
-    /// layout.
-    pending: BTreeSet<u64>,
+    by_addr: HashMap<u64, BlockId, AddrHashing>,
+    /// Addresses of pending-free blocks: a cache flush completes them (in
+    /// address order), and finding them by a walk over every block made
+    /// each OOM cost the whole layout.
+    pending: HashSet<u64, AddrHashing>,
     pools: Vec<Pool>,
     pool_ix: BTreeMap<((i64, i64), bool), usize>,
     /// Non-expandable segments by start address.
@@ -266,7 +285,11 @@ pub struct Simulator {
     va_top: u64,
     /// Address ranges of the initial segments and reservations.
     initial_extents: Vec<(u64, u64)>,
-    free_sizes: BTreeMap<u64, u64>,
+    /// The largest cached block's size, `None` once the block it was taken
+    /// from leaves the cache (found again from the pools when asked): a
+    /// count of blocks per size, kept for this alone, cost two ordered-map
+    /// updates every time a block entered or left the cache.
+    largest_free: std::cell::Cell<Option<u64>>,
     fig: Figures,
     counters: Counters,
     events: Vec<SimEvent>,
@@ -293,8 +316,8 @@ impl Simulator {
             capacity,
             blocks: Vec::new(),
             spare: Vec::new(),
-            by_addr: BTreeMap::new(),
-            pending: BTreeSet::new(),
+            by_addr: HashMap::default(),
+            pending: HashSet::default(),
             pools: Vec::new(),
             pool_ix: BTreeMap::new(),
             segs: BTreeMap::new(),
@@ -304,7 +327,7 @@ impl Simulator {
             va_bottom: VA_MIN,
             va_top: VA_MAX,
             initial_extents: Vec::new(),
-            free_sizes: BTreeMap::new(),
+            largest_free: std::cell::Cell::new(Some(0)),
             fig: Figures::default(),
             counters: Counters::default(),
             events: Vec::new(),
@@ -326,8 +349,23 @@ impl Simulator {
     }
     pub fn figures(&self) -> Figures {
         let mut f = self.fig;
-        f.largest_free = self.free_sizes.keys().next_back().copied().unwrap_or(0);
+        f.largest_free = self.largest_free();
         f
+    }
+
+    /// The size of the largest cached block (0 with none).
+    fn largest_free(&self) -> u64 {
+        if let Some(l) = self.largest_free.get() {
+            return l;
+        }
+        let l = self
+            .pools
+            .iter()
+            .map(|p| p.largest_free())
+            .max()
+            .unwrap_or(0);
+        self.largest_free.set(Some(l));
+        l
     }
     pub fn counters(&self) -> Counters {
         self.counters
@@ -423,13 +461,7 @@ impl Simulator {
         self.fig.requested -= req;
         self.fig.pending += size;
         if self.record_block_events {
-            self.events.push(SimEvent {
-                action: SimAction::FreeRequested,
-                addr,
-                size: req,
-                stream,
-                device_free: None,
-            });
+            self.event(SimAction::FreeRequested, addr, req, stream);
         }
         Ok(())
     }

@@ -16,15 +16,7 @@ impl Simulator {
         self.free_slot(id);
         self.segs.remove(&addr);
         self.release_address(addr, size);
-        self.fig.reserved -= size;
-        self.counters.device_frees += 1;
-        self.events.push(SimEvent {
-            action: SimAction::SegmentFree,
-            addr,
-            size,
-            stream,
-            device_free: None,
-        });
+        self.device_memory(SimAction::SegmentFree, addr, size, stream);
     }
 
     pub(super) fn is_whole_segment(&self, id: BlockId) -> bool {
@@ -85,8 +77,9 @@ impl Simulator {
     /// cached whole segment (large pool, then small) and unmap the free
     /// pages of expandable segments.
     pub(super) fn release_cached_blocks(&mut self) {
-        let pending: Vec<BlockId> = self
-            .pending
+        let mut pending: Vec<u64> = self.pending.iter().copied().collect();
+        pending.sort_unstable();
+        let pending: Vec<BlockId> = pending
             .iter()
             .filter_map(|a| self.by_addr.get(a).copied())
             .filter(|&i| self.blk(i).state == St::Pending)

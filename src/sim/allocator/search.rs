@@ -104,15 +104,7 @@ impl Simulator {
                 created: true,
             },
         );
-        self.fig.reserved += alloc_size;
-        self.counters.device_allocs += 1;
-        self.events.push(SimEvent {
-            action: SimAction::SegmentAlloc,
-            addr,
-            size: alloc_size,
-            stream,
-            device_free: None,
-        });
+        self.device_memory(SimAction::SegmentAlloc, addr, alloc_size, stream);
         Some(id)
     }
 

@@ -4,6 +4,23 @@
 
 use super::*;
 
+/// What every decoder layer's backward uses: the linear layers' sites, the
+/// step's size and the sites of the other autograd nodes.
+struct LayerPass {
+    back: BackSites,
+    tokens: u64,
+    seq: u64,
+    lnb: u32,
+    rln: u32,
+    geb: u32,
+    rgelu: u32,
+    fab: u32,
+    rfa: u32,
+    catb: u32,
+    addb: u32,
+    radd: u32,
+}
+
 impl Workload {
     pub(super) fn autograd_alloc(
         &mut self,
@@ -43,12 +60,8 @@ impl Workload {
     }
 
     /// Backward on the autograd thread: returns the gradients (one per
-    /// parameter, in parameter order).
-    ///
-    /// About 145 lines: the pass written as autograd runs it, one request
-    /// after another (the order of the requests is what the trace records),
-    /// with each layer's pieces already in [`Workload::linear_backward`]
-    /// and the sites' helpers.
+    /// parameter, in parameter order). The head and the embeddings here,
+    /// each decoder layer in [`Workload::layer_backward`].
     pub(super) fn backward(
         &mut self,
         out: &mut Vec<Req>,
@@ -105,77 +118,31 @@ impl Workload {
         for &t in &head[2..5] {
             self.free(out, t, rln);
         }
-        let geb = self.autograd_alloc("GeluBackward0", "gelu_backward", MM);
-        let rgelu = self.autograd_release("release GeluBackward0", "GeluBackward0");
-        let fab = self.autograd_alloc(
-            "ScaledDotProductFlashAttentionBackward0",
-            "_scaled_dot_product_flash_attention_backward",
-            SDPA,
-        );
-        let rfa = self.autograd_release(
-            "release ScaledDotProductFlashAttentionBackward0",
-            "ScaledDotProductFlashAttentionBackward0",
-        );
-        let catb = self.site("cat", |p| {
-            p.alloc("cat", FOREACH, &Entry::Autograd("SplitBackward0"))
-        });
-        let addb = self.autograd_alloc("AddBackward0", "add", BINARY);
-        let radd = self.autograd_release("release AddBackward0", "AddBackward0");
+        let pass = LayerPass {
+            back: b,
+            tokens,
+            seq,
+            lnb,
+            rln,
+            geb: self.autograd_alloc("GeluBackward0", "gelu_backward", MM),
+            rgelu: self.autograd_release("release GeluBackward0", "GeluBackward0"),
+            fab: self.autograd_alloc(
+                "ScaledDotProductFlashAttentionBackward0",
+                "_scaled_dot_product_flash_attention_backward",
+                SDPA,
+            ),
+            rfa: self.autograd_release(
+                "release ScaledDotProductFlashAttentionBackward0",
+                "ScaledDotProductFlashAttentionBackward0",
+            ),
+            catb: self.site("cat", |p| {
+                p.alloc("cat", FOREACH, &Entry::Autograd("SplitBackward0"))
+            }),
+            addb: self.autograd_alloc("AddBackward0", "add", BINARY),
+            radd: self.autograd_release("release AddBackward0", "AddBackward0"),
+        };
         for (li, l) in layers.into_iter().enumerate().rev() {
-            let base = 2 + li * 12;
-            // MLP branch: fc2, gelu, fc1, the second layer norm.
-            let g_fc2 = self.linear_backward(out, &b, tokens, 4 * h, h, base + 10, &mut grads);
-            self.free(out, l.fc2_w, b.r_addmm);
-            self.free(out, l.resid2, radd);
-            let g_gelu = self.alloc(out, tokens * 4 * h * 2, geb);
-            self.free(out, g_fc2, rgelu);
-            self.free(out, l.gelu, rgelu);
-            let g_fc1 = self.linear_backward(out, &b, tokens, h, 4 * h, base + 8, &mut grads);
-            self.free(out, g_gelu, b.r_addmm);
-            self.free(out, l.fc1_w, b.r_addmm);
-            self.free(out, l.fc1, b.r_addmm);
-            let g_ln2 = self.alloc(out, tokens * h * 2, lnb);
-            grads[base + 6] = Some(self.alloc(out, h * 4, lnb));
-            grads[base + 7] = Some(self.alloc(out, h * 4, lnb));
-            self.free(out, g_fc1, rln);
-            for t in l.ln2 {
-                self.free(out, t, rln);
-            }
-            // The residual sums the branch's gradient into the layer's.
-            let g_res = self.alloc(out, tokens * h * 2, addb);
-            self.free(out, g_ln2, radd);
-            self.free(out, g, radd);
-            self.free(out, l.resid1, radd);
-            // Attention branch: projection, attention, qkv, the first layer norm.
-            let g_proj = self.linear_backward(out, &b, tokens, h, h, base + 4, &mut grads);
-            let dqkv: Vec<Tensor> = (0..3)
-                .map(|_| self.alloc(out, tokens * h * 2, fab))
-                .collect();
-            let scratch = self.alloc(out, s.batch * s.heads * seq * 4, fab);
-            self.free(out, scratch, rfa);
-            self.free(out, g_proj, rfa);
-            self.free(out, l.proj_w, b.r_addmm);
-            for t in l.attn {
-                self.free(out, t, rfa);
-            }
-            let g_qkv = self.alloc(out, tokens * 3 * h * 2, catb);
-            for t in dqkv {
-                self.free(out, t, rfa);
-            }
-            let g_in = self.linear_backward(out, &b, tokens, h, 3 * h, base + 2, &mut grads);
-            self.free(out, g_qkv, b.r_addmm);
-            self.free(out, l.qkv_w, b.r_addmm);
-            self.free(out, l.qkv, b.r_addmm);
-            let g_ln1 = self.alloc(out, tokens * h * 2, lnb);
-            grads[base] = Some(self.alloc(out, h * 4, lnb));
-            grads[base + 1] = Some(self.alloc(out, h * 4, lnb));
-            self.free(out, g_in, rln);
-            for t in l.ln1 {
-                self.free(out, t, rln);
-            }
-            g = self.alloc(out, tokens * h * 2, addb);
-            self.free(out, g_ln1, radd);
-            self.free(out, g_res, radd);
+            g = self.layer_backward(out, &pass, li, l, g, &mut grads);
             if li % 4 == 0 {
                 self.gap(out, 200, 3_000);
             }
@@ -193,6 +160,76 @@ impl Workload {
             .into_iter()
             .map(|g| g.expect("every parameter gets a gradient"))
             .collect()
+    }
+
+    /// The backward of decoder layer `li`, whose saved activations are `l`,
+    /// from the incoming gradient `g` (released here) to the gradient it
+    /// hands to the layer below; its parameters' gradients go to `grads`.
+    fn layer_backward(
+        &mut self,
+        out: &mut Vec<Req>,
+        p: &LayerPass,
+        li: usize,
+        l: LayerSaved,
+        g: Tensor,
+        grads: &mut [Option<Tensor>],
+    ) -> Tensor {
+        let h = self.shape.hidden;
+        let base = 2 + li * 12;
+        // MLP branch: fc2, gelu, fc1, the second layer norm.
+        let g_fc2 = self.linear_backward(out, &p.back, p.tokens, 4 * h, h, base + 10, grads);
+        self.free(out, l.fc2_w, p.back.r_addmm);
+        self.free(out, l.resid2, p.radd);
+        let g_gelu = self.alloc(out, p.tokens * 4 * h * 2, p.geb);
+        self.free(out, g_fc2, p.rgelu);
+        self.free(out, l.gelu, p.rgelu);
+        let g_fc1 = self.linear_backward(out, &p.back, p.tokens, h, 4 * h, base + 8, grads);
+        self.free(out, g_gelu, p.back.r_addmm);
+        self.free(out, l.fc1_w, p.back.r_addmm);
+        self.free(out, l.fc1, p.back.r_addmm);
+        let g_ln2 = self.alloc(out, p.tokens * h * 2, p.lnb);
+        grads[base + 6] = Some(self.alloc(out, h * 4, p.lnb));
+        grads[base + 7] = Some(self.alloc(out, h * 4, p.lnb));
+        self.free(out, g_fc1, p.rln);
+        for t in l.ln2 {
+            self.free(out, t, p.rln);
+        }
+        // The residual sums the branch's gradient into the layer's.
+        let g_res = self.alloc(out, p.tokens * h * 2, p.addb);
+        self.free(out, g_ln2, p.radd);
+        self.free(out, g, p.radd);
+        self.free(out, l.resid1, p.radd);
+        // Attention branch: projection, attention, qkv, the first layer norm.
+        let g_proj = self.linear_backward(out, &p.back, p.tokens, h, h, base + 4, grads);
+        let dqkv: Vec<Tensor> = (0..3)
+            .map(|_| self.alloc(out, p.tokens * h * 2, p.fab))
+            .collect();
+        let scratch = self.alloc(out, self.shape.batch * self.shape.heads * p.seq * 4, p.fab);
+        self.free(out, scratch, p.rfa);
+        self.free(out, g_proj, p.rfa);
+        self.free(out, l.proj_w, p.back.r_addmm);
+        for t in l.attn {
+            self.free(out, t, p.rfa);
+        }
+        let g_qkv = self.alloc(out, p.tokens * 3 * h * 2, p.catb);
+        for t in dqkv {
+            self.free(out, t, p.rfa);
+        }
+        let g_in = self.linear_backward(out, &p.back, p.tokens, h, 3 * h, base + 2, grads);
+        self.free(out, g_qkv, p.back.r_addmm);
+        self.free(out, l.qkv_w, p.back.r_addmm);
+        self.free(out, l.qkv, p.back.r_addmm);
+        let g_ln1 = self.alloc(out, p.tokens * h * 2, p.lnb);
+        grads[base] = Some(self.alloc(out, h * 4, p.lnb));
+        grads[base + 1] = Some(self.alloc(out, h * 4, p.lnb));
+        self.free(out, g_in, p.rln);
+        for t in l.ln1 {
+            self.free(out, t, p.rln);
+        }
+        let g_out = self.alloc(out, p.tokens * h * 2, p.addb);
+        self.free(out, g_ln1, p.radd);
+        self.free(out, g_res, p.radd);
+        g_out
     }
 
     pub(super) fn optimizer(&mut self, out: &mut Vec<Req>, grads: Vec<Tensor>) {

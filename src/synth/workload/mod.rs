@@ -512,10 +512,11 @@ impl Workload {
     /// The forward pass of one step over `tokens` (`seq` a sequence): the
     /// activations each layer saves for backward, and the head's tensors.
     ///
-    /// About 130 lines: the pass written as the model runs it, one request
-    /// after another (their order is what the trace records), with each
-    /// layer's pieces already in [`Workload::layer_norm`],
-    /// [`Workload::linear`] and [`Workload::block_site`].
+    /// About 130 lines long on purpose: the pass written as the model runs
+    /// it, one request after another (their order is what the trace
+    /// records), with each layer's pieces already in
+    /// [`Workload::layer_norm`], [`Workload::linear`] and
+    /// [`Workload::block_site`].
     fn forward(
         &mut self,
         out: &mut Vec<Req>,

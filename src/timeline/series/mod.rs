@@ -586,6 +586,30 @@ impl Iterator for Iter<'_> {
         let n = self.back - self.front;
         (n, Some(n))
     }
+    /// Jumps to the checkpoint before sample `front + n` instead of
+    /// decoding every row on the way (`skip` calls this).
+    fn nth(&mut self, n: usize) -> Option<Sample> {
+        let target = self.front.saturating_add(n);
+        if target >= self.back {
+            self.front = self.back;
+            return None;
+        }
+        let start = target - target % CHECKPOINT;
+        if let Store::Compact(p) = &self.series.store
+            && start > self.front
+        {
+            self.front = start;
+            self.pos = p.checkpoints[start / CHECKPOINT];
+            self.prev = Row::default();
+        }
+        if let Store::Plain(_) = &self.series.store {
+            self.front = target;
+        }
+        while self.front < target {
+            self.next();
+        }
+        self.next()
+    }
 }
 
 impl DoubleEndedIterator for Iter<'_> {

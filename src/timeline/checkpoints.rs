@@ -1,0 +1,133 @@
+//! State checkpoints: one device's layout saved every `every` events of one
+//! forward replay, so the state after any event is a saved layout and
+//! fewer than `every` events of replay, instead of a replay from the start.
+//!
+//! Memory is bounded: the layouts saved together stay within a budget of
+//! bytes (estimated from their segments and live blocks). When a replay
+//! would pass it, every other checkpoint is dropped and the interval
+//! doubles, so a trace of any length keeps at most about `budget` bytes,
+//! and the interval is as short as the budget allows. The states are those
+//! [`super::state_at`] gives, by construction: the same start, the same
+//! steps.
+
+use super::state::{Layout, Live, Seg};
+use super::{MomentState, Replayer};
+use crate::model::Snapshot;
+use std::collections::BTreeMap;
+
+/// The interval of a replay, at least: finer saves more clones than it
+/// saves replay.
+pub const MIN_EVERY: usize = 4096;
+/// At most about this many checkpoints at first (then fewer if the budget
+/// says so).
+const MAX_COUNT: usize = 512;
+/// Bytes the saved layouts of one device may take together (about).
+pub const DEFAULT_BUDGET: usize = 256 << 20;
+
+/// A device's saved layouts, by the number of events replayed into each.
+pub struct Checkpoints<'a> {
+    replayer: Replayer<'a>,
+    every: usize,
+    /// `(events replayed, layout)`, ascending; the first is the start.
+    saved: Vec<(usize, Layout)>,
+    /// Estimated bytes of `saved`.
+    bytes: usize,
+}
+
+/// Estimated bytes of a layout's segments and live blocks.
+fn layout_bytes(l: &Layout) -> usize {
+    let per_seg = std::mem::size_of::<Seg>() + 16;
+    let per_block = std::mem::size_of::<Live>() + 16;
+    l.segs
+        .values()
+        .map(|s| per_seg + s.blocks.len() * per_block)
+        .sum()
+}
+
+impl<'a> Checkpoints<'a> {
+    /// Replays `device` once and keeps its checkpoints within
+    /// [`DEFAULT_BUDGET`].
+    pub fn new(snap: &'a Snapshot, device: i64) -> Checkpoints<'a> {
+        Checkpoints::with_budget(snap, device, DEFAULT_BUDGET, MIN_EVERY)
+    }
+
+    /// Replays `device` once, saving its layout every `min_every` events at
+    /// least (more apart on a long trace) within `budget` bytes.
+    pub fn with_budget(
+        snap: &'a Snapshot,
+        device: i64,
+        budget: usize,
+        min_every: usize,
+    ) -> Checkpoints<'a> {
+        let replayer = Replayer::new(snap, device);
+        let run = &replayer.run;
+        let n = run.trace.len();
+        let mut every = min_every.max(1).max(n.div_ceil(MAX_COUNT));
+        let mut l = run.start.clone_unindexed();
+        let mut problems = BTreeMap::new();
+        let mut bytes = layout_bytes(&l);
+        let mut saved = vec![(0, l.clone())];
+        for i in 0..n {
+            if i > 0 && i % every == 0 {
+                let b = layout_bytes(&l);
+                if bytes + b > budget {
+                    // Thin out: keep the checkpoints on the doubled interval.
+                    every *= 2;
+                    saved.retain(|(done, _)| done % every == 0);
+                    bytes = saved.iter().map(|(_, l)| layout_bytes(l)).sum();
+                }
+                if i % every == 0 && bytes + b <= budget {
+                    saved.push((i, l.clone()));
+                    bytes += b;
+                }
+            }
+            run.step(&mut l, i, &mut problems);
+        }
+        Checkpoints {
+            replayer,
+            every,
+            saved,
+            bytes,
+        }
+    }
+
+    /// The interval between checkpoints (in events), as it ended up.
+    pub fn every(&self) -> usize {
+        self.every
+    }
+
+    /// How many layouts are saved (the start included).
+    pub fn len(&self) -> usize {
+        self.saved.len()
+    }
+
+    /// Always false: the start is saved.
+    pub fn is_empty(&self) -> bool {
+        self.saved.is_empty()
+    }
+
+    /// Estimated bytes the saved layouts take.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The replayer the checkpoints were made with.
+    pub fn replayer(&self) -> &Replayer<'a> {
+        &self.replayer
+    }
+
+    /// What [`super::state_at`] returns: the nearest checkpoint at or before
+    /// the moment, replayed up to it.
+    pub fn state_at(&self, at: Option<usize>) -> MomentState {
+        let run = &self.replayer.run;
+        let upto = at.map_or(0, |a| (a + 1).min(run.trace.len()));
+        let k = self.saved.partition_point(|(done, _)| *done <= upto) - 1;
+        let (done, saved) = &self.saved[k];
+        let mut l = saved.clone();
+        let mut problems = BTreeMap::new();
+        for i in *done..upto {
+            run.step(&mut l, i, &mut problems);
+        }
+        super::moment_state(run, &l, self.replayer.device, at)
+    }
+}

@@ -1,0 +1,110 @@
+//! Every allocation of a device's trace as one interval of the forward
+//! replay: the event that allocated the block (or the start, for a block
+//! older than the trace), the event after which it stopped being allocated
+//! (its `free_requested`, else its `free_completed`), and the block as the
+//! replay placed it (rounded size, requested size, stack, stream).
+//!
+//! What memory_viz's "Active Memory Timeline" stacks as bands, read from
+//! the same replay as the series: a band is live after event `e` exactly
+//! when the replay counts its block in `active` after `e`.
+
+use super::{Origin, Replayer};
+use crate::model::{Action, StackId};
+use std::collections::HashMap;
+
+/// One allocation's life in the replay.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Lifetime {
+    pub address: u64,
+    /// Block bytes (the request rounded, or the whole free block when the
+    /// remainder was too small to split off).
+    pub size: u64,
+    pub requested: u64,
+    pub frames: StackId,
+    pub stream: i64,
+    /// The allocating event; `None`: allocated before the trace.
+    pub alloc: Option<u32>,
+    /// The event after which the block is no longer allocated (pending
+    /// free or free); `None`: still allocated at the end.
+    pub end: Option<u32>,
+    /// Its `free_completed`, when the trace has one.
+    pub freed: Option<u32>,
+}
+
+impl Lifetime {
+    /// Allocated after event `e` (`-1`: the start)?
+    pub fn live_after(&self, e: i64) -> bool {
+        self.alloc.is_none_or(|a| i64::from(a) <= e) && self.end.is_none_or(|x| e < i64::from(x))
+    }
+}
+
+impl Replayer<'_> {
+    /// Every allocated block of the replay, in the order it was allocated
+    /// (those older than the trace first, by address).
+    pub fn lifetimes(&self) -> Vec<Lifetime> {
+        let run = &self.run;
+        let mut l = run.start.clone_unindexed();
+        let mut out = Vec::new();
+        let mut open: HashMap<u64, usize> = HashMap::new();
+        for (_, s) in l.segs.iter() {
+            for (a, b) in s.blocks.iter() {
+                if b.pending {
+                    continue;
+                }
+                open.insert(*a, out.len());
+                out.push(Lifetime {
+                    address: *a,
+                    size: b.size,
+                    requested: b.requested,
+                    frames: b.frames,
+                    stream: s.stream,
+                    alloc: None,
+                    end: None,
+                    freed: None,
+                });
+            }
+        }
+        let mut problems = std::collections::BTreeMap::new();
+        for (i, e) in run.trace.iter().enumerate() {
+            run.step(&mut l, i, &mut problems);
+            let at = i as u32;
+            match e.action {
+                Action::Alloc => {
+                    let placed = l
+                        .seg_containing(e.addr)
+                        .and_then(|sa| l.segs.get(&sa).map(|s| (s, s.blocks.get(&e.addr))));
+                    if let Some((s, Some(b))) = placed
+                        && b.origin == Origin::Event(at)
+                    {
+                        open.insert(e.addr, out.len());
+                        out.push(Lifetime {
+                            address: e.addr,
+                            size: b.size,
+                            requested: b.requested,
+                            frames: b.frames,
+                            stream: s.stream,
+                            alloc: Some(at),
+                            end: None,
+                            freed: None,
+                        });
+                    }
+                }
+                Action::FreeRequested => {
+                    if let Some(&k) = open.get(&e.addr)
+                        && out[k].end.is_none()
+                    {
+                        out[k].end = Some(at);
+                    }
+                }
+                Action::FreeCompleted => {
+                    if let Some(k) = open.remove(&e.addr) {
+                        out[k].end.get_or_insert(at);
+                        out[k].freed = Some(at);
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
