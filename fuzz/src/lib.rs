@@ -16,7 +16,7 @@
 use fragscope::analysis::check::{RegressionLimit, Rules};
 use fragscope::analysis::metrics::Quantity;
 use fragscope::core::style::Style;
-use fragscope::input::profiler::{MemoryTimeline, ProfilerTrace, TraceSample};
+use fragscope::input::profiler::{MemoryTimeline, ProfilerTrace};
 use fragscope::input::{self, Content, LoadOptions, pickle, snapshot};
 use fragscope::model::{Action, Setting, Snapshot, StackId};
 use fragscope::render::encode;
@@ -120,7 +120,8 @@ pub fn check_json(data: &[u8]) {
 /// parses back).
 pub fn check_profiler_trace(tr: &ProfilerTrace) {
     for d in &tr.devices {
-        assert_eq!(d.samples.len(), d.events.len() + 1, "{}: samples", d.label);
+        let samples = fragscope::timeline::trace::trace_series(d).to_vec();
+        assert_eq!(samples.len(), d.events.len() + 1, "{}: samples", d.label);
         for (i, e) in d.events.iter().enumerate() {
             assert!((e.thread as usize) < tr.threads.len(), "thread id");
             for n in [e.op, e.top_op, e.python].into_iter().flatten() {
@@ -135,14 +136,18 @@ pub fn check_profiler_trace(tr: &ProfilerTrace) {
                 );
             }
         }
-        let max = |v: &[TraceSample]| v.iter().map(|s| s.allocated).max();
-        let down = fragscope::timeline::downsample::downsample_trace(&d.samples, 64);
+        let max = |v: &[fragscope::timeline::Sample]| v.iter().map(|s| s.allocated).max();
+        let down = fragscope::timeline::downsample::downsample_in(
+            &samples,
+            64,
+            fragscope::timeline::downsample::Order::LowThenHigh,
+        );
         assert!(
             down.len() <= 64 + 2,
             "{} points from downsampling to 64",
             down.len()
         );
-        assert_eq!(max(&down), max(&d.samples), "downsampling lowered the peak");
+        assert_eq!(max(&down), max(&samples), "downsampling lowered the peak");
     }
     fragscope::render::stats::trace_text(&Style::default(), NAME, "fuzz", tr);
     let json = fragscope::render::stats::trace_json(NAME, "fuzz", tr);
@@ -606,20 +611,29 @@ pub fn check_replay_model(snap: &Snapshot) {
 
 fn check_sample_conserves(d: i64, i: usize, s: &fragscope::timeline::Sample) {
     let ctx = || format!("device {d}, sample {i}: {s:?}");
+    let l = s
+        .layout
+        .unwrap_or_else(|| panic!("a replayed sample has a layout: {}", ctx()));
+    let (reserved, external_free) = (s.reserved_bytes(), s.external_bytes());
+    assert!(
+        s.reserved.is_some() && s.external_free.is_some(),
+        "{}",
+        ctx()
+    );
     assert!(s.allocated <= s.active, "allocated above active: {}", ctx());
-    assert_eq!(s.internal_free, s.active - s.allocated, "{}", ctx());
-    assert!(s.pending_free <= s.external_free, "{}", ctx());
+    assert_eq!(l.internal_free, s.active - s.allocated, "{}", ctx());
+    assert!(l.pending_free <= external_free, "{}", ctx());
     assert_eq!(
-        s.active.checked_add(s.external_free),
-        Some(s.reserved),
+        s.active.checked_add(external_free),
+        Some(reserved),
         "bytes not conserved: {}",
         ctx()
     );
-    let inactive = s.external_free - s.pending_free;
-    assert!(s.largest_free_gap <= inactive, "{}", ctx());
-    assert_eq!(s.free_gaps == 0, s.largest_free_gap == 0, "{}", ctx());
-    assert!(s.free_gaps <= inactive, "{}", ctx());
-    assert!((0.0..=1.0).contains(&s.fragmentation), "{}", ctx());
+    let inactive = external_free - l.pending_free;
+    assert!(l.largest_free_gap <= inactive, "{}", ctx());
+    assert_eq!(l.free_gaps == 0, l.largest_free_gap == 0, "{}", ctx());
+    assert!(l.free_gaps <= inactive, "{}", ctx());
+    assert!((0.0..=1.0).contains(&l.fragmentation), "{}", ctx());
 }
 
 /// (reserved, allocated, active, pending, inactive, free blocks, largest
@@ -650,14 +664,15 @@ fn figures<'a>(segs: impl IntoIterator<Item = &'a fragscope::model::Segment>) ->
 }
 
 fn figures_of_sample(s: &fragscope::timeline::Sample) -> Figures {
+    let l = s.lay();
     (
-        s.reserved,
+        s.reserved_bytes(),
         s.allocated,
         s.active,
-        s.pending_free,
-        s.external_free - s.pending_free,
-        s.free_gaps,
-        s.largest_free_gap,
+        l.pending_free,
+        s.external_bytes() - l.pending_free,
+        l.free_gaps,
+        l.largest_free_gap,
     )
 }
 

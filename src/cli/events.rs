@@ -334,7 +334,10 @@ fn write_trace(
         let device = Device {
             label: &d.label,
             first: k == 0,
-            t0: d.events.first().map(|e| crate::model::profiler::time_of(e.ts_us)),
+            t0: d
+                .events
+                .first()
+                .map(|e| crate::model::profiler::time_of(e.ts_us)),
             range: (from, to, n),
         };
         let json_head = || {

@@ -3,12 +3,12 @@
 use super::common::{Exit, Global, print};
 use crate::core::style::Style;
 use crate::input;
+use crate::input::profiler::TraceDevice;
 use crate::model::Snapshot;
 use crate::render::timeline as rt;
-use crate::timeline::{self, DeviceReplay, Moment, downsample::downsample_series};
-use crate::input::profiler::TraceDevice;
 use crate::timeline::downsample::{Order, downsample_in};
 use crate::timeline::trace::{trace_key_moments, trace_series};
+use crate::timeline::{self, DeviceReplay, Moment, downsample::downsample_series};
 use serde::Serialize;
 
 #[derive(clap::Args, Debug)]
@@ -154,9 +154,8 @@ fn run_trace(
         Some(n) => downsample_in(&s.to_vec(), n, Order::LowThenHigh),
         None => s.to_vec(),
     };
-    let moments = |(d, s): (&&TraceDevice, &crate::timeline::Series)| {
-        trace_key_moments(d, &tr.names, s)
-    };
+    let moments =
+        |(d, s): (&&TraceDevice, &crate::timeline::Series)| trace_key_moments(d, &tr.names, s);
     if a.csv {
         let s = devs.iter().zip(&series).map(|(d, s)| (&d.label, points(s)));
         let mut out = Vec::new();
@@ -175,7 +174,11 @@ fn run_trace(
             .collect();
         print(&rt::trace_timeline_json(&a.file, &s))?;
     } else {
-        let s: Vec<_> = devs.iter().zip(&series).map(|x| (*x.0, moments(x))).collect();
+        let s: Vec<_> = devs
+            .iter()
+            .zip(&series)
+            .map(|x| (*x.0, moments(x)))
+            .collect();
         print(&rt::trace_timeline_text(st, &a.file, fmt, tr, &s))?;
     }
     Ok(Exit::Ok)

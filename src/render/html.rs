@@ -31,7 +31,11 @@ fn key_moments_table(
         return;
     }
     out.push_str("<h3>Key moments</h3>\n<table><tr><th>moment</th><th>when</th><th>reserved</th><th>allocated</th><th>free in reserved</th><th>largest free gap</th><th>free gaps</th><th>fragmentation</th>");
-    out.push_str(if operator { "<th>operator</th></tr>\n" } else { "</tr>\n" });
+    out.push_str(if operator {
+        "<th>operator</th></tr>\n"
+    } else {
+        "</tr>\n"
+    });
     for k in moments {
         let s = &k.sample;
         let free = s.reserved.map(|r| r.saturating_sub(s.allocated));

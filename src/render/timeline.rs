@@ -85,14 +85,7 @@ fn moment_cells(st: &Style, k: &KeyMoment, t0: Option<i64>) -> Vec<String> {
             l.free_gaps.to_string(),
             fmt_pct(l.fragmentation),
         ]),
-        None => row.extend([
-            na(),
-            opt_bytes(st, s.external_free),
-            na(),
-            na(),
-            na(),
-            na(),
-        ]),
+        None => row.extend([na(), opt_bytes(st, s.external_free), na(), na(), na(), na()]),
     }
     row
 }

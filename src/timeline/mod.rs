@@ -36,15 +36,15 @@ mod sample;
 pub mod series;
 mod sorted;
 mod state;
-pub mod trace;
 #[cfg(test)]
 mod tests;
+pub mod trace;
 
 pub use crate::model::Moment;
 use crate::model::*;
 pub use lifetimes::Lifetime;
-use serde::Serialize;
 pub use sample::{LayoutFigures, Sample};
+use serde::Serialize;
 pub use series::Series;
 use state::{Layout, Problem};
 use std::collections::{BTreeMap, HashMap};
@@ -591,8 +591,12 @@ impl DeviceReplay {
                 found
             }
             Moment::PeakAllocated => at_sample(first_max_by(&self.samples, |s| s.allocated as f64)),
-            Moment::PeakReserved => at_sample(first_max_by(&self.samples, |s| s.reserved_bytes() as f64)),
-            Moment::MaxFragmentation => at_sample(first_max_by(&self.samples, |s| s.lay().fragmentation)),
+            Moment::PeakReserved => {
+                at_sample(first_max_by(&self.samples, |s| s.reserved_bytes() as f64))
+            }
+            Moment::MaxFragmentation => {
+                at_sample(first_max_by(&self.samples, |s| s.lay().fragmentation))
+            }
             Moment::MinLargestGap => at_sample(min_gap_under_pressure(&self.samples)),
             Moment::Oom(k) => {
                 let ooms: Vec<usize> = trace
@@ -673,7 +677,10 @@ pub fn key_moments(
     let mut out = vec![moment("start".into(), None)];
     // The moments read off the series, found together in one read.
     let x = extremes(samples, layout);
-    let mut peaks = vec![("peak allocated", x.peak_allocated), ("peak reserved", x.peak_reserved)];
+    let mut peaks = vec![
+        ("peak allocated", x.peak_allocated),
+        ("peak reserved", x.peak_reserved),
+    ];
     if layout {
         peaks.push(("max fragmentation", x.max_fragmentation));
         peaks.push(("min largest gap", x.min_largest_gap));
@@ -682,7 +689,10 @@ pub fn key_moments(
     }
     for (label, i) in peaks {
         if let Some(i) = i {
-            out.push(moment(label.into(), samples.at(i).event.map(|e| e as usize)));
+            out.push(moment(
+                label.into(),
+                samples.at(i).event.map(|e| e as usize),
+            ));
         }
     }
     for (k, at) in ooms.into_iter().enumerate() {
@@ -762,7 +772,11 @@ fn extremes(samples: &Series, layout: bool) -> Extremes {
 /// Index of the first sample with the smallest largest free gap among those
 /// whose reserved bytes are at least half the peak.
 fn min_gap_under_pressure(samples: &Series) -> usize {
-    let peak = samples.iter().map(|s| s.reserved_bytes()).max().unwrap_or(0);
+    let peak = samples
+        .iter()
+        .map(|s| s.reserved_bytes())
+        .max()
+        .unwrap_or(0);
     min_gap_under(samples, peak)
 }
 

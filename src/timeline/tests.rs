@@ -133,17 +133,30 @@ fn alloc_in_the_small_pool_rounds_to_512_and_splits() {
     assert_eq!(r.samples.at(0).reserved_bytes(), 0);
     let s1 = r.samples.at(1);
     assert_eq!(
-        (s1.reserved_bytes(), s1.lay().largest_free_gap, s1.lay().free_gaps),
+        (
+            s1.reserved_bytes(),
+            s1.lay().largest_free_gap,
+            s1.lay().free_gaps
+        ),
         (2 * MIB, 2 * MIB, 1)
     );
     assert_eq!(
-        (s1.lay().largest_small_request, s1.lay().largest_large_request),
+        (
+            s1.lay().largest_small_request,
+            s1.lay().largest_large_request
+        ),
         (MIB, 0)
     );
     let s2 = r.samples.at(2);
-    assert_eq!((s2.allocated, s2.active, s2.lay().internal_free), (4, 512, 508));
+    assert_eq!(
+        (s2.allocated, s2.active, s2.lay().internal_free),
+        (4, 512, 508)
+    );
     let e = r.end();
-    assert_eq!((e.allocated, e.active, e.lay().internal_free), (1004, 1536, 532));
+    assert_eq!(
+        (e.allocated, e.active, e.lay().internal_free),
+        (1004, 1536, 532)
+    );
     assert_eq!(
         (e.external_bytes(), e.lay().largest_free_gap),
         (2 * MIB - 1536, 2 * MIB - 1536)
@@ -177,7 +190,10 @@ fn the_large_pool_keeps_remainders_of_one_mib_or_less() {
     let e = r.end();
     assert_eq!(e.active, 1_500_160 + 100_663_296);
     assert_eq!(e.lay().internal_free, 160 + 663_296);
-    assert_eq!((e.lay().largest_large_request, e.lay().free_gaps), (19_471_360, 1));
+    assert_eq!(
+        (e.lay().largest_large_request, e.lay().free_gaps),
+        (19_471_360, 1)
+    );
 
     // A recorded layout the rules cannot produce is reported, not absorbed.
     let bad = recorded(100_000_256);
@@ -219,16 +235,27 @@ fn free_requested_leaves_the_block_pending_until_free_completed() {
     let r = run(&s);
     assert_clean(&r);
     let s0 = r.samples.at(0);
-    assert_eq!((s0.reserved_bytes(), s0.allocated, s0.lay().free_gaps), (20 * MIB, 0, 1));
+    assert_eq!(
+        (s0.reserved_bytes(), s0.allocated, s0.lay().free_gaps),
+        (20 * MIB, 0, 1)
+    );
     let s3 = r.samples.at(3);
     assert_eq!((s3.lay().pending_free, s3.allocated), (2 * MIB, 4 * MIB));
     assert_eq!(
-        (s3.external_bytes(), s3.lay().largest_free_gap, s3.lay().free_gaps),
+        (
+            s3.external_bytes(),
+            s3.lay().largest_free_gap,
+            s3.lay().free_gaps
+        ),
         (16 * MIB, 14 * MIB, 1)
     );
     let e = r.end();
     assert_eq!(
-        (e.lay().pending_free, e.lay().free_gaps, e.lay().largest_free_gap),
+        (
+            e.lay().pending_free,
+            e.lay().free_gaps,
+            e.lay().largest_free_gap
+        ),
         (0, 2, 12 * MIB)
     );
     assert!((e.lay().fragmentation - (1.0 - 12.0 / 14.0)).abs() < 1e-12);
@@ -338,7 +365,11 @@ fn blocks_older_than_the_trace_get_inferred_sizes() {
     assert_clean(&r);
     let s0 = r.samples.at(0);
     assert_eq!(
-        (s0.lay().pending_free, s0.lay().free_gaps, s0.lay().largest_free_gap),
+        (
+            s0.lay().pending_free,
+            s0.lay().free_gaps,
+            s0.lay().largest_free_gap
+        ),
         (11 * MIB / 2, 1, 29 * MIB / 2)
     );
     let st = state_at(&s, 0, None);
@@ -484,7 +515,11 @@ fn much_free_memory_but_no_large_gap() {
     let at = r.resolve(&s, Moment::Oom(0)).unwrap();
     let x = r.sample_at(at);
     assert_eq!(
-        (x.external_bytes(), x.lay().largest_free_gap, x.lay().free_gaps),
+        (
+            x.external_bytes(),
+            x.lay().largest_free_gap,
+            x.lay().free_gaps
+        ),
         (32 * MIB, 4 * MIB, 8)
     );
     assert_eq!(x.lay().largest_large_request, 4 * MIB);

@@ -300,7 +300,11 @@ fn kineto_2021_bytes_only_schema() {
         assert!(d.summary.allocated_before_is_lower_bound);
         assert!(!d.summary.has_addr && !d.summary.has_totals);
         let series = fragscope::timeline::trace::trace_series(d);
-        assert!(series.iter().all(|s| s.reserved.is_none() && s.layout.is_none()));
+        assert!(
+            series
+                .iter()
+                .all(|s| s.reserved.is_none() && s.layout.is_none())
+        );
     }
     // 2021 kineto names operators with cat "Operator": still attributed.
     assert!(t.op_events > 0);

@@ -113,7 +113,12 @@ fn rows() -> Option<Vec<Row>> {
                 let st = StateStats::of(snap.segments_of(r.device));
                 let e = r.end();
                 assert_eq!(
-                    (e.reserved_bytes(), e.allocated, e.active, e.lay().pending_free),
+                    (
+                        e.reserved_bytes(),
+                        e.allocated,
+                        e.active,
+                        e.lay().pending_free
+                    ),
                     (
                         st.reserved_bytes,
                         st.allocated_bytes,

@@ -403,7 +403,12 @@ fn peaks_during_the_trace_on_real_files() {
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
         let replay = fragscope::timeline::replay_device(&snap, device);
         if replay.report.final_state_matches && replay.report.anomalies.is_empty() {
-            let after_events = replay.samples.iter().skip(1).map(|s| s.reserved_bytes()).max();
+            let after_events = replay
+                .samples
+                .iter()
+                .skip(1)
+                .map(|s| s.reserved_bytes())
+                .max();
             assert_eq!(r.recorded_peak_reserved_in_trace, after_events, "{name}");
             assert_eq!(
                 r.recorded_start_reserved,

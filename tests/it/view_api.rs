@@ -157,7 +157,7 @@ fn zoomed_windows_keep_their_extremes() {
             let reserved = (x >> 40) % 1000 + u64::from(i % 5000 == 0) * 10_000;
             Sample {
                 event: i.checked_sub(1),
-                reserved,
+                reserved: Some(reserved),
                 allocated: reserved / 2,
                 ..Default::default()
             }
@@ -177,12 +177,12 @@ fn zoomed_windows_keep_their_extremes() {
         let raw = &samples[(from + 1) as usize..=(to + 1) as usize];
         assert_eq!(
             got.iter().max(),
-            raw.iter().map(|s| s.reserved).max().as_ref(),
+            raw.iter().map(|s| s.reserved_bytes()).max().as_ref(),
             "{from}..{to}"
         );
         assert_eq!(
             got.iter().min(),
-            raw.iter().map(|s| s.reserved).min().as_ref(),
+            raw.iter().map(|s| s.reserved_bytes()).min().as_ref(),
             "{from}..{to}"
         );
         assert!(got.len() <= 2002, "{} points", got.len());

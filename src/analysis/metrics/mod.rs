@@ -204,10 +204,12 @@ impl DeviceMetrics {
         let mut fragmentation = 0.0;
         let (mut largest_gap, mut free_gaps) = (None::<u64>, None::<u64>);
         let mut front = std::collections::BTreeMap::new();
-        for (s, at) in moments().filter(|(s, _)| under_pressure(s.reserved_bytes(), peak_reserved)) {
+        for (s, at) in moments().filter(|(s, _)| under_pressure(s.reserved_bytes(), peak_reserved))
+        {
             fragmentation = f64::max(fragmentation, s.lay().fragmentation);
-            largest_gap =
-                Some(largest_gap.map_or(s.lay().largest_free_gap, |g| g.min(s.lay().largest_free_gap)));
+            largest_gap = Some(largest_gap.map_or(s.lay().largest_free_gap, |g| {
+                g.min(s.lay().largest_free_gap)
+            }));
             free_gaps = Some(free_gaps.map_or(s.lay().free_gaps, |g| g.max(s.lay().free_gaps)));
             if peak_reserved > 0 {
                 add_gap_moment(

@@ -214,8 +214,8 @@ fn gap_moments_answer_the_tightest_moment_with_enough_free() {
                 }),
                 ..Sample::default()
             }))
-            .filter(|s| under_pressure(s.reserved, peak) && s.external_free >= n)
-            .map(|s| s.largest_free_gap)
+            .filter(|s| under_pressure(s.reserved_bytes(), peak) && s.external_bytes() >= n)
+            .map(|s| s.lay().largest_free_gap)
             .min();
         assert_eq!(
             m.tightest_with_free(n).map(|g| g.largest_gap),

@@ -665,7 +665,8 @@ mod tests {
         assert_eq!(t.devices[0].ooms[0].total_reserved, Some(20));
         assert_eq!(t.devices[1].label, "cpu");
         // CPU memory has no cache: no reserved figure.
-        assert_eq!(t.devices[1].end().reserved, None);
+        let end = crate::timeline::trace::trace_series(&t.devices[1]);
+        assert_eq!(end.iter().last().and_then(|s| s.reserved), None);
     }
 
     #[test]

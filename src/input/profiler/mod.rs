@@ -14,9 +14,7 @@
 pub mod chrome;
 pub mod memtimeline;
 
-pub use chrome::{
-    MISSING_FIGURES, ProfilerTrace, TraceDevice, is_chrome_trace, trace_from_json,
-};
+pub use chrome::{MISSING_FIGURES, ProfilerTrace, TraceDevice, is_chrome_trace, trace_from_json};
 pub use memtimeline::{Category, MemoryTimeline, is_memory_timeline, timeline_from_json};
 
 pub use crate::model::profiler::Anomaly;

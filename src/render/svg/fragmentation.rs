@@ -40,7 +40,12 @@ const CHART: &str = "fragmentation";
 pub fn fragmentation_svg(c: &FragmentationChart) -> Result<Svg, ChartError> {
     let axis = XAxis::for_samples(c.samples).from_first(c.first_time_us);
     let pts = downsample(c.samples, MAX_POINTS);
-    let max_gaps = c.samples.iter().map(|s| s.lay().free_gaps).max().unwrap_or(0);
+    let max_gaps = c
+        .samples
+        .iter()
+        .map(|s| s.lay().free_gaps)
+        .max()
+        .unwrap_or(0);
     let gap_top = ((max_gaps as f64) * 1.12).ceil().max(4.0);
     let worst = c.highest;
     let mut legend = vec![

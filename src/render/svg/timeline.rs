@@ -187,7 +187,11 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
         }
 
         for (p, v, color) in [
-            (peak_res, peak_res.map(|p| p.reserved_bytes()), RESERVED_LINE),
+            (
+                peak_res,
+                peak_res.map(|p| p.reserved_bytes()),
+                RESERVED_LINE,
+            ),
             (peak_alloc, peak_alloc.map(|p| p.allocated), ALLOCATED),
         ] {
             if let (Some(p), Some(v)) = (p, v) {

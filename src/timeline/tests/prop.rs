@@ -162,7 +162,10 @@ fn check_stream(ops: Vec<Op>, cut: usize, expandable: bool) -> Result<(), TestCa
     for i in 0..run.trace.len() {
         run.step(&mut l, i, &mut problems);
         let x = l.sample(None, None);
-        prop_assert_eq!(x.allocated + x.lay().internal_free + x.external_bytes(), x.reserved_bytes());
+        prop_assert_eq!(
+            x.allocated + x.lay().internal_free + x.external_bytes(),
+            x.reserved_bytes()
+        );
         prop_assert!(l.check().is_ok(), "after event {}: {:?}", i, l.check());
         if i == moment {
             at_moment = Some(l.to_segments(0));
