@@ -666,7 +666,7 @@ mod tests {
         assert_eq!(t.devices[1].label, "cpu");
         // CPU memory has no cache: no reserved figure.
         let end = crate::timeline::trace::trace_series(&t.devices[1]);
-        assert_eq!(end.iter().last().and_then(|s| s.reserved), None);
+        assert_eq!(end.iter().next_back().and_then(|s| s.reserved), None);
     }
 
     #[test]
