@@ -267,17 +267,7 @@ fn write_snapshot(
         let (from, to, n) = ev.range();
         if format == Format::Text {
             let rep = &r.report;
-            writeln!(
-                w,
-                "\ndevice {d}: {} events, {} replayed cleanly; {}",
-                rep.events,
-                rep.clean_events,
-                if rep.final_state_matches {
-                    "the replay reproduces the recorded final state exactly"
-                } else {
-                    "the replay does NOT reproduce the recorded final state"
-                }
-            )?;
+            writeln!(w, "\n{}", crate::render::timeline::replay_line(d, rep))?;
             if !rep.final_state_matches || !rep.anomalies.is_empty() {
                 w.write_all(crate::render::timeline::report_lines(rep).as_bytes())?;
             }

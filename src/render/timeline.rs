@@ -90,6 +90,20 @@ fn moment_cells(st: &Style, k: &KeyMoment, t0: Option<i64>) -> Vec<String> {
     row
 }
 
+/// `device D: E events, C replayed cleanly; …`: how a device's replay went.
+pub fn replay_line(device: i64, rep: &ReplayReport) -> String {
+    format!(
+        "device {device}: {} events, {} replayed cleanly; {}",
+        rep.events,
+        rep.clean_events,
+        if rep.final_state_matches {
+            "the replay reproduces the recorded final state exactly"
+        } else {
+            "the replay does NOT reproduce the recorded final state"
+        }
+    )
+}
+
 /// One device: headline, key-moment table, anomalies and inferences.
 pub fn device_text(st: &Style, r: &DeviceReplay, moments: &[KeyMoment]) -> String {
     let rep = &r.report;
@@ -100,17 +114,7 @@ pub fn device_text(st: &Style, r: &DeviceReplay, moments: &[KeyMoment]) -> Strin
             crate::timeline::RECORD_A_TRACE
         )
     } else {
-        format!(
-            "device {}: {} events, {} replayed cleanly; {}\n",
-            r.device,
-            rep.events,
-            rep.clean_events,
-            if rep.final_state_matches {
-                "the replay reproduces the recorded final state exactly"
-            } else {
-                "the replay does NOT reproduce the recorded final state"
-            }
-        )
+        format!("{}\n", replay_line(r.device, rep))
     };
     let t0 = r.samples.iter().find_map(|s| s.time_us);
     let mut t = new_table(
