@@ -169,6 +169,46 @@ pub fn device_culprits(snap: &Snapshot, inputs: &[DeviceInput]) -> Vec<DeviceCul
         .collect()
 }
 
+/// What a report is made of: the one [`Report`] of a snapshot or a
+/// profiler trace, or the per-category [`report::trace::CategoryReport`]
+/// of a memory-timeline export (series per tensor category, no allocator
+/// events).
+pub enum AnyReport {
+    Report(Box<Report>),
+    Categories(Box<report::trace::CategoryReport>),
+}
+
+/// What one input's report shows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReportOptions {
+    /// Only this device.
+    pub device: Option<i64>,
+    /// The moment of the segment map and the call sites (a trace's
+    /// operator table).
+    pub at: Option<Moment>,
+    /// Run the what-if model on a snapshot's devices.
+    pub what_if: bool,
+}
+
+/// Load → report: the one choice of how an input becomes a report. The
+/// options a memory-timeline export cannot take are the caller's to
+/// refuse, in its own words.
+pub fn report(st: &Style, l: &Loaded, o: &ReportOptions) -> anyhow::Result<AnyReport> {
+    let fmt = describe_format(st, l);
+    Ok(match &l.content {
+        Content::Snapshot(snap) => AnyReport::Report(Box::new(build_report_what_if(
+            st, snap, l, o.device, o.at, !o.what_if,
+        )?)),
+        Content::Profiler(t) => AnyReport::Report(Box::new(
+            Report::of_trace(st, t, &l.name, &fmt, o.device, o.at)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", l.name))?,
+        )),
+        Content::MemoryTimeline(t) => AnyReport::Categories(Box::new(
+            report::trace::build_categories(st, t, &l.name, &fmt),
+        )),
+    })
+}
+
 /// Replays, ranks culprits and assembles the report (shared with `plot`).
 pub fn build_report(
     st: &Style,

@@ -2,11 +2,13 @@
 //! as sentences and the typed lines other findings state (worded by
 //! `render::verdict`).
 
-use super::report::{Report, moment_text};
+use super::report::trace::NO_LAYOUT;
+use super::report::{Report, ReportDetail, moment_text};
 use crate::analysis::culprits;
 use crate::core::style::Style;
 use crate::core::text::upper_first;
 use crate::core::units::fmt_pct;
+use crate::model::profiler::BEFORE_TRACE;
 
 /// One line of the verdict: a sentence written here, or the finding of
 /// another stage, kept typed for the renderer to word.
@@ -32,9 +34,48 @@ pub enum VerdictLine {
     },
 }
 
-/// The summary in words: every OOM's diagnosis, else where the memory sat
-/// at the worst moment, then the top call site.
+/// The summary in words: every OOM's diagnosis, then, for a snapshot,
+/// where the memory sat at the worst moment and the top call site; for a
+/// profiler trace, its peaks, the free memory in its cache and the
+/// operator holding the most.
 pub fn verdict(st: &Style, r: &Report) -> Vec<VerdictLine> {
+    match &r.detail {
+        ReportDetail::Snapshot { .. } => snapshot_verdict(st, r),
+        ReportDetail::Trace { no_gpu, .. } => {
+            let mut v = oom_lines(r);
+            v.extend(
+                trace_verdict(st, r, no_gpu.as_ref())
+                    .into_iter()
+                    .map(VerdictLine::Text),
+            );
+            v
+        }
+    }
+}
+
+/// One line per out-of-memory event of every device, diagnosed.
+fn oom_lines(r: &Report) -> Vec<VerdictLine> {
+    let mut v = Vec::new();
+    for d in &r.devices {
+        let name = match d.traced_detail() {
+            Some(t) => t.label.clone(),
+            None => format!("Device {}", d.device),
+        };
+        for o in &d.ooms {
+            v.push(VerdictLine::Oom {
+                device: d.device,
+                text: format!(
+                    "{name}: out of memory at {}. {}.",
+                    moment_text(Some(o.mark.event), o.mark.time_us, d.first_time_us),
+                    upper_first(&o.diagnosis.headline),
+                ),
+            });
+        }
+    }
+    v
+}
+
+fn snapshot_verdict(st: &Style, r: &Report) -> Vec<VerdictLine> {
     let mut v: Vec<VerdictLine> = Vec::new();
     if r.devices.is_empty() {
         v.push(VerdictLine::Text("The snapshot holds no segments and no trace events: nothing was allocated while it was recorded.".into()));
@@ -55,27 +96,15 @@ pub fn verdict(st: &Style, r: &Report) -> Vec<VerdictLine> {
             crate::timeline::RECORD_A_TRACE
         )));
     }
-    for d in &r.devices {
-        for o in &d.ooms {
-            v.push(VerdictLine::Oom {
-                device: d.device,
-                text: format!(
-                    "Device {}: out of memory at {}. {}.",
-                    d.device,
-                    moment_text(Some(o.mark.event), o.mark.time_us, d.first_time_us),
-                    upper_first(&o.diagnosis.headline),
-                ),
-            });
-        }
-    }
+    v.extend(oom_lines(r));
     if !any_oom {
         if untraced.len() < r.devices.len() {
             v.push(VerdictLine::Text(
                 "No out-of-memory event was recorded.".into(),
             ));
         }
-        if let Some(d) = r.main_device() {
-            let s = &d.moment_stats;
+        if let Some((d, x)) = r.main_device().and_then(|d| Some((d, d.replayed()?))) {
+            let s = &x.moment_stats;
             let free = s.free_bytes();
             let at = if d.traced() {
                 format!("at {} ({})", d.moment_text(), d.moment_label)
@@ -96,23 +125,23 @@ pub fn verdict(st: &Style, r: &Report) -> Vec<VerdictLine> {
             }
         }
     }
-    if let Some(d) = r.main_device() {
+    if let Some((d, x)) = r.main_device().and_then(|d| Some((d, d.replayed()?))) {
         if d.traced() {
             v.push(VerdictLine::Text(format!(
                 "Peak on device {}: {} reserved, {} allocated.",
                 d.device,
-                st.bytes(d.peak_reserved.reserved_bytes()),
-                st.bytes(d.peak_allocated.allocated)
+                st.bytes(x.peak_reserved.reserved_bytes()),
+                st.bytes(x.peak_allocated.allocated)
             )));
         } else {
             v.push(VerdictLine::Text(format!(
                 "Recorded state of device {}: {} reserved, {} allocated.",
                 d.device,
-                st.bytes(d.end.reserved_bytes()),
-                st.bytes(d.end.allocated)
+                st.bytes(x.end.reserved_bytes()),
+                st.bytes(x.end.allocated)
             )));
         }
-        if let Some(summary) = &d.culprit_summary {
+        if let Some(summary) = &x.culprit_summary {
             v.push(VerdictLine::Culprits {
                 device: d.device,
                 at: d.moment_text(),
@@ -136,6 +165,113 @@ pub fn verdict(st: &Style, r: &Report) -> Vec<VerdictLine> {
                     .join(", ")
             )));
         }
+    }
+    v
+}
+
+/// A profiler trace's summary in words, with the snapshot's wording for
+/// the figures both have; `no_gpu`: the sentence that says its memory is
+/// all CPU memory.
+fn trace_verdict(st: &Style, r: &Report, no_gpu: Option<&String>) -> Vec<String> {
+    let mut v = Vec::new();
+    if r.devices.is_empty() {
+        v.push("The trace holds no memory events for the devices asked for.".into());
+        return v;
+    }
+    if let Some(n) = no_gpu {
+        // Said first and once: it is why no GPU figure follows.
+        v.push(upper_first(n) + ".");
+    } else if !r.any_oom() {
+        v.push("No out-of-memory event was recorded.".into());
+    }
+    let Some((d, t)) = r.main_device().and_then(|d| Some((d, d.traced_detail()?))) else {
+        return v;
+    };
+    let s = &t.summary;
+    let peak_alloc = s.peak_allocated.as_ref().map_or(0, |p| p.bytes);
+    match &s.peak_reserved {
+        Some(p) => v.push(format!(
+            "Peak on {}: {} reserved, {} allocated.",
+            t.label,
+            st.bytes(p.bytes),
+            st.bytes(peak_alloc)
+        )),
+        None if t.is_cpu => v.push(format!(
+            "Peak on {}: {} allocated (CPU memory is not cached by an allocator, so it has no reserved figure).",
+            t.label,
+            st.bytes(peak_alloc)
+        )),
+        None => v.push(format!(
+            "Peak on {}: {} allocated (reserved memory is not recorded in this trace).",
+            t.label,
+            st.bytes(peak_alloc)
+        )),
+    }
+    if let Some(p) = &s.peak_external_free {
+        let growth = if s.reserved_growth.is_empty() {
+            "reserved memory did not grow during the trace".to_string()
+        } else {
+            format!(
+                "reserved memory grew {} time{}, {} of them while the cache already held the allocation's bytes free (fragmentation, or free memory in another pool or stream)",
+                s.reserved_growth.len(),
+                if s.reserved_growth.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                s.growth_with_free_cache
+            )
+        };
+        v.push(format!(
+            "Free external (reserved − allocated: cached by PyTorch, in no live tensor) peaked at {} at {}; {growth}.",
+            st.bytes(p.bytes),
+            moment_text(
+                p.event.map(|e| e as usize),
+                p.time_us,
+                d.first_time_us
+            ),
+        ));
+    }
+    if let Some(ops) = &t.live_by_op {
+        let total = t.moment_sample.allocated;
+        let share = |b: u64| {
+            if total > 0 {
+                format!(
+                    " ({} of {} allocated)",
+                    fmt_pct(b as f64 / total as f64),
+                    st.bytes(total)
+                )
+            } else {
+                String::new()
+            }
+        };
+        let older = ops
+            .iter()
+            .find(|o| o.op == BEFORE_TRACE)
+            .map_or(0, |o| o.bytes);
+        let top = ops.iter().find(|o| o.op != BEFORE_TRACE);
+        let mut s = format!("At {} ({})", d.moment_text(), d.moment_label);
+        if older > 0 {
+            s.push_str(&format!(
+                ", {} was allocated before the trace began{}",
+                st.bytes(older),
+                share(older)
+            ));
+        }
+        match top {
+            Some(t) => s.push_str(&format!(
+                "{} {} holds the most live memory of the trace's allocations: {}{}.",
+                if older > 0 { "; of the rest," } else { "," },
+                t.op,
+                st.bytes(t.bytes),
+                share(t.bytes)
+            )),
+            None => s.push_str("; no allocation of the trace is live."),
+        }
+        v.push(s);
+    }
+    if no_gpu.is_none() {
+        v.push(upper_first(NO_LAYOUT) + ".");
     }
     v
 }

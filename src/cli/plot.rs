@@ -1,8 +1,8 @@
 //! `fragscope plot KIND FILE -o out.svg`
 
 use super::common::{Exit, Global};
-use crate::core::style::Style;
 use crate::input;
+use crate::pipeline::{AnyReport, ReportOptions};
 use crate::render::charts::{self, Kind};
 use crate::timeline::Moment;
 
@@ -59,63 +59,59 @@ impl From<PlotKind> for Kind {
     }
 }
 
-/// The one chart a trace or a memory-timeline export has: its timeline.
-fn plot_other(st: &Style, a: &Args, fmt: &str, content: &input::Content) -> anyhow::Result<String> {
-    use crate::render::charts as rt;
-    let what = match a.kind {
+/// Why `kind` cannot be drawn for an input without a segment layout
+/// (`None`: the timeline, which every input has).
+fn needs_layout(kind: PlotKind) -> Option<&'static str> {
+    match kind {
         PlotKind::Timeline => None,
         PlotKind::Fragmentation => Some("fragmentation needs the largest free gap"),
         PlotKind::Segments => Some("the segment map needs the segment layout"),
         PlotKind::Gaps => Some("the free-gap histogram needs the segment layout"),
         PlotKind::Sites => Some("stranded bytes by call site need the segment layout"),
-    };
+    }
+}
+
+/// The charts an input without a segment layout cannot give, refused
+/// before any work, in the words of its kind.
+fn refuse_unmeasurable(a: &Args, content: &input::Content) -> anyhow::Result<()> {
     match content {
-        input::Content::Snapshot(_) => unreachable!("snapshots are plotted by run"),
-        input::Content::Profiler(t) => {
-            if let Some(w) = what {
+        input::Content::Snapshot(_) => {}
+        input::Content::Profiler(_) => {
+            if let Some(w) = needs_layout(a.kind) {
                 anyhow::bail!(
                     "{}: not measurable for a profiler trace: {w}, which a trace does not record; `plot timeline` draws its allocated and reserved bytes",
                     a.file
                 );
             }
-            let r = crate::analysis::report::trace::build(st, t, &a.file, fmt, a.device, a.at)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", a.file))?;
-            let panels = r
-                .devices
-                .iter()
-                .map(|d| rt::trace_timeline(&r, d))
-                .collect::<Result<Vec<_>, _>>()?;
-            if panels.is_empty() {
-                anyhow::bail!("{}: no device has memory events", a.file);
-            }
-            Ok(crate::render::svg::compose::stack(&panels, 16).body)
         }
-        input::Content::MemoryTimeline(t) => {
-            if what.is_some() || a.device.is_some() || a.at.is_some() {
+        input::Content::MemoryTimeline(_) => {
+            if needs_layout(a.kind).is_some() || a.device.is_some() || a.at.is_some() {
                 anyhow::bail!(
                     "{}: not measurable for a memory-timeline export: it records tensor bytes by category, with no allocator layout; `plot timeline` draws them",
                     a.file
                 );
             }
-            let r = crate::analysis::report::trace::build_categories(st, t, &a.file, fmt);
-            Ok(rt::categories(&r)?.body)
         }
     }
+    Ok(())
 }
 
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let loaded = input::load(&a.file, &g.load)?;
-    let svg = match &loaded.content {
-        input::Content::Snapshot(snap) => {
-            let report = crate::pipeline::build_report(&g.style, snap, &loaded, a.device, a.at)?;
-            charts::plot(a.kind.into(), &report, a.rows)?.body
+    refuse_unmeasurable(&a, &loaded.content)?;
+    let options = ReportOptions {
+        device: a.device,
+        at: a.at,
+        what_if: false,
+    };
+    let svg = match crate::pipeline::report(&g.style, &loaded, &options)? {
+        AnyReport::Report(r) => {
+            if r.is_trace() && r.devices.is_empty() {
+                anyhow::bail!("{}: no device has memory events", a.file);
+            }
+            charts::plot(a.kind.into(), &r, a.rows)?.body
         }
-        other => plot_other(
-            &g.style,
-            &a,
-            &crate::pipeline::describe_format(&g.style, &loaded),
-            other,
-        )?,
+        AnyReport::Categories(r) => charts::categories(&r)?.body,
     };
     crate::cli::output::write_atomic(&a.output, svg.as_bytes(), std::slice::from_ref(&a.file))?;
     Ok(Exit::Ok)

@@ -5,9 +5,9 @@
 
 use super::common::{Exit, Global, expand_inputs, print, print_error};
 use crate::analysis::report;
-use crate::input::{self, Content};
-use crate::pipeline;
-use crate::render::{charts, html, markdown};
+use crate::input;
+use crate::pipeline::{self, AnyReport};
+use crate::render::{categories, charts, html, markdown};
 use crate::timeline::Moment;
 
 #[derive(clap::Args, Debug)]
@@ -138,52 +138,37 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     }
     let file = &files[0];
     let l = input::load(file, &g.load)?;
-    let fmt = pipeline::describe_format(&g.style, &l);
     let inputs = std::slice::from_ref(file);
-    match &l.content {
-        Content::Snapshot(snap) => {
-            let r =
-                pipeline::build_report_what_if(&g.style, snap, &l, a.device, a.at, a.no_what_if)?;
-            write_forms(
-                &a,
-                &kinds,
-                inputs,
-                &Forms {
-                    html: Box::new(|| Ok(html::html(&g.style, &r)?)),
-                    svg: Box::new(|| Ok(charts::summary(&g.style, &r)?.body)),
-                    md: Box::new(|link| markdown::markdown(&g.style, &r, link)),
-                },
-            )?;
-        }
-        Content::Profiler(t) => {
-            let r = crate::analysis::report::trace::build(&g.style, t, file, &fmt, a.device, a.at)
-                .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
-            write_forms(
-                &a,
-                &kinds,
-                inputs,
-                &Forms {
-                    html: Box::new(|| Ok(html::trace_html(&g.style, &r)?)),
-                    svg: Box::new(|| Ok(charts::trace_summary(&r)?.body)),
-                    md: Box::new(|link| markdown::trace_markdown(&g.style, &r, link)),
-                },
-            )?;
-        }
-        Content::MemoryTimeline(t) => {
+    let options = pipeline::ReportOptions {
+        device: a.device,
+        at: a.at,
+        what_if: !a.no_what_if,
+    };
+    match pipeline::report(&g.style, &l, &options)? {
+        AnyReport::Report(r) => write_forms(
+            &a,
+            &kinds,
+            inputs,
+            &Forms {
+                html: Box::new(|| Ok(html::html(&g.style, &r)?)),
+                svg: Box::new(|| Ok(charts::summary(&g.style, &r)?.body)),
+                md: Box::new(|link| markdown::markdown(&g.style, &r, link)),
+            },
+        )?,
+        AnyReport::Categories(r) => {
             if a.device.is_some() || a.at.is_some() {
                 anyhow::bail!(
                     "{file}: --device and --at: a memory-timeline export holds one device's tensor bytes by category and no allocator state to show at a moment"
                 );
             }
-            let r = crate::analysis::report::trace::build_categories(&g.style, t, file, &fmt);
             write_forms(
                 &a,
                 &kinds,
                 inputs,
                 &Forms {
-                    html: Box::new(|| Ok(html::categories_html(&g.style, &r)?)),
+                    html: Box::new(|| Ok(categories::html(&g.style, &r)?)),
                     svg: Box::new(|| Ok(charts::categories_summary(&r)?.body)),
-                    md: Box::new(|link| markdown::categories_markdown(&g.style, &r, link)),
+                    md: Box::new(|link| categories::markdown(&g.style, &r, link)),
                 },
             )?;
         }

@@ -13,7 +13,7 @@ use crate::analysis::report::{self, Report};
 use crate::core::style::Style;
 use crate::input::{self, Content};
 use crate::model::Snapshot;
-use crate::pipeline;
+use crate::pipeline::{self, AnyReport};
 use crate::render::view::{self as rv, Detail, DeviceView, View};
 use crate::timeline::checkpoints::Checkpoints;
 use crate::timeline::{self, MomentState, Replayer, Series};
@@ -252,22 +252,27 @@ fn page_of<'a>(
             v.what_if = what_if(sty, &name, snap, &v.report, served);
             Page::Snapshot(snap, Box::new(v))
         }
-        Content::Profiler(t) => {
-            let fmt = pipeline::describe_format(sty, l);
-            let r = crate::analysis::report::trace::build(sty, t, file, &fmt, device, None)
-                .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
-            Page::Series(Box::new(move |served| rv::trace_data(sty, &r, served)))
-        }
-        Content::MemoryTimeline(t) => {
-            if device.is_some() {
-                anyhow::bail!(
-                    "{file}: --device: a memory-timeline export holds one device's tensor bytes by category"
-                );
+        // A trace or a memory-timeline export: its report is the page.
+        _ => match pipeline::report(
+            sty,
+            l,
+            &pipeline::ReportOptions {
+                device,
+                ..Default::default()
+            },
+        )? {
+            AnyReport::Report(r) => {
+                Page::Series(Box::new(move |served| rv::trace_data(sty, &r, served)))
             }
-            let fmt = pipeline::describe_format(sty, l);
-            let r = crate::analysis::report::trace::build_categories(sty, t, file, &fmt);
-            Page::Series(Box::new(move |served| rv::categories_data(sty, &r, served)))
-        }
+            AnyReport::Categories(r) => {
+                if device.is_some() {
+                    anyhow::bail!(
+                        "{file}: --device: a memory-timeline export holds one device's tensor bytes by category"
+                    );
+                }
+                Page::Series(Box::new(move |served| rv::categories_data(sty, &r, served)))
+            }
+        },
     })
 }
 

@@ -10,8 +10,8 @@ use super::svg::segmap::{Highlight, SegmentMapChart, segmap_svg};
 use super::svg::sites::{SiteBar, SitesChart, sites_svg};
 use super::svg::timeline::{OomMark, TimelineChart, timeline_svg};
 use super::svg::{ChartError, Svg, WIDTH};
-use crate::analysis::report::trace::{CategoryReport, TraceDeviceReport, TraceReport};
-use crate::analysis::report::{DeviceReport, Report};
+use crate::analysis::report::trace::CategoryReport;
+use crate::analysis::report::{DeviceDetail, DeviceReport, Replayed, Report, Traced};
 use crate::core::style::Style;
 use crate::core::units::fmt_binary;
 use crate::model::profiler::Peak;
@@ -41,7 +41,7 @@ pub enum Kind {
 }
 
 fn title(what: &str, r: &Report, d: &DeviceReport) -> String {
-    format!("{what} · {} · device {}", r.file, d.device)
+    format!("{what} · {} · {}", r.file, d.name())
 }
 
 fn marks(d: &DeviceReport) -> Vec<OomMark> {
@@ -58,23 +58,69 @@ fn over_time(what: &str, d: &DeviceReport) -> String {
     }
 }
 
+/// The memory timeline of a device: a snapshot's reserved, allocated,
+/// free-in-reserved and largest free gap; a trace's allocated and (when
+/// recorded) reserved and free-in-reserved, with no largest-free-gap line.
 pub fn timeline(r: &Report, d: &DeviceReport) -> Result<Svg, ChartError> {
     let t = title(&over_time("Memory", d), r, d);
     let m = marks(d);
     let mut c = TimelineChart::new(&t, &d.samples, &m);
-    if d.traced() {
-        c.peak_reserved = Some(d.peak_reserved);
-        c.peak_allocated = Some(d.peak_allocated);
+    match &d.detail {
+        DeviceDetail::Replayed(x) => {
+            if d.traced() {
+                c.peak_reserved = Some(x.peak_reserved);
+                c.peak_allocated = Some(x.peak_allocated);
+            }
+        }
+        DeviceDetail::Traced(x) => trace_peaks(&mut c, x),
     }
     c.first_time_us = d.first_time_us;
     timeline_svg(&c)
 }
 
+/// A trace's peaks as the samples the chart marks; it draws reserved only
+/// where the trace records it, and no largest free gap.
+fn trace_peaks(c: &mut TimelineChart, x: &Traced) {
+    c.reserved = x.reserved_known;
+    c.largest_gap = false;
+    let at = |p: &Peak, set: fn(&mut Sample, u64)| {
+        let mut s = Sample {
+            event: p.event,
+            time_us: p.time_us,
+            ..Default::default()
+        };
+        set(&mut s, p.bytes);
+        s
+    };
+    c.peak_reserved = x
+        .summary
+        .peak_reserved
+        .as_ref()
+        .map(|p| at(p, |s, b| s.reserved = Some(b)));
+    c.peak_allocated = x
+        .summary
+        .peak_allocated
+        .as_ref()
+        .map(|p| at(p, |s, b| s.allocated = b));
+}
+
+/// The replayed layout a chart needs; a trace's device has none.
+fn layout<'a>(chart: &'static str, d: &'a DeviceReport) -> Result<&'a Replayed, ChartError> {
+    d.replayed().ok_or_else(|| ChartError {
+        chart,
+        msg: format!(
+            "not measurable for {}: a profiler trace records no segment layout",
+            d.name()
+        ),
+    })
+}
+
 pub fn fragmentation(r: &Report, d: &DeviceReport) -> Result<Svg, ChartError> {
+    let x = layout("fragmentation", d)?;
     let t = title(&over_time("Fragmentation", d), r, d);
     let m = marks(d);
     let mut c = FragmentationChart::new(&t, &d.samples, &m);
-    c.highest = d.traced().then_some(d.highest_fragmentation);
+    c.highest = d.traced().then_some(x.highest_fragmentation);
     c.first_time_us = d.first_time_us;
     fragmentation_svg(&c)
 }
@@ -93,10 +139,11 @@ fn highlights(r: &Report, d: &DeviceReport) -> Vec<Highlight> {
 }
 
 pub fn segment_map(r: &Report, d: &DeviceReport, max_rows: usize) -> Result<Svg, ChartError> {
+    let x = layout("segment map", d)?;
     let t = title("Segments", r, d);
     let h = highlights(r, d);
-    let s = &d.moment_stats;
-    let mut c = SegmentMapChart::new(&t, &d.segments);
+    let s = &x.moment_stats;
+    let mut c = SegmentMapChart::new(&t, &x.segments);
     c.subtitle = format!(
         "At {} ({}): {} allocated, {} free in reserved, largest free gap {}",
         d.moment_text(),
@@ -106,15 +153,16 @@ pub fn segment_map(r: &Report, d: &DeviceReport, max_rows: usize) -> Result<Svg,
         fmt_binary(s.largest_free_block_bytes)
     );
     c.highlights = &h;
-    c.request = d.failed_request;
+    c.request = x.failed_request;
     c.max_rows = max_rows;
     segmap_svg(&c)
 }
 
 pub fn gaps(r: &Report, d: &DeviceReport) -> Result<Svg, ChartError> {
+    let x = layout("free-gap", d)?;
     let t = title(&format!("Free gaps at {}", d.moment_text()), r, d);
     let g = d.gaps();
-    gaps_svg(&GapsChart::new(&t, &g, d.failed_request))
+    gaps_svg(&GapsChart::new(&t, &g, x.failed_request))
 }
 
 pub fn sites(r: &Report, d: &DeviceReport) -> Result<Svg, ChartError> {
@@ -157,46 +205,17 @@ pub fn plot(kind: Kind, r: &Report, max_rows: usize) -> Result<Svg, ChartError> 
     Ok(stack(&panels, 16))
 }
 
-/// The single-page summary: verdict, the main device's timeline and its
-/// segment map at the shown moment.
+/// The single-page summary: verdict, the main device's timeline and, for
+/// a snapshot, its segment map at the shown moment.
 pub fn summary(st: &Style, r: &Report) -> Result<Svg, ChartError> {
     let mut panels = vec![summary_panel(&r.file, &super::verdict::lines(st, r))];
     if let Some(d) = r.main_device() {
         panels.push(timeline(r, d)?);
-        panels.push(segment_map(r, d, 16)?);
+        if d.replayed().is_some() {
+            panels.push(segment_map(r, d, 16)?);
+        }
     }
     Ok(stack(&panels, 8))
-}
-
-/// The memory timeline of one trace device: allocated and (when recorded)
-/// reserved and free-in-reserved; no largest-free-gap line.
-pub fn trace_timeline(r: &TraceReport, d: &TraceDeviceReport) -> Result<Svg, ChartError> {
-    let t = format!("Memory over time · {} · {}", r.file, d.label);
-    let marks: Vec<OomMark> = d.ooms.iter().map(|o| o.mark.clone()).collect();
-    let mut c = TimelineChart::new(&t, &d.samples, &marks);
-    c.reserved = d.reserved_known;
-    c.largest_gap = false;
-    c.first_time_us = d.first_time_us;
-    let at = |p: &Peak, set: fn(&mut Sample, u64)| {
-        let mut s = Sample {
-            event: p.event,
-            time_us: p.time_us,
-            ..Default::default()
-        };
-        set(&mut s, p.bytes);
-        s
-    };
-    c.peak_reserved = d
-        .summary
-        .peak_reserved
-        .as_ref()
-        .map(|p| at(p, |s, b| s.reserved = Some(b)));
-    c.peak_allocated = d
-        .summary
-        .peak_allocated
-        .as_ref()
-        .map(|p| at(p, |s, b| s.allocated = b));
-    timeline_svg(&c)
 }
 
 /// The verdict as the text panel that heads a one-page summary.
@@ -216,15 +235,6 @@ pub(crate) fn summary_panel(file: &str, verdict: &[String]) -> Svg {
         ));
     }
     text_panel(&paras, WIDTH)
-}
-
-/// The one-page summary of a trace: verdict and the main device's timeline.
-pub fn trace_summary(r: &TraceReport) -> Result<Svg, ChartError> {
-    let mut panels = vec![summary_panel(&r.file, &r.verdict)];
-    if let Some(d) = r.main_device() {
-        panels.push(trace_timeline(r, d)?);
-    }
-    Ok(stack(&panels, 8))
 }
 
 /// The stacked chart of live bytes by category.

@@ -7,13 +7,14 @@ use super::charts;
 use super::stats::{NA, opt_bytes};
 use super::svg::compose::escape;
 use super::svg::{ChartError, Svg};
-use crate::analysis::report::trace::{CategoryReport, TraceDeviceReport, TraceReport};
-use crate::analysis::report::{DeviceReport, OomFinding, Report, moment_text};
+use super::table::largest_growth_first;
+use crate::analysis::report::{
+    DeviceDetail, DeviceReport, OomFinding, Replayed, Report, ReportDetail, Traced, moment_text,
+};
 use crate::analysis::stats::TraceCoverage;
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
-use crate::model::memtimeline::Category;
-use crate::model::profiler::OpShare;
+use crate::model::profiler::{DeviceSummary, OpShare};
 use crate::timeline::KeyMoment;
 use std::fmt::Write;
 
@@ -185,23 +186,54 @@ pub(super) fn oom_verdicts(out: &mut String, ooms: &[OomFinding], first_time_us:
 
 /// When the peak of allocated bytes including pending frees was reached,
 /// in the words of the other peaks.
-fn incl_pending_at(d: &DeviceReport) -> String {
-    let p = &d.peak_allocated_incl_pending;
+fn incl_pending_at(d: &DeviceReport, x: &Replayed) -> String {
+    let p = &x.peak_allocated_incl_pending;
     moment_text(p.at, p.time_us, d.first_time_us)
 }
 
+/// One device's section: its figures, OOMs and key moments, then what its
+/// input shows of it (a snapshot's layout and call sites, a trace's
+/// operators).
 fn device_section(
     st: &Style,
     out: &mut String,
     r: &Report,
     d: &DeviceReport,
 ) -> Result<(), ChartError> {
-    let _ = writeln!(
-        out,
-        "<section id=\"device-{0}\">\n<h2>Device {0}</h2>",
-        d.device
-    );
-    // No trace: no peak, only the recorded (final) state.
+    match &d.detail {
+        DeviceDetail::Replayed(x) => {
+            let _ = writeln!(
+                out,
+                "<section id=\"device-{0}\">\n<h2>Device {0}</h2>",
+                d.device
+            );
+            replayed_figures(st, out, d, x);
+        }
+        DeviceDetail::Traced(t) => {
+            let _ = writeln!(
+                out,
+                "<section id=\"device-{}\">\n<h2>{}</h2>",
+                anchor(&t.label),
+                escape(&t.heading)
+            );
+            traced_figures(st, out, d, t);
+        }
+    }
+    oom_verdicts(out, &d.ooms, d.first_time_us);
+    key_moments_table(st, out, &d.key_moments, d.traced_detail().is_some(), |k| {
+        d.when(k.at, k.sample.time_us)
+    });
+    match &d.detail {
+        DeviceDetail::Replayed(_) => replayed_body(st, out, r, d)?,
+        DeviceDetail::Traced(t) => traced_body(st, out, r, d, t)?,
+    }
+    out.push_str("</section>\n");
+    Ok(())
+}
+
+/// A snapshot's device: its peaks (none without a trace: only the
+/// recorded, final, state) and its final figures.
+fn replayed_figures(st: &Style, out: &mut String, d: &DeviceReport, x: &Replayed) {
     let peak = |b: u64, e: Option<u32>, t: Option<i64>| {
         if d.traced() {
             format!(
@@ -218,36 +250,85 @@ fn device_section(
         "<table><tr><th>trace events</th><th>peak reserved</th><th>peak allocated</th><th title=\"a block counted as allocated until free_completed, as PyTorch's memory_viz counts\">peak allocated incl. pending frees</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}{}</tr></table>",
         num(&d.events.to_string()),
         num(&peak(
-            d.peak_reserved.reserved_bytes(),
-            d.peak_reserved.event,
-            d.peak_reserved.time_us
+            x.peak_reserved.reserved_bytes(),
+            x.peak_reserved.event,
+            x.peak_reserved.time_us
         )),
         num(&peak(
-            d.peak_allocated.allocated,
-            d.peak_allocated.event,
-            d.peak_allocated.time_us
+            x.peak_allocated.allocated,
+            x.peak_allocated.event,
+            x.peak_allocated.time_us
         )),
         num(&if d.traced() {
             format!(
                 "{} ({})",
-                st.bytes(d.peak_allocated_incl_pending.bytes),
-                incl_pending_at(d)
+                st.bytes(x.peak_allocated_incl_pending.bytes),
+                incl_pending_at(d, x)
             )
         } else {
             "n/a (no trace)".into()
         }),
-        num(&st.bytes(d.end.reserved_bytes())),
-        num(&st.bytes(d.end.allocated)),
+        num(&st.bytes(x.end.reserved_bytes())),
+        num(&st.bytes(x.end.allocated)),
         num(&if d.traced() {
             d.ooms.len().to_string()
         } else {
             "n/a (no trace)".into()
         }),
     );
-    oom_verdicts(out, &d.ooms, d.first_time_us);
-    key_moments_table(st, out, &d.key_moments, false, |k| {
-        d.when(k.at, k.sample.time_us)
-    });
+}
+
+/// A trace's device: the peaks it records; pending frees are not
+/// measurable (its totals leave them out).
+fn traced_figures(st: &Style, out: &mut String, d: &DeviceReport, t: &Traced) {
+    let s = &t.summary;
+    let at = |p: &crate::model::profiler::Peak| {
+        moment_text(p.event.map(|e| e as usize), p.time_us, d.first_time_us)
+    };
+    let _ = writeln!(
+        out,
+        "<table><tr><th>memory events</th><th>peak reserved</th><th>peak allocated</th><th title=\"a block counted as allocated until free_completed, as PyTorch's memory_viz counts; a profiler trace records the allocator's totals, which leave pending frees out\">peak allocated incl. pending frees</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}{}</tr></table>",
+        num(&d.events.to_string()),
+        num(&s
+            .peak_reserved
+            .as_ref()
+            .map(|p| format!("{} ({})", st.bytes(p.bytes), at(p)))
+            .unwrap_or_else(|| NA.into())),
+        num(&s
+            .peak_allocated
+            .as_ref()
+            .map(|p| format!("{} ({})", st.bytes(p.bytes), at(p)))
+            .unwrap_or_else(|| NA.into())),
+        num(NA),
+        num(&opt_bytes(st, s.reserved_end)),
+        num(&st.bytes(s.allocated_end)),
+        num(&d.ooms.len().to_string()),
+    );
+}
+
+/// A figure with its label, under the device's name.
+fn device_figure(out: &mut String, svg: &Svg, what: &str, d: &DeviceReport) {
+    out.push_str(&figure(svg, &format!("{what} of {}", d.name())));
+}
+
+/// The heading of what the shown moment holds.
+fn moment_heading(out: &mut String, what: &str, d: &DeviceReport, after: &str) {
+    let _ = writeln!(
+        out,
+        "<h3>{what} {} ({}){after}</h3>",
+        escape(&d.moment_text()),
+        escape(&d.moment_label)
+    );
+}
+
+/// A snapshot's device over time and at its moment: the charts, the
+/// segment map, the free gaps, the call sites and the what-if model.
+fn replayed_body(
+    st: &Style,
+    out: &mut String,
+    r: &Report,
+    d: &DeviceReport,
+) -> Result<(), ChartError> {
     let (heading, memory, fragmentation) = if d.traced() {
         ("Over time", "memory timeline", "fragmentation over time")
     } else {
@@ -258,66 +339,50 @@ fn device_section(
         )
     };
     let _ = writeln!(out, "<h3>{heading}</h3>");
-    out.push_str(&figure(
-        &charts::timeline(r, d)?,
-        &format!("{memory} of device {}", d.device),
-    ));
-    out.push_str(&figure(
-        &charts::fragmentation(r, d)?,
-        &format!("{fragmentation} of device {}", d.device),
-    ));
-    let _ = writeln!(
-        out,
-        "<h3>At {} ({})</h3>",
-        escape(&d.moment_text()),
-        escape(&d.moment_label)
-    );
-    out.push_str(&figure(
-        &charts::segment_map(r, d, MAP_ROWS)?,
-        &format!("segment map of device {}", d.device),
-    ));
-    out.push_str(&figure(
-        &charts::gaps(r, d)?,
-        &format!("free-gap histogram of device {}", d.device),
-    ));
+    device_figure(out, &charts::timeline(r, d)?, memory, d);
+    device_figure(out, &charts::fragmentation(r, d)?, fragmentation, d);
+    moment_heading(out, "At", d, "");
+    device_figure(out, &charts::segment_map(r, d, MAP_ROWS)?, "segment map", d);
+    device_figure(out, &charts::gaps(r, d)?, "free-gap histogram", d);
     out.push_str("<h3>Call sites</h3>\n");
-    out.push_str(&figure(
-        &charts::sites(r, d)?,
-        &format!("top call sites of device {}", d.device),
-    ));
-    let rows: Vec<_> = r.culprits_of(d.device).take(TABLE_SITES).collect();
-    if rows.is_empty() {
-        out.push_str("<p>No live allocation at this moment.</p>\n");
-    } else {
-        out.push_str("<table><tr><th>#</th><th>call site</th><th>live</th><th>stranded</th><th>live blocks</th><th>stack</th></tr>\n");
-        for (i, c) in rows.iter().enumerate() {
-            let stack = if c.stack.is_empty() {
-                "<td>no stack recorded</td>".to_string()
-            } else {
-                format!(
-                    "<td><details><summary>{} frame{}</summary><pre>{}</pre></details></td>",
-                    c.stack.len(),
-                    if c.stack.len() == 1 { "" } else { "s" },
-                    escape(&c.stack.join("\n"))
-                )
-            };
-            let _ = writeln!(
-                out,
-                "<tr>{}{}{}{}{}{stack}</tr>",
-                num(&(i + 1).to_string()),
-                cell(&c.site),
-                num(&st.bytes(c.live_bytes)),
-                num(&st.bytes(c.stranded_bytes)),
-                num(&c.blocks.len().to_string()),
-            );
-        }
-        out.push_str("</table>\n");
-    }
+    device_figure(out, &charts::sites(r, d)?, "top call sites", d);
+    sites_table(st, out, r, d);
     if let Some(w) = r.what_if_of(d.device) {
         what_if_section(st, out, r, w);
     }
-    out.push_str("</section>\n");
     Ok(())
+}
+
+/// The call sites holding memory at the device's moment, with their stacks.
+fn sites_table(st: &Style, out: &mut String, r: &Report, d: &DeviceReport) {
+    let rows: Vec<_> = r.culprits_of(d.device).take(TABLE_SITES).collect();
+    if rows.is_empty() {
+        out.push_str("<p>No live allocation at this moment.</p>\n");
+        return;
+    }
+    out.push_str("<table><tr><th>#</th><th>call site</th><th>live</th><th>stranded</th><th>live blocks</th><th>stack</th></tr>\n");
+    for (i, c) in rows.iter().enumerate() {
+        let stack = if c.stack.is_empty() {
+            "<td>no stack recorded</td>".to_string()
+        } else {
+            format!(
+                "<td><details><summary>{} frame{}</summary><pre>{}</pre></details></td>",
+                c.stack.len(),
+                if c.stack.len() == 1 { "" } else { "s" },
+                escape(&c.stack.join("\n"))
+            )
+        };
+        let _ = writeln!(
+            out,
+            "<tr>{}{}{}{}{}{stack}</tr>",
+            num(&(i + 1).to_string()),
+            cell(&c.site),
+            num(&st.bytes(c.live_bytes)),
+            num(&st.bytes(c.stranded_bytes)),
+            num(&c.blocks.len().to_string()),
+        );
+    }
+    out.push_str("</table>\n");
 }
 
 /// The what-if model's chart and answer, labelled as a model with its
@@ -353,54 +418,59 @@ fn what_if_section(st: &Style, out: &mut String, r: &Report, w: &crate::sim::Sim
     );
 }
 
-/// The whole report as one HTML document.
+/// The whole report as one HTML document: a snapshot's ends with its
+/// allocator settings and its trace's coverage, a trace's with the figures
+/// it cannot give.
 pub fn html(st: &Style, r: &Report) -> Result<String, ChartError> {
     let mut out = String::new();
-    head(&mut out, &r.file);
-    let events: usize = r.devices.iter().map(|d| d.events).sum();
-    let _ = writeln!(
-        out,
-        "<header><h1>Memory report: {}</h1>\n<p class=\"meta\">{} · {} device(s) · {} trace events</p></header>",
-        escape(&r.file),
-        escape(&r.format),
-        r.devices.len(),
-        events
-    );
-    verdict_section(
-        &mut out,
-        &super::verdict::lines(st, r),
-        r.devices.iter().any(|d| !d.ooms.is_empty()),
-    );
-    let links: Vec<String> = r
-        .devices
-        .iter()
-        .map(|d| format!("<a href=\"#device-{0}\">device {0}</a>", d.device))
-        .collect();
-    device_nav(&mut out, &links);
+    report_head(st, &mut out, r);
     for d in &r.devices {
         device_section(st, &mut out, r, d)?;
     }
+    match &r.detail {
+        ReportDetail::Snapshot {
+            settings,
+            settings_recorded,
+            coverage,
+        } => {
+            settings_section(&mut out, settings, *settings_recorded);
+            snapshot_quality_section(&mut out, r, coverage);
+        }
+        ReportDetail::Trace { missing, .. } => {
+            missing_section(&mut out, missing);
+            quality_section(&mut out, &r.quality);
+        }
+    }
+    footer(&mut out);
+    Ok(out)
+}
 
+/// The snapshot's `allocator_settings`, or why there are none.
+fn settings_section(out: &mut String, settings: &[(String, String)], recorded: bool) {
     out.push_str("<section id=\"settings\"><h2>Allocator settings</h2>\n");
-    if !r.settings_recorded {
+    if !recorded {
         out.push_str("<p>Not recorded in this file (snapshots carry <code>allocator_settings</code> since PyTorch 2.3).</p>\n");
-    } else if r.settings.is_empty() {
+    } else if settings.is_empty() {
         out.push_str("<p>Recorded, but empty.</p>\n");
     } else {
         out.push_str("<table><tr><th>setting</th><th>value</th></tr>\n");
-        for (k, v) in &r.settings {
+        for (k, v) in settings {
             let _ = writeln!(out, "<tr>{}{}</tr>", cell(k), cell(v));
         }
         out.push_str("</table>\n");
     }
     out.push_str("</section>\n");
+}
 
+/// A snapshot's data quality: how much of the run each trace covers, then
+/// the notes.
+fn snapshot_quality_section(out: &mut String, r: &Report, coverage: &[TraceCoverage]) {
     out.push_str("<section id=\"quality\"><h2>Data quality</h2>\n");
-    if r.coverage.is_empty() {
+    if coverage.is_empty() {
         out.push_str("<p>No trace in this file (recorded without history, or a bare segment list): only the recorded state is known: no peak and no out-of-memory event.</p>\n");
     } else {
         out.push_str("<table><tr><th>device</th><th>trace events</th><th>time span</th><th>coverage</th></tr>\n");
-        for c in &r.coverage {
+        for c in coverage {
             let span = match (c.first_time_us, c.last_time_us) {
                 (Some(a), Some(b)) => format!("{:.3} s", (b - a) as f64 / 1e6),
                 _ => "no time_us".into(),
@@ -423,11 +493,9 @@ pub fn html(st: &Style, r: &Report) -> Result<String, ChartError> {
             out.push_str("<p>No data-quality issue found.</p>\n");
         }
     } else {
-        quality_list(&mut out, &r.quality);
+        quality_list(out, &r.quality);
     }
     out.push_str("</section>\n");
-    footer(&mut out);
-    Ok(out)
 }
 
 /// Operator rows listed per table.
@@ -472,7 +540,7 @@ pub(crate) fn quality_list(out: &mut String, quality: &[String]) {
     out.push_str("</ul>\n");
 }
 
-fn quality_section(out: &mut String, quality: &[String]) {
+pub(crate) fn quality_section(out: &mut String, quality: &[String]) {
     out.push_str("<section id=\"quality\"><h2>Data quality</h2>\n");
     if quality.is_empty() {
         out.push_str("<p>No data-quality issue found.</p>\n");
@@ -540,60 +608,24 @@ fn ops_table(st: &Style, out: &mut String, ops: &[OpShare], total: u64, count_he
     }
 }
 
-fn trace_device_section(
+/// A trace's device over time and at its moment: the timeline, the live
+/// bytes by operator, the allocations by operator and where reserved
+/// memory grew.
+fn traced_body(
     st: &Style,
     out: &mut String,
-    r: &TraceReport,
-    d: &TraceDeviceReport,
+    r: &Report,
+    d: &DeviceReport,
+    t: &Traced,
 ) -> Result<(), ChartError> {
-    let s = &d.summary;
-    let _ = writeln!(
-        out,
-        "<section id=\"device-{}\">\n<h2>{}</h2>",
-        anchor(&d.label),
-        escape(&d.heading)
-    );
-    let at = |p: &crate::model::profiler::Peak| {
-        moment_text(p.event.map(|e| e as usize), p.time_us, d.first_time_us)
-    };
-    let _ = writeln!(
-        out,
-        "<table><tr><th>memory events</th><th>peak reserved</th><th>peak allocated</th><th title=\"a block counted as allocated until free_completed, as PyTorch's memory_viz counts; a profiler trace records the allocator's totals, which leave pending frees out\">peak allocated incl. pending frees</th><th>final reserved</th><th>final allocated</th><th>out-of-memory events</th></tr>\n<tr>{}{}{}{}{}{}{}</tr></table>",
-        num(&d.events.to_string()),
-        num(&s
-            .peak_reserved
-            .as_ref()
-            .map(|p| format!("{} ({})", st.bytes(p.bytes), at(p)))
-            .unwrap_or_else(|| NA.into())),
-        num(&s
-            .peak_allocated
-            .as_ref()
-            .map(|p| format!("{} ({})", st.bytes(p.bytes), at(p)))
-            .unwrap_or_else(|| NA.into())),
-        num(NA),
-        num(&opt_bytes(st, s.reserved_end)),
-        num(&st.bytes(s.allocated_end)),
-        num(&d.ooms.len().to_string()),
-    );
-    oom_verdicts(out, &d.ooms, d.first_time_us);
-    key_moments_table(st, out, &d.key_moments, true, |k| {
-        moment_text(k.at, k.sample.time_us, d.first_time_us)
-    });
+    let s = &t.summary;
     out.push_str("<h3>Over time</h3>\n");
-    out.push_str(&figure(
-        &charts::trace_timeline(r, d)?,
-        &format!("memory timeline of {}", d.label),
-    ));
-    let _ = writeln!(
-        out,
-        "<h3>Live at {} ({}), by operator</h3>",
-        escape(&d.moment_text()),
-        escape(&d.moment_label)
-    );
-    match &d.live_by_op {
+    device_figure(out, &charts::timeline(r, d)?, "memory timeline", d);
+    moment_heading(out, "Live at", d, ", by operator");
+    match &t.live_by_op {
         None => out.push_str("<p>Not available: this trace's memory events carry no address, so allocations cannot be paired with their frees.</p>\n"),
         Some(v) if v.is_empty() => out.push_str("<p>No live allocation at this moment.</p>\n"),
-        Some(v) => ops_table(st, out, v, d.moment_sample.allocated, "live allocations"),
+        Some(v) => ops_table(st, out, v, t.moment_sample.allocated, "live allocations"),
     }
     out.push_str("<p class=\"meta\">Stranded bytes: not measurable for a profiler trace (they need the segment layout).</p>\n");
     if !s.allocations_by_op.is_empty() {
@@ -602,158 +634,93 @@ fn trace_device_section(
         ops_table(st, out, &s.allocations_by_op, total, "allocations");
     }
     if !s.reserved_growth.is_empty() {
-        out.push_str("<h3>Where reserved memory grew</h3>\n");
-        let _ = writeln!(
-            out,
-            "<p>{} growth(s); {} of them ({}) while the cache already held at least the allocation's bytes free: fragmentation, or free memory in another pool or stream.</p>",
-            s.reserved_growth.len(),
-            s.growth_with_free_cache,
-            st.bytes(s.growth_with_free_cache_bytes)
-        );
-        let mut steps: Vec<_> = s.reserved_growth.iter().collect();
-        steps.sort_by(|a, b| {
-            (b.reserved_after - b.reserved_before)
-                .cmp(&(a.reserved_after - a.reserved_before))
-                .then(a.event.cmp(&b.event))
-        });
-        out.push_str("<table><tr><th>when</th><th>grew by</th><th>reserved after</th><th>allocation</th><th>free before</th><th>operator</th></tr>\n");
-        for g in steps.into_iter().take(TABLE_GROWTH) {
-            let _ = writeln!(
-                out,
-                "<tr>{}{}{}{}{}{}</tr>",
-                nowrap(&moment_text(
-                    Some(g.event as usize),
-                    Some(g.time_us),
-                    d.first_time_us
-                )),
-                num(&st.bytes(g.reserved_after - g.reserved_before)),
-                num(&st.bytes(g.reserved_after)),
-                num(&st.bytes(g.bytes)),
-                num(&st.bytes(g.free_before)),
-                cell(g.op.as_deref().unwrap_or("-")),
-            );
-        }
-        out.push_str("</table>\n");
+        growth_table(st, out, d, s);
     }
-    out.push_str("</section>\n");
     Ok(())
 }
 
-/// The whole report of a profiler trace as one HTML document.
-pub fn trace_html(st: &Style, r: &TraceReport) -> Result<String, ChartError> {
-    let mut out = String::new();
-    head(&mut out, &r.file);
+/// Where reserved memory grew, the largest growths first.
+fn growth_table(st: &Style, out: &mut String, d: &DeviceReport, s: &DeviceSummary) {
+    out.push_str("<h3>Where reserved memory grew</h3>\n");
     let _ = writeln!(
         out,
-        "<header><h1>Memory report: {}</h1>\n<p class=\"meta\">{} · {}</p></header>",
-        escape(&r.file),
-        escape(&r.format),
-        escape(&r.kind)
+        "<p>{} growth(s); {} of them ({}) while the cache already held at least the allocation's bytes free: fragmentation, or free memory in another pool or stream.</p>",
+        s.reserved_growth.len(),
+        s.growth_with_free_cache,
+        st.bytes(s.growth_with_free_cache_bytes)
     );
-    verdict_section(
-        &mut out,
-        &r.verdict,
-        r.devices.iter().any(|d| !d.ooms.is_empty()),
-    );
+    out.push_str("<table><tr><th>when</th><th>grew by</th><th>reserved after</th><th>allocation</th><th>free before</th><th>operator</th></tr>\n");
+    for g in largest_growth_first(&s.reserved_growth)
+        .into_iter()
+        .take(TABLE_GROWTH)
+    {
+        let _ = writeln!(
+            out,
+            "<tr>{}{}{}{}{}{}</tr>",
+            nowrap(&moment_text(
+                Some(g.event as usize),
+                Some(g.time_us),
+                d.first_time_us
+            )),
+            num(&st.bytes(g.reserved_after - g.reserved_before)),
+            num(&st.bytes(g.reserved_after)),
+            num(&st.bytes(g.bytes)),
+            num(&st.bytes(g.free_before)),
+            cell(g.op.as_deref().unwrap_or("-")),
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+/// The heading, the verdict and the links to the device sections.
+fn report_head(st: &Style, out: &mut String, r: &Report) {
+    head(out, &r.file);
+    match &r.detail {
+        ReportDetail::Snapshot { .. } => {
+            let events: usize = r.devices.iter().map(|d| d.events).sum();
+            let _ = writeln!(
+                out,
+                "<header><h1>Memory report: {}</h1>\n<p class=\"meta\">{} · {} device(s) · {} trace events</p></header>",
+                escape(&r.file),
+                escape(&r.format),
+                r.devices.len(),
+                events
+            );
+        }
+        ReportDetail::Trace { kind, .. } => kind_header(out, &r.file, &r.format, kind),
+    }
+    verdict_section(out, &super::verdict::lines(st, r), r.any_oom());
     let links: Vec<String> = r
         .devices
         .iter()
-        .map(|d| {
-            format!(
+        .map(|d| match d.traced_detail() {
+            None => format!("<a href=\"#device-{0}\">device {0}</a>", d.device),
+            Some(t) => format!(
                 "<a href=\"#device-{}\">{}</a>",
-                anchor(&d.label),
-                escape(&d.label)
-            )
+                anchor(&t.label),
+                escape(&t.label)
+            ),
         })
         .collect();
-    device_nav(&mut out, &links);
-    for d in &r.devices {
-        trace_device_section(st, &mut out, r, d)?;
-    }
-    out.push_str("<section id=\"missing\"><h2>Not measurable for a profiler trace</h2>\n<table><tr><th>figure</th><th>why</th></tr>\n");
-    for (f, why) in &r.missing {
-        let _ = writeln!(out, "<tr>{}{}</tr>", cell(f), cell(why));
-    }
-    out.push_str("</table>\n<p>Record a memory snapshot (<code>torch.cuda.memory._record_memory_history</code> + <code>_dump_snapshot</code>) for these.</p>\n</section>\n");
-    quality_section(&mut out, &r.quality);
-    footer(&mut out);
-    Ok(out)
+    device_nav(out, &links);
 }
 
-/// Rows of the category table: (category, before profiling, peak, share, end).
-pub(crate) fn category_rows(st: &Style, r: &CategoryReport) -> Vec<[String; 5]> {
-    let tl = &r.timeline;
-    let Some(peak) = tl.peak else {
-        return Vec::new();
-    };
-    let pre = tl.preexisting();
-    let end = tl.end();
-    let mut rows: Vec<[String; 5]> = Category::ALL
-        .iter()
-        .map(|&c| {
-            let b = peak.bytes[c as usize];
-            [
-                c.as_str().to_string(),
-                pre.map(|p| st.bytes(p.get(c)))
-                    .unwrap_or_else(|| "-".into()),
-                st.bytes(b),
-                if peak.total > 0 {
-                    fmt_pct(b as f64 / peak.total as f64)
-                } else {
-                    "-".into()
-                },
-                end.map(|e| st.bytes(e.get(c)))
-                    .unwrap_or_else(|| "-".into()),
-            ]
-        })
-        .collect();
-    rows.push([
-        "total".into(),
-        pre.map(|p| st.bytes(p.total()))
-            .unwrap_or_else(|| "-".into()),
-        st.bytes(peak.total),
-        String::new(),
-        end.map(|e| st.bytes(e.total()))
-            .unwrap_or_else(|| "-".into()),
-    ]);
-    rows
-}
-
-/// The whole report of a memory-timeline export as one HTML document.
-pub fn categories_html(st: &Style, r: &CategoryReport) -> Result<String, ChartError> {
-    let mut out = String::new();
-    head(&mut out, &r.file);
+/// The header of a report whose input is named by its kind.
+pub(crate) fn kind_header(out: &mut String, file: &str, format: &str, kind: &str) {
     let _ = writeln!(
         out,
         "<header><h1>Memory report: {}</h1>\n<p class=\"meta\">{} · {}</p></header>",
-        escape(&r.file),
-        escape(&r.format),
-        escape(&r.kind)
+        escape(file),
+        escape(format),
+        escape(kind)
     );
-    verdict_section(&mut out, &r.verdict, false);
-    out.push_str("<section id=\"categories\"><h2>Live bytes by category</h2>\n");
-    out.push_str(&figure(
-        &charts::categories(r)?,
-        "live tensor bytes by category over time",
-    ));
-    let rows = category_rows(st, r);
-    if !rows.is_empty() {
-        out.push_str("<table><tr><th>category</th><th>before profiling</th><th>at the peak</th><th>share of the peak</th><th>end</th></tr>\n");
-        for row in rows {
-            let _ = writeln!(
-                out,
-                "<tr>{}{}{}{}{}</tr>",
-                cell(&row[0]),
-                num(&row[1]),
-                num(&row[2]),
-                num(&row[3]),
-                num(&row[4])
-            );
-        }
-        out.push_str("</table>\n");
+}
+
+/// What a profiler trace cannot give, and why.
+fn missing_section(out: &mut String, missing: &[(String, String)]) {
+    out.push_str("<section id=\"missing\"><h2>Not measurable for a profiler trace</h2>\n<table><tr><th>figure</th><th>why</th></tr>\n");
+    for (f, why) in missing {
+        let _ = writeln!(out, "<tr>{}{}</tr>", cell(f), cell(why));
     }
-    out.push_str("<p class=\"meta\">Tensor bytes as the memory profiler sees them: unrounded, outside the allocator's cache.</p>\n</section>\n");
-    quality_section(&mut out, &r.quality);
-    footer(&mut out);
-    Ok(out)
+    out.push_str("</table>\n<p>Record a memory snapshot (<code>torch.cuda.memory._record_memory_history</code> + <code>_dump_snapshot</code>) for these.</p>\n</section>\n");
 }

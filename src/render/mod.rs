@@ -1,6 +1,7 @@
 //! Renderers: figures and findings → text tables, JSON, SVG, HTML. A renderer
 //! returns a `String` (or bytes) and never prints; `cli` decides where it goes.
 
+pub mod categories;
 pub mod charts;
 pub mod check;
 pub mod culprits;

@@ -103,6 +103,20 @@ pub fn kv_table(st: &Style, rows: &[(String, String)]) -> Table {
     t
 }
 
+/// The growths of reserved memory of a trace, the largest first (earliest
+/// on ties), as every table of them lists them.
+pub fn largest_growth_first(
+    steps: &[crate::model::profiler::ReservedStep],
+) -> Vec<&crate::model::profiler::ReservedStep> {
+    let mut v: Vec<_> = steps.iter().collect();
+    v.sort_by(|a, b| {
+        (b.reserved_after - b.reserved_before)
+            .cmp(&(a.reserved_after - a.reserved_before))
+            .then(a.event.cmp(&b.event))
+    });
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -604,7 +604,10 @@ fn long_series_are_downsampled_without_losing_the_peak() {
         f.culprits,
     );
     assert!(r.devices[0].samples.len() <= report::REPORT_POINTS + 1);
-    assert_eq!(r.devices[0].peak_allocated.allocated, 1212 * MIB);
+    assert_eq!(
+        r.devices[0].replayed().unwrap().peak_allocated.allocated,
+        1212 * MIB
+    );
     assert_eq!(
         r.devices[0].samples.iter().map(|s| s.allocated).max(),
         Some(1212 * MIB)
@@ -655,10 +658,11 @@ fn chart_marks_name_the_exact_moments_of_a_long_series() {
         f.culprits,
     );
     let d = &r.devices[0];
+    let x = d.replayed().unwrap();
     assert!(d.samples.len() <= report::REPORT_POINTS + 1);
-    assert_eq!(d.peak_allocated.event, Some(31_337));
-    assert_eq!(d.peak_reserved.event, Some(12_345));
-    assert_eq!(d.highest_fragmentation.event, Some(20_001));
+    assert_eq!(x.peak_allocated.event, Some(31_337));
+    assert_eq!(x.peak_reserved.event, Some(12_345));
+    assert_eq!(x.highest_fragmentation.event, Some(20_001));
     // What the downsampled points alone would say.
     let bucket_peak = d.samples.iter().max_by_key(|s| s.allocated).unwrap();
     assert_ne!(
@@ -860,7 +864,7 @@ fn real_reports_through_the_replay() {
         for d in &r.devices {
             let sentence = fragscope::render::culprits::summary(
                 &Style::default(),
-                d.culprit_summary.as_ref().unwrap(),
+                d.replayed().unwrap().culprit_summary.as_ref().unwrap(),
             );
             assert_eq!(
                 culprits_summary_line(&path, d.device, d.moment_at),
@@ -895,7 +899,7 @@ fn real_reports_through_the_replay() {
             let d1 = r.devices.iter().find(|d| d.device == 1).unwrap();
             assert_eq!(d1.ooms.len(), 1);
             assert_eq!(d1.ooms[0].mark.request, 5_308_694_528);
-            assert_eq!(d1.failed_request, Some(5_308_694_528));
+            assert_eq!(d1.replayed().unwrap().failed_request, Some(5_308_694_528));
             // The recording ran with expandable segments: the model says so,
             // with its fidelity, and the chart is in the page.
             let w = r.what_if_of(1).unwrap();
@@ -910,7 +914,7 @@ fn real_reports_through_the_replay() {
             assert!(
                 fragscope::render::culprits::summary(
                     &Style::default(),
-                    d1.culprit_summary.as_ref().unwrap()
+                    d1.replayed().unwrap().culprit_summary.as_ref().unwrap()
                 )
                 .contains("models.py:194 (update_nodes)")
             );

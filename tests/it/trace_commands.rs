@@ -10,6 +10,7 @@
 use crate::golden;
 use crate::util::*;
 use fragscope::analysis::report::trace::{self as trace_report, NO_LAYOUT};
+use fragscope::analysis::report::{Report, VerdictLine};
 use fragscope::core::style::Style;
 use fragscope::input::profiler::{MemoryTimeline, ProfilerTrace};
 use fragscope::input::{Content, LoadOptions, load};
@@ -124,16 +125,17 @@ const TRACES: &[Expected] = &[
 fn every_real_trace_reports_its_figures() {
     for &(name, label, alloc, reserved, free) in TRACES {
         let Some((t, p)) = trace(name) else { return };
-        let r = trace_report::build(&Style::default(), &t, &p, "JSON", None, None).unwrap();
+        let r = Report::of_trace(&Style::default(), &t, &p, "JSON", None, None).unwrap();
         assert_eq!(r.file, name, "base name only");
         let d = r.main_device().unwrap();
-        assert_eq!(d.label, label, "{name}");
+        let x = d.traced_detail().expect("a trace's device");
+        assert_eq!(x.label, label, "{name}");
         assert_eq!(
-            d.summary.peak_allocated.as_ref().map(|x| x.bytes),
+            x.summary.peak_allocated.as_ref().map(|x| x.bytes),
             Some(alloc)
         );
-        assert_eq!(d.summary.peak_reserved.as_ref().map(|x| x.bytes), reserved);
-        assert_eq!(d.summary.peak_external_free.as_ref().map(|x| x.bytes), free);
+        assert_eq!(x.summary.peak_reserved.as_ref().map(|x| x.bytes), reserved);
+        assert_eq!(x.summary.peak_external_free.as_ref().map(|x| x.bytes), free);
         let peak = match reserved {
             Some(res) => format!(
                 "Peak on {label}: {} reserved, {} allocated.",
@@ -145,13 +147,19 @@ fn every_real_trace_reports_its_figures() {
                 Style::default().bytes(alloc)
             ),
         };
-        assert!(r.verdict.contains(&peak), "{name}: {:?}", r.verdict);
-        assert!(r.verdict.last().unwrap().contains("not measurable"));
+        assert!(
+            r.verdict.contains(&VerdictLine::Text(peak)),
+            "{name}: {:?}",
+            r.verdict
+        );
+        assert!(
+            matches!(r.verdict.last(), Some(VerdictLine::Text(t)) if t.contains("not measurable"))
+        );
         // The shown moment is the peak of allocated bytes; with addresses,
         // the live bytes by operator add up to it.
         assert_eq!(d.moment_label, "peak allocated");
-        assert_eq!(d.moment_sample.allocated, alloc);
-        match &d.live_by_op {
+        assert_eq!(x.moment_sample.allocated, alloc);
+        match &x.live_by_op {
             Some(v) => assert_eq!(v.iter().map(|x| x.bytes).sum::<u64>(), alloc, "{name}"),
             None => assert!(
                 t.bytes_only(),
@@ -165,7 +173,7 @@ fn every_real_trace_reports_its_figures() {
             km("peak reserved").map(|k| k.sample.reserved.unwrap()),
             reserved
         );
-        let h = fragscope::render::html::trace_html(&Style::default(), &r).unwrap();
+        let h = fragscope::render::html::html(&Style::default(), &r).unwrap();
         self_contained(name, &h);
         assert!(h.contains("Not measurable for a profiler trace"));
         // An out-of-memory event gets the same verdict box as in a
@@ -190,7 +198,9 @@ fn every_real_trace_reports_its_figures() {
         assert!(h.len() < 400_000, "{name}: {} bytes", h.len());
         rasterize(
             &format!("{name}-summary"),
-            &fragscope::render::charts::trace_summary(&r).unwrap().body,
+            &fragscope::render::charts::summary(&Style::default(), &r)
+                .unwrap()
+                .body,
         );
     }
 }
@@ -200,9 +210,8 @@ fn trace_report_markdown_matches_golden() {
     let Some((t, p)) = trace("tracelens_h100_bert-small_profile-memory.json.gz") else {
         return;
     };
-    let r = trace_report::build(&Style::default(), &t, &p, "JSON, gzip", None, None).unwrap();
-    let md =
-        fragscope::render::markdown::trace_markdown(&Style::default(), &r, Some("summary.svg"));
+    let r = Report::of_trace(&Style::default(), &t, &p, "JSON, gzip", None, None).unwrap();
+    let md = fragscope::render::markdown::markdown(&Style::default(), &r, Some("summary.svg"));
     self_contained("markdown", &md);
     // 87.13 MiB older than the trace, then aten::addmm's 8.21 MiB: the
     // operators live at the 96.61 MiB peak.
@@ -230,7 +239,7 @@ fn memory_timeline_report_stacks_categories() {
     assert!(r.timeline.samples.len() <= trace_report::REPORT_POINTS + 1);
     let peak_kept = r.timeline.samples.iter().map(|s| s.total()).max();
     assert_eq!(peak_kept, Some(3082832104), "downsampling keeps the peak");
-    let h = fragscope::render::html::categories_html(&Style::default(), &r).unwrap();
+    let h = fragscope::render::categories::html(&Style::default(), &r).unwrap();
     self_contained("memory timeline", &h);
     assert_eq!(rasterize_inline("memory-timeline", &h), 1);
     assert!(h.contains("<td>activation</td><td class=\"n\">0 B</td><td class=\"n\">2.41 GiB</td>"));
@@ -660,12 +669,12 @@ fn trace_report_explains_an_out_of_memory_event() {
     let Content::Profiler(t) = load(ps, &LoadOptions::default()).unwrap().content else {
         panic!("a profiler trace")
     };
-    let r = trace_report::build(&Style::default(), &t, ps, "JSON", None, None).unwrap();
+    let r = Report::of_trace(&Style::default(), &t, ps, "JSON", None, None).unwrap();
     let d = r.main_device().unwrap();
     assert_eq!(d.ooms.len(), 1);
     let g = &d.ooms[0].diagnosis;
     assert!(!g.suggestions.is_empty(), "{g:?}");
-    let h = fragscope::render::html::trace_html(&Style::default(), &r).unwrap();
+    let h = fragscope::render::html::html(&Style::default(), &r).unwrap();
     assert!(h.contains("<div class=\"verdict oom\">"));
     assert!(h.contains(&escape(&g.headline)));
     assert!(h.contains("What to try:"));

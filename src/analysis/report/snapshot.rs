@@ -1,5 +1,6 @@
-//! The report of a snapshot: every finding `fragscope report` and
-//! `fragscope plot` show, gathered once from a snapshot and its replay.
+//! The [`Report`] of a snapshot: every finding `fragscope report` and
+//! `fragscope plot` show, gathered once from a snapshot and its replay
+//! ([`build`]; each device's layout is a [`Replayed`] detail).
 //!
 //! Owns: which moment each device is shown at (the first out-of-memory
 //! event, else the moment most reserved memory sat free), each OOM diagnosed by
@@ -17,11 +18,13 @@
 //! are downsampled to a fixed number of points, every list has a stable
 //! order with explicit tie-breakers.
 
-use super::{OomFinding, REPORT_POINTS, base_name, moment_name, moment_text};
+use super::{
+    DeviceDetail, DeviceReport, OomFinding, PeakInclPending, REPORT_POINTS, Replayed, Report,
+    ReportDetail, VerdictLine, base_name, moment_name,
+};
 use crate::analysis::culprits::{self, Analysis};
 use crate::analysis::frames::{CallSite, filtered, frame_label};
-use crate::analysis::stats::{StateStats, TraceCoverage, consistency_warnings, trace_coverage};
-pub use crate::analysis::verdict::VerdictLine;
+use crate::analysis::stats::{StateStats, consistency_warnings, trace_coverage};
 use crate::core::style::Style;
 use crate::model::OomMark;
 use crate::model::*;
@@ -71,104 +74,6 @@ pub struct DeviceInput {
     pub moment_label: String,
 }
 
-#[derive(Debug, Clone)]
-pub struct DeviceReport {
-    pub device: i64,
-    pub events: usize,
-    /// Epoch µs of the first event, when events carry times.
-    pub first_time_us: Option<i64>,
-    /// The replayed series, downsampled (min/max per bucket).
-    pub samples: Vec<Sample>,
-    /// The first sample of the whole series where reserved peaks.
-    pub peak_reserved: Sample,
-    /// The first sample where allocated peaks.
-    pub peak_allocated: Sample,
-    /// Where allocated peaks when a pending-free block counts until its
-    /// `free_completed`, as PyTorch's memory_viz counts.
-    pub peak_allocated_incl_pending: PeakInclPending,
-    /// The first sample where the fragmentation ratio is highest.
-    pub highest_fragmentation: Sample,
-    pub end: Sample,
-    pub key_moments: Vec<KeyMoment>,
-    pub ooms: Vec<OomFinding>,
-    pub moment_label: String,
-    /// Event after which the shown state holds (`None` = start).
-    pub moment_at: Option<usize>,
-    pub moment_time_us: Option<i64>,
-    pub segments: Vec<Segment>,
-    pub moment_stats: StateStats,
-    pub failed_request: Option<u64>,
-    pub replay_report: ReplayReport,
-    /// The culprits summary at the shown moment.
-    pub culprit_summary: Option<culprits::Summary>,
-}
-
-/// The peak of allocated bytes including pending frees
-/// ([`ReplayReport::peak_allocated_incl_pending`]) and when it was reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PeakInclPending {
-    pub bytes: u64,
-    /// Event after which it is first reached (`None` = start).
-    pub at: Option<usize>,
-    pub time_us: Option<i64>,
-}
-
-impl DeviceReport {
-    /// Sizes of the free blocks at the shown moment.
-    pub fn gaps(&self) -> Vec<u64> {
-        self.segments
-            .iter()
-            .flat_map(|s| s.blocks.iter())
-            .filter(|b| b.state == BlockState::Inactive)
-            .map(|b| b.size)
-            .collect()
-    }
-
-    /// `event 421, t=1.234 s`, `start of the trace`, or `the recorded
-    /// state` when there is no trace.
-    pub fn moment_text(&self) -> String {
-        if self.events == 0 {
-            return "the recorded state".into();
-        }
-        moment_text(self.moment_at, self.moment_time_us, self.first_time_us)
-    }
-
-    /// When a key moment or a peak holds, for the tables: `no trace` when
-    /// the device has none (its one moment is the recorded state, not the
-    /// start of a trace).
-    pub fn when(&self, at: Option<usize>, time_us: Option<i64>) -> String {
-        if self.events == 0 {
-            return "no trace".into();
-        }
-        moment_text(at, time_us, self.first_time_us)
-    }
-
-    /// A trace was recorded for this device: peaks and moments exist.
-    pub fn traced(&self) -> bool {
-        self.events > 0
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Report {
-    /// Base name of the input (never a full path).
-    pub file: String,
-    pub format: String,
-    /// Plain-words summary, most important first.
-    pub verdict: Vec<VerdictLine>,
-    pub devices: Vec<DeviceReport>,
-    pub culprits: Vec<CulpritRow>,
-    /// `allocator_settings` as (key, value) text; empty when not recorded.
-    pub settings: Vec<(String, String)>,
-    pub settings_recorded: bool,
-    pub coverage: Vec<TraceCoverage>,
-    /// Data-quality notes (replay anomalies, inconsistencies), each once.
-    pub quality: Vec<String>,
-    /// What-if model runs (one per device with allocations in its trace),
-    /// attached by the caller; empty when not run.
-    pub what_if: Vec<crate::sim::SimReport>,
-}
-
 impl Report {
     /// Adds the what-if model's answer for `device` to the verdict, after
     /// the device's last out-of-memory line (at the end without one).
@@ -180,30 +85,6 @@ impl Report {
             .map_or(self.verdict.len(), |i| i + 1);
         self.verdict
             .insert(at, VerdictLine::WhatIf { device, answer });
-    }
-
-    /// The device the one-page summary shows: the first with an OOM, else
-    /// the one with the largest peak reserved (lowest ordinal on ties).
-    pub fn main_device(&self) -> Option<&DeviceReport> {
-        self.devices
-            .iter()
-            .find(|d| !d.ooms.is_empty())
-            .or_else(|| {
-                self.devices
-                    .iter()
-                    .fold(None, |b: Option<&DeviceReport>, d| match b {
-                        Some(b) if b.peak_reserved.reserved >= d.peak_reserved.reserved => Some(b),
-                        _ => Some(d),
-                    })
-            })
-    }
-
-    pub fn culprits_of(&self, device: i64) -> impl Iterator<Item = &CulpritRow> {
-        self.culprits.iter().filter(move |c| c.device == device)
-    }
-
-    pub fn what_if_of(&self, device: i64) -> Option<&crate::sim::SimReport> {
-        self.what_if.iter().find(|w| w.device == device)
     }
 }
 
@@ -406,65 +287,39 @@ pub fn build(
             ));
         }
         let rr = &inp.replay.report;
-        if rr.events > 0 && rr.clean_events < rr.events {
-            quality.push(format!(
-                "device {d}: {} of {} trace events replayed with an anomaly",
-                rr.events - rr.clean_events,
-                rr.events
-            ));
-        }
-        for a in &rr.anomalies {
-            quality.push(format!(
-                "device {d}: {} × {:?}{}: {}",
-                a.count,
-                a.kind,
-                a.first_event
-                    .map(|e| format!(" (first at event {e})"))
-                    .unwrap_or_default(),
-                a.example
-            ));
-        }
-        if rr.events > 0 && !rr.final_state_matches {
-            quality.push(format!(
-                "device {d}: replaying the trace forward does not reproduce the recorded final state{}",
-                rr.final_state_diff
-                    .as_ref()
-                    .map(|x| format!(" ({x})"))
-                    .unwrap_or_default()
-            ));
-        }
-        for i in &rr.inferences {
-            quality.push(format!("device {d}: {i}"));
-        }
+        replay_notes(d, rr, &mut quality);
         let moment_stats = StateStats::of(&inp.moment.segments);
         let peaks = peaks(samples);
+        let peak_allocated_incl_pending = PeakInclPending {
+            bytes: rr.peak_allocated_incl_pending,
+            at: rr.peak_allocated_incl_pending_at,
+            time_us: rr
+                .peak_allocated_incl_pending_at
+                .and_then(|i| trace.get(i))
+                .and_then(|e| e.time_us()),
+        };
         devices.push(DeviceReport {
             device: d,
             events: trace.len(),
             first_time_us: trace.iter().find_map(|e| e.time_us()),
             samples: downsample_series(samples, REPORT_POINTS),
-            peak_reserved: peaks.reserved,
-            peak_allocated: peaks.allocated,
-            peak_allocated_incl_pending: PeakInclPending {
-                bytes: rr.peak_allocated_incl_pending,
-                at: rr.peak_allocated_incl_pending_at,
-                time_us: rr
-                    .peak_allocated_incl_pending_at
-                    .and_then(|i| trace.get(i))
-                    .and_then(|e| e.time_us()),
-            },
-            highest_fragmentation: peaks.fragmentation,
-            end: inp.replay.end(),
             key_moments: inp.key_moments,
             ooms,
             moment_label: inp.moment_label,
             moment_at: inp.moment.at,
             moment_time_us: inp.moment.time_us,
-            failed_request: inp.moment.failed_request,
-            segments: inp.moment.segments,
-            moment_stats,
-            replay_report: inp.replay.report,
-            culprit_summary: summaries.remove(&d),
+            detail: DeviceDetail::Replayed(Box::new(Replayed {
+                peak_reserved: peaks.reserved,
+                peak_allocated: peaks.allocated,
+                peak_allocated_incl_pending,
+                highest_fragmentation: peaks.fragmentation,
+                end: inp.replay.end(),
+                failed_request: inp.moment.failed_request,
+                segments: inp.moment.segments,
+                moment_stats,
+                replay_report: inp.replay.report,
+                culprit_summary: summaries.remove(&d),
+            })),
         });
     }
     let (settings, settings_recorded) = match &snap.allocator_settings {
@@ -483,14 +338,51 @@ pub fn build(
         verdict: Vec::new(),
         devices,
         culprits: rows,
-        settings,
-        settings_recorded,
-        coverage: trace_coverage(snap),
         quality,
         what_if: Vec::new(),
+        detail: ReportDetail::Snapshot {
+            settings,
+            settings_recorded,
+            coverage: trace_coverage(snap),
+        },
     };
     report.verdict = crate::analysis::verdict::verdict(st, &report);
     report
+}
+
+/// What the replay of device `d` found wrong with its trace, as
+/// data-quality notes.
+fn replay_notes(d: i64, rr: &ReplayReport, quality: &mut Vec<String>) {
+    if rr.events > 0 && rr.clean_events < rr.events {
+        quality.push(format!(
+            "device {d}: {} of {} trace events replayed with an anomaly",
+            rr.events - rr.clean_events,
+            rr.events
+        ));
+    }
+    for a in &rr.anomalies {
+        quality.push(format!(
+            "device {d}: {} × {:?}{}: {}",
+            a.count,
+            a.kind,
+            a.first_event
+                .map(|e| format!(" (first at event {e})"))
+                .unwrap_or_default(),
+            a.example
+        ));
+    }
+    if rr.events > 0 && !rr.final_state_matches {
+        quality.push(format!(
+            "device {d}: replaying the trace forward does not reproduce the recorded final state{}",
+            rr.final_state_diff
+                .as_ref()
+                .map(|x| format!(" ({x})"))
+                .unwrap_or_default()
+        ));
+    }
+    for i in &rr.inferences {
+        quality.push(format!("device {d}: {i}"));
+    }
 }
 
 /// Every OOM of a device as `fragscope oom` diagnoses it ([`crate::analysis::oom`]),

@@ -7,7 +7,8 @@
 
 use super::{VIEW_SCHEMA, columns, event_num};
 use crate::analysis::ranks::RanksReport;
-use crate::analysis::report::trace::{CategoryReport, NO_ALLOCATOR, NO_LAYOUT, TraceReport};
+use crate::analysis::report::trace::{CategoryReport, NO_ALLOCATOR, NO_LAYOUT};
+use crate::analysis::report::{DeviceReport, Report, ReportDetail, Traced};
 use crate::core::style::Style;
 use crate::core::text::upper_first;
 use crate::core::units::fmt_pct;
@@ -16,54 +17,63 @@ use serde_json::{Value, json};
 
 /// A profiler trace: each device's series (the report's, downsampled as
 /// for its chart), key moments with the operator running, and the live
-/// bytes by operator at the report's moment.
-pub fn trace_data(sty: &Style, r: &TraceReport, served: bool) -> Value {
+/// bytes by operator at the report's moment. A snapshot's page, which
+/// carries its states and segment maps, is [`super::data`]'s.
+pub fn trace_data(sty: &Style, r: &Report, served: bool) -> Value {
     let devices: Vec<Value> = r
         .devices
         .iter()
-        .map(|d| {
-            let moments: Vec<Value> = d
-                .key_moments
-                .iter()
-                .map(|k| {
-                    json!({
-                        "label": k.label,
-                        "event": event_num(k.at),
-                        "op": k.op,
-                        "allocated_text": sty.bytes(k.sample.allocated),
-                        "reserved_text": k.sample.reserved.map(|b| sty.bytes(b)),
-                    })
-                })
-                .collect();
-            let ops: Option<Vec<Value>> = d.live_by_op.as_ref().map(|ops| {
-                ops.iter()
-                    .map(|o| json!({"op": o.op, "bytes": o.bytes, "bytes_text": sty.bytes(o.bytes), "events": o.events}))
-                    .collect()
-            });
-            json!({
-                "device": d.label,
-                "heading": d.heading,
-                "events": d.events,
-                "reserved_known": d.reserved_known,
-                "ooms": d.ooms.len(),
-                "series": columns(&d.samples, false),
-                "key_moments": moments,
-                "ops_moment": d.moment_label,
-                "ops_when": d.moment_text(),
-                "live_by_op": ops,
-            })
-        })
+        .filter_map(|d| Some(trace_device(sty, d, d.traced_detail()?)))
         .collect();
+    let no_gpu = match &r.detail {
+        ReportDetail::Trace { no_gpu, .. } => no_gpu.clone(),
+        ReportDetail::Snapshot { .. } => None,
+    };
+    let verdict = crate::render::verdict::lines(sty, r);
     doc(
         sty,
         "profiler_trace",
         (&r.file, &r.format, served),
-        (&r.verdict, &r.quality),
+        (&verdict, &r.quality),
         json!({
-            "no_segment_map": r.no_gpu.clone().unwrap_or_else(|| upper_first(NO_LAYOUT) + "."),
+            "no_segment_map": no_gpu.unwrap_or_else(|| upper_first(NO_LAYOUT) + "."),
             "devices": devices,
         }),
     )
+}
+
+/// One device of [`trace_data`].
+fn trace_device(sty: &Style, d: &DeviceReport, t: &Traced) -> Value {
+    let moments: Vec<Value> = d
+        .key_moments
+        .iter()
+        .map(|k| {
+            json!({
+                "label": k.label,
+                "event": event_num(k.at),
+                "op": k.op,
+                "allocated_text": sty.bytes(k.sample.allocated),
+                "reserved_text": k.sample.reserved.map(|b| sty.bytes(b)),
+            })
+        })
+        .collect();
+    let ops: Option<Vec<Value>> = t.live_by_op.as_ref().map(|ops| {
+        ops.iter()
+            .map(|o| json!({"op": o.op, "bytes": o.bytes, "bytes_text": sty.bytes(o.bytes), "events": o.events}))
+            .collect()
+    });
+    json!({
+        "device": t.label,
+        "heading": t.heading,
+        "events": d.events,
+        "reserved_known": t.reserved_known,
+        "ooms": d.ooms.len(),
+        "series": columns(&d.samples, false),
+        "key_moments": moments,
+        "ops_moment": d.moment_label,
+        "ops_when": d.moment_text(),
+        "live_by_op": ops,
+    })
 }
 
 /// A memory-timeline export: live bytes per category after every time

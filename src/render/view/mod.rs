@@ -347,7 +347,8 @@ fn site_places(snap: &Snapshot, d: &DeviceView) -> HashMap<String, BTreeSet<Stri
         .zip(&d.states)
         .find(|(k, _)| k.at == r.moment_at)
         .map(|(_, st)| st);
-    let segments = st.map_or(&r.segments, |st| &st.segments);
+    let report_segments = r.replayed().map_or(&[][..], |x| &x.segments);
+    let segments = st.map_or(report_segments, |st| &st.segments[..]);
     let mut out: HashMap<String, BTreeSet<String>> = HashMap::new();
     for s in segments {
         for b in &s.blocks {
