@@ -400,12 +400,7 @@ fn device_details(st: &Style, out: &mut String, d: &TraceDevice, start: Option<i
                 s.growth_with_free_cache,
                 st.bytes(s.growth_with_free_cache_bytes)
             ));
-            let mut steps: Vec<_> = s.reserved_growth.iter().collect();
-            steps.sort_by(|a, b| {
-                (b.reserved_after - b.reserved_before)
-                    .cmp(&(a.reserved_after - a.reserved_before))
-                    .then(a.event.cmp(&b.event))
-            });
+            let steps = super::table::largest_growth_first(&s.reserved_growth);
             let mut t = new_table(
                 st,
                 &[
