@@ -3,7 +3,9 @@
 //! units and wording; figures a format cannot give read `n/a` and a note
 //! says why.
 
-use super::table::{align_numbers, fragmentation_tone, new_table, toned};
+use super::table::{Tone, align_numbers, fragmentation_tone, new_table, toned};
+use crate::analysis::findings::Stats;
+use crate::analysis::ranks::{OUTLIER_FRAGMENTATION_MARGIN, OUTLIER_RESERVED_FACTOR};
 use crate::analysis::stats::{FileStats, StateStats};
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
@@ -614,3 +616,106 @@ pub fn timeline_json(file: &str, format: &str, tl: &MemoryTimeline) -> String {
 // `fragscope timeline` and `fragscope culprits` on a trace or a memory
 // timeline: the snapshot outputs' columns and wording for the figures these
 // inputs have, `n/a` and one line of why for the others.
+
+/// `fragscope stats` on one input, whatever its kind: the tables with the
+/// segment map (`map_rows` segments at most), or a trace's or an export's
+/// text.
+pub fn text_of(st: &Style, s: &Stats, map_rows: usize) -> String {
+    match s {
+        Stats::Snapshot(fs, segments) => {
+            render(st, fs, &super::segmap::segment_map(st, segments, map_rows))
+        }
+        Stats::Trace {
+            file,
+            format,
+            trace,
+        } => trace_text(st, file, format, trace),
+        Stats::Categories {
+            file,
+            format,
+            timeline,
+        } => timeline_text(st, file, format, timeline),
+    }
+}
+
+/// `fragscope stats --json` on one input, whatever its kind.
+pub fn json_of(s: &Stats) -> String {
+    match s {
+        Stats::Snapshot(fs, _) => {
+            serde_json::to_string_pretty(&**fs).expect("stats JSON always serialises") + "\n"
+        }
+        Stats::Trace {
+            file,
+            format,
+            trace,
+        } => trace_json(file, format, trace),
+        Stats::Categories {
+            file,
+            format,
+            timeline,
+        } => timeline_json(file, format, timeline),
+    }
+}
+
+/// `fragscope stats` on several snapshots: one row a file, with its
+/// outlier flag, and what the flag means when one is raised.
+pub fn files_text(st: &Style, files: &[FileStats], flags: &[Option<String>]) -> String {
+    let mut t = new_table(
+        st,
+        &[
+            &["file", "devices", "segments"][..],
+            &STATE_COLUMNS,
+            &["events", "OOMs", "outlier"],
+        ]
+        .concat(),
+    );
+    for (f, o) in files.iter().zip(flags) {
+        let ooms = f.oom_events.len();
+        t.add_row(vec![
+            Cell::new(&f.file),
+            Cell::new(f.devices.len()),
+            Cell::new(f.totals.segments),
+            Cell::new(st.bytes(f.totals.reserved_bytes)),
+            Cell::new(st.bytes(f.totals.allocated_bytes)),
+            Cell::new(st.bytes(f.totals.internal_free_bytes)),
+            Cell::new(st.bytes(f.totals.external_free_bytes)),
+            Cell::new(st.bytes(f.totals.largest_free_block_bytes)),
+            toned(
+                fmt_pct(f.totals.fragmentation),
+                fragmentation_tone(f.totals.fragmentation),
+            ),
+            Cell::new(f.trace_events.iter().sum::<u64>()),
+            if ooms > 0 {
+                toned(ooms, Tone::Bad)
+            } else {
+                Cell::new(ooms)
+            },
+            toned(o.clone().unwrap_or_default(), Tone::Warn),
+        ]);
+    }
+    align_numbers(&mut t, 1);
+    let mut out = format!("{t}\n");
+    if flags.iter().any(|f| f.is_some()) {
+        out.push_str(&format!(
+            "outlier: reserved more than {:.0}% above the median, or fragmentation more than {:.2} above it\n",
+            (OUTLIER_RESERVED_FACTOR - 1.0) * 100.0,
+            OUTLIER_FRAGMENTATION_MARGIN
+        ));
+    }
+    out
+}
+
+/// `fragscope stats --json` on several snapshots (schema
+/// `fragscope.stats-multi/1`).
+pub fn files_json(files: &[FileStats], flags: &[Option<String>], unreadable: usize) -> String {
+    let outliers: Vec<_> = (files.iter().zip(flags))
+        .filter_map(|(f, o)| o.as_ref().map(|w| json!({"file": f.file, "why": w})))
+        .collect();
+    let v = json!({
+        "schema": "fragscope.stats-multi/1",
+        "files": files,
+        "outliers": outliers,
+        "unreadable": unreadable,
+    });
+    serde_json::to_string_pretty(&v).expect("stats JSON always serialises") + "\n"
+}
