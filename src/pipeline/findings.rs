@@ -104,7 +104,7 @@ fn trace_culprits(
     let mut found = Vec::new();
     let mut first_err = None;
     for d in devs {
-        match d.resolve(moment) {
+        match timeline::trace::resolve(d, moment) {
             Ok(at) => found.push((
                 culprits::trace_culprits(d, &tr.names, &name, at),
                 d.summary.first_time_us,
