@@ -121,67 +121,15 @@ pub fn trace_from_json(v: &Value, name: &str) -> Result<ProfilerTrace, LoadError
         let is_mem = ev_name == "[memory]";
         let is_oom = ev_name == "[OutOfMemory]";
         if is_mem || is_oom {
-            let Some(args) = obj.get("args").and_then(|a| a.as_object()) else {
-                anomalies.add("memory event without args", || format!("traceEvents[{i}]"));
+            let Some((key, me)) = memory_event(i, obj, &mut threads, &mut anomalies) else {
                 continue;
-            };
-            let Some(ts) = num_f64(obj.get("ts")) else {
-                anomalies.add("memory event without a numeric ts", || {
-                    format!("traceEvents[{i}].ts")
-                });
-                continue;
-            };
-            let Some(bytes) = num_i64(args.get("Bytes")) else {
-                anomalies.add("memory event without Bytes", || {
-                    format!("traceEvents[{i}].args")
-                });
-                continue;
-            };
-            let Some(device_type) = num_i64(args.get("Device Type")) else {
-                anomalies.add("memory event without Device Type", || {
-                    format!("traceEvents[{i}].args")
-                });
-                continue;
-            };
-            let device_id = num_i64(args.get("Device Id")).unwrap_or(-1);
-            let nonneg = |key: &str, anomalies: &mut Anomalies| -> Option<u64> {
-                let x = num_i64(args.get(key))?;
-                if x < 0 {
-                    anomalies.add("negative Total Allocated/Reserved", || {
-                        format!("traceEvents[{i}].args[\"{key}\"] = {x}")
-                    });
-                }
-                Some(x.max(0) as u64)
-            };
-            let total_allocated = nonneg("Total Allocated", &mut anomalies);
-            let total_reserved = nonneg("Total Reserved", &mut anomalies);
-            let thread = threads.id(&thread_key());
-            let me = MemEvent {
-                index: i as u32,
-                ts_us: ts,
-                bytes,
-                // Pointers are written as signed decimals.
-                addr: num_i64(args.get("Addr")).map(|a| a as u64),
-                total_allocated,
-                total_reserved,
-                finished: args.get("finished").and_then(|f| f.as_bool()),
-                thread,
-                op: None,
-                top_op: None,
-                python: None,
-                pair: None,
-            };
-            let key = DeviceKey {
-                device_type,
-                device_id,
             };
             if is_mem {
                 memory_events += 1;
                 mem.entry(key).or_default().push(me);
             } else {
-                ooms.entry(key)
-                    .or_default()
-                    .push((me, bytes.unsigned_abs()));
+                let bytes = me.bytes.unsigned_abs();
+                ooms.entry(key).or_default().push((me, bytes));
             }
             continue;
         }
@@ -219,67 +167,9 @@ pub fn trace_from_json(v: &Value, name: &str) -> Result<ProfilerTrace, LoadError
         });
     }
 
-    // Attribution: every memory event (and OOM) of a thread against that
-    // thread's operator spans.
-    let mut queries: HashMap<u32, Vec<(f64, DeviceKey, usize, bool)>> = HashMap::new();
-    for (k, v) in &mem {
-        for (j, e) in v.iter().enumerate() {
-            queries
-                .entry(e.thread)
-                .or_default()
-                .push((e.ts_us, *k, j, false));
-        }
-    }
-    for (k, v) in &ooms {
-        for (j, (e, _)) in v.iter().enumerate() {
-            queries
-                .entry(e.thread)
-                .or_default()
-                .push((e.ts_us, *k, j, true));
-        }
-    }
-    let mut thread_ids: Vec<u32> = queries.keys().copied().collect();
-    thread_ids.sort_unstable();
-    for tid in thread_ids {
-        let mut q = queries.remove(&tid).unwrap_or_default();
-        q.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
-        let Some(sp) = spans.get_mut(&tid) else {
-            continue;
-        };
-        let times: Vec<f64> = q.iter().map(|x| x.0).collect();
-        let ops = enclosing(&mut sp.ops, &times);
-        let py = enclosing(&mut sp.py, &times);
-        for (n, (_, key, j, is_oom)) in q.into_iter().enumerate() {
-            let e = if is_oom {
-                &mut ooms.get_mut(&key).expect("key")[j].0
-            } else {
-                &mut mem.get_mut(&key).expect("key")[j]
-            };
-            e.op = ops[n].0;
-            e.top_op = ops[n].1;
-            e.python = py[n].0;
-        }
-    }
+    attribute(&mut mem, &mut ooms, &mut spans);
 
-    let device_properties: Vec<DeviceProperty> = v
-        .get("deviceProperties")
-        .and_then(|d| d.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| {
-                    Some(DeviceProperty {
-                        id: num_i64(p.get("id"))?,
-                        name: p
-                            .get("name")
-                            .and_then(|n| n.as_str())
-                            .unwrap_or("")
-                            .to_string(),
-                        total_global_mem: num_i64(p.get("totalGlobalMem")).map(|x| x.max(0) as u64),
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let device_properties = device_properties(v);
     let dist = v.get("distributedInfo");
     let rank = num_i64(dist.and_then(|d| d.get("rank")));
     let world_size = num_i64(dist.and_then(|d| d.get("world_size")));
@@ -320,6 +210,148 @@ pub fn trace_from_json(v: &Value, name: &str) -> Result<ProfilerTrace, LoadError
     })
 }
 
+/// One `[memory]` or `[OutOfMemory]` entry `traceEvents[i]` as its device
+/// and event (operators not yet attributed), its thread interned once it
+/// is read; `None`, counted as an anomaly, when a field it needs is
+/// missing.
+fn memory_event(
+    i: usize,
+    obj: &serde_json::Map<String, Value>,
+    threads: &mut Interner,
+    anomalies: &mut Anomalies,
+) -> Option<(DeviceKey, MemEvent)> {
+    let Some(args) = obj.get("args").and_then(|a| a.as_object()) else {
+        anomalies.add("memory event without args", || format!("traceEvents[{i}]"));
+        return None;
+    };
+    let Some(ts) = num_f64(obj.get("ts")) else {
+        anomalies.add("memory event without a numeric ts", || {
+            format!("traceEvents[{i}].ts")
+        });
+        return None;
+    };
+    let Some(bytes) = num_i64(args.get("Bytes")) else {
+        anomalies.add("memory event without Bytes", || {
+            format!("traceEvents[{i}].args")
+        });
+        return None;
+    };
+    let Some(device_type) = num_i64(args.get("Device Type")) else {
+        anomalies.add("memory event without Device Type", || {
+            format!("traceEvents[{i}].args")
+        });
+        return None;
+    };
+    let device_id = num_i64(args.get("Device Id")).unwrap_or(-1);
+    let nonneg = |key: &str, anomalies: &mut Anomalies| -> Option<u64> {
+        let x = num_i64(args.get(key))?;
+        if x < 0 {
+            anomalies.add("negative Total Allocated/Reserved", || {
+                format!("traceEvents[{i}].args[\"{key}\"] = {x}")
+            });
+        }
+        Some(x.max(0) as u64)
+    };
+    let total_allocated = nonneg("Total Allocated", anomalies);
+    let total_reserved = nonneg("Total Reserved", anomalies);
+    let thread = threads.id(&format!(
+        "{}/{}",
+        id_part(obj.get("pid")),
+        id_part(obj.get("tid"))
+    ));
+    let me = MemEvent {
+        index: i as u32,
+        ts_us: ts,
+        bytes,
+        // Pointers are written as signed decimals.
+        addr: num_i64(args.get("Addr")).map(|a| a as u64),
+        total_allocated,
+        total_reserved,
+        finished: args.get("finished").and_then(|f| f.as_bool()),
+        thread,
+        op: None,
+        top_op: None,
+        python: None,
+        pair: None,
+    };
+    let key = DeviceKey {
+        device_type,
+        device_id,
+    };
+    Some((key, me))
+}
+
+/// Attribution: every memory event (and OOM) of a thread against that
+/// thread's operator and Python spans (the innermost and outermost
+/// operator, the innermost Python function).
+fn attribute(
+    mem: &mut HashMap<DeviceKey, Vec<MemEvent>>,
+    ooms: &mut HashMap<DeviceKey, Vec<(MemEvent, u64)>>,
+    spans: &mut HashMap<u32, ThreadSpans>,
+) {
+    let mut queries: HashMap<u32, Vec<(f64, DeviceKey, usize, bool)>> = HashMap::new();
+    for (k, v) in mem.iter() {
+        for (j, e) in v.iter().enumerate() {
+            queries
+                .entry(e.thread)
+                .or_default()
+                .push((e.ts_us, *k, j, false));
+        }
+    }
+    for (k, v) in ooms.iter() {
+        for (j, (e, _)) in v.iter().enumerate() {
+            queries
+                .entry(e.thread)
+                .or_default()
+                .push((e.ts_us, *k, j, true));
+        }
+    }
+    let mut thread_ids: Vec<u32> = queries.keys().copied().collect();
+    thread_ids.sort_unstable();
+    for tid in thread_ids {
+        let mut q = queries.remove(&tid).unwrap_or_default();
+        q.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+        let Some(sp) = spans.get_mut(&tid) else {
+            continue;
+        };
+        let times: Vec<f64> = q.iter().map(|x| x.0).collect();
+        let ops = enclosing(&mut sp.ops, &times);
+        let py = enclosing(&mut sp.py, &times);
+        for (n, (_, key, j, is_oom)) in q.into_iter().enumerate() {
+            let e = if is_oom {
+                &mut ooms.get_mut(&key).expect("key")[j].0
+            } else {
+                &mut mem.get_mut(&key).expect("key")[j]
+            };
+            e.op = ops[n].0;
+            e.top_op = ops[n].1;
+            e.python = py[n].0;
+        }
+    }
+}
+
+/// The `deviceProperties` of the trace: id, name and memory of each GPU.
+fn device_properties(v: &Value) -> Vec<DeviceProperty> {
+    v.get("deviceProperties")
+        .and_then(|d| d.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| {
+                    Some(DeviceProperty {
+                        id: num_i64(p.get("id"))?,
+                        name: p
+                            .get("name")
+                            .and_then(|n| n.as_str())
+                            .unwrap_or("")
+                            .to_string(),
+                        total_global_mem: num_i64(p.get("totalGlobalMem")).map(|x| x.max(0) as u64),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// For each time (sorted ascending), the innermost and outermost span that
 /// contains it. Spans of one thread nest; a stack sweep finds them in
 /// O(n log n). Ends are inclusive: an allocation at an operator's last
@@ -350,6 +382,8 @@ fn enclosing(spans: &mut [Span], times: &[f64]) -> Vec<(Option<u32>, Option<u32>
     out
 }
 
+/// One device of the trace: its events sorted by time and paired, the
+/// figures of the whole trace, and its OOM records with their operators.
 fn build_device(
     key: DeviceKey,
     mut events: Vec<MemEvent>,
@@ -371,13 +405,48 @@ fn build_device(
     let has_totals = !events.is_empty() && events.iter().all(|e| e.total_allocated.is_some());
     let cached = !key.is_cpu();
 
-    // Pair allocations with frees by address.
     let mut s = DeviceSummary {
         events: events.len() as u64,
         has_addr,
         has_totals,
         ..Default::default()
     };
+    pair_events(&mut events, &mut s, anomalies);
+
+    let baseline = allocated_before(&events, &mut s);
+
+    check_totals(&label, &events, baseline, cached && has_totals, anomalies);
+    s.add_figures(&events, cached && has_totals, names);
+
+    s.out_of_memory_events = ooms.len() as u64;
+    let ooms = ooms
+        .into_iter()
+        .map(|(e, bytes)| TraceOom {
+            index: e.index,
+            ts_us: e.ts_us,
+            bytes,
+            total_allocated: e.total_allocated,
+            total_reserved: e.total_reserved,
+            op: name_of(e.op),
+            python: name_of(e.python),
+        })
+        .collect();
+
+    TraceDevice {
+        key,
+        label,
+        name: prop.map(|p| p.name.clone()).filter(|n| !n.is_empty()),
+        capacity: prop.and_then(|p| p.total_global_mem),
+        events,
+        ooms,
+        summary: s,
+    }
+}
+
+/// Pairs allocations with frees by address (`MemEvent::pair`), counting in
+/// `s` the allocations, the frees, the frees of memory older than the trace
+/// and, with `Addr`, what is still live at the end.
+fn pair_events(events: &mut [MemEvent], s: &mut DeviceSummary, anomalies: &mut Anomalies) {
     let mut live: HashMap<u64, usize> = HashMap::new();
     for i in 0..events.len() {
         let e = &events[i];
@@ -422,15 +491,19 @@ fn build_device(
             }
         }
     }
-    if has_addr {
+    if s.has_addr {
         s.live_at_end = Some(live.len() as u64);
         s.live_at_end_bytes = Some(live.values().map(|&i| events[i].bytes as u64).sum());
     }
+}
 
-    // Allocated bytes before the first event.
+/// Allocated bytes before the first event: what its `Total Allocated`
+/// says it found, or (2021 schema) a lower bound, the largest deficit of
+/// frees over allocations; recorded in `s`.
+fn allocated_before(events: &[MemEvent], s: &mut DeviceSummary) -> u64 {
     let mut prefix: i128 = 0;
     let mut min_prefix: i128 = 0;
-    for e in &events {
+    for e in events {
         prefix += e.bytes as i128;
         min_prefix = min_prefix.min(prefix);
     }
@@ -444,33 +517,7 @@ fn build_device(
         }
     };
     s.allocated_before_trace = baseline;
-
-    check_totals(&label, &events, baseline, cached && has_totals, anomalies);
-    s.add_figures(&events, cached && has_totals, names);
-
-    s.out_of_memory_events = ooms.len() as u64;
-    let ooms = ooms
-        .into_iter()
-        .map(|(e, bytes)| TraceOom {
-            index: e.index,
-            ts_us: e.ts_us,
-            bytes,
-            total_allocated: e.total_allocated,
-            total_reserved: e.total_reserved,
-            op: name_of(e.op),
-            python: name_of(e.python),
-        })
-        .collect();
-
-    TraceDevice {
-        key,
-        label,
-        name: prop.map(|p| p.name.clone()).filter(|n| !n.is_empty()),
-        capacity: prop.and_then(|p| p.total_global_mem),
-        events,
-        ooms,
-        summary: s,
-    }
+    baseline
 }
 
 /// Counts the totals no allocator could have reported: `Total Allocated`
