@@ -174,21 +174,8 @@ pub fn trace_from_json(v: &Value, name: &str) -> Result<ProfilerTrace, LoadError
     let rank = num_i64(dist.and_then(|d| d.get("rank")));
     let world_size = num_i64(dist.and_then(|d| d.get("world_size")));
 
-    let mut keys: Vec<DeviceKey> = mem.keys().chain(ooms.keys()).copied().collect();
-    keys.sort_by_key(|k| (k.is_cpu(), k.device_type, k.device_id));
-    keys.dedup();
     let names = names.names;
-    let mut devices = Vec::new();
-    for key in keys {
-        let evs = mem.remove(&key).unwrap_or_default();
-        let oo = ooms.remove(&key).unwrap_or_default();
-        let prop = if key.is_cpu() {
-            None
-        } else {
-            device_properties.iter().find(|p| p.id == key.device_id)
-        };
-        devices.push(build_device(key, evs, oo, prop, &names, &mut anomalies));
-    }
+    let devices = build_devices(mem, ooms, &device_properties, &names, &mut anomalies);
 
     let gpu_memory_events = devices
         .iter()
@@ -380,6 +367,33 @@ fn enclosing(spans: &mut [Span], times: &[f64]) -> Vec<(Option<u32>, Option<u32>
         out.push((inner, outer));
     }
     out
+}
+
+/// Every device with memory events or OOM records, accelerators first
+/// (by type and id), then the CPU; an accelerator with the properties of
+/// its id.
+fn build_devices(
+    mut mem: HashMap<DeviceKey, Vec<MemEvent>>,
+    mut ooms: HashMap<DeviceKey, Vec<(MemEvent, u64)>>,
+    device_properties: &[DeviceProperty],
+    names: &[String],
+    anomalies: &mut Anomalies,
+) -> Vec<TraceDevice> {
+    let mut keys: Vec<DeviceKey> = mem.keys().chain(ooms.keys()).copied().collect();
+    keys.sort_by_key(|k| (k.is_cpu(), k.device_type, k.device_id));
+    keys.dedup();
+    let mut devices = Vec::new();
+    for key in keys {
+        let evs = mem.remove(&key).unwrap_or_default();
+        let oo = ooms.remove(&key).unwrap_or_default();
+        let prop = if key.is_cpu() {
+            None
+        } else {
+            device_properties.iter().find(|p| p.id == key.device_id)
+        };
+        devices.push(build_device(key, evs, oo, prop, names, anomalies));
+    }
+    devices
 }
 
 /// One device of the trace: its events sorted by time and paired, the
