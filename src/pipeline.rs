@@ -16,6 +16,11 @@ use crate::sim::{self, SimConfig, SimReport};
 use crate::timeline::{self, Moment, MomentState};
 use rayon::prelude::*;
 
+mod findings;
+pub use findings::{
+    CulpritsOptions, TimelineOptions, culprits_of, diff_of, events_of, stats_of, timeline_of,
+};
+
 /// The input's form, compression and size (`pickle protocol 4, gzip,
 /// 1.20 MiB`), as the commands' headings name it.
 pub fn describe_format(st: &Style, l: &Loaded) -> String {

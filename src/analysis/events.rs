@@ -284,6 +284,105 @@ impl<'a> TraceEvents<'a> {
     }
 }
 
+/// The devices `events` lists: a snapshot's, each replayed in turn, or a
+/// profiler trace's.
+pub enum Events {
+    Snapshot {
+        snap: Box<Snapshot>,
+        devices: Vec<i64>,
+    },
+    Trace {
+        trace: Box<ProfilerTrace>,
+        /// Indices in the trace's devices.
+        devices: Vec<usize>,
+    },
+}
+
+/// Whose events a listing holds: a snapshot device with its replay's
+/// report, or a trace device.
+pub enum Listed<'a> {
+    Snapshot {
+        device: i64,
+        report: &'a crate::timeline::ReplayReport,
+    },
+    Trace(&'a TraceDevice),
+}
+
+enum Rows<'a> {
+    Snapshot(SnapshotEvents<'a>),
+    Trace(TraceEvents<'a>),
+}
+
+/// One device's listing, as a renderer writes it.
+pub struct DeviceEvents<'a> {
+    pub listed: Listed<'a>,
+    /// The time origin of the text table.
+    pub t0: Option<i64>,
+    /// The events asked for and the trace's length, as `range` gives them.
+    pub range: (usize, usize, usize),
+    rows: Rows<'a>,
+}
+
+impl DeviceEvents<'_> {
+    /// The device's name: its number, or a trace's label (`cuda:0`).
+    pub fn label(&self) -> String {
+        match &self.listed {
+            Listed::Snapshot { device, .. } => device.to_string(),
+            Listed::Trace(d) => d.label.clone(),
+        }
+    }
+
+    /// Calls `f` with each listed row in trace order; the number listed.
+    pub fn for_each(&self, f: &mut dyn FnMut(&Row) -> io::Result<()>) -> io::Result<usize> {
+        match &self.rows {
+            Rows::Snapshot(ev) => ev.for_each(f),
+            Rows::Trace(ev) => ev.for_each(f),
+        }
+    }
+}
+
+impl Events {
+    /// Hands each listed device's events to `f`, in order. A snapshot's
+    /// devices are replayed one at a time: the compact series of one is
+    /// all that is held besides the model.
+    pub fn each_device(
+        &self,
+        sel: &Selection,
+        mut f: impl FnMut(&DeviceEvents) -> io::Result<()>,
+    ) -> io::Result<()> {
+        match self {
+            Events::Snapshot { snap, devices } => {
+                for &d in devices {
+                    let r = crate::timeline::replay_device(snap, d);
+                    let ev = SnapshotEvents::new(snap, &r, sel);
+                    f(&DeviceEvents {
+                        listed: Listed::Snapshot {
+                            device: d,
+                            report: &r.report,
+                        },
+                        t0: snap.trace_of(d).iter().find_map(|e| e.time_us()),
+                        range: ev.range(),
+                        rows: Rows::Snapshot(ev),
+                    })?;
+                }
+            }
+            Events::Trace { trace, devices } => {
+                for &i in devices {
+                    let d = &trace.devices[i];
+                    let ev = TraceEvents::new(trace, d, sel);
+                    f(&DeviceEvents {
+                        listed: Listed::Trace(d),
+                        t0: (d.events.first()).map(|e| crate::model::profiler::time_of(e.ts_us)),
+                        range: ev.range(),
+                        rows: Rows::Trace(ev),
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@ pub mod culprits;
 pub mod diff;
 pub mod events;
 pub mod explain;
+pub mod findings;
 pub mod frames;
 pub mod metrics;
 pub mod oom;

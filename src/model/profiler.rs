@@ -10,7 +10,6 @@
 //! sense and internal (rounding) waste do not exist for it. See
 //! [`MISSING_FIGURES`].
 
-use super::Moment;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -363,23 +362,6 @@ pub struct TraceDevice {
 }
 
 impl TraceDevice {
-    /// Positions of the allocations made during the trace that are live after
-    /// event `at` (`None` = before the first event: none). Needs `Addr`;
-    /// empty otherwise.
-    pub fn live_at(&self, at: Option<usize>) -> Vec<usize> {
-        let Some(at) = at else { return Vec::new() };
-        if !self.summary.has_addr {
-            return Vec::new();
-        }
-        self.events
-            .iter()
-            .enumerate()
-            .take(at + 1)
-            .filter(|(_, e)| e.bytes > 0 && e.pair.is_none_or(|p| p as usize > at))
-            .map(|(i, _)| i)
-            .collect()
-    }
-
     /// Live bytes by operator after event `at` (`None` = before the first
     /// event), largest first; `None` without `Addr` (the 2021 schema), where
     /// allocations cannot be paired with their frees.
@@ -416,62 +398,6 @@ impl TraceDevice {
                 .map(|(op, (live, peak, n))| (op, clamp(live), clamp(peak), n.max(0) as u64))
                 .collect(),
         )
-    }
-
-    /// The event a moment names (`None` = before the first event), or why
-    /// this trace cannot name it.
-    pub fn resolve(&self, m: Moment) -> Result<Option<usize>, String> {
-        let n = self.events.len();
-        Ok(match m {
-            Moment::Start => None,
-            Moment::End => n.checked_sub(1),
-            Moment::Event(k) => {
-                if k >= n {
-                    return Err(format!(
-                        "event {k} is past the end of the memory events ({n}, numbered from 0)"
-                    ));
-                }
-                Some(k)
-            }
-            Moment::TimeUs(t) => {
-                let mut found = None;
-                for (i, e) in self.events.iter().enumerate() {
-                    if time_of(e.ts_us) > t {
-                        break;
-                    }
-                    found = Some(i);
-                }
-                found
-            }
-            Moment::PeakAllocated => self
-                .summary
-                .peak_allocated
-                .as_ref()
-                .and_then(|p| p.event.map(|e| e as usize)),
-            Moment::PeakReserved => match &self.summary.peak_reserved {
-                Some(p) => p.event.map(|e| e as usize),
-                None => {
-                    return Err("reserved memory is not recorded (CPU memory, or the 2021 schema with only Bytes)".to_string());
-                }
-            },
-            Moment::MaxFragmentation | Moment::MinLargestGap => {
-                return Err(
-                    "not measurable for a profiler trace: fragmentation and the largest free gap need the segment layout, which a trace does not record".into(),
-                );
-            }
-            Moment::Oom(k) => match self.ooms.get(k) {
-                // The state the failure met: after the last memory event
-                // recorded before it.
-                Some(o) => self.events.iter().rposition(|e| e.ts_us <= o.ts_us),
-                None => {
-                    return Err(format!(
-                        "{} out-of-memory event(s) recorded; oom:{} does not exist",
-                        self.ooms.len(),
-                        k + 1
-                    ));
-                }
-            },
-        })
     }
 
     /// Whether `Total Reserved` counts for this device's totals: an

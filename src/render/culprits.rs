@@ -8,6 +8,7 @@ use crate::analysis::culprits::{
     self, Analysis, BlockFinding, Counterfactual, GroupBy, NO_STRANDED, Summary, TraceCulprits,
     Whence,
 };
+use crate::analysis::findings::Culprits;
 use crate::analysis::frames::{CallSite, filtered, frame_label};
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
@@ -753,4 +754,32 @@ pub fn trace_culprits_json(file: &str, all: &[TraceCulprits]) -> String {
         "devices": all,
     });
     serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+}
+
+/// `fragscope culprits`, whatever the input: each device's text.
+pub fn findings_text(st: &Style, c: &Culprits, v: &View) -> String {
+    let text: Vec<String> = match c {
+        Culprits::Snapshot { analyses, .. } if analyses.is_empty() => {
+            return "The snapshot holds no segments: nothing is reserved, so nothing is stranded.\n"
+                .into();
+        }
+        Culprits::Snapshot { snap, analyses } => (analyses.iter())
+            .map(|r| render_text(st, r, snap, v))
+            .collect(),
+        Culprits::Trace(found) => (found.iter())
+            .map(|(c, t0)| trace_culprits_text(st, c, *t0, v.top))
+            .collect(),
+    };
+    text.join("\n")
+}
+
+/// `fragscope culprits --json`, whatever the input.
+pub fn findings_json(st: &Style, file: &str, c: &Culprits, v: &View) -> String {
+    match c {
+        Culprits::Snapshot { snap, analyses } => render_json(st, file, analyses, snap, v),
+        Culprits::Trace(found) => {
+            let all: Vec<_> = found.iter().map(|x| x.0.clone()).collect();
+            trace_culprits_json(file, &all)
+        }
+    }
 }

@@ -9,8 +9,9 @@
 
 use super::table::{Tone, paint};
 use super::timeline::fmt_time;
-use crate::analysis::events::Row;
+use crate::analysis::events::{DeviceEvents, Events, Listed, Row, Selection};
 use crate::core::style::Style;
+use serde_json::json;
 use std::io::{self, Write};
 
 pub const EVENTS_SCHEMA: &str = "fragscope.events/1";
@@ -371,4 +372,158 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().filter(|l| l.contains("\"action\"")).count(), 2);
     }
+}
+
+/// The form of `fragscope events`'s output.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    Text,
+    Csv,
+    Json,
+}
+
+/// What every device's listing shares: the input, its description, what
+/// was asked and the form.
+#[derive(Clone, Copy)]
+pub struct Listing<'a> {
+    pub file: &'a str,
+    /// The input's form, compression and size.
+    pub format: &'a str,
+    /// The first event asked for (`--from`).
+    pub from: usize,
+    pub grep: Option<&'a str>,
+    pub form: Form,
+}
+
+/// `fragscope events`, whatever the input: the heading, then each
+/// device's rows as they are read, then the end.
+pub fn write_listing(
+    w: &mut dyn Write,
+    st: &Style,
+    l: Listing,
+    ev: &Events,
+    sel: &Selection,
+) -> io::Result<()> {
+    let (kind, legend) = match ev {
+        Events::Snapshot { .. } => (
+            "snapshot",
+            "allocated: requested bytes of live blocks after the event; reserved: bytes of the device's segments after it (the replayed figures of `fragscope timeline`)",
+        ),
+        Events::Trace { .. } => (
+            "profiler_trace",
+            "allocated: Total Allocated after the event (block bytes); reserved: Total Reserved (`-` where the trace records none); a profiler trace records no stream",
+        ),
+    };
+    match l.form {
+        Form::Text => writeln!(w, "{} ({})\n{legend}", l.file, l.format)?,
+        Form::Csv => w.write_all(CSV_HEADER.as_bytes())?,
+        Form::Json => json_start(w, &json!({"file": l.file, "kind": kind, "grep": l.grep}))?,
+    }
+    let mut first = true;
+    ev.each_device(sel, |d| {
+        write_device(w, st, l, d, first)?;
+        first = false;
+        Ok(())
+    })?;
+    if l.form == Form::Json {
+        json_end(w)?;
+    }
+    Ok(())
+}
+
+/// One device's heading (text) and rows in the chosen form: the text table
+/// and how many were listed, CSV rows, or the JSON device object (then one
+/// event a line).
+fn write_device(
+    w: &mut dyn Write,
+    st: &Style,
+    l: Listing,
+    d: &DeviceEvents,
+    first: bool,
+) -> io::Result<()> {
+    let (from, to, n) = d.range;
+    match l.form {
+        Form::Text => {
+            match &d.listed {
+                Listed::Snapshot { device, report } => {
+                    writeln!(w, "\n{}", super::timeline::replay_line(*device, report))?;
+                    if !report.final_state_matches || !report.anomalies.is_empty() {
+                        w.write_all(super::timeline::report_lines(report).as_bytes())?;
+                    }
+                }
+                Listed::Trace(t) => writeln!(
+                    w,
+                    "\n{}{}: {n} memory events, {} out-of-memory record(s)",
+                    t.label,
+                    t.name.as_ref().map_or(String::new(), |x| format!(" ({x})")),
+                    t.ooms.len()
+                )?,
+            }
+            text_device(st, w, l, d)
+        }
+        Form::Csv => {
+            let label = d.label();
+            d.for_each(&mut |row| csv_row(w, &label, row)).map(|_| ())
+        }
+        Form::Json => {
+            let head = match &d.listed {
+                Listed::Snapshot { device, report } => json!({
+                    "device": device,
+                    "trace_events": n,
+                    "from": from,
+                    "to": to,
+                    "report": report,
+                }),
+                Listed::Trace(t) => json!({
+                    "device": t.label,
+                    "trace_events": n,
+                    "from": from,
+                    "to": to,
+                }),
+            };
+            json_device_start(w, &head, first)?;
+            let mut first_row = true;
+            let listed = d.for_each(&mut |row| {
+                json_row(w, row, first_row)?;
+                first_row = false;
+                Ok(())
+            })?;
+            json_device_end(w, listed)
+        }
+    }
+}
+
+/// One device's text: the table (widths from a first pass over the rows),
+/// then how many were listed.
+fn text_device(st: &Style, w: &mut dyn Write, l: Listing, d: &DeviceEvents) -> io::Result<()> {
+    let mut widths = Widths::new(d.t0);
+    let listed = d.for_each(&mut |r| {
+        widths.see(r);
+        Ok(())
+    })?;
+    if listed > 0 {
+        let cols = widths.columns(st);
+        text_header(w, &cols)?;
+        d.for_each(&mut |r| text_row(st, w, &cols, r))?;
+    }
+    writeln!(w, "{}", range_line(l.from, d.range, listed, l.grep))
+}
+
+/// What the text output says about the listing of one device.
+fn range_line(
+    asked: usize,
+    (from, to, n): (usize, usize, usize),
+    listed: usize,
+    grep: Option<&str>,
+) -> String {
+    let mut s = format!("{listed} of {n} events listed");
+    if asked >= n {
+        s.push_str(&format!(" (the trace ends before event {asked})"));
+    } else if (from, to) != (0, n) {
+        s.push_str(&format!(" (events {from} to {})", to.saturating_sub(1)));
+    }
+    if let Some(g) = grep {
+        s.push_str(&format!(", call site or a frame holding {g:?}"));
+    }
+    s
 }

@@ -3,7 +3,9 @@
 //! units and wording; figures a format cannot give read `n/a` and a note
 //! says why.
 
-use super::table::{align_numbers, fragmentation_tone, new_table, toned};
+use super::table::{Tone, align_numbers, fragmentation_tone, new_table, toned};
+use crate::analysis::findings::Stats;
+use crate::analysis::ranks::{OUTLIER_FRAGMENTATION_MARGIN, OUTLIER_RESERVED_FACTOR};
 use crate::analysis::stats::{FileStats, StateStats};
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
@@ -45,102 +47,19 @@ pub const STAT_HEADER: [&str; 10] = [
     "fragmentation",
 ];
 
+/// `fragscope stats` on a snapshot: the device table, the pools (when a
+/// device has several), the trace's coverage, the OOM events, the
+/// allocator settings, the segment map, the totals and the warnings.
 pub fn render(st: &Style, fs: &FileStats, segmap: &str) -> String {
     let mut out = String::new();
     out.push_str(&format!("{} ({})\n", fs.file, fs.format));
-    let mut h = vec!["device"];
-    h.extend(STAT_HEADER);
-    let mut t = new_table(st, &h);
-    for d in &fs.devices {
-        let mut row = vec![Cell::new(d.device)];
-        row.extend(stat_cells(st, &d.stats));
-        t.add_row(row);
-    }
-    if fs.devices.len() > 1 {
-        let mut row = vec![Cell::new("all")];
-        row.extend(stat_cells(st, &fs.totals));
-        t.add_row(row);
-    }
-    align_numbers(&mut t, 1);
-    out.push_str(&t.to_string());
-    out.push('\n');
-
-    let any_pools = fs.devices.iter().any(|d| d.pools.len() > 1);
-    if any_pools {
+    out.push_str(&device_table(st, fs));
+    if fs.devices.iter().any(|d| d.pools.len() > 1) {
         out.push_str("\nBy pool and stream:\n");
-        let mut h = vec!["device", "pool", "stream", "type"];
-        h.extend(STAT_HEADER);
-        let mut t = new_table(st, &h);
-        for d in &fs.devices {
-            for p in &d.pools {
-                let mut row = vec![
-                    Cell::new(d.device),
-                    Cell::new(format!("({}, {})", p.pool_id.0, p.pool_id.1)),
-                    Cell::new(if p.stream == 0 {
-                        "default".into()
-                    } else {
-                        format!("{:#x}", p.stream)
-                    }),
-                    Cell::new(p.segment_type),
-                ];
-                row.extend(stat_cells(st, &p.stats));
-                t.add_row(row);
-            }
-        }
-        align_numbers(&mut t, 4);
-        out.push_str(&t.to_string());
-        out.push('\n');
+        out.push_str(&pool_table(st, fs));
     }
-
     out.push_str("\nTrace:\n");
-    if fs.trace_coverage.is_empty() {
-        out.push_str(
-            "  no device_traces in this file (recorded without history, or a bare segment list)\n",
-        );
-    } else {
-        let mut t = new_table(
-            st,
-            &["device", "events", "actions", "time span", "coverage"],
-        );
-        for c in &fs.trace_coverage {
-            let actions = c
-                .actions
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let span = match (c.first_time_us, c.last_time_us) {
-                // In f64: a hostile file's times may be i64::MIN and i64::MAX.
-                (Some(a), Some(b)) => format!("{:.3} s", (b as f64 - a as f64) / 1e6),
-                _ => "no time_us".into(),
-            };
-            let cov = if c.events == 0 {
-                "empty".to_string()
-            } else if c.single_entry {
-                "1 entry (recorded with enabled=\"state\"?)".to_string()
-            } else if c.starts_mid_run {
-                format!(
-                    "starts mid-run: {} frees of blocks allocated before the first entry (ring buffer full, or recording started late)",
-                    c.frees_without_alloc
-                )
-            } else {
-                "complete from the first allocation".to_string()
-            };
-            t.add_row(vec![
-                Cell::new(c.device),
-                Cell::new(c.events),
-                Cell::new(if actions.is_empty() {
-                    "-".into()
-                } else {
-                    actions
-                }),
-                Cell::new(span),
-                Cell::new(cov),
-            ]);
-        }
-        out.push_str(&t.to_string());
-        out.push('\n');
-    }
+    out.push_str(&coverage_table(st, fs));
     if !fs.oom_events.is_empty() {
         out.push_str("\nOut-of-memory events:\n");
         for o in &fs.oom_events {
@@ -175,6 +94,100 @@ pub fn render(st: &Style, fs: &FileStats, segmap: &str) -> String {
         out.push_str(&format!("warning: {w}\n"));
     }
     out
+}
+
+/// One row a device, and a row `all` when there are several.
+fn device_table(st: &Style, fs: &FileStats) -> String {
+    let mut h = vec!["device"];
+    h.extend(STAT_HEADER);
+    let mut t = new_table(st, &h);
+    for d in &fs.devices {
+        let mut row = vec![Cell::new(d.device)];
+        row.extend(stat_cells(st, &d.stats));
+        t.add_row(row);
+    }
+    if fs.devices.len() > 1 {
+        let mut row = vec![Cell::new("all")];
+        row.extend(stat_cells(st, &fs.totals));
+        t.add_row(row);
+    }
+    align_numbers(&mut t, 1);
+    format!("{t}\n")
+}
+
+/// One row a (device, pool, stream).
+fn pool_table(st: &Style, fs: &FileStats) -> String {
+    let mut h = vec!["device", "pool", "stream", "type"];
+    h.extend(STAT_HEADER);
+    let mut t = new_table(st, &h);
+    for d in &fs.devices {
+        for p in &d.pools {
+            let mut row = vec![
+                Cell::new(d.device),
+                Cell::new(format!("({}, {})", p.pool_id.0, p.pool_id.1)),
+                Cell::new(if p.stream == 0 {
+                    "default".into()
+                } else {
+                    format!("{:#x}", p.stream)
+                }),
+                Cell::new(p.segment_type),
+            ];
+            row.extend(stat_cells(st, &p.stats));
+            t.add_row(row);
+        }
+    }
+    align_numbers(&mut t, 4);
+    format!("{t}\n")
+}
+
+/// What each device's trace covers (its events, actions and time span,
+/// and whether it starts mid-run), or that the file has none.
+fn coverage_table(st: &Style, fs: &FileStats) -> String {
+    if fs.trace_coverage.is_empty() {
+        return "  no device_traces in this file (recorded without history, or a bare segment list)\n"
+            .into();
+    }
+    let mut t = new_table(
+        st,
+        &["device", "events", "actions", "time span", "coverage"],
+    );
+    for c in &fs.trace_coverage {
+        let actions = c
+            .actions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let span = match (c.first_time_us, c.last_time_us) {
+            // In f64: a hostile file's times may be i64::MIN and i64::MAX.
+            (Some(a), Some(b)) => format!("{:.3} s", (b as f64 - a as f64) / 1e6),
+            _ => "no time_us".into(),
+        };
+        let cov = if c.events == 0 {
+            "empty".to_string()
+        } else if c.single_entry {
+            "1 entry (recorded with enabled=\"state\"?)".to_string()
+        } else if c.starts_mid_run {
+            format!(
+                "starts mid-run: {} frees of blocks allocated before the first entry (ring buffer full, or recording started late)",
+                c.frees_without_alloc
+            )
+        } else {
+            "complete from the first allocation".to_string()
+        };
+        t.add_row(vec![
+            Cell::new(c.device),
+            Cell::new(c.events),
+            Cell::new(if actions.is_empty() {
+                "-".into()
+            } else {
+                actions
+            }),
+            Cell::new(span),
+            Cell::new(cov),
+        ]);
+    }
+    format!("{t}\n")
 }
 
 /// Schema of `fragscope stats --json` for a trace.
@@ -609,3 +622,106 @@ pub fn timeline_json(file: &str, format: &str, tl: &MemoryTimeline) -> String {
 // `fragscope timeline` and `fragscope culprits` on a trace or a memory
 // timeline: the snapshot outputs' columns and wording for the figures these
 // inputs have, `n/a` and one line of why for the others.
+
+/// `fragscope stats` on one input, whatever its kind: the tables with the
+/// segment map (`map_rows` segments at most), or a trace's or an export's
+/// text.
+pub fn text_of(st: &Style, s: &Stats, map_rows: usize) -> String {
+    match s {
+        Stats::Snapshot(fs, segments) => {
+            render(st, fs, &super::segmap::segment_map(st, segments, map_rows))
+        }
+        Stats::Trace {
+            file,
+            format,
+            trace,
+        } => trace_text(st, file, format, trace),
+        Stats::Categories {
+            file,
+            format,
+            timeline,
+        } => timeline_text(st, file, format, timeline),
+    }
+}
+
+/// `fragscope stats --json` on one input, whatever its kind.
+pub fn json_of(s: &Stats) -> String {
+    match s {
+        Stats::Snapshot(fs, _) => {
+            serde_json::to_string_pretty(&**fs).expect("stats JSON always serialises") + "\n"
+        }
+        Stats::Trace {
+            file,
+            format,
+            trace,
+        } => trace_json(file, format, trace),
+        Stats::Categories {
+            file,
+            format,
+            timeline,
+        } => timeline_json(file, format, timeline),
+    }
+}
+
+/// `fragscope stats` on several snapshots: one row a file, with its
+/// outlier flag, and what the flag means when one is raised.
+pub fn files_text(st: &Style, files: &[FileStats], flags: &[Option<String>]) -> String {
+    let mut t = new_table(
+        st,
+        &[
+            &["file", "devices", "segments"][..],
+            &STATE_COLUMNS,
+            &["events", "OOMs", "outlier"],
+        ]
+        .concat(),
+    );
+    for (f, o) in files.iter().zip(flags) {
+        let ooms = f.oom_events.len();
+        t.add_row(vec![
+            Cell::new(&f.file),
+            Cell::new(f.devices.len()),
+            Cell::new(f.totals.segments),
+            Cell::new(st.bytes(f.totals.reserved_bytes)),
+            Cell::new(st.bytes(f.totals.allocated_bytes)),
+            Cell::new(st.bytes(f.totals.internal_free_bytes)),
+            Cell::new(st.bytes(f.totals.external_free_bytes)),
+            Cell::new(st.bytes(f.totals.largest_free_block_bytes)),
+            toned(
+                fmt_pct(f.totals.fragmentation),
+                fragmentation_tone(f.totals.fragmentation),
+            ),
+            Cell::new(f.trace_events.iter().sum::<u64>()),
+            if ooms > 0 {
+                toned(ooms, Tone::Bad)
+            } else {
+                Cell::new(ooms)
+            },
+            toned(o.clone().unwrap_or_default(), Tone::Warn),
+        ]);
+    }
+    align_numbers(&mut t, 1);
+    let mut out = format!("{t}\n");
+    if flags.iter().any(|f| f.is_some()) {
+        out.push_str(&format!(
+            "outlier: reserved more than {:.0}% above the median, or fragmentation more than {:.2} above it\n",
+            (OUTLIER_RESERVED_FACTOR - 1.0) * 100.0,
+            OUTLIER_FRAGMENTATION_MARGIN
+        ));
+    }
+    out
+}
+
+/// `fragscope stats --json` on several snapshots (schema
+/// `fragscope.stats-multi/1`).
+pub fn files_json(files: &[FileStats], flags: &[Option<String>], unreadable: usize) -> String {
+    let outliers: Vec<_> = (files.iter().zip(flags))
+        .filter_map(|(f, o)| o.as_ref().map(|w| json!({"file": f.file, "why": w})))
+        .collect();
+    let v = json!({
+        "schema": "fragscope.stats-multi/1",
+        "files": files,
+        "outliers": outliers,
+        "unreadable": unreadable,
+    });
+    serde_json::to_string_pretty(&v).expect("stats JSON always serialises") + "\n"
+}

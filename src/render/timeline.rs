@@ -4,12 +4,14 @@
 use super::stats::{NA, device_name, opt_bytes};
 use super::stats::{STAT_HEADER, stat_cells};
 use super::table::{align_numbers, new_table};
+use crate::analysis::findings::{ReplayedDevice, Timeline, TraceTimeline};
 use crate::analysis::stats::StateStats;
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
 use crate::model::memtimeline::{Category, MemoryTimeline};
 use crate::model::profiler::{MISSING_FIGURES, ProfilerTrace, TraceDevice};
-use crate::timeline::{DeviceReplay, KeyMoment, MomentState, Origin, ReplayReport, Sample};
+use crate::timeline::{DeviceReplay, KeyMoment, Moment, MomentState, Origin, ReplayReport, Sample};
+use serde::Serialize;
 use serde_json::json;
 
 /// Seconds since `t0`, or `-` without a time.
@@ -354,25 +356,16 @@ pub fn trace_timeline_text(
     out
 }
 
-/// One trace device for `fragscope timeline --json`: its series (maybe
-/// downsampled), whether it was, and its key moments.
-pub struct TraceDeviceJson<'a> {
-    pub device: &'a TraceDevice,
-    pub samples: Vec<Sample>,
-    pub downsampled: bool,
-    pub key_moments: Vec<KeyMoment>,
-}
-
 /// `fragscope timeline --json` on a trace (schema `fragscope.timeline/1`,
 /// `kind: profiler_trace`).
-pub fn trace_timeline_json(file: &str, devices: &[TraceDeviceJson]) -> String {
+pub fn trace_timeline_json(file: &str, tr: &ProfilerTrace, devices: &[TraceTimeline]) -> String {
     let v = json!({
         "schema": "fragscope.timeline/1",
         "file": file,
         "kind": "profiler_trace",
         "devices": devices.iter().map(|d| json!({
-            "device": d.device.label,
-            "summary": d.device.summary,
+            "device": tr.devices[d.device].label,
+            "summary": tr.devices[d.device].summary,
             "key_moments": d.key_moments.iter().map(|k| json!({
                 "label": k.label,
                 "at": k.at,
@@ -471,4 +464,171 @@ pub fn categories_timeline_json(
         "not_measurable": crate::analysis::report::trace::NO_ALLOCATOR,
     });
     serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+}
+
+/// The form of `fragscope timeline`'s output.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    Text,
+    Csv,
+    Json,
+}
+
+/// `fragscope timeline`, whatever the input: the key-moment tables, the
+/// series as CSV or JSON, or the state at one moment with its segment map
+/// (`map_rows` segments at most). A snapshot's series is written row by
+/// row from its compact form: never held as text, nor expanded.
+pub fn write_timeline(
+    w: &mut dyn std::io::Write,
+    st: &Style,
+    (file, format): (&str, &str),
+    t: &Timeline,
+    form: Form,
+    map_rows: usize,
+) -> std::io::Result<()> {
+    match t {
+        Timeline::Moment {
+            moment,
+            state,
+            t0,
+            report,
+        } => {
+            let map = super::segmap::segment_map(st, &state.segments, map_rows);
+            let label = moment_label(*moment);
+            w.write_all(moment_text(st, file, &label, state, *t0, &map, report).as_bytes())
+        }
+        Timeline::Replays(replays) => write_replays(w, st, (file, format), replays, form),
+        Timeline::Trace { trace, devices } => {
+            let device = |d: &TraceTimeline| &trace.devices[d.device];
+            let out = match form {
+                Form::Csv => {
+                    let s = devices
+                        .iter()
+                        .map(|d| (&device(d).label, d.samples.iter().copied()));
+                    return write_csv(w, s);
+                }
+                Form::Json => trace_timeline_json(file, trace, devices),
+                Form::Text => {
+                    let s: Vec<_> = (devices.iter())
+                        .map(|d| (device(d), d.key_moments.clone()))
+                        .collect();
+                    trace_timeline_text(st, file, format, trace, &s)
+                }
+            };
+            w.write_all(out.as_bytes())
+        }
+        Timeline::Categories { timeline, samples } => {
+            let out = match form {
+                Form::Csv => categories_timeline_csv(samples),
+                Form::Json => {
+                    let down = samples.len() < timeline.samples.len();
+                    categories_timeline_json(file, timeline, samples, down)
+                }
+                Form::Text => categories_timeline_text(st, file, format, timeline),
+            };
+            w.write_all(out.as_bytes())
+        }
+    }
+}
+
+/// How `--at` names its moment in the heading.
+fn moment_label(m: Moment) -> String {
+    match m {
+        Moment::Start => "start".into(),
+        Moment::End => "end".into(),
+        Moment::Event(i) => format!("event {i}"),
+        Moment::TimeUs(t) => format!("t={t}"),
+        Moment::PeakAllocated => "peak allocated".into(),
+        Moment::PeakReserved => "peak reserved".into(),
+        Moment::MaxFragmentation => "max fragmentation".into(),
+        Moment::MinLargestGap => "smallest largest free gap under pressure".into(),
+        Moment::Oom(k) => format!("oom #{}", k + 1),
+    }
+}
+
+pub const TIMELINE_SCHEMA: &str = "fragscope.timeline/1";
+
+#[derive(Serialize)]
+struct JsonDevice<'a> {
+    device: i64,
+    report: &'a ReplayReport,
+    key_moments: &'a [KeyMoment],
+    /// True when `samples` was reduced with --max-points.
+    downsampled: bool,
+    samples: Samples<'a>,
+}
+
+/// A device's samples in the JSON: the downsampled points, or every sample
+/// read from the compact series as it is written (never expanded whole).
+enum Samples<'a> {
+    Points(&'a [Sample]),
+    Series(&'a crate::timeline::Series),
+}
+
+impl Serialize for Samples<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Samples::Points(v) => v.serialize(ser),
+            Samples::Series(s) => crate::core::serial::Seq::new(s.iter()).serialize(ser),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct JsonTimeline<'a, D: Serialize> {
+    schema: &'static str,
+    file: &'a str,
+    devices: D,
+}
+
+/// A snapshot's replayed devices: text, CSV or JSON.
+fn write_replays(
+    w: &mut dyn std::io::Write,
+    st: &Style,
+    (file, format): (&str, &str),
+    replays: &[ReplayedDevice],
+    form: Form,
+) -> std::io::Result<()> {
+    match form {
+        Form::Csv => write_csv(
+            w,
+            replays.iter().map(|r| {
+                let s: Box<dyn Iterator<Item = Sample>> = match &r.points {
+                    Some(p) => Box::new(p.iter().copied()),
+                    None => Box::new(r.replay.samples.iter()),
+                };
+                (r.replay.device, s)
+            }),
+        ),
+        Form::Json => {
+            let devices = replays.iter().map(|r| JsonDevice {
+                device: r.replay.device,
+                report: &r.replay.report,
+                key_moments: &r.key_moments,
+                downsampled: r.downsampled,
+                samples: match &r.points {
+                    Some(p) => Samples::Points(p),
+                    None => Samples::Series(&r.replay.samples),
+                },
+            });
+            let doc = JsonTimeline {
+                schema: TIMELINE_SCHEMA,
+                file,
+                devices: crate::core::serial::Seq::new(devices),
+            };
+            serde_json::to_writer_pretty(&mut *w, &doc).map_err(std::io::Error::from)?;
+            w.write_all(b"\n")
+        }
+        Form::Text => {
+            let mut out = format!("{file} ({format})\n");
+            if replays.is_empty() {
+                out.push_str("no segments and no trace events\n");
+            }
+            for r in replays {
+                out.push('\n');
+                out.push_str(&device_text(st, &r.replay, &r.key_moments));
+            }
+            w.write_all(out.as_bytes())
+        }
+    }
 }

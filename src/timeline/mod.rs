@@ -32,6 +32,7 @@ mod forward;
 mod gaps;
 mod lifetimes;
 pub(crate) mod policy;
+mod resolve;
 mod sample;
 pub mod series;
 mod sorted;
@@ -39,6 +40,8 @@ mod state;
 #[cfg(test)]
 mod tests;
 pub mod trace;
+
+use resolve::{event_index, last_at_or_before};
 
 pub use crate::model::Moment;
 use crate::model::*;
@@ -567,28 +570,18 @@ impl DeviceReplay {
         Ok(match m {
             Moment::Start => None,
             Moment::End => n.checked_sub(1),
-            Moment::Event(k) => {
-                if k >= n {
-                    return Err(format!(
-                        "event {k} is past the end of device {d}'s trace ({n} events, numbered from 0)"
-                    ));
-                }
-                Some(k)
-            }
+            Moment::Event(k) => event_index(k, n, || {
+                format!(
+                    "event {k} is past the end of device {d}'s trace ({n} events, numbered from 0)"
+                )
+            })?,
             Moment::TimeUs(t) => {
                 if trace.iter().all(|e| e.time_us().is_none()) {
                     return Err(format!(
                         "device {d}'s trace records no time_us; name an event index instead"
                     ));
                 }
-                let mut found = None;
-                for (i, e) in trace.iter().enumerate() {
-                    match e.time_us() {
-                        Some(et) if et > t => break,
-                        _ => found = Some(i),
-                    }
-                }
-                found
+                last_at_or_before(trace.iter().map(|e| e.time_us()), t)
             }
             Moment::PeakAllocated => at_sample(first_max_by(&self.samples, |s| s.allocated as f64)),
             Moment::PeakReserved => {

@@ -3,7 +3,9 @@
 //! `None` (no [`Sample::layout`]; no reserved figure before the first
 //! event, for CPU memory or in the 2021 schema).
 
+use super::resolve::{event_index, last_at_or_before};
 use super::{KeyMoment, Sample, Series, key_moments};
+use crate::model::Moment;
 use crate::model::profiler::{TraceDevice, time_of};
 
 /// `samples[0]` is the start (the bytes allocated before the trace, dated
@@ -42,5 +44,47 @@ pub fn trace_key_moments(d: &TraceDevice, names: &[String], samples: &Series) ->
         .map(|o| d.events.iter().rposition(|e| e.ts_us <= o.ts_us));
     key_moments(samples, ooms, |i| {
         d.events[i].op.map(|o| names[o as usize].clone())
+    })
+}
+
+/// The event a moment names on a trace device (`None` = before the first
+/// event), or why this trace cannot name it.
+pub fn resolve(d: &TraceDevice, m: Moment) -> Result<Option<usize>, String> {
+    let n = d.events.len();
+    Ok(match m {
+        Moment::Start => None,
+        Moment::End => n.checked_sub(1),
+        Moment::Event(k) => event_index(k, n, || {
+            format!("event {k} is past the end of the memory events ({n}, numbered from 0)")
+        })?,
+        Moment::TimeUs(t) => last_at_or_before(d.events.iter().map(|e| Some(time_of(e.ts_us))), t),
+        Moment::PeakAllocated => d
+            .summary
+            .peak_allocated
+            .as_ref()
+            .and_then(|p| p.event.map(|e| e as usize)),
+        Moment::PeakReserved => match &d.summary.peak_reserved {
+            Some(p) => p.event.map(|e| e as usize),
+            None => {
+                return Err("reserved memory is not recorded (CPU memory, or the 2021 schema with only Bytes)".to_string());
+            }
+        },
+        Moment::MaxFragmentation | Moment::MinLargestGap => {
+            return Err(
+                "not measurable for a profiler trace: fragmentation and the largest free gap need the segment layout, which a trace does not record".into(),
+            );
+        }
+        Moment::Oom(k) => match d.ooms.get(k) {
+            // The state the failure met: after the last memory event
+            // recorded before it.
+            Some(o) => d.events.iter().rposition(|e| e.ts_us <= o.ts_us),
+            None => {
+                return Err(format!(
+                    "{} out-of-memory event(s) recorded; oom:{} does not exist",
+                    d.ooms.len(),
+                    k + 1
+                ));
+            }
+        },
     })
 }

@@ -129,7 +129,8 @@ fn trace_device(
         Some(m) => (m, crate::analysis::report::moment_name(m)),
         None => default_moment(d),
     };
-    let moment_at = d.resolve(m).map_err(|e| format!("{}: {e}", d.label))?;
+    let moment_at =
+        crate::timeline::trace::resolve(d, m).map_err(|e| format!("{}: {e}", d.label))?;
     let ooms = d
         .ooms
         .iter()

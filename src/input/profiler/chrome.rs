@@ -121,67 +121,15 @@ pub fn trace_from_json(v: &Value, name: &str) -> Result<ProfilerTrace, LoadError
         let is_mem = ev_name == "[memory]";
         let is_oom = ev_name == "[OutOfMemory]";
         if is_mem || is_oom {
-            let Some(args) = obj.get("args").and_then(|a| a.as_object()) else {
-                anomalies.add("memory event without args", || format!("traceEvents[{i}]"));
+            let Some((key, me)) = memory_event(i, obj, &mut threads, &mut anomalies) else {
                 continue;
-            };
-            let Some(ts) = num_f64(obj.get("ts")) else {
-                anomalies.add("memory event without a numeric ts", || {
-                    format!("traceEvents[{i}].ts")
-                });
-                continue;
-            };
-            let Some(bytes) = num_i64(args.get("Bytes")) else {
-                anomalies.add("memory event without Bytes", || {
-                    format!("traceEvents[{i}].args")
-                });
-                continue;
-            };
-            let Some(device_type) = num_i64(args.get("Device Type")) else {
-                anomalies.add("memory event without Device Type", || {
-                    format!("traceEvents[{i}].args")
-                });
-                continue;
-            };
-            let device_id = num_i64(args.get("Device Id")).unwrap_or(-1);
-            let nonneg = |key: &str, anomalies: &mut Anomalies| -> Option<u64> {
-                let x = num_i64(args.get(key))?;
-                if x < 0 {
-                    anomalies.add("negative Total Allocated/Reserved", || {
-                        format!("traceEvents[{i}].args[\"{key}\"] = {x}")
-                    });
-                }
-                Some(x.max(0) as u64)
-            };
-            let total_allocated = nonneg("Total Allocated", &mut anomalies);
-            let total_reserved = nonneg("Total Reserved", &mut anomalies);
-            let thread = threads.id(&thread_key());
-            let me = MemEvent {
-                index: i as u32,
-                ts_us: ts,
-                bytes,
-                // Pointers are written as signed decimals.
-                addr: num_i64(args.get("Addr")).map(|a| a as u64),
-                total_allocated,
-                total_reserved,
-                finished: args.get("finished").and_then(|f| f.as_bool()),
-                thread,
-                op: None,
-                top_op: None,
-                python: None,
-                pair: None,
-            };
-            let key = DeviceKey {
-                device_type,
-                device_id,
             };
             if is_mem {
                 memory_events += 1;
                 mem.entry(key).or_default().push(me);
             } else {
-                ooms.entry(key)
-                    .or_default()
-                    .push((me, bytes.unsigned_abs()));
+                let bytes = me.bytes.unsigned_abs();
+                ooms.entry(key).or_default().push((me, bytes));
             }
             continue;
         }
@@ -219,10 +167,117 @@ pub fn trace_from_json(v: &Value, name: &str) -> Result<ProfilerTrace, LoadError
         });
     }
 
-    // Attribution: every memory event (and OOM) of a thread against that
-    // thread's operator spans.
+    attribute(&mut mem, &mut ooms, &mut spans);
+
+    let device_properties = device_properties(v);
+    let dist = v.get("distributedInfo");
+    let rank = num_i64(dist.and_then(|d| d.get("rank")));
+    let world_size = num_i64(dist.and_then(|d| d.get("world_size")));
+
+    let names = names.names;
+    let devices = build_devices(mem, ooms, &device_properties, &names, &mut anomalies);
+
+    let gpu_memory_events = devices
+        .iter()
+        .filter(|d| !d.key.is_cpu())
+        .map(|d| d.summary.events)
+        .sum();
+    Ok(ProfilerTrace {
+        trace_events: events.len() as u64,
+        memory_events,
+        gpu_memory_events,
+        op_events,
+        devices,
+        device_properties,
+        rank,
+        world_size,
+        names,
+        threads: threads.names,
+        anomalies: anomalies.into_vec(),
+    })
+}
+
+/// One `[memory]` or `[OutOfMemory]` entry `traceEvents[i]` as its device
+/// and event (operators not yet attributed), its thread interned once it
+/// is read; `None`, counted as an anomaly, when a field it needs is
+/// missing.
+fn memory_event(
+    i: usize,
+    obj: &serde_json::Map<String, Value>,
+    threads: &mut Interner,
+    anomalies: &mut Anomalies,
+) -> Option<(DeviceKey, MemEvent)> {
+    let Some(args) = obj.get("args").and_then(|a| a.as_object()) else {
+        anomalies.add("memory event without args", || format!("traceEvents[{i}]"));
+        return None;
+    };
+    let Some(ts) = num_f64(obj.get("ts")) else {
+        anomalies.add("memory event without a numeric ts", || {
+            format!("traceEvents[{i}].ts")
+        });
+        return None;
+    };
+    let Some(bytes) = num_i64(args.get("Bytes")) else {
+        anomalies.add("memory event without Bytes", || {
+            format!("traceEvents[{i}].args")
+        });
+        return None;
+    };
+    let Some(device_type) = num_i64(args.get("Device Type")) else {
+        anomalies.add("memory event without Device Type", || {
+            format!("traceEvents[{i}].args")
+        });
+        return None;
+    };
+    let device_id = num_i64(args.get("Device Id")).unwrap_or(-1);
+    let nonneg = |key: &str, anomalies: &mut Anomalies| -> Option<u64> {
+        let x = num_i64(args.get(key))?;
+        if x < 0 {
+            anomalies.add("negative Total Allocated/Reserved", || {
+                format!("traceEvents[{i}].args[\"{key}\"] = {x}")
+            });
+        }
+        Some(x.max(0) as u64)
+    };
+    let total_allocated = nonneg("Total Allocated", anomalies);
+    let total_reserved = nonneg("Total Reserved", anomalies);
+    let thread = threads.id(&format!(
+        "{}/{}",
+        id_part(obj.get("pid")),
+        id_part(obj.get("tid"))
+    ));
+    let me = MemEvent {
+        index: i as u32,
+        ts_us: ts,
+        bytes,
+        // Pointers are written as signed decimals.
+        addr: num_i64(args.get("Addr")).map(|a| a as u64),
+        total_allocated,
+        total_reserved,
+        finished: args.get("finished").and_then(|f| f.as_bool()),
+        thread,
+        op: None,
+        top_op: None,
+        python: None,
+        pair: None,
+    };
+    let key = DeviceKey {
+        device_type,
+        device_id,
+    };
+    Some((key, me))
+}
+
+/// Attribution: every memory event (and OOM) of a thread against that
+/// thread's operator and Python spans (the innermost and outermost
+/// operator, the innermost Python function).
+fn attribute(
+    mem: &mut HashMap<DeviceKey, Vec<MemEvent>>,
+    ooms: &mut HashMap<DeviceKey, Vec<(MemEvent, u64)>>,
+    spans: &mut HashMap<u32, ThreadSpans>,
+) {
     let mut queries: HashMap<u32, Vec<(f64, DeviceKey, usize, bool)>> = HashMap::new();
-    for (k, v) in &mem {
+    for (k, v) in mem.iter() {
         for (j, e) in v.iter().enumerate() {
             queries
                 .entry(e.thread)
@@ -230,7 +285,7 @@ pub fn trace_from_json(v: &Value, name: &str) -> Result<ProfilerTrace, LoadError
                 .push((e.ts_us, *k, j, false));
         }
     }
-    for (k, v) in &ooms {
+    for (k, v) in ooms.iter() {
         for (j, (e, _)) in v.iter().enumerate() {
             queries
                 .entry(e.thread)
@@ -260,9 +315,11 @@ pub fn trace_from_json(v: &Value, name: &str) -> Result<ProfilerTrace, LoadError
             e.python = py[n].0;
         }
     }
+}
 
-    let device_properties: Vec<DeviceProperty> = v
-        .get("deviceProperties")
+/// The `deviceProperties` of the trace: id, name and memory of each GPU.
+fn device_properties(v: &Value) -> Vec<DeviceProperty> {
+    v.get("deviceProperties")
         .and_then(|d| d.as_array())
         .map(|a| {
             a.iter()
@@ -279,45 +336,7 @@ pub fn trace_from_json(v: &Value, name: &str) -> Result<ProfilerTrace, LoadError
                 })
                 .collect()
         })
-        .unwrap_or_default();
-    let dist = v.get("distributedInfo");
-    let rank = num_i64(dist.and_then(|d| d.get("rank")));
-    let world_size = num_i64(dist.and_then(|d| d.get("world_size")));
-
-    let mut keys: Vec<DeviceKey> = mem.keys().chain(ooms.keys()).copied().collect();
-    keys.sort_by_key(|k| (k.is_cpu(), k.device_type, k.device_id));
-    keys.dedup();
-    let names = names.names;
-    let mut devices = Vec::new();
-    for key in keys {
-        let evs = mem.remove(&key).unwrap_or_default();
-        let oo = ooms.remove(&key).unwrap_or_default();
-        let prop = if key.is_cpu() {
-            None
-        } else {
-            device_properties.iter().find(|p| p.id == key.device_id)
-        };
-        devices.push(build_device(key, evs, oo, prop, &names, &mut anomalies));
-    }
-
-    let gpu_memory_events = devices
-        .iter()
-        .filter(|d| !d.key.is_cpu())
-        .map(|d| d.summary.events)
-        .sum();
-    Ok(ProfilerTrace {
-        trace_events: events.len() as u64,
-        memory_events,
-        gpu_memory_events,
-        op_events,
-        devices,
-        device_properties,
-        rank,
-        world_size,
-        names,
-        threads: threads.names,
-        anomalies: anomalies.into_vec(),
-    })
+        .unwrap_or_default()
 }
 
 /// For each time (sorted ascending), the innermost and outermost span that
@@ -350,6 +369,35 @@ fn enclosing(spans: &mut [Span], times: &[f64]) -> Vec<(Option<u32>, Option<u32>
     out
 }
 
+/// Every device with memory events or OOM records, accelerators first
+/// (by type and id), then the CPU; an accelerator with the properties of
+/// its id.
+fn build_devices(
+    mut mem: HashMap<DeviceKey, Vec<MemEvent>>,
+    mut ooms: HashMap<DeviceKey, Vec<(MemEvent, u64)>>,
+    device_properties: &[DeviceProperty],
+    names: &[String],
+    anomalies: &mut Anomalies,
+) -> Vec<TraceDevice> {
+    let mut keys: Vec<DeviceKey> = mem.keys().chain(ooms.keys()).copied().collect();
+    keys.sort_by_key(|k| (k.is_cpu(), k.device_type, k.device_id));
+    keys.dedup();
+    let mut devices = Vec::new();
+    for key in keys {
+        let evs = mem.remove(&key).unwrap_or_default();
+        let oo = ooms.remove(&key).unwrap_or_default();
+        let prop = if key.is_cpu() {
+            None
+        } else {
+            device_properties.iter().find(|p| p.id == key.device_id)
+        };
+        devices.push(build_device(key, evs, oo, prop, names, anomalies));
+    }
+    devices
+}
+
+/// One device of the trace: its events sorted by time and paired, the
+/// figures of the whole trace, and its OOM records with their operators.
 fn build_device(
     key: DeviceKey,
     mut events: Vec<MemEvent>,
@@ -371,13 +419,48 @@ fn build_device(
     let has_totals = !events.is_empty() && events.iter().all(|e| e.total_allocated.is_some());
     let cached = !key.is_cpu();
 
-    // Pair allocations with frees by address.
     let mut s = DeviceSummary {
         events: events.len() as u64,
         has_addr,
         has_totals,
         ..Default::default()
     };
+    pair_events(&mut events, &mut s, anomalies);
+
+    let baseline = allocated_before(&events, &mut s);
+
+    check_totals(&label, &events, baseline, cached && has_totals, anomalies);
+    s.add_figures(&events, cached && has_totals, names);
+
+    s.out_of_memory_events = ooms.len() as u64;
+    let ooms = ooms
+        .into_iter()
+        .map(|(e, bytes)| TraceOom {
+            index: e.index,
+            ts_us: e.ts_us,
+            bytes,
+            total_allocated: e.total_allocated,
+            total_reserved: e.total_reserved,
+            op: name_of(e.op),
+            python: name_of(e.python),
+        })
+        .collect();
+
+    TraceDevice {
+        key,
+        label,
+        name: prop.map(|p| p.name.clone()).filter(|n| !n.is_empty()),
+        capacity: prop.and_then(|p| p.total_global_mem),
+        events,
+        ooms,
+        summary: s,
+    }
+}
+
+/// Pairs allocations with frees by address (`MemEvent::pair`), counting in
+/// `s` the allocations, the frees, the frees of memory older than the trace
+/// and, with `Addr`, what is still live at the end.
+fn pair_events(events: &mut [MemEvent], s: &mut DeviceSummary, anomalies: &mut Anomalies) {
     let mut live: HashMap<u64, usize> = HashMap::new();
     for i in 0..events.len() {
         let e = &events[i];
@@ -422,15 +505,19 @@ fn build_device(
             }
         }
     }
-    if has_addr {
+    if s.has_addr {
         s.live_at_end = Some(live.len() as u64);
         s.live_at_end_bytes = Some(live.values().map(|&i| events[i].bytes as u64).sum());
     }
+}
 
-    // Allocated bytes before the first event.
+/// Allocated bytes before the first event: what its `Total Allocated`
+/// says it found, or (2021 schema) a lower bound, the largest deficit of
+/// frees over allocations; recorded in `s`.
+fn allocated_before(events: &[MemEvent], s: &mut DeviceSummary) -> u64 {
     let mut prefix: i128 = 0;
     let mut min_prefix: i128 = 0;
-    for e in &events {
+    for e in events {
         prefix += e.bytes as i128;
         min_prefix = min_prefix.min(prefix);
     }
@@ -444,33 +531,7 @@ fn build_device(
         }
     };
     s.allocated_before_trace = baseline;
-
-    check_totals(&label, &events, baseline, cached && has_totals, anomalies);
-    s.add_figures(&events, cached && has_totals, names);
-
-    s.out_of_memory_events = ooms.len() as u64;
-    let ooms = ooms
-        .into_iter()
-        .map(|(e, bytes)| TraceOom {
-            index: e.index,
-            ts_us: e.ts_us,
-            bytes,
-            total_allocated: e.total_allocated,
-            total_reserved: e.total_reserved,
-            op: name_of(e.op),
-            python: name_of(e.python),
-        })
-        .collect();
-
-    TraceDevice {
-        key,
-        label,
-        name: prop.map(|p| p.name.clone()).filter(|n| !n.is_empty()),
-        capacity: prop.and_then(|p| p.total_global_mem),
-        events,
-        ooms,
-        summary: s,
-    }
+    baseline
 }
 
 /// Counts the totals no allocator could have reported: `Total Allocated`
@@ -576,8 +637,10 @@ mod tests {
             t.anomalies[0].kind,
             "Total Allocated moved by a different amount than Bytes"
         );
-        assert_eq!(d.live_at(Some(1)), vec![0, 1]);
-        assert_eq!(d.live_at(Some(2)), vec![1]);
+        // Event 2 frees event 0's allocation; event 1's outlives it.
+        assert!(d.events[2].bytes < 0);
+        assert_eq!(d.events[0].pair, Some(2));
+        assert!(d.events[1].pair.is_none_or(|p| p > 2));
         // The totals after each of the five events.
         assert_eq!(d.totals().count(), 5);
         assert_eq!(

@@ -4,7 +4,6 @@
 
 use super::timeline::OomMark;
 use super::*;
-use crate::timeline::downsample::downsample;
 
 pub struct FragmentationChart<'a> {
     pub title: &'a str,
@@ -38,8 +37,11 @@ impl<'a> FragmentationChart<'a> {
 const CHART: &str = "fragmentation";
 
 pub fn fragmentation_svg(c: &FragmentationChart) -> Result<Svg, ChartError> {
-    let axis = XAxis::for_samples(c.samples).from_first(c.first_time_us);
-    let pts = downsample(c.samples, MAX_POINTS);
+    let TimeAxis {
+        axis,
+        pts,
+        range: xr,
+    } = time_axis(c.samples, c.first_time_us, c.ooms);
     let max_gaps = c
         .samples
         .iter()
@@ -72,12 +74,6 @@ pub fn fragmentation_svg(c: &FragmentationChart) -> Result<Svg, ChartError> {
     }
     let lh = legend_height(&legend, c.width);
     let e = err(CHART);
-    let oom_x: Vec<f64> = c
-        .ooms
-        .iter()
-        .map(|o| axis.x_event(Some(o.event as u32), o.time_us))
-        .collect();
-    let xr = x_range(&axis, c.samples, &oom_x);
 
     render(CHART, c.width, c.height + lh, |root| {
         let (upper, lower) = root.split_vertically(c.height);

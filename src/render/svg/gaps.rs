@@ -67,22 +67,14 @@ pub fn gap_classes(gaps: &[u64]) -> Vec<GapClass> {
 
 const CHART: &str = "free-gap histogram";
 
+/// The free gaps of one moment by power-of-two size class, with the
+/// failing request's size marked.
 pub fn gaps_svg(c: &GapsChart) -> Result<Svg, ChartError> {
     let classes = gap_classes(c.gaps);
     let total: u64 = c.gaps.iter().sum();
     let largest = c.gaps.iter().copied().max().unwrap_or(0);
     let req_x = c.request.filter(|r| *r > 0).map(|r| (r as f64).log2());
-    let mut lo = classes.first().map(|k| k.class as f64).unwrap_or(9.0);
-    let mut hi = classes.last().map(|k| k.class as f64 + 1.0).unwrap_or(21.0);
-    if let Some(r) = req_x {
-        lo = lo.min(r.floor());
-        hi = hi.max(r.floor() + 1.0);
-    }
-    // At least eight classes wide so a single bar does not fill the chart.
-    while hi - lo < 8.0 {
-        lo = (lo - 1.0).max(0.0);
-        hi += 1.0;
-    }
+    let (lo, hi) = x_bounds(&classes, req_x);
     let max_count = classes.iter().map(|k| k.count).max().unwrap_or(0);
     let ytop = ((max_count as f64) * 1.25).ceil().max(2.0);
 
@@ -136,57 +128,9 @@ pub fn gaps_svg(c: &GapsChart) -> Result<Svg, ChartError> {
             .disable_x_mesh()
             .draw()
             .map_err(|x| e(&x))?;
-        chart
-            .draw_series(classes.iter().filter(|k| k.count > 0).map(|k| {
-                let x = k.class as f64;
-                Rectangle::new(
-                    [(x + 0.06, 0.0), (x + 0.94, k.count as f64)],
-                    LARGEST_GAP.mix(0.85).filled(),
-                )
-            }))
-            .map_err(|x| e(&x))?;
-        // Bytes per class above each bar, when the bar is wide enough.
-        let bar_px = {
-            let (a, _) = chart.backend_coord(&(lo, 0.0));
-            let (b, _) = chart.backend_coord(&(lo + 1.0, 0.0));
-            b - a
-        };
-        for k in classes.iter().filter(|k| k.count > 0) {
-            let label = short_bytes(k.bytes);
-            if text_width(&label, SMALL_SIZE) + 4 > bar_px {
-                continue;
-            }
-            let (bx, by) = chart.backend_coord(&(k.class as f64 + 0.5, k.count as f64));
-            upper
-                .draw(&Text::new(
-                    label,
-                    (bx, by - 4),
-                    anchored(text_style(SMALL_SIZE, &TEXT), HPos::Center, VPos::Bottom),
-                ))
-                .map_err(|x| e(&x))?;
-        }
+        draw_bars(&mut chart, &upper, &classes, lo)?;
         if let (Some(rx), Some(r)) = (req_x, c.request) {
-            chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![(rx, 0.0), (rx, ytop)],
-                    OOM.stroke_width(3),
-                )))
-                .map_err(|x| e(&x))?;
-            let (bx, by) = chart.backend_coord(&(rx, ytop));
-            let (px, _) = chart.plotting_area().get_pixel_range();
-            let right_side = bx < (px.start + px.end) / 2;
-            let (tx, h) = if right_side {
-                (bx + 6, HPos::Left)
-            } else {
-                (bx - 6, HPos::Right)
-            };
-            upper
-                .draw(&Text::new(
-                    format!("failing request {}", fmt_binary(r)),
-                    (tx, by + 6),
-                    anchored(text_style(SMALL_SIZE, &OOM), h, VPos::Top),
-                ))
-                .map_err(|x| e(&x))?;
+            draw_request(&mut chart, &upper, (rx, ytop), r)?;
         }
         if classes.is_empty() {
             let (px, py) = chart.plotting_area().get_pixel_range();
@@ -200,6 +144,95 @@ pub fn gaps_svg(c: &GapsChart) -> Result<Svg, ChartError> {
         }
         draw_legend(&lower, &legend, CHART)
     })
+}
+
+/// The x axis's classes: those with gaps and the request's, at least
+/// eight classes wide so a single bar does not fill the chart.
+fn x_bounds(classes: &[GapClass], req_x: Option<f64>) -> (f64, f64) {
+    let mut lo = classes.first().map(|k| k.class as f64).unwrap_or(9.0);
+    let mut hi = classes.last().map(|k| k.class as f64 + 1.0).unwrap_or(21.0);
+    if let Some(r) = req_x {
+        lo = lo.min(r.floor());
+        hi = hi.max(r.floor() + 1.0);
+    }
+    while hi - lo < 8.0 {
+        lo = (lo - 1.0).max(0.0);
+        hi += 1.0;
+    }
+    (lo, hi)
+}
+
+/// One bar a class with gaps, and its bytes above it when the bar is wide
+/// enough.
+fn draw_bars(
+    chart: &mut Plot,
+    upper: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    classes: &[GapClass],
+    lo: f64,
+) -> Result<(), ChartError> {
+    let e = err(CHART);
+    chart
+        .draw_series(classes.iter().filter(|k| k.count > 0).map(|k| {
+            let x = k.class as f64;
+            Rectangle::new(
+                [(x + 0.06, 0.0), (x + 0.94, k.count as f64)],
+                LARGEST_GAP.mix(0.85).filled(),
+            )
+        }))
+        .map_err(|x| e(&x))?;
+    let bar_px = {
+        let (a, _) = chart.backend_coord(&(lo, 0.0));
+        let (b, _) = chart.backend_coord(&(lo + 1.0, 0.0));
+        b - a
+    };
+    for k in classes.iter().filter(|k| k.count > 0) {
+        let label = short_bytes(k.bytes);
+        if text_width(&label, SMALL_SIZE) + 4 > bar_px {
+            continue;
+        }
+        let (bx, by) = chart.backend_coord(&(k.class as f64 + 0.5, k.count as f64));
+        upper
+            .draw(&Text::new(
+                label,
+                (bx, by - 4),
+                anchored(text_style(SMALL_SIZE, &TEXT), HPos::Center, VPos::Bottom),
+            ))
+            .map_err(|x| e(&x))?;
+    }
+    Ok(())
+}
+
+/// The failing request `r`: a line at its class position `rx` up to
+/// `ytop`, captioned on the side with more room.
+fn draw_request(
+    chart: &mut Plot,
+    upper: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    (rx, ytop): (f64, f64),
+    r: u64,
+) -> Result<(), ChartError> {
+    let e = err(CHART);
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(rx, 0.0), (rx, ytop)],
+            OOM.stroke_width(3),
+        )))
+        .map_err(|x| e(&x))?;
+    let (bx, by) = chart.backend_coord(&(rx, ytop));
+    let (px, _) = chart.plotting_area().get_pixel_range();
+    let right_side = bx < (px.start + px.end) / 2;
+    let (tx, h) = if right_side {
+        (bx + 6, HPos::Left)
+    } else {
+        (bx - 6, HPos::Right)
+    };
+    upper
+        .draw(&Text::new(
+            format!("failing request {}", fmt_binary(r)),
+            (tx, by + 6),
+            anchored(text_style(SMALL_SIZE, &OOM), h, VPos::Top),
+        ))
+        .map_err(|x| e(&x))?;
+    Ok(())
 }
 
 #[cfg(test)]

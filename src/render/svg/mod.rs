@@ -190,12 +190,29 @@ pub(crate) fn bar_rows<'a, 'b>(
     Ok(c)
 }
 
-/// A horizontal bar chart's plot, as [`bar_rows`] builds it.
-pub(crate) type BarRows<'a, 'b> = ChartContext<
+/// A plot with a linear x and y axis, both in `f64`.
+pub(crate) type Plot<'a, 'b> = ChartContext<
     'a,
     SVGBackend<'b>,
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
+
+/// A horizontal bar chart's plot, as [`bar_rows`] builds it.
+pub(crate) type BarRows<'a, 'b> = Plot<'a, 'b>;
+
+/// The rows of a horizontal bar chart: each row's height and the room
+/// left of the axis for its label, in pixels.
+pub(crate) struct BarLayout {
+    pub row: u32,
+    pub label_area: u32,
+}
+
+impl BarLayout {
+    /// The chart's height for `n` rows, with its title and axis.
+    pub(crate) fn height(&self, n: usize) -> u32 {
+        110 + self.row * n as u32
+    }
+}
 
 /// How many characters of a row's label fit in `label_area` pixels.
 pub(crate) fn label_chars(label_area: u32) -> usize {
@@ -356,6 +373,31 @@ impl XAxis {
                 format!("t={:.3} s (event {e})", self.x_event(Some(e), time_us))
             }
         }
+    }
+}
+
+/// The time axis of a chart over a series: the axis (its origin the first
+/// trace event when given), the downsampled points drawn, and the x range
+/// that holds the whole series and every OOM mark.
+pub(crate) struct TimeAxis {
+    pub axis: XAxis,
+    pub pts: Vec<Sample>,
+    pub range: std::ops::Range<f64>,
+}
+
+pub(crate) fn time_axis(
+    samples: &[Sample],
+    first_time_us: Option<i64>,
+    ooms: &[crate::model::OomMark],
+) -> TimeAxis {
+    let axis = XAxis::for_samples(samples).from_first(first_time_us);
+    let oom_x: Vec<f64> = (ooms.iter())
+        .map(|o| axis.x_event(Some(o.event as u32), o.time_us))
+        .collect();
+    TimeAxis {
+        pts: crate::timeline::downsample::downsample(samples, MAX_POINTS),
+        range: x_range(&axis, samples, &oom_x),
+        axis,
     }
 }
 

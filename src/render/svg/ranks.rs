@@ -20,8 +20,10 @@ pub struct RankBar {
 pub type RanksChart<'a> = Chart<'a, RankBar>;
 
 const CHART: &str = "ranks";
-const ROW: u32 = 30;
-const LABEL_AREA: u32 = 300;
+const BARS: BarLayout = BarLayout {
+    row: 30,
+    label_area: 300,
+};
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
@@ -56,11 +58,11 @@ fn bars_svg(
     width: u32,
 ) -> Result<Svg, ChartError> {
     let n = bars.len().max(1);
-    let height = 110 + ROW * n as u32;
-    let max_chars = label_chars(LABEL_AREA);
+    let height = BARS.height(n);
+    let max_chars = label_chars(BARS.label_area);
     let e = err(CHART);
     panel(CHART, width, height, &legend, |upper| {
-        let mut chart = bar_rows(upper, title, LABEL_AREA, xmax, n, x_desc, CHART)?;
+        let mut chart = bar_rows(upper, title, BARS.label_area, xmax, n, x_desc, CHART)?;
         let (px, _) = chart.plotting_area().get_pixel_range();
         // Under the bars and labels, so it never hides a figure.
         if let Some(m) = median {

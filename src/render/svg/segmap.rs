@@ -398,7 +398,10 @@ pub fn segmap_svg(c: &SegmentMapChart) -> Result<Svg, ChartError> {
     panel(CHART, c.width, g.body_h as u32, &legend(c), |area| {
         draw_heading(area, c, &l)?;
         draw_segments(area, c, &l, &g)?;
-        draw_culprits(area, c, &l, &g)?;
+        let labels: HashMap<u64, &str> = (c.highlights.iter())
+            .map(|h| (h.address, h.label.as_str()))
+            .collect();
+        draw_culprits(area, c, &labels, (&l, &g))?;
         let mut y = g.top + g.rows_h.max(30) + 8;
         if c.segments.is_empty() {
             area.draw(&Text::new(
@@ -482,22 +485,17 @@ fn draw_segments(
 }
 
 /// Culprit outlines, then one label per culprit and row where it does not
-/// collide with the previous label.
+/// collide with the previous label; `labels`: each culprit's by address.
 fn draw_culprits(
     area: &DrawingArea<SVGBackend, Shift>,
     c: &SegmentMapChart,
-    l: &MapLayout,
-    g: &Geometry,
+    labels: &HashMap<u64, &str>,
+    (l, g): (&MapLayout, &Geometry),
 ) -> Result<(), ChartError> {
     let e = err(CHART);
-    let labels: HashMap<u64, &str> = c
-        .highlights
-        .iter()
-        .map(|h| (h.address, h.label.as_str()))
-        .collect();
     let mut label_end: HashMap<usize, i32> = HashMap::new();
     let mut labelled: std::collections::HashSet<(usize, &str)> = Default::default();
-    for sp in culprit_spans(c.segments, l, &labels) {
+    for sp in culprit_spans(c.segments, l, labels) {
         let y = g.row_y(sp.row);
         area.draw(&Rectangle::new(
             [

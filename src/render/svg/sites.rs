@@ -5,6 +5,8 @@
 use super::*;
 use crate::core::units::fmt_binary;
 
+const CHART: &str = "top call sites";
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SiteBar {
     pub label: String,
@@ -15,13 +17,14 @@ pub struct SiteBar {
 /// Call sites in the order drawn.
 pub type SitesChart<'a> = Chart<'a, SiteBar>;
 
-const CHART: &str = "top call sites";
-const ROW: u32 = 40;
-const LABEL_AREA: u32 = 340;
+const BARS: BarLayout = BarLayout {
+    row: 40,
+    label_area: 340,
+};
 
 pub fn sites_svg(c: &SitesChart) -> Result<Svg, ChartError> {
     let n = c.items.len().max(1);
-    let height = 110 + ROW * n as u32;
+    let height = BARS.height(n);
     let top = c
         .items
         .iter()
@@ -40,11 +43,11 @@ pub fn sites_svg(c: &SitesChart) -> Result<Svg, ChartError> {
             Swatch::Fill,
         ),
     ];
-    let max_chars = label_chars(LABEL_AREA);
+    let max_chars = label_chars(BARS.label_area);
     let e = err(CHART);
 
     panel(CHART, c.width, height, &legend, |upper| {
-        let mut chart = bar_rows(upper, c.title, LABEL_AREA, xmax, n, unit.name, CHART)?;
+        let mut chart = bar_rows(upper, c.title, BARS.label_area, xmax, n, unit.name, CHART)?;
         let (px, _) = chart.plotting_area().get_pixel_range();
         for (i, s) in c.items.iter().enumerate() {
             // Row i from the top.

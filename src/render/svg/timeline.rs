@@ -5,7 +5,6 @@
 
 use super::*;
 use crate::core::units::fmt_binary;
-use crate::timeline::downsample::downsample;
 
 pub use crate::model::OomMark;
 
@@ -51,10 +50,10 @@ impl<'a> TimelineChart<'a> {
 
 const CHART: &str = "memory timeline";
 
+/// Reserved and allocated bytes over time, with the free memory inside
+/// reserved, the largest free gap, the peaks and the OOM events.
 pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
-    let axis = XAxis::for_samples(c.samples).from_first(c.first_time_us);
-    let pts = downsample(c.samples, MAX_POINTS);
-    let (peak_res, peak_alloc) = (c.peak_reserved, c.peak_allocated);
+    let TimeAxis { axis, pts, range } = time_axis(c.samples, c.first_time_us, c.ooms);
     let top = c
         .samples
         .iter()
@@ -70,8 +69,39 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
         .max(1);
     let unit = byte_unit(top);
     let ymax = top as f64 / unit.div * 1.12;
-    let y = |b: u64| b as f64 / unit.div;
+    let legend = legend_of(c, &axis);
+    let lh = legend_height(&legend, c.width);
+    let e = err(CHART);
 
+    render(CHART, c.width, c.height + lh, |root| {
+        let (upper, lower) = root.split_vertically(c.height);
+        let mut chart = frame(&upper, c.title, 64)
+            .build_cartesian_2d(range.clone(), 0f64..ymax)
+            .map_err(|x| e(&x))?;
+        let xfmt = |v: &f64| tick(*v);
+        let yfmt = |v: &f64| tick(*v);
+        house_style(&mut chart.configure_mesh())
+            .x_desc(axis.desc())
+            .y_desc(unit.name)
+            .x_label_formatter(&xfmt)
+            .y_label_formatter(&yfmt)
+            .x_labels(10)
+            .y_labels(8)
+            .draw()
+            .map_err(|x| e(&x))?;
+        draw_series(&mut chart, c, &pts, &axis, unit.div)?;
+        draw_peaks(&mut chart, c, &axis, unit.div)?;
+        draw_ooms(&mut chart, &upper, c, &axis, (unit.div, ymax))?;
+        if c.samples.len() <= 1 {
+            no_series_note(&upper, &chart.plotting_area().get_pixel_range(), CHART)?;
+        }
+        draw_legend(&lower, &legend, CHART)
+    })
+}
+
+/// The legend: each series drawn (or why it is not), the peaks with their
+/// bytes and moments, and the OOM mark.
+fn legend_of(c: &TimelineChart, axis: &XAxis) -> Vec<LegendEntry> {
     let mut legend = Vec::new();
     if c.reserved {
         legend.push(LegendEntry::new("reserved", RESERVED_FILL, Swatch::Fill));
@@ -104,7 +134,6 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
             Swatch::Line,
         ));
     }
-    let peak_res = peak_res.filter(|_| c.reserved);
     // A peak's dot in the legend: the figure, its bytes and when.
     let peak_entry = |what: &str, bytes: u64, p: &Sample, color| {
         let when = axis.moment(p.event, p.time_us);
@@ -114,10 +143,10 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
             Swatch::Dot,
         )
     };
-    if let Some(p) = &peak_res {
+    if let Some(p) = &c.peak_reserved.filter(|_| c.reserved) {
         legend.push(peak_entry("reserved", p.reserved_bytes(), p, RESERVED_LINE));
     }
-    if let Some(p) = &peak_alloc {
+    if let Some(p) = &c.peak_allocated {
         legend.push(peak_entry("allocated", p.allocated, p, ALLOCATED));
     }
     if !c.ooms.is_empty() {
@@ -127,133 +156,135 @@ pub fn timeline_svg(c: &TimelineChart) -> Result<Svg, ChartError> {
             Swatch::Line,
         ));
     }
-    let lh = legend_height(&legend, c.width);
+    legend
+}
+
+/// The reserved and allocated areas, the free memory inside reserved and
+/// the largest free gap, from the downsampled points; `div`: bytes per
+/// unit of the y axis.
+fn draw_series(
+    chart: &mut Plot,
+    c: &TimelineChart,
+    pts: &[Sample],
+    axis: &XAxis,
+    div: f64,
+) -> Result<(), ChartError> {
     let e = err(CHART);
-    let oom_x: Vec<f64> = c
-        .ooms
-        .iter()
-        .map(|o| axis.x_event(Some(o.event as u32), o.time_us))
-        .collect();
-
-    render(CHART, c.width, c.height + lh, |root| {
-        let (upper, lower) = root.split_vertically(c.height);
-        let mut chart = frame(&upper, c.title, 64)
-            .build_cartesian_2d(x_range(&axis, c.samples, &oom_x), 0f64..ymax)
-            .map_err(|x| e(&x))?;
-        let xfmt = |v: &f64| tick(*v);
-        let yfmt = |v: &f64| tick(*v);
-        house_style(&mut chart.configure_mesh())
-            .x_desc(axis.desc())
-            .y_desc(unit.name)
-            .x_label_formatter(&xfmt)
-            .y_label_formatter(&yfmt)
-            .x_labels(10)
-            .y_labels(8)
-            .draw()
-            .map_err(|x| e(&x))?;
-
-        let series = |f: fn(&Sample) -> u64| -> Vec<(f64, f64)> {
-            pts.iter().map(|s| (axis.x(s), y(f(s)))).collect()
-        };
-        if c.reserved {
-            chart
-                .draw_series(
-                    AreaSeries::new(series(|s| s.reserved_bytes()), 0.0, RESERVED_FILL.mix(0.8))
-                        .border_style(RESERVED_LINE.stroke_width(2)),
-                )
-                .map_err(|x| e(&x))?;
-        }
+    let series = |f: fn(&Sample) -> u64| -> Vec<(f64, f64)> {
+        pts.iter().map(|s| (axis.x(s), f(s) as f64 / div)).collect()
+    };
+    if c.reserved {
         chart
             .draw_series(
-                AreaSeries::new(series(|s| s.allocated), 0.0, ALLOCATED.mix(0.35))
-                    .border_style(ALLOCATED.stroke_width(2)),
+                AreaSeries::new(series(|s| s.reserved_bytes()), 0.0, RESERVED_FILL.mix(0.8))
+                    .border_style(RESERVED_LINE.stroke_width(2)),
             )
             .map_err(|x| e(&x))?;
-        if c.reserved {
-            chart
-                .draw_series(LineSeries::new(
-                    series(|s| s.reserved_bytes().saturating_sub(s.allocated)),
-                    FREE_IN_RESERVED.stroke_width(2),
-                ))
-                .map_err(|x| e(&x))?;
-        }
-        if c.largest_gap {
-            chart
-                .draw_series(LineSeries::new(
-                    series(|s| s.lay().largest_free_gap),
-                    LARGEST_GAP.stroke_width(2),
-                ))
-                .map_err(|x| e(&x))?;
-        }
+    }
+    chart
+        .draw_series(
+            AreaSeries::new(series(|s| s.allocated), 0.0, ALLOCATED.mix(0.35))
+                .border_style(ALLOCATED.stroke_width(2)),
+        )
+        .map_err(|x| e(&x))?;
+    if c.reserved {
+        chart
+            .draw_series(LineSeries::new(
+                series(|s| s.reserved_bytes().saturating_sub(s.allocated)),
+                FREE_IN_RESERVED.stroke_width(2),
+            ))
+            .map_err(|x| e(&x))?;
+    }
+    if c.largest_gap {
+        chart
+            .draw_series(LineSeries::new(
+                series(|s| s.lay().largest_free_gap),
+                LARGEST_GAP.stroke_width(2),
+            ))
+            .map_err(|x| e(&x))?;
+    }
+    Ok(())
+}
 
-        for (p, v, color) in [
-            (
-                peak_res,
-                peak_res.map(|p| p.reserved_bytes()),
-                RESERVED_LINE,
-            ),
-            (peak_alloc, peak_alloc.map(|p| p.allocated), ALLOCATED),
-        ] {
-            if let (Some(p), Some(v)) = (p, v) {
-                chart
-                    .draw_series(std::iter::once(Circle::new(
-                        (axis.x(&p), y(v)),
-                        6,
-                        color.filled(),
-                    )))
-                    .map_err(|x| e(&x))?;
-                chart
-                    .draw_series(std::iter::once(Circle::new(
-                        (axis.x(&p), y(v)),
-                        6,
-                        WHITE.stroke_width(1),
-                    )))
-                    .map_err(|x| e(&x))?;
-            }
-        }
-
-        // OOM lines, and their captions stacked from the top so several
-        // failures close together do not print over each other.
-        let (px_range, py_range) = chart.plotting_area().get_pixel_range();
-        let mid = (px_range.start + px_range.end) / 2;
-        for (k, o) in c.ooms.iter().enumerate() {
-            let x = axis.x_event(Some(o.event as u32), o.time_us);
+/// A dot at each peak (reserved only when drawn), taken from the whole
+/// series, not the downsampled points.
+fn draw_peaks(
+    chart: &mut Plot,
+    c: &TimelineChart,
+    axis: &XAxis,
+    div: f64,
+) -> Result<(), ChartError> {
+    let e = err(CHART);
+    let peak_res = c.peak_reserved.filter(|_| c.reserved);
+    let peak_alloc = c.peak_allocated;
+    for (p, v, color) in [
+        (
+            peak_res,
+            peak_res.map(|p| p.reserved_bytes()),
+            RESERVED_LINE,
+        ),
+        (peak_alloc, peak_alloc.map(|p| p.allocated), ALLOCATED),
+    ] {
+        if let (Some(p), Some(v)) = (p, v) {
+            let at = (axis.x(&p), v as f64 / div);
             chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![(x, 0.0), (x, ymax)],
-                    OOM.stroke_width(2),
-                )))
+                .draw_series(std::iter::once(Circle::new(at, 6, color.filled())))
                 .map_err(|x| e(&x))?;
-            let ry = y(o.request);
-            if ry <= ymax {
-                chart
-                    .draw_series(std::iter::once(Cross::new((x, ry), 7, OOM.stroke_width(3))))
-                    .map_err(|x| e(&x))?;
-            }
-            let (bx, _) = chart.backend_coord(&(x, 0.0));
-            let bx = bx.clamp(px_range.start, px_range.end);
-            let ty = py_range.start + 8 + (k as i32 % 4) * 20;
-            let (tx, h) = if bx > mid {
-                (bx - 6, HPos::Right)
-            } else {
-                (bx + 6, HPos::Left)
-            };
-            let label = if c.ooms.len() > 1 {
-                format!("#{} {}", k + 1, o.caption())
-            } else {
-                o.caption()
-            };
-            upper
-                .draw(&Text::new(
-                    label,
-                    (tx, ty),
-                    anchored(text_style(SMALL_SIZE, &OOM), h, VPos::Top),
-                ))
+            chart
+                .draw_series(std::iter::once(Circle::new(at, 6, WHITE.stroke_width(1))))
                 .map_err(|x| e(&x))?;
         }
-        if c.samples.len() <= 1 {
-            no_series_note(&upper, &chart.plotting_area().get_pixel_range(), CHART)?;
+    }
+    Ok(())
+}
+
+/// OOM lines with a cross at the failed request, and their captions
+/// stacked from the top so several failures close together do not print
+/// over each other.
+fn draw_ooms(
+    chart: &mut Plot,
+    upper: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    c: &TimelineChart,
+    axis: &XAxis,
+    (div, ymax): (f64, f64),
+) -> Result<(), ChartError> {
+    let e = err(CHART);
+    let (px_range, py_range) = chart.plotting_area().get_pixel_range();
+    let mid = (px_range.start + px_range.end) / 2;
+    for (k, o) in c.ooms.iter().enumerate() {
+        let x = axis.x_event(Some(o.event as u32), o.time_us);
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(x, 0.0), (x, ymax)],
+                OOM.stroke_width(2),
+            )))
+            .map_err(|x| e(&x))?;
+        let ry = o.request as f64 / div;
+        if ry <= ymax {
+            chart
+                .draw_series(std::iter::once(Cross::new((x, ry), 7, OOM.stroke_width(3))))
+                .map_err(|x| e(&x))?;
         }
-        draw_legend(&lower, &legend, CHART)
-    })
+        let (bx, _) = chart.backend_coord(&(x, 0.0));
+        let bx = bx.clamp(px_range.start, px_range.end);
+        let ty = py_range.start + 8 + (k as i32 % 4) * 20;
+        let (tx, h) = if bx > mid {
+            (bx - 6, HPos::Right)
+        } else {
+            (bx + 6, HPos::Left)
+        };
+        let label = if c.ooms.len() > 1 {
+            format!("#{} {}", k + 1, o.caption())
+        } else {
+            o.caption()
+        };
+        upper
+            .draw(&Text::new(
+                label,
+                (tx, ty),
+                anchored(text_style(SMALL_SIZE, &OOM), h, VPos::Top),
+            ))
+            .map_err(|x| e(&x))?;
+    }
+    Ok(())
 }
