@@ -283,8 +283,10 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             devices: crate::core::serial::Seq::new(devices),
         };
         crate::cli::output::write_atomic_with("-", &[], |w| {
-            serde_json::to_writer_pretty(&mut *w, &doc).map_err(std::io::Error::from)?;
-            w.write_all(b"\n")
+            let mut w = crate::render::encode::Chunked::new(w);
+            serde_json::to_writer_pretty(&mut w, &doc).map_err(std::io::Error::from)?;
+            std::io::Write::write_all(&mut w, b"\n")?;
+            w.finish()
         })?;
     } else {
         let mut out = format!(
