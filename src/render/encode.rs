@@ -6,7 +6,9 @@ use crate::core::serial::Seq;
 use crate::model::MSGPACK_MAGIC;
 use crate::model::*;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
+use std::cell::{Cell, RefCell};
 use std::io::Write;
 
 fn setting_json(s: &Setting) -> Value {
@@ -25,9 +27,60 @@ fn setting_json(s: &Setting) -> Value {
     }
 }
 
-struct Frames<'a>(&'a Snapshot, StackId);
+/// What the JSON writer shares: the snapshot, and the frames of each
+/// distinct stack as JSON text, made on the stack's first use. A stack is
+/// named by every block and event allocated from it, and its frames are
+/// most of the output (30 frames of a file name, a line and a function
+/// name each), so escaping and formatting them once instead of at every
+/// use is most of the writer's work saved. The texts are kept while they
+/// add up to [`FRAME_TEXTS_BUDGET`]; a stack past it is written each time.
+struct Enc<'a> {
+    snap: &'a Snapshot,
+    frames: RefCell<Vec<Option<Box<RawValue>>>>,
+    kept: Cell<usize>,
+}
+
+/// Bytes of frame texts kept (a file whose distinct stacks say more than
+/// this is written at the old speed past it, in the same bytes).
+const FRAME_TEXTS_BUDGET: usize = 32 << 20;
+
+impl<'a> Enc<'a> {
+    fn new(snap: &'a Snapshot) -> Enc<'a> {
+        Enc {
+            snap,
+            frames: RefCell::new(vec![None; snap.stacks.len()]),
+            kept: Cell::new(0),
+        }
+    }
+}
+
+struct Frames<'a>(&'a Enc<'a>, StackId);
 
 impl Serialize for Frames<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let (enc, id) = (self.0, self.1.0 as usize);
+        if let Some(Some(text)) = enc.frames.borrow().get(id) {
+            return text.serialize(ser);
+        }
+        if enc.kept.get() < FRAME_TEXTS_BUDGET && id < enc.frames.borrow().len() {
+            let text = serde_json::to_string(&FrameList(enc.snap, self.1))
+                .ok()
+                .and_then(|t| RawValue::from_string(t).ok());
+            if let Some(text) = text {
+                enc.kept.set(enc.kept.get() + text.get().len());
+                let r = text.serialize(ser);
+                enc.frames.borrow_mut()[id] = Some(text);
+                return r;
+            }
+        }
+        FrameList(enc.snap, self.1).serialize(ser)
+    }
+}
+
+/// A stack's frames, written out.
+struct FrameList<'a>(&'a Snapshot, StackId);
+
+impl Serialize for FrameList<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let (snap, stack) = (self.0, self.0.stack(self.1));
         let mut seq = ser.serialize_seq(Some(stack.len()))?;
@@ -50,11 +103,11 @@ struct FrameJson<'a> {
     name: &'a str,
 }
 
-struct SegmentJson<'a>(&'a Snapshot, &'a Segment);
+struct SegmentJson<'a>(&'a Enc<'a>, &'a Segment);
 
 impl Serialize for SegmentJson<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let (snap, s) = (self.0, self.1);
+        let (enc, s) = (self.0, self.1);
         let mut m = ser.serialize_map(None)?;
         m.serialize_entry("device", &s.device)?;
         m.serialize_entry("address", &s.address)?;
@@ -76,13 +129,13 @@ impl Serialize for SegmentJson<'_> {
         if let Some(e) = s.is_expandable {
             m.serialize_entry("is_expandable", &e)?;
         }
-        m.serialize_entry("frames", &Frames(snap, s.frames))?;
-        m.serialize_entry("blocks", &Blocks(snap, &s.blocks))?;
+        m.serialize_entry("frames", &Frames(enc, s.frames))?;
+        m.serialize_entry("blocks", &Blocks(enc, &s.blocks))?;
         m.end()
     }
 }
 
-struct Blocks<'a>(&'a Snapshot, &'a [Block]);
+struct Blocks<'a>(&'a Enc<'a>, &'a [Block]);
 
 impl Serialize for Blocks<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
@@ -94,7 +147,7 @@ impl Serialize for Blocks<'_> {
     }
 }
 
-struct BlockJson<'a>(&'a Snapshot, &'a Block);
+struct BlockJson<'a>(&'a Enc<'a>, &'a Block);
 
 impl Serialize for BlockJson<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
@@ -111,11 +164,12 @@ impl Serialize for BlockJson<'_> {
     }
 }
 
-struct EventJson<'a>(&'a Snapshot, &'a TraceEvent);
+struct EventJson<'a>(&'a Enc<'a>, &'a TraceEvent);
 
 impl Serialize for EventJson<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let (snap, e) = (self.0, self.1);
+        let (enc, e) = (self.0, self.1);
+        let snap = enc.snap;
         let mut m = ser.serialize_map(None)?;
         m.serialize_entry("action", e.action.name(snap))?;
         if e.action != Action::Oom || e.addr != 0 {
@@ -127,7 +181,7 @@ impl Serialize for EventJson<'_> {
             m.serialize_entry("time_us", &t)?;
         }
         if e.frames != StackId::EMPTY {
-            m.serialize_entry("frames", &Frames(snap, e.frames))?;
+            m.serialize_entry("frames", &Frames(enc, e.frames))?;
         }
         if let Some(v) = e.device_free() {
             m.serialize_entry("device_free", &v)?;
@@ -148,12 +202,12 @@ impl Serialize for EventJson<'_> {
     }
 }
 
-struct SnapshotJson<'a>(&'a Snapshot);
+struct SnapshotJson<'a>(&'a Enc<'a>);
 
 impl Serialize for SnapshotJson<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let snap = self.0;
-        let segs = Seq::new(snap.segments.iter().map(|s| SegmentJson(snap, s)));
+        let (enc, snap) = (self.0, self.0.snap);
+        let segs = Seq::new(snap.segments.iter().map(|s| SegmentJson(enc, s)));
         if snap.shape == Shape::SegmentList {
             return segs.serialize(ser);
         }
@@ -162,7 +216,7 @@ impl Serialize for SnapshotJson<'_> {
         if let Some(t) = &snap.device_traces {
             let traces = Seq::new(
                 t.iter()
-                    .map(|tr| Seq::new(tr.iter().map(|e| EventJson(snap, e)))),
+                    .map(|tr| Seq::new(tr.iter().map(|e| EventJson(enc, e)))),
             );
             m.serialize_entry("device_traces", &traces)?;
         }
@@ -208,11 +262,71 @@ impl Serialize for SnapshotJson<'_> {
     }
 }
 
+/// A writer for serde_json's many small writes (a key, a colon, a number):
+/// they land in a buffer of a type the serializer inlines, and reach the
+/// output in pieces of [`CHUNK`] bytes. Through `&mut dyn Write` each was a
+/// call through a vtable into the output's own buffer. [`Chunked::finish`]
+/// writes the rest.
+pub struct Chunked<'a> {
+    buf: Vec<u8>,
+    out: &'a mut dyn Write,
+}
+
+const CHUNK: usize = 64 << 10;
+
+impl<'a> Chunked<'a> {
+    pub fn new(out: &'a mut dyn Write) -> Chunked<'a> {
+        Chunked {
+            buf: Vec::with_capacity(CHUNK),
+            out,
+        }
+    }
+
+    fn drain(&mut self) -> std::io::Result<()> {
+        self.out.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Writes what is buffered.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        self.drain()
+    }
+}
+
+impl Write for Chunked<'_> {
+    #[inline]
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.write_all(b)?;
+        Ok(b.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, b: &[u8]) -> std::io::Result<()> {
+        if self.buf.len() + b.len() > CHUNK {
+            self.drain()?;
+            if b.len() > CHUNK {
+                return self.out.write_all(b);
+            }
+        }
+        self.buf.extend_from_slice(b);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.drain()?;
+        self.out.flush()
+    }
+}
+
 /// The snapshot in PyTorch's schema (a bare list for `SegmentList` files),
 /// written to `w` as it is produced: segments, blocks and trace events are
 /// never held as JSON values, so the output can be far larger than memory.
 pub fn write_json(snap: &Snapshot, w: &mut dyn Write) -> std::io::Result<()> {
-    serde_json::to_writer(w, &SnapshotJson(snap)).map_err(std::io::Error::from)
+    let mut out = Chunked::new(w);
+    serde_json::to_writer(&mut out, &SnapshotJson(&Enc::new(snap)))
+        .map_err(std::io::Error::from)?;
+    out.finish()
 }
 
 pub fn to_json_bytes(snap: &Snapshot) -> Vec<u8> {

@@ -616,8 +616,10 @@ fn write_replays(
                 file,
                 devices: crate::core::serial::Seq::new(devices),
             };
-            serde_json::to_writer_pretty(&mut *w, &doc).map_err(std::io::Error::from)?;
-            w.write_all(b"\n")
+            let mut w = super::encode::Chunked::new(w);
+            serde_json::to_writer_pretty(&mut w, &doc).map_err(std::io::Error::from)?;
+            std::io::Write::write_all(&mut w, b"\n")?;
+            w.finish()
         }
         Form::Text => {
             let mut out = format!("{file} ({format})\n");

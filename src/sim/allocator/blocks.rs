@@ -139,7 +139,7 @@ impl Simulator {
             small,
             free: BTreeSet::new(),
             unmapped: BTreeSet::new(),
-            flushable: BTreeSet::new(),
+            flushable: HashSet::default(),
             searches: 0,
         });
         self.pool_ix.insert((pool_id, small), i);
@@ -208,9 +208,9 @@ impl Simulator {
             return;
         }
         if flushable {
-            p.flushable.insert(key);
+            p.flushable.insert(id);
         } else {
-            p.flushable.remove(&key);
+            p.flushable.remove(&id);
         }
     }
 
@@ -264,7 +264,7 @@ impl Simulator {
         self.blk_mut(id).gc_base = searches;
         self.pools[pool].free.insert(key);
         if flushable {
-            self.pools[pool].flushable.insert(key);
+            self.pools[pool].flushable.insert(id);
         }
         if let Some(l) = self.largest_free.get() {
             self.largest_free.set(Some(l.max(size)));
@@ -281,7 +281,7 @@ impl Simulator {
         let was = self.pools[pool].free.remove(&key);
         debug_assert!(was, "block {id} was not cached");
         if flushable {
-            self.pools[pool].flushable.remove(&key);
+            self.pools[pool].flushable.remove(&id);
         }
         if self.largest_free.get() == Some(size) {
             self.largest_free.set(None);

@@ -100,16 +100,16 @@ impl Simulator {
             ));
         }
         for (i, p) in self.pools.iter().enumerate() {
-            let want: BTreeSet<_> = p
+            let want: BTreeSet<BlockId> = p
                 .free
                 .iter()
-                .filter(|k| {
-                    let b = self.blk(k.3);
+                .map(|k| k.3)
+                .filter(|&id| {
+                    let b = self.blk(id);
                     b.res.is_some() || (b.prev.is_none() && b.next.is_none())
                 })
-                .copied()
                 .collect();
-            if want != p.flushable {
+            if want != p.flushable.iter().copied().collect() {
                 return Err(format!("pool {i}: the flushable index is out of step"));
             }
         }

@@ -221,10 +221,12 @@ struct Pool {
     free: BTreeSet<(u64, u64, u64, BlockId)>,
     /// Unmapped expandable ranges by (stream, address).
     unmapped: BTreeSet<(u64, u64, BlockId)>,
-    /// The keys in `free` a cache flush acts on: whole segments and blocks
-    /// of expandable segments. A flush at each OOM that walked every free
-    /// block cost the trace length times the free blocks.
-    flushable: BTreeSet<(u64, u64, u64, BlockId)>,
+    /// The blocks in `free` a cache flush acts on: whole segments and
+    /// blocks of expandable segments. A flush at each OOM that walked every
+    /// free block cost the trace length times the free blocks; a flush
+    /// sorts them into `free`'s order, so the index itself is hashed (an
+    /// ordered set cost a second ordered update per cached segment).
+    flushable: HashSet<BlockId, AddrHashing>,
     /// `get_free_blocks_call_count` (only counted while GC is active).
     searches: u64,
 }

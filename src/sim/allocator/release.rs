@@ -89,7 +89,17 @@ impl Simulator {
         }
         for small in [false, true] {
             let pool = self.pool_ix[&((0, 0), small)];
-            let cached: Vec<BlockId> = self.pools[pool].flushable.iter().map(|b| b.3).collect();
+            // In `free`'s order: (stream, size, address).
+            let mut cached: Vec<(u64, u64, u64, BlockId)> = self.pools[pool]
+                .flushable
+                .iter()
+                .map(|&id| {
+                    let b = self.blk(id);
+                    (sk(b.stream), b.size, b.addr, id)
+                })
+                .collect();
+            cached.sort_unstable();
+            let cached = cached.into_iter().map(|k| k.3);
             let mut to_unmap = Vec::new();
             for id in cached {
                 if self.blk(id).res.is_some() {
