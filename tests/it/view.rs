@@ -33,6 +33,7 @@ fn data_api_golden() {
         ("pools_pending_proto4.pickle", "view-pools-pending.json"),
         ("gap_fragmented_moment.json", "view-gap-fragmented.json"),
         ("cpu_only_trace.json.gz", "view-cpu-only-trace.json"),
+        ("gpu_memory_trace.json", "view-gpu-memory-trace.json"),
         (
             "memory_timeline_after.raw.json",
             "view-memory-timeline.json",
