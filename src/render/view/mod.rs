@@ -1,5 +1,6 @@
 //! `fragscope view`: the data the interactive page shows, as JSON, and the
-//! page itself (page.html, view.css, view.js, embedded at build time).
+//! page itself (page.html, view.css and the script's files in js/, embedded
+//! at build time).
 //!
 //! Everything here lays out values the other commands already computed:
 //! the replayed [`Series`] (downsampled by [`crate::timeline::downsample`]
@@ -33,7 +34,22 @@ pub const VIEW_SCHEMA: &str = "fragscope.view/1";
 
 const PAGE: &str = include_str!("page.html");
 const CSS: &str = include_str!("view.css");
-const JS: &str = include_str!("view.js");
+/// The page's script: one file a part of the page, joined in this order
+/// into the body of one function (page.html wraps them): data.js first (the
+/// data and the view's state every other file reads), main.js last (it
+/// starts the page once everything is declared).
+const SCRIPTS: [&str; 10] = [
+    include_str!("js/data.js"),
+    include_str!("js/format.js"),
+    include_str!("js/tooltip.js"),
+    include_str!("js/series.js"),
+    include_str!("js/timeline.js"),
+    include_str!("js/moments.js"),
+    include_str!("js/segmap.js"),
+    include_str!("js/bands.js"),
+    include_str!("js/sites.js"),
+    include_str!("js/main.js"),
+];
 
 /// How much series the data carries.
 #[derive(Debug, Clone, Copy)]
@@ -445,7 +461,7 @@ pub fn write_page(w: &mut dyn std::io::Write, data: &Value) -> std::io::Result<(
     let page = PAGE
         .replacen("{{TITLE}}", &html_escape(title), 1)
         .replacen("{{STYLE}}", CSS, 1)
-        .replacen("{{SCRIPT}}", JS, 1);
+        .replacen("{{SCRIPT}}", &SCRIPTS.join("\n"), 1);
     let Some((head, tail)) = page.split_once("{{DATA}}") else {
         return w.write_all(page.as_bytes());
     };
