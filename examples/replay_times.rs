@@ -1,8 +1,9 @@
 //! Times the replay phase alone (`timeline::replay`, as `stage_times`
 //! measures it), a few rounds in a row on one decoded snapshot: prints each
-//! round's wall seconds and millions of events a second, then the median.
-//! For work on the replay, where decoding every round costs more than the
-//! phase measured.
+//! round's wall seconds and millions of events a second, then the median;
+//! then, once a device, the second replay `fragscope view` makes for the
+//! bands (`Replayer::lifetimes`). For work on the replay, where decoding
+//! every round costs more than the phase measured.
 //!
 //!     cargo run --release --example replay_times -- snapshot.pickle [ROUNDS]
 
@@ -46,4 +47,15 @@ fn main() {
         "median replay_s={m:.4} mev_s={:.2}",
         events as f64 / m / 1e6
     );
+    // What `fragscope view` adds to its first page: each device's
+    // allocations replayed once more, as bands.
+    for d in snap.devices() {
+        let t = Instant::now();
+        let lives = fragscope::timeline::Replayer::new(snap, d).lifetimes();
+        println!(
+            "lifetimes_s={:.4} device={d} lifetimes={}",
+            t.elapsed().as_secs_f64(),
+            std::hint::black_box(lives).len()
+        );
+    }
 }

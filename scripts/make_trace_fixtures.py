@@ -157,4 +157,58 @@ with open(os.path.join(fx, "memory_timeline_after.raw.json"), "w") as f:
     json.dump(timeline(450 * MiB), f)
     f.write("\n")
 
+# 4. A torch.profiler trace of GPU memory (modern schema: Addr, Total
+#    Allocated, Total Reserved; Device Type 1, Device Id 0), as profiling a
+#    model on CUDA with profile_memory=True records: four operators, seven
+#    [memory] events, each inside the operator that made it. Running totals
+#    (MiB) after each [memory] event:
+#      event  operator      bytes   allocated  reserved
+#      0      aten::empty   +4      4          20    (parameters, live to the end)
+#      1      aten::linear  +8      12         20    (A)
+#      2      aten::relu    +8      20         40    (B; a second 20 MiB segment)
+#      3      aten::relu    -8      12         40    (A freed)
+#      4      aten::matmul  +16     28         40    (C) <- peak allocated
+#      5      aten::matmul  -8      20         40    (B freed)
+#      6      aten::matmul  -16     4          40    (C freed)
+#    Peak allocated 28 MiB after event 4, where aten::matmul holds 16 MiB
+#    (57.1 %), aten::empty 4 MiB and aten::relu 8 MiB; peak reserved
+#    40 MiB (first after event 2); 4 MiB allocated and 40 MiB reserved at
+#    the end. No out-of-memory event.
+GPU_PID = 4243
+gpu_events = []
+gpu_total = 0
+
+
+def gpu_op(name, ts, dur, k):
+    gpu_events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": GPU_PID, "tid": GPU_PID, "ts": ts,
+                       "dur": dur, "args": {"External id": k, "Ev Idx": k}})
+
+
+def gpu_mem(ts, nbytes, addr, reserved, k):
+    global gpu_total
+    gpu_total += nbytes
+    gpu_events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": GPU_PID,
+                       "tid": GPU_PID, "ts": ts,
+                       "args": {"Total Reserved": reserved, "Total Allocated": gpu_total, "Bytes": nbytes,
+                                "Addr": addr, "Device Id": 0, "Device Type": 1, "Ev Idx": k}})
+
+
+P, GA, GB, GC = BASE, BASE + 4 * MiB, BASE + 20 * MiB, BASE + 4 * MiB
+gpu_op("aten::empty", 1000.0, 10.0, 1)
+gpu_mem(1001.0, 4 * MiB, P, 20 * MiB, 2)
+gpu_op("aten::linear", 1020.0, 10.0, 3)
+gpu_mem(1021.0, 8 * MiB, GA, 20 * MiB, 4)
+gpu_op("aten::relu", 1040.0, 10.0, 5)
+gpu_mem(1041.0, 8 * MiB, GB, 40 * MiB, 6)
+gpu_mem(1045.0, -8 * MiB, GA, 40 * MiB, 7)
+gpu_op("aten::matmul", 1060.0, 20.0, 8)
+gpu_mem(1061.0, 16 * MiB, GC, 40 * MiB, 9)
+gpu_mem(1065.0, -8 * MiB, GB, 40 * MiB, 10)
+gpu_mem(1075.0, -16 * MiB, GC, 40 * MiB, 11)
+gpu_events.append({"ph": "X", "cat": "Trace", "ts": 990.0, "dur": 100.0, "pid": "Spans",
+                   "tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", "args": {"Op count": 0}})
+assert gpu_total == 4 * MiB
+write_json("gpu_memory_trace.json", {"schemaVersion": 1, "traceEvents": gpu_events, "profile_memory": 1,
+                                     "displayTimeUnit": "ms", "traceName": "gpu_memory.pt.trace.json"})
+
 print("wrote the trace fixtures")

@@ -203,7 +203,7 @@ fn data(snap: &Snapshot, v: &Loaded, served: bool, max_points: usize) -> serde_j
         .map(|d| DeviceView {
             report: d,
             series: &v.series[&d.device],
-            states: v.states[&d.device].clone(),
+            states: &v.states[&d.device],
             peak_by_site: v.peaks[&d.device].clone(),
             lifetimes: &v.lifetimes[&d.device],
             what_if: v.what_if.get(&d.device).cloned().unwrap_or_default(),

@@ -33,6 +33,7 @@ fn data_api_golden() {
         ("pools_pending_proto4.pickle", "view-pools-pending.json"),
         ("gap_fragmented_moment.json", "view-gap-fragmented.json"),
         ("cpu_only_trace.json.gz", "view-cpu-only-trace.json"),
+        ("gpu_memory_trace.json", "view-gpu-memory-trace.json"),
         (
             "memory_timeline_after.raw.json",
             "view-memory-timeline.json",
@@ -1166,4 +1167,174 @@ for (let d = 0; d < window.fragscopeView.data.devices.length; d++) {
         shown += 1;
     }
     shown
+}
+
+/// The text of every cell of a table's body, row by row.
+fn table_cells(b: &Browser, table: &str) -> Value {
+    b.js(&format!(
+        "return [...document.querySelectorAll('{table} tbody tr')].map(r => [...r.children].map(c => c.textContent))"
+    ))
+}
+
+/// A profiler trace of GPU memory, written and served: the timeline and
+/// the live bytes by operator, the sentence that says why there is no
+/// segment map, the tooltip of the peak, and no console error.
+#[test]
+fn browser_gpu_trace_page() {
+    let Some(b) = Browser::start() else { return };
+    let file = fixture("gpu_memory_trace.json");
+    let data = data_of(&file, &[]);
+    let dev = &data["devices"][0];
+    let peak = dev["key_moments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["label"] == "peak allocated")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("trace.html");
+    run(["view", &file, "-o", page.to_str().unwrap()]).expect_code(0);
+    for served in [false, true] {
+        let srv = served.then(|| Server::start(&file, &[]));
+        b.open(
+            &srv.as_ref()
+                .map_or_else(|| file_url(&page), |s| s.url.clone()),
+        );
+        b.wait_for(
+            "the trace's page",
+            "return window.fragscopeView && window.fragscopeView.state.series ? true : null",
+        );
+        let how = if served { "served" } else { "-o" };
+        assert_eq!(b.text("#series-h"), "Memory timeline", "{how}");
+        // The live bytes by operator: the data's rows, in its order.
+        let ops = table_cells(&b, "#trace-ops");
+        let want: Vec<Value> = dev["live_by_op"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| json!([o["op"], o["bytes_text"], o["events"].to_string()]))
+            .collect();
+        assert_eq!(ops, json!(want), "{how}");
+        let note = b.text("#no-segment-map");
+        assert!(
+            note.contains(data["no_segment_map"].as_str().unwrap()),
+            "{how}: {note}"
+        );
+        // Hover the peak of allocated memory: its operator and figures.
+        let at = b.js(&format!(
+            "const G = window.fragscopeView.state.series, c = document.getElementById('series');
+             c.scrollIntoView({{block: 'center'}});
+             const r = c.getBoundingClientRect(), i = G.L.event.indexOf({});
+             return {{x: r.left + G.px(i), y: r.top + G.py(G.L.lines[G.L.lines.length - 1].y[i] / 2)}}",
+            peak["event"]
+        ));
+        let tip = hover(&b, &at);
+        for want in [
+            peak["op"].as_str().unwrap(),
+            peak["allocated_text"].as_str().unwrap(),
+            peak["reserved_text"].as_str().unwrap(),
+        ] {
+            assert!(tip.contains(want), "{how}: {want} not in {tip}");
+        }
+        assert_eq!(b.errors(), Vec::<String>::new(), "{how}");
+    }
+}
+
+/// A directory of ranks opens on the overview with its outlier flagged;
+/// served, a rank opens (keyboard, then a click) on its own timeline, and
+/// the way back leads to the overview. Written, the overview names the
+/// command that opens each rank (it carries no rank's page).
+#[test]
+fn browser_rank_overview() {
+    let Some(b) = Browser::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ranks = dir.path().join("ranks");
+    std::fs::create_dir(&ranks).unwrap();
+    // Three alike ranks and one that reserves and fragments far more.
+    for (i, f) in [
+        "expandable_oom_proto5.pickle",
+        "expandable_oom_proto5.pickle",
+        "expandable_oom_proto5.pickle",
+        OOM_FIXTURE,
+    ]
+    .iter()
+    .enumerate()
+    {
+        std::fs::copy(fixture(f), ranks.join(format!("rank{i}.pickle"))).unwrap();
+    }
+    let dir_arg = ranks.to_str().unwrap();
+    let data = data_of(dir_arg, &[]);
+    let outliers: Vec<(usize, &Value)> = data["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r["outlier"].is_null())
+        .collect();
+    assert_eq!(outliers.len(), 1, "{}", data["ranks"]);
+    let (odd, row) = outliers[0];
+    let overview = |how: &str| {
+        b.wait_for(
+            "the overview",
+            "return document.getElementById('ranks') !== null",
+        );
+        let flagged = b.js(
+            "return [...document.querySelectorAll('#ranks tbody tr')].map(r => r.classList.contains('outlier'))",
+        );
+        let why: Vec<Value> = table_cells(&b, "#ranks")
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_array().unwrap().last().unwrap().clone())
+            .collect();
+        let ranks = data["ranks"].as_array().unwrap();
+        let want: Vec<bool> = ranks.iter().map(|r| !r["outlier"].is_null()).collect();
+        assert_eq!(flagged, json!(want), "{how}");
+        let want: Vec<&str> = ranks
+            .iter()
+            .map(|r| r["outlier"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(json!(why), json!(want), "{how}");
+    };
+    // Written: the overview, each rank with its command.
+    let page = dir.path().join("ranks.html");
+    run(["view", dir_arg, "-o", page.to_str().unwrap()]).expect_code(0);
+    b.open(&file_url(&page));
+    overview("-o");
+    let cmd = b.text(&format!("#ranks tbody tr:nth-child({}) code", odd + 1));
+    assert_eq!(
+        cmd,
+        format!("fragscope view {}", row["file"].as_str().unwrap())
+    );
+    assert_eq!(
+        b.js("return document.querySelectorAll('#ranks a').length"),
+        json!(0)
+    );
+    assert_eq!(b.errors(), Vec::<String>::new());
+
+    // Served: into the outlier with the keyboard, back, into it with a click.
+    let srv = Server::start(dir_arg, &[]);
+    let rank_page = |how: &str| {
+        b.wait_for(&format!("the rank's page ({how})"), PAGE_READY);
+        assert_eq!(b.text("#file"), row["file"].as_str().unwrap(), "{how}");
+        let drawn = b.js(
+            "return [window.fragscopeView.state.dev.events, Number(document.getElementById('detail').dataset.points)]",
+        );
+        assert!(
+            drawn[0].as_u64().unwrap() > 0 && drawn[1].as_u64().unwrap() > 1,
+            "{how}: its timeline: {drawn}"
+        );
+    };
+    b.open(&srv.url);
+    overview("served");
+    b.js("document.querySelector('#ranks tbody tr.outlier a').focus()");
+    b.key("\u{E007}"); // Enter
+    rank_page("keyboard");
+    b.click("#to-ranks");
+    overview("back");
+    b.click("#ranks tbody tr.outlier a");
+    rank_page("click");
+    b.cmd("POST", "back", Some(json!({})));
+    overview("history back");
+    assert_eq!(b.errors(), Vec::<String>::new());
 }

@@ -14,6 +14,7 @@
 //! fits in one), as far as the byte budget allows; a served page asks
 //! `/api/bands` for a zoomed window instead.
 
+use super::object;
 use crate::analysis::frames::{call_site, filtered, frame_label};
 use crate::model::{Snapshot, StackId};
 use crate::timeline::{Lifetime, Series};
@@ -160,13 +161,13 @@ fn window(
             ])
         })
         .collect();
-    json!({
-        "from": lo as i64 - 1,
-        "to": hi as i64 - 2,
-        "event": events,
-        "rest": rest,
-        "bands": bands,
-    })
+    object([
+        ("from", json!(lo as i64 - 1)),
+        ("to", json!(hi as i64 - 2)),
+        ("event", Value::from(events)),
+        ("rest", Value::from(rest)),
+        ("bands", Value::Array(bands)),
+    ])
 }
 
 /// The tiers of windows a page carries, within `budget` bytes and
@@ -182,7 +183,7 @@ pub fn tiers(
     let mut stacks = Stacks::default();
     let mut out: Vec<Value> = Vec::new();
     if len == 0 {
-        return json!({"tiers": out, "stacks": stacks.into_value()});
+        return object([("tiers", json!([])), ("stacks", stacks.into_value())]);
     }
     let mut used = 0;
     let mut slots = 1usize;
@@ -217,7 +218,10 @@ pub fn tiers(
         }
         slots *= 8;
     }
-    json!({"tiers": out, "stacks": stacks.into_value()})
+    object([
+        ("tiers", Value::Array(out)),
+        ("stacks", stacks.into_value()),
+    ])
 }
 
 /// The largest lifetimes of one window so far, as a min-heap of (size,

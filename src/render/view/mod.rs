@@ -1,5 +1,6 @@
 //! `fragscope view`: the data the interactive page shows, as JSON, and the
-//! page itself (page.html, view.css, view.js, embedded at build time).
+//! page itself (page.html, view.css and the script's files in js/, embedded
+//! at build time).
 //!
 //! Everything here lays out values the other commands already computed:
 //! the replayed [`Series`] (downsampled by [`crate::timeline::downsample`]
@@ -31,9 +32,36 @@ pub use zoom::Zoom;
 
 pub const VIEW_SCHEMA: &str = "fragscope.view/1";
 
+/// A JSON object of `fields`, in their order, each value moved in: `json!`
+/// serializes what it is given by reference, so an array built beforehand
+/// would be copied whole into the document.
+pub(crate) fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
 const PAGE: &str = include_str!("page.html");
 const CSS: &str = include_str!("view.css");
-const JS: &str = include_str!("view.js");
+/// The page's script: one file a part of the page, joined in this order
+/// into the body of one function (page.html wraps them): data.js first (the
+/// data and the view's state every other file reads), main.js last (it
+/// starts the page once everything is declared).
+const SCRIPTS: [&str; 10] = [
+    include_str!("js/data.js"),
+    include_str!("js/format.js"),
+    include_str!("js/tooltip.js"),
+    include_str!("js/series.js"),
+    include_str!("js/timeline.js"),
+    include_str!("js/moments.js"),
+    include_str!("js/segmap.js"),
+    include_str!("js/bands.js"),
+    include_str!("js/sites.js"),
+    include_str!("js/main.js"),
+];
 
 /// How much series the data carries.
 #[derive(Debug, Clone, Copy)]
@@ -75,7 +103,7 @@ pub struct DeviceView<'a> {
     /// The full replayed series.
     pub series: &'a Series,
     /// The state at each of `report.key_moments`, in their order.
-    pub states: Vec<MomentState>,
+    pub states: &'a [MomentState],
     /// Live bytes of each call site at the peak of allocated bytes, by the
     /// site's label (from the culprit rows of that moment).
     pub peak_by_site: HashMap<String, u64>,
@@ -110,16 +138,19 @@ pub fn data(v: &View) -> Value {
         .iter()
         .map(|d| device(v, d, (per_device, per_device_bands)))
         .collect();
-    json!({
-        "schema": VIEW_SCHEMA,
-        "file": v.report.file,
-        "format": v.report.format,
-        "served": v.served,
-        "exact_bytes": sty.exact_bytes,
-        "verdict": crate::render::verdict::lines(sty, v.report),
-        "quality": v.report.quality,
-        "devices": devices,
-    })
+    object([
+        ("schema", json!(VIEW_SCHEMA)),
+        ("file", json!(v.report.file)),
+        ("format", json!(v.report.format)),
+        ("served", json!(v.served)),
+        ("exact_bytes", json!(sty.exact_bytes)),
+        (
+            "verdict",
+            json!(crate::render::verdict::lines(sty, v.report)),
+        ),
+        ("quality", json!(v.report.quality)),
+        ("devices", Value::Array(devices)),
+    ])
 }
 
 fn device(v: &View, d: &DeviceView, (budget, band_budget): (usize, usize)) -> Value {
@@ -129,15 +160,15 @@ fn device(v: &View, d: &DeviceView, (budget, band_budget): (usize, usize)) -> Va
     let moments: Vec<Value> = r
         .key_moments
         .iter()
-        .zip(&d.states)
+        .zip(d.states)
         .map(|(k, st)| {
-            json!({
-                "label": k.label,
-                "event": event_num(k.at),
-                "when": r.when(k.at, k.sample.time_us),
-                "figures": figures(sty, &k.sample),
-                "state": state(sty, v.snap, st),
-            })
+            object([
+                ("label", json!(k.label)),
+                ("event", json!(event_num(k.at))),
+                ("when", json!(r.when(k.at, k.sample.time_us))),
+                ("figures", figures(sty, &k.sample)),
+                ("state", state(sty, v.snap, st)),
+            ])
         })
         .collect();
     let ooms: Vec<Value> = r
@@ -185,20 +216,29 @@ fn device(v: &View, d: &DeviceView, (budget, band_budget): (usize, usize)) -> Va
             })
         })
         .collect();
-    json!({
-        "device": r.device,
-        "events": r.events,
-        "traced": r.traced(),
-        "first_time_us": r.first_time_us,
-        "sites_moment": r.moment_label,
-        "sites_when": r.moment_text(),
-        "levels": levels(d.series, v.detail, budget),
-        "bands": bands::tiers(v.snap, d.series, d.lifetimes, band_budget, v.detail.max_band_tiers),
-        "key_moments": moments,
-        "ooms": ooms,
-        "sites": sites,
-        "what_if": d.what_if,
-    })
+    object([
+        ("device", json!(r.device)),
+        ("events", json!(r.events)),
+        ("traced", json!(r.traced())),
+        ("first_time_us", json!(r.first_time_us)),
+        ("sites_moment", json!(r.moment_label)),
+        ("sites_when", json!(r.moment_text())),
+        ("levels", Value::Array(levels(d.series, v.detail, budget))),
+        (
+            "bands",
+            bands::tiers(
+                v.snap,
+                d.series,
+                d.lifetimes,
+                band_budget,
+                v.detail.max_band_tiers,
+            ),
+        ),
+        ("key_moments", Value::Array(moments)),
+        ("ooms", Value::Array(ooms)),
+        ("sites", Value::Array(sites)),
+        ("what_if", d.what_if.clone()),
+    ])
 }
 
 /// `-1` for the start, else the event index.
@@ -289,20 +329,23 @@ pub fn window(series: &Series, from: i64, to: i64, points: usize) -> Value {
 /// One level as columns (event, time, figures), `full` when it holds every
 /// sample.
 fn columns(samples: &[Sample], full: bool) -> Value {
-    let col = |f: &dyn Fn(&Sample) -> Value| samples.iter().map(f).collect::<Vec<_>>();
-    json!({
-        "points": samples.len(),
-        "full": full,
-        "event": col(&|s| json!(s.event.map_or(-1, i64::from))),
-        "time_us": col(&|s| json!(s.time_us)),
-        "reserved": col(&|s| json!(s.reserved_bytes())),
-        "allocated": col(&|s| json!(s.allocated)),
-        "active": col(&|s| json!(s.active)),
-        "free": col(&|s| json!(s.external_bytes())),
-        "largest_gap": col(&|s| json!(s.lay().largest_free_gap)),
-        "gaps": col(&|s| json!(s.lay().free_gaps)),
-        "fragmentation": col(&|s| json!((s.lay().fragmentation * 1e4).round() / 1e4)),
-    })
+    let col = |f: &dyn Fn(&Sample) -> Value| Value::Array(samples.iter().map(f).collect());
+    object([
+        ("points", json!(samples.len())),
+        ("full", json!(full)),
+        ("event", col(&|s| json!(s.event.map_or(-1, i64::from)))),
+        ("time_us", col(&|s| json!(s.time_us))),
+        ("reserved", col(&|s| json!(s.reserved_bytes()))),
+        ("allocated", col(&|s| json!(s.allocated))),
+        ("active", col(&|s| json!(s.active))),
+        ("free", col(&|s| json!(s.external_bytes()))),
+        ("largest_gap", col(&|s| json!(s.lay().largest_free_gap))),
+        ("gaps", col(&|s| json!(s.lay().free_gaps))),
+        (
+            "fragmentation",
+            col(&|s| json!((s.lay().fragmentation * 1e4).round() / 1e4)),
+        ),
+    ])
 }
 
 /// The stack a block of a moment is shown with: its own, else the stack
@@ -344,7 +387,7 @@ fn site_places(snap: &Snapshot, d: &DeviceView) -> HashMap<String, BTreeSet<Stri
     let st = r
         .key_moments
         .iter()
-        .zip(&d.states)
+        .zip(d.states)
         .find(|(k, _)| k.at == r.moment_at)
         .map(|(_, st)| st);
     let report_segments = r.replayed().map_or(&[][..], |x| &x.segments);
@@ -407,29 +450,35 @@ pub fn state(sty: &Style, snap: &Snapshot, st: &MomentState) -> Value {
                 ])
             })
             .collect();
-        segments.push(json!({
-            "address": format!("{:#x}", s.address),
-            "size": s.total_size,
+        segments.push(object([
+            ("address", json!(format!("{:#x}", s.address))),
+            ("size", json!(s.total_size)),
             // As `stats` prints a stream (a pointer may pass 2^53, which
             // a JavaScript number cannot hold).
-            "stream": stream_text(s.stream),
-            "pool": format!("{:?}", s.pool()),
-            "place": place(s),
-            "small": s.segment_type == crate::model::SegmentType::Small,
-            "expandable": s.expandable(),
-            "blocks": blocks,
-        }));
+            ("stream", json!(stream_text(s.stream))),
+            ("pool", json!(format!("{:?}", s.pool()))),
+            ("place", json!(place(s))),
+            (
+                "small",
+                json!(s.segment_type == crate::model::SegmentType::Small),
+            ),
+            ("expandable", json!(s.expandable())),
+            ("blocks", Value::Array(blocks)),
+        ]));
     }
-    json!({
-        "device": st.device,
-        "event": event_num(st.at),
-        "time_us": st.time_us,
-        "failed_request": st.failed_request,
-        "failed_request_text": st.failed_request.map(|b| sty.bytes(b)),
-        "largest_gap": largest_gap,
-        "segments": segments,
-        "stacks": stacks.into_value(),
-    })
+    object([
+        ("device", json!(st.device)),
+        ("event", json!(event_num(st.at))),
+        ("time_us", json!(st.time_us)),
+        ("failed_request", json!(st.failed_request)),
+        (
+            "failed_request_text",
+            json!(st.failed_request.map(|b| sty.bytes(b))),
+        ),
+        ("largest_gap", largest_gap),
+        ("segments", Value::Array(segments)),
+        ("stacks", stacks.into_value()),
+    ])
 }
 
 /// The self-contained page: styles, script and `data` inline.
@@ -446,7 +495,7 @@ pub fn write_page(w: &mut dyn std::io::Write, data: &Value) -> std::io::Result<(
     let page = PAGE
         .replacen("{{TITLE}}", &html_escape(title), 1)
         .replacen("{{STYLE}}", CSS, 1)
-        .replacen("{{SCRIPT}}", JS, 1);
+        .replacen("{{SCRIPT}}", &SCRIPTS.join("\n"), 1);
     let Some((head, tail)) = page.split_once("{{DATA}}") else {
         return w.write_all(page.as_bytes());
     };
