@@ -25,7 +25,6 @@ pub mod stats;
 pub mod synth;
 pub mod timeline;
 pub mod view;
-mod view_ranks;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
