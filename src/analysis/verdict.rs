@@ -2,13 +2,15 @@
 //! as sentences and the typed lines other findings state (worded by
 //! `render::verdict`).
 
-use super::report::trace::NO_LAYOUT;
 use super::report::{Report, ReportDetail, moment_text};
 use crate::analysis::culprits;
 use crate::core::style::Style;
 use crate::core::text::upper_first;
 use crate::core::units::fmt_pct;
 use crate::model::profiler::BEFORE_TRACE;
+
+/// What every output on a trace says about the figures it lacks.
+pub const NO_LAYOUT: &str = "a profiler trace records allocated and reserved totals but no segment or block layout, so free gaps, the largest free gap, fragmentation and stranded bytes are not measurable for it; record a memory snapshot (torch.cuda.memory._record_memory_history + _dump_snapshot) for those";
 
 /// One line of the verdict: a sentence written here, or the finding of
 /// another stage, kept typed for the renderer to word.

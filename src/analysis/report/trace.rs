@@ -27,8 +27,7 @@ use crate::timeline::downsample::{Order, downsample_categories, downsample_in};
 use crate::timeline::trace::{trace_key_moments, trace_series};
 use crate::timeline::{Moment, Sample};
 
-/// What every output on a trace says about the figures it lacks.
-pub const NO_LAYOUT: &str = "a profiler trace records allocated and reserved totals but no segment or block layout, so free gaps, the largest free gap, fragmentation and stranded bytes are not measurable for it; record a memory snapshot (torch.cuda.memory._record_memory_history + _dump_snapshot) for those";
+pub use crate::analysis::verdict::NO_LAYOUT;
 
 /// What every output on a memory-timeline export says about its figures.
 pub const NO_ALLOCATOR: &str = "a memory-timeline export records live tensor bytes by category, not the allocator: reserved memory, free gaps, fragmentation and call sites are not measurable for it; record a profiler trace or a memory snapshot for those";
