@@ -268,17 +268,6 @@ fn start_of(tr: &ProfilerTrace) -> Option<i64> {
         .min()
 }
 
-/// `cuda:0 (NVIDIA H100, 79.65 GiB)`: the label, with the name and capacity
-/// where the trace gives them.
-pub(super) fn device_name(st: &Style, d: &TraceDevice) -> String {
-    match (&d.name, d.capacity) {
-        (Some(n), Some(c)) => format!("{} ({n}, {})", d.label, st.bytes(c)),
-        (None, Some(c)) => format!("{} ({})", d.label, st.bytes(c)),
-        (Some(n), None) => format!("{} ({n})", d.label),
-        _ => d.label.clone(),
-    }
-}
-
 /// `fragscope stats` on a profiler trace.
 pub fn trace_text(st: &Style, file: &str, format: &str, tr: &ProfilerTrace) -> String {
     let start = start_of(tr);
@@ -392,7 +381,10 @@ pub fn trace_text(st: &Style, file: &str, format: &str, tr: &ProfilerTrace) -> S
 
 fn device_details(st: &Style, out: &mut String, d: &TraceDevice, start: Option<i64>) {
     let s: &DeviceSummary = &d.summary;
-    out.push_str(&format!("\n{}:\n", device_name(st, d)));
+    out.push_str(&format!(
+        "\n{}:\n",
+        crate::analysis::report::trace::heading(st, d)
+    ));
     if s.has_totals && !d.key.is_cpu() {
         if s.reserved_growth.is_empty() {
             out.push_str(&format!(

@@ -1,10 +1,11 @@
 //! Text and CSV of `fragscope timeline`: the key-moment table with the
 //! replay report, the full series as CSV, and the state at one moment.
 
-use super::stats::{NA, device_name, opt_bytes};
+use super::stats::{NA, opt_bytes};
 use super::stats::{STAT_HEADER, stat_cells};
 use super::table::{align_numbers, new_table};
 use crate::analysis::findings::{ReplayedDevice, Timeline, TraceTimeline};
+use crate::analysis::report::trace::heading as device_name;
 use crate::analysis::stats::StateStats;
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;

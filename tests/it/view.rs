@@ -125,17 +125,7 @@ fn data_matches_timeline_and_report() {
 #[test]
 fn levels_are_bounded_and_keep_peaks() {
     let dir = tempfile::tempdir().unwrap();
-    let snap = dir.path().join("long.pickle");
-    run([
-        "synth",
-        "--events",
-        "60000",
-        "--seed",
-        "2",
-        "-o",
-        snap.to_str().unwrap(),
-    ])
-    .expect_code(0);
+    let snap = long_trace(dir.path());
     let d = data_of(snap.to_str().unwrap(), &["--max-points", "500"]);
     let levels = d["devices"][0]["levels"].as_array().unwrap();
     let counts: Vec<u64> = levels

@@ -34,7 +34,9 @@ pub const NO_ALLOCATOR: &str = "a memory-timeline export records live tensor byt
 
 pub use super::REPORT_POINTS;
 
-fn heading(st: &Style, d: &TraceDevice) -> String {
+/// `cuda:0 (NVIDIA H100, 79.65 GiB)`: the label, with the name and capacity
+/// where the trace gives them.
+pub fn heading(st: &Style, d: &TraceDevice) -> String {
     match (&d.name, d.capacity) {
         (Some(n), Some(c)) => format!("{} ({n}, {})", d.label, st.bytes(c)),
         (None, Some(c)) => format!("{} ({})", d.label, st.bytes(c)),
