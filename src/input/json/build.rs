@@ -11,7 +11,7 @@
 
 use crate::core::hash::{FxBuild, FxHasher};
 use crate::input::pickle::{Sink, Val};
-use crate::input::snapshot::TraceSink;
+use crate::input::snapshot::{TraceSink, dedup_keys};
 use crate::input::value::{Arena, Node, Vid};
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use std::collections::HashMap;
@@ -160,36 +160,6 @@ impl Builder {
     }
 }
 
-/// `serde_json::Map`'s semantics for a repeated key: its first place, its
-/// last value.
-pub(super) fn dedup<K: PartialEq + Eq + std::hash::Hash + Clone, V>(pairs: &mut Vec<(K, V)>) {
-    let n = pairs.len();
-    if n < 2 {
-        return;
-    }
-    let mut out: Vec<(K, V)> = Vec::with_capacity(n);
-    if n <= 16 {
-        for (k, v) in pairs.drain(..) {
-            match out.iter_mut().find(|(o, _)| *o == k) {
-                Some(o) => o.1 = v,
-                None => out.push((k, v)),
-            }
-        }
-    } else {
-        let mut first: HashMap<K, usize> = HashMap::with_capacity(n);
-        for (k, v) in pairs.drain(..) {
-            match first.get(&k) {
-                Some(&i) => out[i].1 = v,
-                None => {
-                    first.insert(k.clone(), out.len());
-                    out.push((k, v));
-                }
-            }
-        }
-    }
-    *pairs = out;
-}
-
 /// Reads one value into the builder.
 pub(super) struct Seed<'b> {
     pub b: &'b mut Builder,
@@ -301,7 +271,7 @@ impl<'de> Visitor<'de> for Seed<'_> {
             })?;
             pairs.push((k, v));
         }
-        dedup(&mut pairs);
+        dedup_keys(&mut pairs);
         if let Ctx::Entry(l) = self.ctx
             && let Some(i) = b.take_entry(l, &pairs)
         {

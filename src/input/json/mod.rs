@@ -63,7 +63,7 @@ pub fn load_json_reader(
         Doc::Value(v) => from_value(v, name),
         Doc::Chrome(r, v) => r.finish(&v, name).map(Content::Profiler),
         Doc::Object(mut entries, mut b) => {
-            build::dedup(&mut entries);
+            super::snapshot::dedup_keys(&mut entries);
             if let Some((_, Entry::Events(_))) = entries.iter().find(|(k, _)| k == "traceEvents") {
                 let mut events = None;
                 let mut rest = serde_json::Map::new();
