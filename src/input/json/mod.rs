@@ -122,9 +122,9 @@ enum Doc {
     Value(Value),
     /// A Chrome trace in its bare-array form (and the array's place: no
     /// properties).
-    Chrome(TraceReader, Value),
+    Chrome(Box<TraceReader>, Value),
     /// A top-level object, its values as each was read.
-    Object(Vec<(String, Entry)>, Builder),
+    Object(Vec<(String, Entry)>, Box<Builder>),
 }
 
 /// A value of the top-level object: a snapshot's `segments` and
@@ -132,7 +132,7 @@ enum Doc {
 /// other value whole.
 enum Entry {
     Node(Item),
-    Events(TraceReader),
+    Events(Box<TraceReader>),
     Value(Value),
 }
 
@@ -196,7 +196,7 @@ impl<'de> Visitor<'de> for Root {
             while let Some(e) = seq.next_element::<Value>()? {
                 r.add(&e);
             }
-            return Ok(Doc::Chrome(r, Value::Null));
+            return Ok(Doc::Chrome(Box::new(r), Value::Null));
         }
         let mut all = vec![first];
         while let Some(e) = seq.next_element::<Value>()? {
@@ -206,7 +206,7 @@ impl<'de> Visitor<'de> for Root {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Doc, A::Error> {
-        let mut b = Builder::default();
+        let mut b = Box::<Builder>::default();
         let mut entries = Vec::new();
         while let Some(k) = map.next_key::<String>()? {
             let ctx = match k.as_str() {
@@ -254,7 +254,7 @@ impl<'de> Visitor<'de> for Events {
         while let Some(e) = seq.next_element::<Value>()? {
             r.add(&e);
         }
-        Ok(Entry::Events(r))
+        Ok(Entry::Events(Box::new(r)))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Entry, A::Error> {
