@@ -4,9 +4,10 @@
 //! decompression). Every error names the file and a byte offset or record
 //! path.
 //!
-//! Pickles — the inputs that reach gigabytes — are decoded while they are
-//! read (after gzip/zstd when compressed), so a file is never held whole;
-//! the other formats are read into memory first.
+//! Pickles and JSON documents — the inputs that reach gigabytes — are
+//! decoded while they are read (after gzip/zstd when compressed), so a file
+//! is never held whole; MessagePack and HTML pages are read into memory
+//! first.
 
 pub mod json;
 pub mod load;
@@ -119,8 +120,8 @@ pub struct Loaded {
 }
 
 /// Decodes an input from its (decompressed) stream `src`, named `path`:
-/// a pickle while it is read, any other input read whole first, after its
-/// first bytes are sniffed.
+/// a pickle or JSON while it is read, any other input read whole first,
+/// after its first bytes are sniffed.
 fn decode_stream(
     mut src: Box<dyn BufRead + '_>,
     path: &str,
@@ -175,12 +176,42 @@ fn decode_stream(
             },
         });
     }
+    // JSON is parsed as it is read; what a first non-blank byte does not
+    // tell as JSON (MessagePack, HTML, a short blank file) is read whole.
+    if !head.starts_with(MSGPACK_PREFIX) && matches!(first_non_ws(head), Some(b'{' | b'[')) {
+        let mut counted = Counted { r: src, n: 0 };
+        let content = json::load_json_reader(&mut counted, path, compression)?;
+        // Bytes after the document (blanks) count towards the size.
+        let rest = std::io::copy(&mut counted.r, &mut std::io::sink())
+            .map_err(|e| read_error(e, path, compression))?;
+        return Ok(Loaded {
+            name: path.to_string(),
+            format: Format::Json,
+            compression,
+            bytes: counted.n + rest,
+            content,
+        });
+    }
     let mut bytes = Vec::new();
     src.read_to_end(&mut bytes)
         .map_err(|e| read_error(e, path, compression))?;
     let mut l = load_bytes(&bytes, path)?;
     l.compression = compression;
     Ok(l)
+}
+
+/// Counts the bytes read through it.
+struct Counted<R> {
+    r: R,
+    n: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.r.read(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
 }
 
 /// Why the first bytes of an input (a window of it, or all of a short one)

@@ -33,3 +33,114 @@ fn check_and_diff_keep_no_expanded_series() {
         );
     }
 }
+
+/// A JSON snapshot (what `convert --to json` writes) is parsed as it is
+/// read, its trace entries taken one by one and equal values (frames,
+/// strings) kept once: `stats` on one of 30 MB stays within its size plus
+/// 16 MiB (the process, its buffers and the model). Parsed whole into a
+/// `serde_json::Value` it took fourteen times its size.
+#[test]
+fn a_json_snapshot_is_read_as_a_stream() {
+    let d = tempfile::tempdir().unwrap();
+    let (pickle, _) = generated_snapshot(d.path(), 6_000);
+    let json = d.path().join("snapshot.json");
+    run([
+        "convert",
+        pickle.to_str().unwrap(),
+        "-o",
+        json.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    let size = std::fs::metadata(&json).unwrap().len();
+    assert!(size > 20 << 20, "{size} bytes of JSON");
+    // The same figures as from the pickle it was converted from.
+    let from_pickle = run(["stats", pickle.to_str().unwrap(), "--json"]);
+    let from_json = run(["stats", json.to_str().unwrap(), "--json"]);
+    from_pickle.expect_code(0);
+    from_json.expect_code(0);
+    let figures = |r: &Run| -> serde_json::Value {
+        let mut v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
+        v.as_object_mut()
+            .unwrap()
+            .retain(|k, _| k != "file" && k != "format" && k != "bytes");
+        v
+    };
+    assert_eq!(figures(&from_pickle), figures(&from_json));
+    let (code, rss) = peak_rss(["stats".as_ref(), json.as_os_str()]);
+    assert_eq!(code, 0);
+    let bound = size + (16 << 20);
+    assert!(
+        rss <= bound,
+        "stats: peak RSS {rss} bytes over {bound} (a {size}-byte JSON snapshot)"
+    );
+}
+
+/// A profiler trace of `n` steps, each an operator with an allocation and a
+/// free inside it and a kernel between steps, as `torch.profiler` writes
+/// them (one line an event).
+fn generated_trace(n: u64) -> String {
+    use std::fmt::Write;
+    let mut s = String::from(
+        "{\"schemaVersion\": 1, \"deviceProperties\": [{\"id\": 0, \"name\": \"GPU\", \
+         \"totalGlobalMem\": 85899345920}],\n\"traceEvents\": [\n",
+    );
+    let (mut allocated, reserved) = (0u64, 1u64 << 33);
+    for i in 0..n {
+        let ts = 1000 + 10 * i;
+        let (addr, bytes) = (0x7f00_0000_0000 + (i % 64) * (1 << 20), 512 * (1 + i % 7));
+        let _ = writeln!(
+            s,
+            "{{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::op{}\", \"pid\": 1, \"tid\": 1, \
+             \"ts\": {ts}, \"dur\": 8, \"args\": {{\"External id\": {i}, \"Input Dims\": [[16, 559], []]}}}},",
+            i % 13
+        );
+        for (dt, sign) in [(1, 1i64), (5, -1)] {
+            allocated = allocated.wrapping_add_signed(sign * bytes as i64);
+            let _ = writeln!(
+                s,
+                "{{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \
+                 \"pid\": 1, \"tid\": 1, \"ts\": {}, \"args\": {{\"Total Reserved\": {reserved}, \
+                 \"Total Allocated\": {allocated}, \"Bytes\": {}, \"Addr\": {addr}, \"Device Id\": 0, \
+                 \"Device Type\": 1}}}},",
+                ts + dt,
+                sign * bytes as i64
+            );
+        }
+        let _ = writeln!(
+            s,
+            "{{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"void kernel_{}<float>(float*)\", \"pid\": 0, \
+             \"tid\": 7, \"ts\": {}, \"dur\": 2, \"args\": {{\"correlation\": {i}, \"grid\": [1, 1, 1]}}}},",
+            i % 5,
+            ts + 9
+        );
+    }
+    s.push_str("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1, \"args\": {\"name\": \"python\"}}\n]}\n");
+    s
+}
+
+/// A profiler trace's `traceEvents` are read one at a time, keeping only
+/// the memory events and the operators' spans: `stats` on one of 30 MB stays
+/// within its size plus 16 MiB. Parsed whole into a `serde_json::Value` it
+/// took several times its size.
+#[test]
+fn a_profiler_trace_is_read_as_a_stream() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("trace.json");
+    std::fs::write(&trace, generated_trace(50_000)).unwrap();
+    let size = std::fs::metadata(&trace).unwrap().len();
+    assert!(size > 20 << 20, "{size} bytes of trace");
+    let r = run(["stats", trace.to_str().unwrap()]);
+    r.expect_code(0);
+    assert!(
+        r.stdout().contains("100000 [memory] events"),
+        "every memory event read:\n{}",
+        r.stdout()
+    );
+    let (code, rss) = peak_rss(["stats".as_ref(), trace.as_os_str()]);
+    assert_eq!(code, 0);
+    let bound = size + (16 << 20);
+    assert!(
+        rss <= bound,
+        "stats: peak RSS {rss} bytes over {bound} (a {size}-byte profiler trace)"
+    );
+}

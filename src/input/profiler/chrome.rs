@@ -93,108 +93,148 @@ pub fn trace_from_json(v: &Value, name: &str) -> Result<ProfilerTrace, LoadError
         file: name.into(),
         msg: "not a Chrome trace (no traceEvents array)".into(),
     })?;
+    let mut r = TraceReader::default();
+    events.iter().for_each(|e| r.add(e));
+    r.finish(v, name)
+}
 
-    let mut anomalies = Anomalies::default();
-    let mut names = Interner {
-        map: HashMap::new(),
-        names: Vec::new(),
-    };
-    let mut threads = Interner {
-        map: HashMap::new(),
-        names: Vec::new(),
-    };
-    let mut spans: HashMap<u32, ThreadSpans> = HashMap::new();
-    let mut mem: HashMap<DeviceKey, Vec<MemEvent>> = HashMap::new();
-    let mut ooms: HashMap<DeviceKey, Vec<(MemEvent, u64)>> = HashMap::new();
-    let mut op_events = 0u64;
-    let mut memory_events = 0u64;
+/// A Chrome trace read event by event, as its `traceEvents` array is
+/// parsed: only the memory events and the spans of operators and Python
+/// functions are kept, so an event costs its memory only while it is read.
+pub struct TraceReader {
+    /// Events seen so far (the index of the next).
+    count: usize,
+    anomalies: Anomalies,
+    names: Interner,
+    threads: Interner,
+    spans: HashMap<u32, ThreadSpans>,
+    mem: HashMap<DeviceKey, Vec<MemEvent>>,
+    ooms: HashMap<DeviceKey, Vec<(MemEvent, u64)>>,
+    op_events: u64,
+    memory_events: u64,
+}
 
-    for (i, e) in events.iter().enumerate() {
+impl Default for TraceReader {
+    fn default() -> Self {
+        let interner = || Interner {
+            map: HashMap::new(),
+            names: Vec::new(),
+        };
+        TraceReader {
+            count: 0,
+            anomalies: Anomalies::default(),
+            names: interner(),
+            threads: interner(),
+            spans: HashMap::new(),
+            mem: HashMap::new(),
+            ooms: HashMap::new(),
+            op_events: 0,
+            memory_events: 0,
+        }
+    }
+}
+
+impl TraceReader {
+    /// The next entry of `traceEvents`.
+    pub fn add(&mut self, e: &Value) {
+        let i = self.count;
+        self.count += 1;
         let Some(obj) = e.as_object() else {
-            anomalies.add("trace entry that is not an object", || {
+            self.anomalies.add("trace entry that is not an object", || {
                 format!("traceEvents[{i}]")
             });
-            continue;
+            return;
         };
         let ev_name = obj.get("name").and_then(|n| n.as_str()).unwrap_or("");
         let thread_key = || format!("{}/{}", id_part(obj.get("pid")), id_part(obj.get("tid")));
         let is_mem = ev_name == "[memory]";
         let is_oom = ev_name == "[OutOfMemory]";
         if is_mem || is_oom {
-            let Some((key, me)) = memory_event(i, obj, &mut threads, &mut anomalies) else {
-                continue;
+            let Some((key, me)) = memory_event(i, obj, &mut self.threads, &mut self.anomalies)
+            else {
+                return;
             };
             if is_mem {
-                memory_events += 1;
-                mem.entry(key).or_default().push(me);
+                self.memory_events += 1;
+                self.mem.entry(key).or_default().push(me);
             } else {
                 let bytes = me.bytes.unsigned_abs();
-                ooms.entry(key).or_default().push((me, bytes));
+                self.ooms.entry(key).or_default().push((me, bytes));
             }
-            continue;
+            return;
         }
         if obj.get("ph").and_then(|p| p.as_str()) != Some("X") {
-            continue;
+            return;
         }
         let cat = obj.get("cat").and_then(|c| c.as_str()).unwrap_or("");
         let is_op = cat == "cpu_op" || cat == "Operator";
         let is_py = cat == "python_function" && ev_name.contains(".py(");
         if !(is_op || is_py) {
-            continue;
+            return;
         }
         if is_op {
-            op_events += 1;
+            self.op_events += 1;
         }
         let (Some(ts), Some(dur)) = (num_f64(obj.get("ts")), num_f64(obj.get("dur"))) else {
-            continue;
+            return;
         };
-        let thread = threads.id(&thread_key());
+        let thread = self.threads.id(&thread_key());
         let span = Span {
             start: ts,
             end: ts + dur.max(0.0),
-            name: names.id(ev_name),
+            name: self.names.id(ev_name),
         };
-        let t = spans.entry(thread).or_default();
+        let t = self.spans.entry(thread).or_default();
         if is_op { &mut t.ops } else { &mut t.py }.push(span);
     }
 
-    if memory_events == 0 && ooms.is_empty() {
-        return Err(LoadError::Format {
-            file: name.into(),
-            msg: "a profiler trace without [memory] events: record it with \
+    /// The trace, once every entry is read; `v` is the document (its
+    /// `traceEvents` aside: `deviceProperties`, `distributedInfo`).
+    pub fn finish(mut self, v: &Value, name: &str) -> Result<ProfilerTrace, LoadError> {
+        if self.memory_events == 0 && self.ooms.is_empty() {
+            return Err(LoadError::Format {
+                file: name.into(),
+                msg: "a profiler trace without [memory] events: record it with \
                   torch.profiler.profile(profile_memory=True)"
-                .into(),
-        });
+                    .into(),
+            });
+        }
+
+        attribute(&mut self.mem, &mut self.ooms, &mut self.spans);
+
+        let device_properties = device_properties(v);
+        let dist = v.get("distributedInfo");
+        let rank = num_i64(dist.and_then(|d| d.get("rank")));
+        let world_size = num_i64(dist.and_then(|d| d.get("world_size")));
+
+        let names = self.names.names;
+        let devices = build_devices(
+            self.mem,
+            self.ooms,
+            &device_properties,
+            &names,
+            &mut self.anomalies,
+        );
+
+        let gpu_memory_events = devices
+            .iter()
+            .filter(|d| !d.key.is_cpu())
+            .map(|d| d.summary.events)
+            .sum();
+        Ok(ProfilerTrace {
+            trace_events: self.count as u64,
+            memory_events: self.memory_events,
+            gpu_memory_events,
+            op_events: self.op_events,
+            devices,
+            device_properties,
+            rank,
+            world_size,
+            names,
+            threads: self.threads.names,
+            anomalies: self.anomalies.into_vec(),
+        })
     }
-
-    attribute(&mut mem, &mut ooms, &mut spans);
-
-    let device_properties = device_properties(v);
-    let dist = v.get("distributedInfo");
-    let rank = num_i64(dist.and_then(|d| d.get("rank")));
-    let world_size = num_i64(dist.and_then(|d| d.get("world_size")));
-
-    let names = names.names;
-    let devices = build_devices(mem, ooms, &device_properties, &names, &mut anomalies);
-
-    let gpu_memory_events = devices
-        .iter()
-        .filter(|d| !d.key.is_cpu())
-        .map(|d| d.summary.events)
-        .sum();
-    Ok(ProfilerTrace {
-        trace_events: events.len() as u64,
-        memory_events,
-        gpu_memory_events,
-        op_events,
-        devices,
-        device_properties,
-        rank,
-        world_size,
-        names,
-        threads: threads.names,
-        anomalies: anomalies.into_vec(),
-    })
 }
 
 /// One `[memory]` or `[OutOfMemory]` entry `traceEvents[i]` as its device

@@ -164,18 +164,28 @@ pub fn expansion_budget(a: &Arena) -> u64 {
 /// Python dict semantics for a key the file repeats: the last value wins, in
 /// the first occurrence's place (what `pickle.load` and JSON readers do, and
 /// all that the JSON form can carry).
-fn dedup_keys(v: &mut Vec<(String, Setting)>) {
-    if v.len() < 2 {
+pub(crate) fn dedup_keys<K: Eq + std::hash::Hash + Clone, V>(v: &mut Vec<(K, V)>) {
+    let n = v.len();
+    if n < 2 {
         return;
     }
-    let mut first: HashMap<String, usize> = HashMap::with_capacity(v.len());
-    let mut out: Vec<(String, Setting)> = Vec::with_capacity(v.len());
-    for (k, val) in v.drain(..) {
-        match first.get(&k) {
-            Some(&i) => out[i].1 = val,
-            None => {
-                first.insert(k.clone(), out.len());
-                out.push((k, val));
+    let mut out: Vec<(K, V)> = Vec::with_capacity(n);
+    if n <= 16 {
+        for (k, val) in v.drain(..) {
+            match out.iter_mut().find(|(o, _)| *o == k) {
+                Some(o) => o.1 = val,
+                None => out.push((k, val)),
+            }
+        }
+    } else {
+        let mut first: HashMap<K, usize> = HashMap::with_capacity(n);
+        for (k, val) in v.drain(..) {
+            match first.get(&k) {
+                Some(&i) => out[i].1 = val,
+                None => {
+                    first.insert(k.clone(), out.len());
+                    out.push((k, val));
+                }
             }
         }
     }

@@ -153,6 +153,18 @@ impl TraceSink {
         self
     }
 
+    /// A new trace list for a reader that finds device traces itself (the
+    /// JSON reader): its number, for [`Sink::take_entry`].
+    pub(crate) fn new_list(&mut self) -> u32 {
+        self.lists.push(Events::default());
+        self.lists.len() as u32 - 1
+    }
+
+    /// The frames of stack `s`, as [`Sink::take_stack`] took them.
+    pub(crate) fn stack_items(&self, s: u32) -> &[Vid] {
+        &self.pstacks[s as usize]
+    }
+
     /// Trace entries taken so far.
     pub fn entries(&self) -> usize {
         self.lists.iter().map(|l| l.events.len()).sum()

@@ -1,0 +1,284 @@
+//! A JSON snapshot's values built into the [`Arena`] as they are parsed,
+//! with no `serde_json::Value` of the whole document: equal values (strings,
+//! numbers, frames, frames lists) are one node, as a pickle's memo makes
+//! them, and the entries of `device_traces[d]` go to the [`TraceSink`] as
+//! soon as each is read, as the pickle machine hands them over, so what
+//! stays in memory is the model's size, not the text's.
+//!
+//! Objects keep `serde_json`'s map semantics (a repeated key keeps its first
+//! place and its last value), so the arena is the one the whole document
+//! parsed into a `Value` gave.
+
+use crate::core::hash::{FxBuild, FxHasher};
+use crate::input::pickle::{Sink, Val};
+use crate::input::snapshot::{TraceSink, dedup_keys};
+use crate::input::value::{Arena, Node, Vid};
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use std::collections::HashMap;
+use std::hash::Hasher;
+
+/// A value as it is read: an integer not yet given a node (the entries'
+/// fields need none), a node (and whether it is shared by content), or a
+/// trace entry the sink took.
+#[derive(Clone, Copy)]
+pub(super) enum Item {
+    Int(i64),
+    Node(Vid, bool),
+    Taken(u32),
+}
+
+/// Where a value sits: `device_traces` itself, one device's trace list,
+/// an entry of it (with its list), or anywhere else.
+#[derive(Clone, Copy)]
+pub(super) enum Ctx {
+    Plain,
+    DeviceTraces,
+    TraceList,
+    Entry(u32),
+}
+
+#[derive(Default)]
+pub(super) struct Builder {
+    pub arena: Arena,
+    pub sink: TraceSink,
+    /// Nodes shared by content, by hash (a colliding node is not shared).
+    cons: HashMap<u64, Vid, FxBuild>,
+}
+
+fn node_hash(n: &Node) -> u64 {
+    let mut h = FxHasher::default();
+    match n {
+        Node::None => h.write_u64(1),
+        Node::Bool(b) => h.write_u64(2 + *b as u64),
+        Node::Int(i) => {
+            h.write_u64(4);
+            h.write_u64(*i as u64)
+        }
+        Node::BigInt => h.write_u64(5),
+        Node::Float(f) => {
+            h.write_u64(6);
+            h.write_u64(f.to_bits())
+        }
+        Node::Str(s) => {
+            h.write_u64(7);
+            h.write(s.as_bytes())
+        }
+        Node::List(v) => {
+            h.write_u64(8);
+            v.iter().for_each(|&x| h.write_u32(x))
+        }
+        Node::Dict(v) => {
+            h.write_u64(9);
+            v.iter().for_each(|&(k, x)| {
+                h.write_u32(k);
+                h.write_u32(x)
+            })
+        }
+        _ => h.write_u64(10),
+    }
+    h.finish()
+}
+
+impl Builder {
+    /// The node of `n`, shared with an equal one made before.
+    fn cons(&mut self, n: Node) -> Vid {
+        let h = node_hash(&n);
+        if let Some(&id) = self.cons.get(&h) {
+            let same = match (self.arena.get(id), &n) {
+                // A frames list the sink took since.
+                (Node::Stack(s), Node::List(items)) => self.sink.stack_items(*s) == &items[..],
+                (old, new) => old == new,
+            };
+            if same {
+                return id;
+            }
+            return self.arena.push(n);
+        }
+        let id = self.arena.push(n);
+        self.cons.insert(h, id);
+        id
+    }
+
+    pub(super) fn str_node(&mut self, s: &str) -> Vid {
+        self.cons(Node::Str(s.into()))
+    }
+
+    fn int_node(&mut self, i: i64) -> Vid {
+        self.cons(Node::Int(i))
+    }
+
+    /// The node of an item.
+    pub(super) fn vid(&mut self, it: Item, list: u32) -> Vid {
+        match it {
+            Item::Int(i) => self.int_node(i),
+            Item::Node(v, _) => v,
+            Item::Taken(i) => self.arena.push(Node::Record(list, i)),
+        }
+    }
+
+    fn shared(it: Item) -> bool {
+        matches!(it, Item::Int(_) | Item::Node(_, true))
+    }
+
+    /// A container: shared by content when all its items are.
+    fn container(&mut self, n: Node, shared: bool) -> Item {
+        if shared {
+            Item::Node(self.cons(n), true)
+        } else {
+            Item::Node(self.arena.push(n), false)
+        }
+    }
+
+    /// After the document: the trace lists the schema layer will not read
+    /// whole become lists of records (as the pickle machine leaves them).
+    pub(super) fn finish(mut self, root: Vid) -> (Arena, TraceSink) {
+        for t in self.sink.finish(&self.arena, root) {
+            if let Node::Trace(l, n) = *self.arena.get(t) {
+                let items = (0..n)
+                    .map(|i| self.arena.push(Node::Record(l, i)))
+                    .collect();
+                self.arena.taken = self.arena.taken.saturating_sub(n as u64);
+                self.arena.nodes[t as usize] = Node::List(items);
+            }
+        }
+        (self.arena, self.sink)
+    }
+
+    /// A trace entry's items as the sink reads them; `None` when it would
+    /// not take them.
+    fn take_entry(&mut self, l: u32, pairs: &[(Vid, Item)]) -> Option<u32> {
+        let mut vals = Vec::with_capacity(2 * pairs.len());
+        for &(k, v) in pairs {
+            vals.push(Val::Node(k));
+            vals.push(match v {
+                Item::Int(i) => Val::Int(i),
+                Item::Node(v, _) => Val::Node(v),
+                Item::Taken(_) => return None,
+            });
+        }
+        self.sink.take_entry(&mut self.arena, l, &vals, None)
+    }
+}
+
+/// Reads one value into the builder.
+pub(super) struct Seed<'b> {
+    pub b: &'b mut Builder,
+    pub ctx: Ctx,
+}
+
+impl<'de> DeserializeSeed<'de> for Seed<'_> {
+    type Value = Item;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Item, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Seed<'_> {
+    type Value = Item;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Item, E> {
+        Ok(Item::Node(self.b.cons(Node::Bool(v)), true))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Item, E> {
+        Ok(Item::Int(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Item, E> {
+        Ok(match i64::try_from(v) {
+            Ok(i) => Item::Int(i),
+            Err(_) => Item::Node(self.b.cons(Node::BigInt), true),
+        })
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Item, E> {
+        // As `serde_json::Value` holds it: a number not finite is null.
+        let n = if v.is_finite() {
+            Node::Float(v)
+        } else {
+            Node::None
+        };
+        Ok(Item::Node(self.b.cons(n), true))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Item, E> {
+        Ok(Item::Node(self.b.str_node(v), true))
+    }
+    fn visit_unit<E>(self) -> Result<Item, E> {
+        Ok(Item::Node(self.b.cons(Node::None), true))
+    }
+    fn visit_none<E>(self) -> Result<Item, E> {
+        Ok(Item::Node(self.b.cons(Node::None), true))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Item, A::Error> {
+        let b = self.b;
+        match self.ctx {
+            Ctx::DeviceTraces => {
+                let mut items = Vec::new();
+                while let Some(it) = seq.next_element_seed(Seed {
+                    b: &mut *b,
+                    ctx: Ctx::TraceList,
+                })? {
+                    items.push(b.vid(it, 0));
+                }
+                Ok(Item::Node(b.arena.push(Node::List(items)), false))
+            }
+            Ctx::TraceList => {
+                let l = b.sink.new_list();
+                let mut items = Vec::new();
+                while let Some(it) = seq.next_element_seed(Seed {
+                    b: &mut *b,
+                    ctx: Ctx::Entry(l),
+                })? {
+                    items.push(it);
+                }
+                let n = items.len();
+                let whole = n > 0
+                    && items
+                        .iter()
+                        .enumerate()
+                        .all(|(j, it)| matches!(it, Item::Taken(i) if *i as usize == j));
+                if whole {
+                    b.arena.taken += n as u64;
+                    return Ok(Item::Node(b.arena.push(Node::Trace(l, n as u32)), false));
+                }
+                let items = items.into_iter().map(|it| b.vid(it, l)).collect();
+                Ok(Item::Node(b.arena.push(Node::List(items)), false))
+            }
+            Ctx::Plain | Ctx::Entry(_) => {
+                let mut items = Vec::new();
+                let mut shared = true;
+                while let Some(it) = seq.next_element_seed(Seed {
+                    b: &mut *b,
+                    ctx: Ctx::Plain,
+                })? {
+                    shared &= Builder::shared(it);
+                    items.push(b.vid(it, 0));
+                }
+                Ok(b.container(Node::List(items), shared))
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Item, A::Error> {
+        let b = self.b;
+        let mut pairs: Vec<(Vid, Item)> = Vec::new();
+        while let Some(k) = map.next_key::<std::borrow::Cow<'_, str>>()? {
+            let k = b.str_node(&k);
+            let v = map.next_value_seed(Seed {
+                b: &mut *b,
+                ctx: Ctx::Plain,
+            })?;
+            pairs.push((k, v));
+        }
+        dedup_keys(&mut pairs);
+        if let Ctx::Entry(l) = self.ctx
+            && let Some(i) = b.take_entry(l, &pairs)
+        {
+            return Ok(Item::Taken(i));
+        }
+        let shared = pairs.iter().all(|&(_, v)| Builder::shared(v));
+        let items = pairs.into_iter().map(|(k, v)| (k, b.vid(v, 0))).collect();
+        Ok(b.container(Node::Dict(items), shared))
+    }
+}
