@@ -358,30 +358,69 @@ pub fn trace_timeline_text(
 }
 
 /// `fragscope timeline --json` on a trace (schema `fragscope.timeline/1`,
-/// `kind: profiler_trace`).
-pub fn trace_timeline_json(file: &str, tr: &ProfilerTrace, devices: &[TraceTimeline]) -> String {
-    let v = json!({
-        "schema": "fragscope.timeline/1",
-        "file": file,
-        "kind": "profiler_trace",
-        "devices": devices.iter().map(|d| json!({
-            "device": tr.devices[d.device].label,
-            "summary": tr.devices[d.device].summary,
-            "key_moments": d.key_moments.iter().map(|k| json!({
-                "label": k.label,
-                "at": k.at,
-                "sample": k.sample,
-                "op": k.op,
-            })).collect::<Vec<_>>(),
-            "downsampled": d.downsampled,
-            "samples": d.samples,
-        })).collect::<Vec<_>>(),
-        "not_measurable": MISSING_FIGURES
-            .iter()
-            .map(|(f, why)| json!({"figure": f, "why": why}))
-            .collect::<Vec<_>>(),
+/// `kind: profiler_trace`), written to `w` as it is serialized.
+pub fn write_trace_timeline_json(
+    w: &mut dyn std::io::Write,
+    file: &str,
+    tr: &ProfilerTrace,
+    devices: &[TraceTimeline],
+) -> std::io::Result<()> {
+    use crate::core::serial::Seq;
+    #[derive(Serialize)]
+    struct Doc<'a, D> {
+        schema: &'static str,
+        file: &'a str,
+        kind: &'static str,
+        devices: D,
+        not_measurable: Vec<Missing>,
+    }
+    #[derive(Serialize)]
+    struct Device<'a, K> {
+        device: &'a str,
+        summary: &'a crate::model::profiler::DeviceSummary,
+        key_moments: K,
+        downsampled: bool,
+        samples: &'a [Sample],
+    }
+    /// A key moment as the trace's document has always written it: `op`
+    /// present, `null` where no operator ran.
+    #[derive(Serialize)]
+    struct Moment<'a> {
+        label: &'a str,
+        at: Option<usize>,
+        sample: &'a Sample,
+        op: &'a Option<String>,
+    }
+    #[derive(Serialize)]
+    struct Missing {
+        figure: &'static str,
+        why: &'static str,
+    }
+    let devices = devices.iter().map(|d| Device {
+        device: &tr.devices[d.device].label,
+        summary: &tr.devices[d.device].summary,
+        key_moments: Seq::new(d.key_moments.iter().map(|k| Moment {
+            label: &k.label,
+            at: k.at,
+            sample: &k.sample,
+            op: &k.op,
+        })),
+        downsampled: d.downsampled,
+        samples: &d.samples,
     });
-    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+    let doc = Doc {
+        schema: TIMELINE_SCHEMA,
+        file,
+        kind: "profiler_trace",
+        devices: Seq::new(devices),
+        not_measurable: (MISSING_FIGURES.iter())
+            .map(|&(figure, why)| Missing { figure, why })
+            .collect(),
+    };
+    let mut w = super::encode::Chunked::new(w);
+    serde_json::to_writer_pretty(&mut w, &doc).map_err(std::io::Error::from)?;
+    std::io::Write::write_all(&mut w, b"\n")?;
+    w.finish()
 }
 
 /// `fragscope timeline` on a memory-timeline export: live bytes by
@@ -508,7 +547,7 @@ pub fn write_timeline(
                         .map(|d| (&device(d).label, d.samples.iter().copied()));
                     return write_csv(w, s);
                 }
-                Form::Json => trace_timeline_json(file, trace, devices),
+                Form::Json => return write_trace_timeline_json(w, file, trace, devices),
                 Form::Text => {
                     let s: Vec<_> = (devices.iter())
                         .map(|d| (device(d), d.key_moments.clone()))
