@@ -4,7 +4,7 @@
 time past the one before (its other keys kept once).
 
     python3 scripts/make_big_trace.py ../shared/real/tracelens_h100_qwen1.5-0.5b_profile-memory.json.gz \
-        --copies 60 -o /work/bench-inputs/trace-qwen-x60.json
+        --copies 60 -o target/bench-inputs/trace-qwen-x60.json
 
 The output is gzip-compressed when its name ends in `.gz`.
 """
