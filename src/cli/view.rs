@@ -15,7 +15,7 @@ use crate::input::{self, Content};
 use crate::model::Snapshot;
 use crate::pipeline::{self, AnyReport};
 use crate::render::view::{self as rv, Detail, DeviceView, View};
-use crate::timeline::checkpoints::Checkpoints;
+use crate::timeline::checkpoints::{self, Checkpoints};
 use crate::timeline::{self, MomentState, Replayer, Series};
 use std::collections::HashMap;
 use std::io::Write;
@@ -62,8 +62,8 @@ struct Loaded<'a> {
     peaks: HashMap<i64, HashMap<String, u64>>,
     /// Every allocation's interval, for the bands.
     lifetimes: HashMap<i64, Vec<timeline::Lifetime>>,
-    /// Each device's state checkpoints: a scrub is one of them and a few
-    /// thousand events of replay.
+    /// Each device's state checkpoints, served only: a scrub is one of
+    /// them and a few thousand events of replay.
     checkpoints: HashMap<i64, Checkpoints<'a>>,
     /// What each device's what-if button shows (see [`what_if`]).
     what_if: HashMap<i64, serde_json::Value>,
@@ -121,10 +121,26 @@ fn culprit_options() -> culprits::Options {
     }
 }
 
-/// The states at a device's key moments (in their order), each a checkpoint
-/// and a short replay.
-fn key_states(cp: &Checkpoints, ats: &[Option<usize>]) -> Vec<MomentState> {
-    ats.iter().map(|&at| cp.state_at(at)).collect()
+/// The states at a device's key moments (in their order): served, each a
+/// checkpoint and a short replay; written, one replay to the last of them
+/// (a written page steps through those states only, and the checkpoints
+/// would cost up to 256 MiB a device).
+fn key_states(
+    snap: &Snapshot,
+    cps: &HashMap<i64, Checkpoints>,
+    device: i64,
+    ats: &[Option<usize>],
+) -> (Vec<MomentState>, Vec<timeline::Lifetime>) {
+    match cps.get(&device) {
+        Some(cp) => (
+            ats.iter().map(|&at| cp.state_at(at)).collect(),
+            cp.replayer().lifetimes(),
+        ),
+        None => {
+            let replayer = Replayer::new(snap, device);
+            (replayer.states_at(ats), replayer.lifetimes())
+        }
+    }
 }
 
 fn load<'a>(
@@ -132,15 +148,16 @@ fn load<'a>(
     snap: &'a Snapshot,
     l: &input::Loaded,
     device: Option<i64>,
+    (name, served): (&str, bool),
 ) -> anyhow::Result<Loaded<'a>> {
     let mut series = HashMap::new();
-    // The checkpoints are one more replay of each device: made on another
-    // thread while the report is built.
+    // Served, the checkpoints are one more replay of each device: made on
+    // another thread while the report is built.
     let (report, checkpoints) = std::thread::scope(|s| {
         let cps = s.spawn(|| {
             snap.devices()
                 .into_iter()
-                .filter(|d| device.is_none_or(|x| x == *d))
+                .filter(|d| served && device.is_none_or(|x| x == *d))
                 .map(|d| (d, Checkpoints::new(snap, d)))
                 .collect::<HashMap<_, _>>()
         });
@@ -159,13 +176,16 @@ fn load<'a>(
         (report, cps)
     });
     let report = report?;
+    // Before the states and bands are made: the what-if runs' memory is
+    // then given back before theirs is taken.
+    let what_if = what_if(sty, name, snap, &report, served);
     let mut states = HashMap::new();
     let mut peaks = HashMap::new();
     let mut lifetimes = HashMap::new();
     for d in &report.devices {
-        lifetimes.insert(d.device, Replayer::new(snap, d.device).lifetimes());
         let ats: Vec<Option<usize>> = d.key_moments.iter().map(|k| k.at).collect();
-        let st = key_states(&checkpoints[&d.device], &ats);
+        let (st, lives) = key_states(snap, &checkpoints, d.device, &ats);
+        lifetimes.insert(d.device, lives);
         // The call sites' live bytes at the peak of allocated bytes.
         let peak: HashMap<String, u64> = d
             .key_moments
@@ -191,11 +211,12 @@ fn load<'a>(
         zooms: series.iter().map(|(d, s)| (*d, rv::Zoom::new(s))).collect(),
         series,
         checkpoints,
-        what_if: HashMap::new(),
+        what_if,
     })
 }
 
-fn data(snap: &Snapshot, v: &Loaded, served: bool, max_points: usize) -> serde_json::Value {
+/// What the page's data is made of ([`rv::Data`] serializes it).
+fn view<'v>(snap: &'v Snapshot, v: &'v Loaded, served: bool, max_points: usize) -> View<'v> {
     let devices = v
         .report
         .devices
@@ -209,7 +230,7 @@ fn data(snap: &Snapshot, v: &Loaded, served: bool, max_points: usize) -> serde_j
             what_if: v.what_if.get(&d.device).cloned().unwrap_or_default(),
         })
         .collect();
-    rv::data(&View {
+    View {
         snap,
         report: &v.report,
         devices,
@@ -223,7 +244,33 @@ fn data(snap: &Snapshot, v: &Loaded, served: bool, max_points: usize) -> serde_j
             ..Detail::default()
         },
         style: v.style,
-    })
+    }
+}
+
+/// A page's data: a snapshot's, serialized as it is written, or another
+/// input's, made whole (it is small).
+enum Doc<'v, 'a> {
+    Snapshot(rv::Data<'v, 'a>),
+    Value(&'v serde_json::Value),
+}
+
+impl Doc<'_, '_> {
+    /// The page's title: the file's base name, as the data names it.
+    fn title(&self) -> &str {
+        match self {
+            Doc::Snapshot(d) => &d.0.report.file,
+            Doc::Value(v) => v["file"].as_str().unwrap_or("fragscope"),
+        }
+    }
+}
+
+impl serde::Serialize for Doc<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Doc::Snapshot(d) => d.serialize(ser),
+            Doc::Value(v) => v.serialize(ser),
+        }
+    }
 }
 
 /// What one file's page is made of.
@@ -246,10 +293,9 @@ fn page_of<'a>(
     let sty = &g.style;
     Ok(match &l.content {
         Content::Snapshot(snap) => {
-            let mut v = load(sty, snap, l, device)?;
             // The file by its base name, as the rest of the page names it.
             let name = crate::analysis::report::base_name(file);
-            v.what_if = what_if(sty, &name, snap, &v.report, served);
+            let v = load(sty, snap, l, device, (&name, served))?;
             Page::Snapshot(snap, Box::new(v))
         }
         // A trace or a memory-timeline export: its report is the page.
@@ -276,18 +322,19 @@ fn page_of<'a>(
     })
 }
 
-/// The data of `file`'s page as `-o` writes it.
-pub(super) fn written_doc(
+/// The data of `file`'s page as `-o` writes it, handed to `f`.
+fn written_doc<R>(
     g: &Global,
     file: &str,
     device: Option<i64>,
     max_points: usize,
-) -> anyhow::Result<serde_json::Value> {
+    f: impl FnOnce(&Doc) -> anyhow::Result<R>,
+) -> anyhow::Result<R> {
     let l = input::load(file, &g.load)?;
-    Ok(match page_of(g, &l, file, device, false)? {
-        Page::Snapshot(snap, v) => data(snap, &v, false, max_points),
-        Page::Series(doc) => doc(false),
-    })
+    match page_of(g, &l, file, device, false)? {
+        Page::Snapshot(snap, v) => f(&Doc::Snapshot(rv::Data(&view(snap, &v, false, max_points)))),
+        Page::Series(doc) => f(&Doc::Value(&doc(false))),
+    }
 }
 
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
@@ -302,31 +349,30 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         return run_ranks(&a, g, addr);
     }
     if let Some(out) = &a.output {
-        write_page(
-            out,
-            &a.file,
-            &written_doc(g, &a.file, a.device, a.max_points)?,
-        )?;
+        written_doc(g, &a.file, a.device, a.max_points, |doc| {
+            write_page(out, &a.file, doc)
+        })?;
         return Ok(Exit::Ok);
     }
     let l = input::load(&a.file, &g.load)?;
     match page_of(g, &l, &a.file, a.device, true)? {
         Page::Snapshot(snap, v) => {
-            let doc = data(snap, &v, true, a.max_points);
+            let doc = Doc::Snapshot(rv::Data(&view(snap, &v, true, a.max_points)));
             let name = crate::analysis::report::base_name(&a.file);
+            let mut scratch = Scratch::default();
             serve(&a, addr, &doc, |path, q| {
-                snapshot_api(snap, &v, path, q, &name)
+                snapshot_api(snap, &v, &mut scratch, path, q, &name)
             })
         }
         // Nothing to ask for but the page and its data.
-        Page::Series(doc) => serve(&a, addr, &doc(true), |_, _| {
+        Page::Series(doc) => serve(&a, addr, &Doc::Value(&doc(true)), |_, _| {
             text(404, "not found: this server serves / and /api/data")
         }),
     }
 }
 
 /// Writes the page (`.html`) or its data (`.json`), by the extension.
-pub(super) fn write_page(out: &str, file: &str, doc: &serde_json::Value) -> anyhow::Result<()> {
+fn write_page(out: &str, file: &str, doc: &Doc) -> anyhow::Result<()> {
     let lower = out.to_ascii_lowercase();
     let json = lower.ends_with(".json");
     if !json && !lower.ends_with(".html") && !lower.ends_with(".htm") {
@@ -337,10 +383,12 @@ pub(super) fn write_page(out: &str, file: &str, doc: &serde_json::Value) -> anyh
     // Written as it is serialized: the page is never held whole.
     super::output::write_atomic_with(out, std::slice::from_ref(&file.to_string()), |w| {
         if json {
-            serde_json::to_writer_pretty(&mut *w, doc)?;
-            w.write_all(b"\n")
+            let mut out = crate::render::encode::Chunked::new(w);
+            serde_json::to_writer_pretty(&mut out, doc)?;
+            out.write_all(b"\n")?;
+            out.finish()
         } else {
-            rv::write_page(w, doc)
+            rv::write_page(w, doc.title(), doc)
         }
     })?;
     Ok(())
@@ -348,10 +396,10 @@ pub(super) fn write_page(out: &str, file: &str, doc: &serde_json::Value) -> anyh
 
 /// Serves the page of `doc` and `doc` itself (`/api/data`) until the
 /// process is stopped (Ctrl-C); `api` answers the other paths.
-pub(super) fn serve(
+fn serve(
     a: &Args,
     addr: SocketAddr,
-    doc: &serde_json::Value,
+    doc: &Doc,
     mut api: impl FnMut(&str, &HashMap<&str, &str>) -> Answer,
 ) -> anyhow::Result<Exit> {
     let server = tiny_http::Server::http(addr)
@@ -380,8 +428,8 @@ pub(super) fn serve(
     if !a.no_open && has_display() {
         open_browser(&url);
     }
-    let page = rv::page(doc);
     let data = serde_json::to_vec(doc)?;
+    let page = rv::page_of_json(doc.title(), &data);
     for req in server.incoming_requests() {
         let (status, kind, body) = answer(&req, local, &page, &data, &mut api);
         let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes())
@@ -495,10 +543,15 @@ fn answer(
     }
 }
 
+/// Each device's layout of the last scrub, replayed on from there when
+/// the next one steps forward.
+type Scratch = HashMap<i64, checkpoints::Scratch>;
+
 /// A snapshot's states, zoomed series and what-if tables.
 fn snapshot_api(
     snap: &Snapshot,
     v: &Loaded,
+    scratch: &mut Scratch,
     path: &str,
     q: &HashMap<&str, &str>,
     file: &str,
@@ -515,7 +568,17 @@ fn snapshot_api(
                 return text(400, &format!("device {d}: event {e} is not in 0..{n}"));
             }
             let at = (e >= 0).then_some(e as usize);
-            json(&rv::state(&v.style, snap, &v.checkpoints[&d].state_at(at)))
+            let st = v.checkpoints[&d].state_at_in(scratch.entry(d).or_default(), at);
+            let state = rv::StateJson {
+                style: &v.style,
+                snap,
+                state: &st,
+            };
+            (
+                200,
+                "application/json",
+                serde_json::to_vec(&state).expect("a state serializes"),
+            )
         }
         "/api/series" => {
             let Some(d) = device(int("device")) else {
@@ -586,10 +649,10 @@ fn run_ranks(a: &Args, g: &Global, addr: SocketAddr) -> anyhow::Result<Exit> {
     let name = crate::analysis::report::base_name(&a.file);
     let doc = rv::ranks_data(&g.style, &r, a.output.is_none(), &name);
     if let Some(out) = &a.output {
-        write_page(out, &a.file, &doc)?;
+        write_page(out, &a.file, &Doc::Value(&doc))?;
         return Ok(Exit::Ok);
     }
-    serve(a, addr, &doc, |path, q| {
+    serve(a, addr, &Doc::Value(&doc), |path, q| {
         if path != "/rank" {
             return text(
                 404,
@@ -603,8 +666,13 @@ fn run_ranks(a: &Args, g: &Global, addr: SocketAddr) -> anyhow::Result<Exit> {
         else {
             return text(400, &format!("/rank?index=I, I in 0..{}", paths.len()));
         };
-        match written_doc(g, paths[i], None, a.max_points) {
-            Ok(d) => (200, "text/html; charset=utf-8", rv::page(&d).into_bytes()),
+        let page = written_doc(g, paths[i], None, a.max_points, |d| {
+            let mut out = Vec::new();
+            rv::write_page(&mut out, d.title(), d)?;
+            Ok(out)
+        });
+        match page {
+            Ok(p) => (200, "text/html; charset=utf-8", p),
             Err(e) => text(
                 500,
                 &format!("{e:#}").replace(paths[i].as_str(), &r.rows[i].file),

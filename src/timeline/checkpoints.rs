@@ -24,6 +24,11 @@ const MAX_COUNT: usize = 512;
 /// Bytes the saved layouts of one device may take together (about).
 pub const DEFAULT_BUDGET: usize = 256 << 20;
 
+/// A layout replayed to a moment, kept for the next one
+/// ([`Checkpoints::state_at_in`]): the number of events replayed into it.
+#[derive(Default)]
+pub struct Scratch(Option<(usize, Layout)>);
+
 /// A device's saved layouts, by the number of events replayed into each.
 pub struct Checkpoints<'a> {
     replayer: Replayer<'a>,
@@ -119,15 +124,53 @@ impl<'a> Checkpoints<'a> {
     /// What [`super::state_at`] returns: the nearest checkpoint at or before
     /// the moment, replayed up to it.
     pub fn state_at(&self, at: Option<usize>) -> MomentState {
+        self.state_at_in(&mut Scratch::default(), at)
+    }
+
+    /// [`Checkpoints::state_at`], replayed in `scratch`: from the layout
+    /// the last call left there when the moment is at or after it and no
+    /// checkpoint is nearer (a scrub that steps forward replays the events
+    /// stepped over), else from a copy of the nearest checkpoint.
+    pub fn state_at_in(&self, scratch: &mut Scratch, at: Option<usize>) -> MomentState {
         let run = &self.replayer.run;
         let upto = at.map_or(0, |a| (a + 1).min(run.trace.len()));
         let k = self.saved.partition_point(|(done, _)| *done <= upto) - 1;
         let (done, saved) = &self.saved[k];
-        let mut l = saved.clone();
-        let mut problems = BTreeMap::new();
-        for i in *done..upto {
-            run.step(&mut l, i, &mut problems);
+        let reuse = matches!(&scratch.0, Some((d, _)) if *done <= *d && *d <= upto);
+        if !reuse {
+            scratch.0 = Some((*done, saved.clone()));
         }
-        super::moment_state(run, &l, self.replayer.device, at)
+        let (d, l) = scratch.0.as_mut().expect("set above");
+        let mut problems = BTreeMap::new();
+        for i in *d..upto {
+            run.step(l, i, &mut problems);
+        }
+        *d = upto;
+        super::moment_state(run, l, self.replayer.device, at)
+    }
+}
+
+impl Replayer<'_> {
+    /// The states at `ats` (in their order), as [`Replayer::state_at`]
+    /// gives them, from one forward replay and with no checkpoint: what a
+    /// written page needs (its key moments), in the memory of one layout
+    /// and the states returned.
+    pub fn states_at(&self, ats: &[Option<usize>]) -> Vec<MomentState> {
+        let run = &self.run;
+        let upto = |at: Option<usize>| at.map_or(0, |a| (a + 1).min(run.trace.len()));
+        let mut order: Vec<usize> = (0..ats.len()).collect();
+        order.sort_by_key(|&i| upto(ats[i]));
+        let mut l = run.start.clone_unindexed();
+        let mut problems = BTreeMap::new();
+        let mut done = 0;
+        let mut out: Vec<Option<MomentState>> = vec![None; ats.len()];
+        for i in order {
+            for e in done..upto(ats[i]) {
+                run.step(&mut l, e, &mut problems);
+            }
+            done = done.max(upto(ats[i]));
+            out[i] = Some(super::moment_state(run, &l, self.device, ats[i]));
+        }
+        out.into_iter().flatten().collect()
     }
 }

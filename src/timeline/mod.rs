@@ -374,7 +374,8 @@ pub fn for_each_state_at(
 
 fn moment_state(run: &Run, l: &Layout, device: i64, at: Option<usize>) -> MomentState {
     let ev = at.and_then(|a| run.trace.get(a));
-    let mut origins = HashMap::new();
+    let live = l.segs.values().map(|s| s.blocks.len()).sum();
+    let mut origins = HashMap::with_capacity(live);
     for s in l.segs.values() {
         for (a, b) in &s.blocks {
             origins.insert(*a, b.origin);

@@ -143,3 +143,42 @@ fn series_skip_reads_the_same_samples() {
         assert_eq!(got, want, "from {k}");
     }
 }
+
+/// A scrub replayed in a kept layout (forward from the last one, or back
+/// and across checkpoints) and the key moments of a written page from one
+/// replay (`Replayer::states_at`, in any order) are the states `state_at`
+/// gives.
+#[test]
+fn a_kept_layout_and_one_replay_give_the_same_states() {
+    use fragscope::timeline::Replayer;
+    use fragscope::timeline::checkpoints::Scratch;
+    let l = snapshot(Shape::Fragmented, 3000);
+    let Content::Snapshot(snap) = &l.content else {
+        panic!("not a snapshot")
+    };
+    for d in snap.devices() {
+        let n = snap.trace_of(d).len();
+        if n < 10 {
+            continue;
+        }
+        let cp = Checkpoints::with_budget(snap, d, usize::MAX, 97);
+        let ats: Vec<Option<usize>> = [n / 2, n / 2 + 1, n / 2 + 40, n / 3, 5, n - 1, 0]
+            .into_iter()
+            .map(Some)
+            .chain([None, Some(n / 2 + 1)])
+            .collect();
+        let mut scratch = Scratch::default();
+        let from_one_replay = Replayer::new(snap, d).states_at(&ats);
+        assert_eq!(from_one_replay.len(), ats.len());
+        for (at, once) in ats.iter().zip(&from_one_replay) {
+            let want = state_at(snap, d, *at);
+            let kept = cp.state_at_in(&mut scratch, *at);
+            for (name, got) in [("kept layout", &kept), ("one replay", once)] {
+                assert_eq!(got.segments, want.segments, "{name}: device {d} at {at:?}");
+                assert_eq!(got.origins, want.origins, "{name}: device {d} at {at:?}");
+                assert_eq!(got.at, want.at, "{name}: device {d}");
+                assert_eq!(got.failed_request, want.failed_request, "{name}");
+            }
+        }
+    }
+}

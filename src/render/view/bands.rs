@@ -14,11 +14,14 @@
 //! fits in one), as far as the byte budget allows; a served page asks
 //! `/api/bands` for a zoomed window instead.
 
-use super::object;
 use crate::analysis::frames::{call_site, filtered, frame_label};
+use crate::core::serial::Seq;
 use crate::model::{Snapshot, StackId};
 use crate::timeline::{Lifetime, Series};
+use serde::Serialize;
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -56,6 +59,11 @@ impl Stacks {
 
     pub fn into_value(self) -> Value {
         Value::Array(self.list)
+    }
+
+    /// The stacks listed so far, in their order.
+    pub fn list(&self) -> &[Value] {
+        &self.list
     }
 }
 
@@ -108,6 +116,29 @@ fn overlaps(l: &Lifetime, lo: usize, hi: usize) -> bool {
     a < hi && b > lo
 }
 
+/// One window of bands, as the data writes it (docs/viewer.md).
+#[derive(Serialize)]
+struct Window {
+    from: i64,
+    to: i64,
+    event: Vec<i64>,
+    rest: Vec<u64>,
+    bands: Vec<Band>,
+}
+
+/// `[allocating event, end, size, requested, stack, free_completed,
+/// address, stream]`.
+type Band = (
+    i64,
+    Option<u32>,
+    u64,
+    u64,
+    Option<usize>,
+    Option<u32>,
+    String,
+    String,
+);
+
 /// One window: samples `lo..hi` of `series`, the bands of `chosen`.
 fn window(
     snap: &Snapshot,
@@ -116,7 +147,7 @@ fn window(
     chosen: &[usize],
     (lo, hi): (usize, usize),
     stacks: &mut Stacks,
-) -> Value {
+) -> Window {
     let len = series.len();
     let mut at: Vec<usize> = (0..POINTS)
         .map(|k| lo + k * (hi - lo - 1) / (POINTS - 1).max(1))
@@ -145,11 +176,11 @@ fn window(
         events.push(e);
         rest.push(sample.active.saturating_sub(shown));
     }
-    let bands: Vec<Value> = chosen
+    let bands = chosen
         .iter()
         .map(|&i| {
             let l = &lives[i];
-            json!([
+            (
                 l.alloc.map_or(-1, i64::from),
                 l.end,
                 l.size,
@@ -158,70 +189,88 @@ fn window(
                 l.freed,
                 format!("{:#x}", l.address),
                 stream_text(l.stream),
-            ])
+            )
         })
         .collect();
-    object([
-        ("from", json!(lo as i64 - 1)),
-        ("to", json!(hi as i64 - 2)),
-        ("event", Value::from(events)),
-        ("rest", Value::from(rest)),
-        ("bands", Value::Array(bands)),
-    ])
+    Window {
+        from: lo as i64 - 1,
+        to: hi as i64 - 2,
+        event: events,
+        rest,
+        bands,
+    }
 }
 
 /// The tiers of windows a page carries, within `budget` bytes and
-/// `max_tiers` tiers (tier 0 always), with the stacks they name.
-pub fn tiers(
-    snap: &Snapshot,
-    series: &Series,
-    lives: &[Lifetime],
-    budget: usize,
-    max_tiers: usize,
-) -> Value {
-    let len = series.len();
-    let mut stacks = Stacks::default();
-    let mut out: Vec<Value> = Vec::new();
-    if len == 0 {
-        return object([("tiers", json!([])), ("stacks", stacks.into_value())]);
+/// `max_tiers` tiers (tier 0 always), with the stacks they name: each
+/// window made as it is written.
+pub struct Tiers<'a> {
+    pub snap: &'a Snapshot,
+    pub series: &'a Series,
+    pub lives: &'a [Lifetime],
+    pub budget: usize,
+    pub max_tiers: usize,
+}
+
+impl Serialize for Tiers<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let stacks = RefCell::new(Stacks::default());
+        let mut m = ser.serialize_map(Some(2))?;
+        m.serialize_entry("tiers", &TierList(self, &stacks))?;
+        m.serialize_entry("stacks", stacks.borrow().list())?;
+        m.end()
     }
-    let mut used = 0;
-    let mut slots = 1usize;
-    while out.len() < max_tiers.max(1) {
-        // Tier 0 is one window; tier t has `slots − 1` windows of two slots.
-        let spans: Vec<(usize, usize)> = if slots == 1 {
-            vec![(0, len)]
-        } else {
-            (0..slots - 1)
-                .map(|j| (j * len / slots, ((j + 2) * len / slots).min(len)))
-                .collect()
-        };
-        let cost = spans.len() * BYTES_PER_WINDOW;
-        if !out.is_empty() && (used + cost > budget || spans.iter().any(|(a, b)| b - a < 4)) {
-            break;
+}
+
+/// The `tiers` of [`Tiers`], naming their stacks in the second field.
+struct TierList<'a>(&'a Tiers<'a>, &'a RefCell<Stacks>);
+
+impl Serialize for TierList<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let t = self.0;
+        let (snap, series, lives) = (t.snap, t.series, t.lives);
+        let mut stacks = self.1.borrow_mut();
+        let len = series.len();
+        let mut seq = ser.serialize_seq(None)?;
+        if len == 0 {
+            return seq.end();
         }
-        used += cost;
-        let chosen = if slots == 1 {
-            vec![largest_in(lives, 0, len)]
-        } else {
-            largest_per_window(lives, len, slots)
-        };
-        let windows: Vec<Value> = spans
-            .iter()
-            .zip(&chosen)
-            .map(|(&span, c)| window(snap, series, lives, c, span, &mut stacks))
-            .collect();
-        out.push(Value::Array(windows));
-        // A window wider than its points is what finer tiers refine.
-        if len / slots <= POINTS {
-            break;
+        let (mut used, mut made) = (0, 0);
+        let mut slots = 1usize;
+        while made < t.max_tiers.max(1) {
+            // Tier 0 is one window; tier t has `slots − 1` windows of two slots.
+            let spans: Vec<(usize, usize)> = if slots == 1 {
+                vec![(0, len)]
+            } else {
+                (0..slots - 1)
+                    .map(|j| (j * len / slots, ((j + 2) * len / slots).min(len)))
+                    .collect()
+            };
+            let cost = spans.len() * BYTES_PER_WINDOW;
+            if made > 0 && (used + cost > t.budget || spans.iter().any(|(a, b)| b - a < 4)) {
+                break;
+            }
+            used += cost;
+            let chosen = if slots == 1 {
+                vec![largest_in(lives, 0, len)]
+            } else {
+                largest_per_window(lives, len, slots)
+            };
+            let windows = spans
+                .iter()
+                .zip(&chosen)
+                .map(|(&span, c)| window(snap, series, lives, c, span, &mut stacks));
+            // Each window serialized as it is made: a tier is never held.
+            seq.serialize_element(&Seq::new(windows))?;
+            made += 1;
+            // A window wider than its points is what finer tiers refine.
+            if len / slots <= POINTS {
+                break;
+            }
+            slots *= 8;
         }
-        slots *= 8;
+        seq.end()
     }
-    object([
-        ("tiers", Value::Array(out)),
-        ("stacks", stacks.into_value()),
-    ])
 }
 
 /// The largest lifetimes of one window so far, as a min-heap of (size,
@@ -273,7 +322,8 @@ pub fn window_of(
     let hi = (to + 2).clamp(lo as i64 + 1, n) as usize;
     let chosen = largest_in(lives, lo, hi);
     let mut stacks = Stacks::default();
-    let mut w = window(snap, series, lives, &chosen, (lo, hi), &mut stacks);
+    let mut w = serde_json::to_value(window(snap, series, lives, &chosen, (lo, hi), &mut stacks))
+        .expect("a window serializes");
     w["stacks"] = stacks.into_value();
     w
 }

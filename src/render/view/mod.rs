@@ -16,33 +16,25 @@
 pub mod bands;
 
 use crate::analysis::report::{DeviceReport, Report};
+use crate::core::serial::Seq;
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
-use crate::model::{Block, BlockState, Segment, Snapshot, StackId, TraceEvent};
+use crate::model::{BlockState, Snapshot};
 use crate::timeline::downsample::{downsample, downsample_series};
-use crate::timeline::{Lifetime, MomentState, Origin, Sample, Series};
-use bands::{Stacks, stream_text};
+use crate::timeline::{KeyMoment, Lifetime, MomentState, Sample, Series};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
+use state::{Place, block_stack};
 use std::collections::{BTreeSet, HashMap};
 
 mod inputs;
+mod state;
 mod zoom;
 pub use inputs::{categories_data, ranks_data, trace_data};
+pub use state::StateJson;
 pub use zoom::Zoom;
 
 pub const VIEW_SCHEMA: &str = "fragscope.view/1";
-
-/// A JSON object of `fields`, in their order, each value moved in: `json!`
-/// serializes what it is given by reference, so an array built beforehand
-/// would be copied whole into the document.
-pub(crate) fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    Value::Object(
-        fields
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
-    )
-}
 
 const PAGE: &str = include_str!("page.html");
 const CSS: &str = include_str!("view.css");
@@ -128,51 +120,127 @@ pub struct View<'a> {
 }
 
 /// The data API's document: every device's levels of detail, key moments
-/// with their segment maps, call sites and OOMs, and the verdict.
-pub fn data(v: &View) -> Value {
-    let sty = &v.style;
-    let per_device = v.detail.budget / v.devices.len().max(1);
-    let per_device_bands = v.detail.band_budget / v.devices.len().max(1);
-    let devices: Vec<Value> = v
-        .devices
-        .iter()
-        .map(|d| device(v, d, (per_device, per_device_bands)))
-        .collect();
-    object([
-        ("schema", json!(VIEW_SCHEMA)),
-        ("file", json!(v.report.file)),
-        ("format", json!(v.report.format)),
-        ("served", json!(v.served)),
-        ("exact_bytes", json!(sty.exact_bytes)),
-        (
-            "verdict",
-            json!(crate::render::verdict::lines(sty, v.report)),
-        ),
-        ("quality", json!(v.report.quality)),
-        ("devices", Value::Array(devices)),
-    ])
+/// with their segment maps, call sites and OOMs, and the verdict. It is
+/// serialized as it is written: the levels, bands and segment maps, most
+/// of a written page, are never held as a `serde_json::Value`.
+pub struct Data<'v, 'a>(pub &'v View<'a>);
+
+impl Serialize for Data<'_, '_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let v = self.0;
+        let sty = &v.style;
+        let budgets = (
+            v.detail.budget / v.devices.len().max(1),
+            v.detail.band_budget / v.devices.len().max(1),
+        );
+        let mut m = ser.serialize_map(Some(8))?;
+        m.serialize_entry("schema", VIEW_SCHEMA)?;
+        m.serialize_entry("file", &v.report.file)?;
+        m.serialize_entry("format", &v.report.format)?;
+        m.serialize_entry("served", &v.served)?;
+        m.serialize_entry("exact_bytes", &sty.exact_bytes)?;
+        m.serialize_entry("verdict", &crate::render::verdict::lines(sty, v.report))?;
+        m.serialize_entry("quality", &v.report.quality)?;
+        m.serialize_entry(
+            "devices",
+            &Seq::new(v.devices.iter().map(|d| DeviceJson { v, d, budgets })),
+        )?;
+        m.end()
+    }
 }
 
-fn device(v: &View, d: &DeviceView, (budget, band_budget): (usize, usize)) -> Value {
+/// One device of [`Data`]; `budgets` are its levels' and bands' bytes.
+struct DeviceJson<'v, 'a> {
+    v: &'v View<'a>,
+    d: &'v DeviceView<'a>,
+    budgets: (usize, usize),
+}
+
+impl Serialize for DeviceJson<'_, '_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let (v, d) = (self.v, self.d);
+        let (budget, band_budget) = self.budgets;
+        let sty = &v.style;
+        let r = d.report;
+        let moments = r
+            .key_moments
+            .iter()
+            .zip(d.states)
+            .map(|(k, st)| MomentJson {
+                sty,
+                snap: v.snap,
+                r,
+                k,
+                st,
+            });
+        let mut m = ser.serialize_map(Some(12))?;
+        m.serialize_entry("device", &r.device)?;
+        m.serialize_entry("events", &r.events)?;
+        m.serialize_entry("traced", &r.traced())?;
+        m.serialize_entry("first_time_us", &r.first_time_us)?;
+        m.serialize_entry("sites_moment", &r.moment_label)?;
+        m.serialize_entry("sites_when", &r.moment_text())?;
+        m.serialize_entry(
+            "levels",
+            &Levels {
+                series: d.series,
+                detail: v.detail,
+                budget,
+            },
+        )?;
+        m.serialize_entry(
+            "bands",
+            &bands::Tiers {
+                snap: v.snap,
+                series: d.series,
+                lives: d.lifetimes,
+                budget: band_budget,
+                max_tiers: v.detail.max_band_tiers,
+            },
+        )?;
+        m.serialize_entry("key_moments", &Seq::new(moments))?;
+        m.serialize_entry("ooms", &ooms(v, d))?;
+        m.serialize_entry("sites", &sites(v, d))?;
+        m.serialize_entry("what_if", &d.what_if)?;
+        m.end()
+    }
+}
+
+/// One key moment: its label, event, when, figures and segment map.
+struct MomentJson<'a> {
+    sty: &'a Style,
+    snap: &'a Snapshot,
+    r: &'a DeviceReport,
+    k: &'a KeyMoment,
+    st: &'a MomentState,
+}
+
+impl Serialize for MomentJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let k = self.k;
+        let mut m = ser.serialize_map(Some(5))?;
+        m.serialize_entry("label", &k.label)?;
+        m.serialize_entry("event", &event_num(k.at))?;
+        m.serialize_entry("when", &self.r.when(k.at, k.sample.time_us))?;
+        m.serialize_entry("figures", &figures(self.sty, &k.sample))?;
+        m.serialize_entry(
+            "state",
+            &StateJson {
+                style: self.sty,
+                snap: self.snap,
+                state: self.st,
+            },
+        )?;
+        m.end()
+    }
+}
+
+/// A device's OOMs with the report's diagnosis of each.
+fn ooms(v: &View, d: &DeviceView) -> Vec<Value> {
     let sty = &v.style;
     let verdict = crate::render::verdict::lines(sty, v.report);
     let r = d.report;
-    let moments: Vec<Value> = r
-        .key_moments
-        .iter()
-        .zip(d.states)
-        .map(|(k, st)| {
-            object([
-                ("label", json!(k.label)),
-                ("event", json!(event_num(k.at))),
-                ("when", json!(r.when(k.at, k.sample.time_us))),
-                ("figures", figures(sty, &k.sample)),
-                ("state", state(sty, v.snap, st)),
-            ])
-        })
-        .collect();
-    let ooms: Vec<Value> = r
-        .ooms
+    r.ooms
         .iter()
         .map(|o| {
             let when = crate::analysis::report::moment_text(
@@ -195,11 +263,15 @@ fn device(v: &View, d: &DeviceView, (budget, band_budget): (usize, usize)) -> Va
                 })).collect::<Vec<_>>(),
             })
         })
-        .collect();
+        .collect()
+}
+
+/// A device's call-site rows, as `culprits` ranks them.
+fn sites(v: &View, d: &DeviceView) -> Vec<Value> {
+    let sty = &v.style;
     let places = site_places(v.snap, d);
-    let sites: Vec<Value> = v
-        .report
-        .culprits_of(r.device)
+    v.report
+        .culprits_of(d.report.device)
         .map(|c| {
             let peak = d.peak_by_site.get(&c.site).copied();
             let at: Vec<&String> = places.get(&c.site).map_or(vec![], |p| p.iter().collect());
@@ -215,30 +287,7 @@ fn device(v: &View, d: &DeviceView, (budget, band_budget): (usize, usize)) -> Va
                 "places": at,
             })
         })
-        .collect();
-    object([
-        ("device", json!(r.device)),
-        ("events", json!(r.events)),
-        ("traced", json!(r.traced())),
-        ("first_time_us", json!(r.first_time_us)),
-        ("sites_moment", json!(r.moment_label)),
-        ("sites_when", json!(r.moment_text())),
-        ("levels", Value::Array(levels(d.series, v.detail, budget))),
-        (
-            "bands",
-            bands::tiers(
-                v.snap,
-                d.series,
-                d.lifetimes,
-                band_budget,
-                v.detail.max_band_tiers,
-            ),
-        ),
-        ("key_moments", Value::Array(moments)),
-        ("ooms", Value::Array(ooms)),
-        ("sites", Value::Array(sites)),
-        ("what_if", d.what_if.clone()),
-    ])
+        .collect()
 }
 
 /// `-1` for the start, else the event index.
@@ -266,32 +315,44 @@ fn figures(sty: &Style, s: &Sample) -> Value {
 /// The series at increasing detail: `overview` points, then `factor` times
 /// more each level, up to the whole series or until `budget` bytes.
 /// Each level is the min/max-per-bucket downsampling `timeline --max-points`
-/// prints, so no peak is lowered at any level.
-pub fn levels(series: &Series, detail: Detail, budget: usize) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut points = detail.overview.max(2);
-    let mut used = 0;
-    loop {
-        let full = series.len() <= points;
-        let n = series.len().min(points);
-        if !out.is_empty()
-            && (used + n * BYTES_PER_POINT > budget || out.len() >= detail.max_levels)
-        {
-            break;
+/// prints, so no peak is lowered at any level. Each level is made as it is
+/// written, and dropped.
+pub struct Levels<'a> {
+    pub series: &'a Series,
+    pub detail: Detail,
+    pub budget: usize,
+}
+
+impl Serialize for Levels<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let (series, detail) = (self.series, self.detail);
+        let mut seq = ser.serialize_seq(None)?;
+        let mut points = detail.overview.max(2);
+        let (mut used, mut made) = (0, 0);
+        loop {
+            let full = series.len() <= points;
+            let n = series.len().min(points);
+            if made > 0 && (used + n * BYTES_PER_POINT > self.budget || made >= detail.max_levels) {
+                break;
+            }
+            let samples = if full {
+                series.to_vec()
+            } else {
+                downsample_series(series, points)
+            };
+            used += samples.len() * BYTES_PER_POINT;
+            seq.serialize_element(&Columns {
+                samples: &samples,
+                full,
+            })?;
+            made += 1;
+            if full {
+                break;
+            }
+            points = points.saturating_mul(detail.factor.max(2));
         }
-        let samples = if full {
-            series.to_vec()
-        } else {
-            downsample_series(series, points)
-        };
-        used += samples.len() * BYTES_PER_POINT;
-        out.push(columns(&samples, full));
-        if full {
-            break;
-        }
-        points = points.saturating_mul(detail.factor.max(2));
+        seq.end()
     }
-    out
 }
 
 /// The samples of events `from..=to` (`-1` = the start) at about `points`
@@ -329,56 +390,54 @@ pub fn window(series: &Series, from: i64, to: i64, points: usize) -> Value {
 /// One level as columns (event, time, figures), `full` when it holds every
 /// sample.
 fn columns(samples: &[Sample], full: bool) -> Value {
-    let col = |f: &dyn Fn(&Sample) -> Value| Value::Array(samples.iter().map(f).collect());
-    object([
-        ("points", json!(samples.len())),
-        ("full", json!(full)),
-        ("event", col(&|s| json!(s.event.map_or(-1, i64::from)))),
-        ("time_us", col(&|s| json!(s.time_us))),
-        ("reserved", col(&|s| json!(s.reserved_bytes()))),
-        ("allocated", col(&|s| json!(s.allocated))),
-        ("active", col(&|s| json!(s.active))),
-        ("free", col(&|s| json!(s.external_bytes()))),
-        ("largest_gap", col(&|s| json!(s.lay().largest_free_gap))),
-        ("gaps", col(&|s| json!(s.lay().free_gaps))),
-        (
-            "fragmentation",
-            col(&|s| json!((s.lay().fragmentation * 1e4).round() / 1e4)),
-        ),
-    ])
+    serde_json::to_value(Columns { samples, full }).expect("columns serialize")
 }
 
-/// The stack a block of a moment is shown with: its own, else the stack
-/// of the event that allocated it (as `culprits` reads it); none for a free
-/// block.
-fn block_stack(b: &Block, origin: Option<Origin>, trace: &[TraceEvent]) -> StackId {
-    if b.state == BlockState::Inactive {
-        StackId::EMPTY
-    } else if b.frames != StackId::EMPTY {
-        b.frames
-    } else {
-        match origin {
-            Some(Origin::Event(i)) => trace.get(i as usize).map_or(StackId::EMPTY, |e| e.frames),
-            _ => StackId::EMPTY,
-        }
+/// [`columns`], serialized as it is written.
+struct Columns<'a> {
+    samples: &'a [Sample],
+    full: bool,
+}
+
+impl Serialize for Columns<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let samples = self.samples;
+        let mut m = ser.serialize_map(Some(11))?;
+        m.serialize_entry("points", &samples.len())?;
+        m.serialize_entry("full", &self.full)?;
+        m.serialize_entry(
+            "event",
+            &Seq::new(samples.iter().map(|s| s.event.map_or(-1, i64::from))),
+        )?;
+        m.serialize_entry("time_us", &Seq::new(samples.iter().map(|s| s.time_us)))?;
+        m.serialize_entry(
+            "reserved",
+            &Seq::new(samples.iter().map(|s| s.reserved_bytes())),
+        )?;
+        m.serialize_entry("allocated", &Seq::new(samples.iter().map(|s| s.allocated)))?;
+        m.serialize_entry("active", &Seq::new(samples.iter().map(|s| s.active)))?;
+        m.serialize_entry(
+            "free",
+            &Seq::new(samples.iter().map(|s| s.external_bytes())),
+        )?;
+        m.serialize_entry(
+            "largest_gap",
+            &Seq::new(samples.iter().map(|s| s.lay().largest_free_gap)),
+        )?;
+        m.serialize_entry("gaps", &Seq::new(samples.iter().map(|s| s.lay().free_gaps)))?;
+        m.serialize_entry(
+            "fragmentation",
+            &Seq::new(
+                samples
+                    .iter()
+                    .map(|s| (s.lay().fragmentation * 1e4).round() / 1e4),
+            ),
+        )?;
+        m.end()
     }
 }
 
-/// Where a segment's memory comes from, as the pool/stream filter names it.
-fn place(s: &Segment) -> String {
-    let kind = if s.segment_type == crate::model::SegmentType::Small {
-        "small"
-    } else {
-        "large"
-    };
-    let pool = match s.pool() {
-        (0, 0) => format!("{kind} pool"),
-        (a, b) => format!("private pool ({a}, {b}), {kind}"),
-    };
-    format!("{pool} · stream {}", stream_text(s.stream))
-}
-
-/// The places ([`place`]) each call site holds live blocks in at the
+/// The places ([`Place`]) each call site holds live blocks in at the
 /// moment of the call-site table (its key moment's state, else the
 /// report's segments).
 fn site_places(snap: &Snapshot, d: &DeviceView) -> HashMap<String, BTreeSet<String>> {
@@ -399,99 +458,49 @@ fn site_places(snap: &Snapshot, d: &DeviceView) -> HashMap<String, BTreeSet<Stri
             if b.state != BlockState::Inactive {
                 let id = block_stack(b, origin, trace);
                 let site = crate::analysis::frames::call_site(snap, id).label();
-                out.entry(site).or_default().insert(place(s));
+                out.entry(site).or_default().insert(Place(s).to_string());
             }
         }
     }
     out
 }
 
-/// The segment map of one moment: segments by address, each with its
-/// blocks (offset in the segment, size, requested size, state, stack), the
-/// distinct stacks the blocks name (call site and the frames the viewer
-/// shows), and where the largest free block is.
-pub fn state(sty: &Style, snap: &Snapshot, st: &MomentState) -> Value {
-    let trace = snap.trace_of(st.device);
-    let mut stacks = Stacks::default();
-    let gap = crate::timeline::largest_free_gap_segment(st).map(|(s, b)| (s.address, b.address));
-    let mut largest_gap = Value::Null;
-    let mut segments = Vec::with_capacity(st.segments.len());
-    for (si, s) in st.segments.iter().enumerate() {
-        let blocks: Vec<Value> = s
-            .blocks
-            .iter()
-            .enumerate()
-            .map(|(bi, b)| {
-                let live = b.state != BlockState::Inactive;
-                let origin = st.origins.get(&b.address).copied();
-                if gap == Some((s.address, b.address)) {
-                    largest_gap = json!([si, bi]);
-                }
-                let code = match b.state {
-                    BlockState::ActiveAllocated => 0,
-                    BlockState::ActivePendingFree => 1,
-                    BlockState::Inactive => 2,
-                };
-                let born = match origin {
-                    Some(Origin::Event(i)) if live => json!(i),
-                    _ => Value::Null,
-                };
-                json!([
-                    b.address - s.address,
-                    b.size,
-                    if live {
-                        json!(b.requested_size)
-                    } else {
-                        Value::Null
-                    },
-                    code,
-                    stacks.of(snap, block_stack(b, origin, trace)),
-                    born,
-                ])
-            })
-            .collect();
-        segments.push(object([
-            ("address", json!(format!("{:#x}", s.address))),
-            ("size", json!(s.total_size)),
-            // As `stats` prints a stream (a pointer may pass 2^53, which
-            // a JavaScript number cannot hold).
-            ("stream", json!(stream_text(s.stream))),
-            ("pool", json!(format!("{:?}", s.pool()))),
-            ("place", json!(place(s))),
-            (
-                "small",
-                json!(s.segment_type == crate::model::SegmentType::Small),
-            ),
-            ("expandable", json!(s.expandable())),
-            ("blocks", Value::Array(blocks)),
-        ]));
-    }
-    object([
-        ("device", json!(st.device)),
-        ("event", json!(event_num(st.at))),
-        ("time_us", json!(st.time_us)),
-        ("failed_request", json!(st.failed_request)),
-        (
-            "failed_request_text",
-            json!(st.failed_request.map(|b| sty.bytes(b))),
-        ),
-        ("largest_gap", largest_gap),
-        ("segments", Value::Array(segments)),
-        ("stacks", stacks.into_value()),
-    ])
-}
-
-/// The self-contained page: styles, script and `data` inline.
+/// The self-contained page of `data` (its `file` the title): styles,
+/// script and data inline.
 pub fn page(data: &Value) -> String {
     let mut out = Vec::new();
-    write_page(&mut out, data).expect("writing to memory");
+    let title = data["file"].as_str().unwrap_or("fragscope");
+    write_page(&mut out, title, data).expect("writing to memory");
     String::from_utf8(out).expect("the page is UTF-8")
 }
 
-/// [`page`] written to `w` as it is made, the data serialized straight
-/// into it: the page is never held whole.
-pub fn write_page(w: &mut dyn std::io::Write, data: &Value) -> std::io::Result<()> {
-    let title = data["file"].as_str().unwrap_or("fragscope");
+/// [`page`] of any data, titled `title`, written to `w` as it is made, the
+/// data serialized straight into it: neither is ever held whole.
+pub fn write_page(
+    w: &mut dyn std::io::Write,
+    title: &str,
+    data: &impl Serialize,
+) -> std::io::Result<()> {
+    write_page_with(w, title, |w| {
+        let mut out = crate::render::encode::Chunked::new(w);
+        serde_json::to_writer(&mut out, data)?;
+        out.finish()
+    })
+}
+
+/// [`page`] of data already serialized (`data`, JSON).
+pub fn page_of_json(title: &str, data: &[u8]) -> String {
+    let mut out = Vec::new();
+    write_page_with(&mut out, title, |w| w.write_all(data)).expect("writing to memory");
+    String::from_utf8(out).expect("the page is UTF-8")
+}
+
+/// The page around the data `data` writes.
+fn write_page_with(
+    w: &mut dyn std::io::Write,
+    title: &str,
+    data: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let page = PAGE
         .replacen("{{TITLE}}", &html_escape(title), 1)
         .replacen("{{STYLE}}", CSS, 1)
@@ -502,7 +511,7 @@ pub fn write_page(w: &mut dyn std::io::Write, data: &Value) -> std::io::Result<(
     w.write_all(head.as_bytes())?;
     // `<` can only stand inside a JSON string, where `\u003c` means the
     // same: no `</script>` or `<!--` can then end the data's element.
-    serde_json::to_writer(NoLessThan(&mut *w), data)?;
+    data(&mut NoLessThan(&mut *w))?;
     w.write_all(tail.as_bytes())
 }
 

@@ -1,0 +1,178 @@
+//! The segment map of one moment (`state` in docs/viewer.md), serialized
+//! straight into the writer: a scrub's answer holds thousands of segments
+//! and tens of thousands of blocks, which as a `serde_json::Value` tree were
+//! as many small allocations, made, written and freed per answer. The bytes
+//! are those serde_json writes for the same values.
+
+use super::bands::{Stacks, stream_text};
+use super::event_num;
+use crate::core::style::Style;
+use crate::model::{Block, BlockState, Segment, SegmentType, Snapshot, StackId, TraceEvent};
+use crate::timeline::{MomentState, Origin};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use std::cell::RefCell;
+use std::fmt;
+
+/// The segment map of one moment: segments by address, each with its
+/// blocks (offset in the segment, size, requested size, state, stack,
+/// allocating event), the distinct stacks the blocks name (call site and
+/// the frames the viewer shows), and where the largest free block is.
+pub struct StateJson<'a> {
+    pub style: &'a Style,
+    pub snap: &'a Snapshot,
+    pub state: &'a MomentState,
+}
+
+impl Serialize for StateJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let (snap, st) = (self.snap, self.state);
+        let gap =
+            crate::timeline::largest_free_gap_segment(st).map(|(s, b)| (s.address, b.address));
+        let largest_gap = gap.and_then(|(sa, ba)| {
+            let si = st.segments.iter().position(|s| s.address == sa)?;
+            let bi = st.segments[si]
+                .blocks
+                .iter()
+                .position(|b| b.address == ba)?;
+            Some([si, bi])
+        });
+        let stacks = RefCell::new(Stacks::default());
+        let mut m = ser.serialize_map(Some(8))?;
+        m.serialize_entry("device", &st.device)?;
+        m.serialize_entry("event", &event_num(st.at))?;
+        m.serialize_entry("time_us", &st.time_us)?;
+        m.serialize_entry("failed_request", &st.failed_request)?;
+        m.serialize_entry(
+            "failed_request_text",
+            &st.failed_request.map(|b| self.style.bytes(b)),
+        )?;
+        m.serialize_entry("largest_gap", &largest_gap)?;
+        m.serialize_entry(
+            "segments",
+            &Segments {
+                snap,
+                st,
+                stacks: &stacks,
+            },
+        )?;
+        m.serialize_entry("stacks", stacks.borrow().list())?;
+        m.end()
+    }
+}
+
+struct Segments<'a> {
+    snap: &'a Snapshot,
+    st: &'a MomentState,
+    stacks: &'a RefCell<Stacks>,
+}
+
+impl Serialize for Segments<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut seq = ser.serialize_seq(Some(self.st.segments.len()))?;
+        for s in &self.st.segments {
+            seq.serialize_element(&SegmentJson { of: self, s })?;
+        }
+        seq.end()
+    }
+}
+
+struct SegmentJson<'a> {
+    of: &'a Segments<'a>,
+    s: &'a Segment,
+}
+
+impl Serialize for SegmentJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let s = self.s;
+        let mut m = ser.serialize_map(Some(8))?;
+        m.serialize_entry("address", &Text(format_args!("{:#x}", s.address)))?;
+        m.serialize_entry("size", &s.total_size)?;
+        // As `stats` prints a stream (a pointer may pass 2^53, which a
+        // JavaScript number cannot hold).
+        m.serialize_entry("stream", &stream_text(s.stream))?;
+        m.serialize_entry("pool", &Text(format_args!("{:?}", s.pool())))?;
+        m.serialize_entry("place", &Text(Place(s)))?;
+        m.serialize_entry("small", &(s.segment_type == SegmentType::Small))?;
+        m.serialize_entry("expandable", &s.expandable())?;
+        m.serialize_entry("blocks", &Blocks(self))?;
+        m.end()
+    }
+}
+
+struct Blocks<'a>(&'a SegmentJson<'a>);
+
+impl Serialize for Blocks<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let (of, s) = (self.0.of, self.0.s);
+        let trace = of.snap.trace_of(of.st.device);
+        let mut stacks = of.stacks.borrow_mut();
+        let mut seq = ser.serialize_seq(Some(s.blocks.len()))?;
+        for b in &s.blocks {
+            let live = b.state != BlockState::Inactive;
+            let origin = of.st.origins.get(&b.address).copied();
+            let code: u8 = match b.state {
+                BlockState::ActiveAllocated => 0,
+                BlockState::ActivePendingFree => 1,
+                BlockState::Inactive => 2,
+            };
+            let born = match origin {
+                Some(Origin::Event(i)) if live => Some(i),
+                _ => None,
+            };
+            seq.serialize_element(&(
+                b.address - s.address,
+                b.size,
+                live.then_some(b.requested_size),
+                code,
+                stacks.of(of.snap, block_stack(b, origin, trace)),
+                born,
+            ))?;
+        }
+        seq.end()
+    }
+}
+
+/// A string written from its `Display`, as serde_json writes the string
+/// it makes, without making it.
+struct Text<T>(T);
+
+impl<T: fmt::Display> Serialize for Text<T> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.collect_str(&self.0)
+    }
+}
+
+/// Where a segment's memory comes from, as the pool/stream filter names it.
+pub(super) struct Place<'a>(pub &'a Segment);
+
+impl fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let s = self.0;
+        let kind = if s.segment_type == SegmentType::Small {
+            "small"
+        } else {
+            "large"
+        };
+        match s.pool() {
+            (0, 0) => write!(f, "{kind} pool")?,
+            (a, b) => write!(f, "private pool ({a}, {b}), {kind}")?,
+        }
+        write!(f, " · stream {}", stream_text(s.stream))
+    }
+}
+
+/// The stack a block of a moment is shown with: its own, else the stack
+/// of the event that allocated it (as `culprits` reads it); none for a free
+/// block.
+pub(super) fn block_stack(b: &Block, origin: Option<Origin>, trace: &[TraceEvent]) -> StackId {
+    if b.state == BlockState::Inactive {
+        StackId::EMPTY
+    } else if b.frames != StackId::EMPTY {
+        b.frames
+    } else {
+        match origin {
+            Some(Origin::Event(i)) => trace.get(i as usize).map_or(StackId::EMPTY, |e| e.frames),
+            _ => StackId::EMPTY,
+        }
+    }
+}
