@@ -276,9 +276,13 @@ fn device_for(snap: &Snapshot, m: Moment) -> Option<i64> {
 }
 
 /// `diff`: two inputs measured and compared, with the warnings for the
-/// command to show. Each run's call sites are read from its trace, which
-/// is then dropped (the segment comparison reads the final states only):
-/// the two traces are never held at once.
+/// command to show. The two inputs are loaded, measured and their call
+/// sites read on a thread each; each run's trace is dropped once its call
+/// sites are read (the segment comparison reads the final states only), so
+/// the peak is at most the two inputs' models at once. An error of the
+/// first input is reported before one of the second, as when they were
+/// read one after the other. Both read from stdin (`-` twice) are read in
+/// turn.
 pub fn diff_of(
     load: &LoadOptions,
     (before, after): (&str, &str),
@@ -289,8 +293,9 @@ pub fn diff_of(
         Some((x, y)) => (Some(x), Some(y)),
         None => (None, None),
     };
-    let sites = |c: &mut Content, d| {
-        let x = match &*c {
+    let side = |path: &str, d: Option<i64>| {
+        let (m, mut c) = load_measured(path, load, d)?;
+        let x = match &c {
             Content::Snapshot(s) => {
                 let (v, bad) = call_sites(s, d);
                 (Some(v), bad)
@@ -299,16 +304,23 @@ pub fn diff_of(
             Content::Profiler(t) => (trace_sites(t, d), 0),
             Content::MemoryTimeline(_) => (None, 0),
         };
-        if let Content::Snapshot(s) = c {
+        if let Content::Snapshot(s) = &mut c {
             s.device_traces = None;
         }
-        x
+        anyhow::Ok((m, c, x))
     };
-    let (mb, mut sb) = load_measured(before, load, db)?;
-    let (xb, bad_b) = sites(&mut sb, db);
-    let (ma, mut sa) = load_measured(after, load, da)?;
+    let (b, a) = if before == "-" && after == "-" {
+        (side(before, db), side(after, da))
+    } else {
+        std::thread::scope(|sc| {
+            let a = sc.spawn(|| side(after, da));
+            let b = side(before, db);
+            (b, a.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        })
+    };
+    let (mb, sb, (xb, bad_b)) = b?;
+    let (ma, sa, (xa, bad_a)) = a?;
     same_kind((before, &mb), (after, &ma), "AFTER")?;
-    let (xa, bad_a) = sites(&mut sa, da);
     let warnings = [(before, bad_b), (after, bad_a)]
         .into_iter()
         .filter(|&(_, bad)| bad > 0)
@@ -316,15 +328,15 @@ pub fn diff_of(
             "{file}: {bad} call site(s) free more in the trace than the final state explains; their peaks are lower bounds"
         ))
         .collect();
-    let side = |file, device, metrics, sites| DiffInput {
+    let input = |file, device, metrics, sites| DiffInput {
         file,
         device,
         metrics,
         sites,
     };
     let mut r = diff(
-        &side(before, db, &mb, xb.as_deref()),
-        &side(after, da, &ma, xa.as_deref()),
+        &input(before, db, &mb, xb.as_deref()),
+        &input(after, da, &ma, xa.as_deref()),
         top,
     );
     match (&sb, &sa) {
