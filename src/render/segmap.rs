@@ -17,7 +17,6 @@ pub fn segment_map<'a>(
     segs: impl IntoIterator<Item = &'a Segment>,
     max_rows: usize,
 ) -> String {
-    let mut v: Vec<&Segment> = segs.into_iter().collect();
     let live = |s: &Segment| -> u64 {
         s.blocks
             .iter()
@@ -26,8 +25,15 @@ pub fn segment_map<'a>(
                 a.saturating_add(b.requested_or_size().min(b.size))
             })
     };
-    v.sort_by_key(|s| (s.total_size, live(s), s.address));
-    let big: Vec<&Segment> = v.into_iter().filter(|s| s.total_size >= PAGE).collect();
+    // Only the rows drawn are sorted, each key (a walk of the segment's
+    // blocks) computed once rather than at every comparison.
+    let mut keyed: Vec<((u64, u64, u64), &Segment)> = segs
+        .into_iter()
+        .filter(|s| s.total_size >= PAGE)
+        .map(|s| ((s.total_size, live(s), s.address), s))
+        .collect();
+    keyed.sort_by_key(|&(k, _)| k);
+    let big: Vec<&Segment> = keyed.into_iter().map(|(_, s)| s).collect();
     let mut out = String::new();
     out.push_str(&format!(
         "Segments of at least {} (one cell per {} page; a-z a live block, 0-9 tenths filled by several, * full, space free):\n",
