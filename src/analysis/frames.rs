@@ -301,7 +301,11 @@ fn site_of(snap: &Snapshot, kind: SiteKind, f: &Frame) -> CallSite {
 /// shows; failing that the innermost PyTorch Python frame, then the ATen
 /// operator, then the innermost frame shown.
 pub fn call_site(snap: &Snapshot, stack: StackId) -> CallSite {
-    let kept = filtered(snap, stack);
+    call_site_in(snap, &filtered(snap, stack))
+}
+
+/// [`call_site`] of a stack whose shown frames, `kept`, are at hand.
+pub fn call_site_in(snap: &Snapshot, kept: &[FrameId]) -> CallSite {
     let frames: Vec<&Frame> = kept.iter().map(|&f| snap.frame(f)).collect();
     let kinds: Vec<FrameKind> = frames
         .iter()

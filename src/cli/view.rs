@@ -543,9 +543,14 @@ fn answer(
     }
 }
 
-/// Each device's layout of the last scrub, replayed on from there when
-/// the next one steps forward.
-type Scratch = HashMap<i64, checkpoints::Scratch>;
+/// What a server keeps from one scrub to the next: each device's layout of
+/// the last scrub, replayed on from there when the next one steps forward,
+/// and the stacks' entries already written.
+#[derive(Default)]
+struct Scratch {
+    layouts: HashMap<i64, checkpoints::Scratch>,
+    stacks: rv::StackTexts,
+}
 
 /// A snapshot's states, zoomed series and what-if tables.
 fn snapshot_api(
@@ -568,11 +573,12 @@ fn snapshot_api(
                 return text(400, &format!("device {d}: event {e} is not in 0..{n}"));
             }
             let at = (e >= 0).then_some(e as usize);
-            let st = v.checkpoints[&d].state_at_in(scratch.entry(d).or_default(), at);
+            let st = v.checkpoints[&d].state_at_in(scratch.layouts.entry(d).or_default(), at);
             let state = rv::StateJson {
                 style: &v.style,
                 snap,
                 state: &st,
+                texts: Some(&scratch.stacks),
             };
             (
                 200,

@@ -393,6 +393,36 @@ fn non_loopback_ip() -> Option<std::net::IpAddr> {
     (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
 }
 
+/// A scrub names its stacks from texts kept across scrubs: whatever was
+/// asked before, each key moment's state is the one the data document
+/// holds, made afresh there.
+#[test]
+fn scrubs_in_any_order_give_the_data_documents_states() {
+    let file = fixture(OOM_FIXTURE);
+    let srv = Server::start(&file, &[]);
+    let (_, body) = get(&srv, "/api/data");
+    let data: Value = serde_json::from_str(&body).unwrap();
+    let (mut asked, mut named) = (0, 0);
+    for dev in data["devices"].as_array().unwrap() {
+        let d = &dev["device"];
+        let km = dev["key_moments"].as_array().unwrap();
+        let events: Vec<&Value> = km.iter().map(|k| &k["event"]).collect();
+        for e in events.iter().chain(events.iter().rev()) {
+            let (code, body) = get(&srv, &format!("/api/state?device={d}&event={e}"));
+            assert_eq!(code, 200, "{body}");
+            let st: Value = serde_json::from_str(&body).unwrap();
+            let want = km.iter().find(|k| &&k["event"] == e).unwrap();
+            assert_eq!(st, want["state"], "device {d}, event {e}");
+            asked += 1;
+            named += st["stacks"].as_array().unwrap().len();
+        }
+    }
+    assert!(
+        asked >= 4 && named > 0,
+        "{asked} scrubs naming {named} stacks"
+    );
+}
+
 #[test]
 fn server_is_loopback_only_unless_bound() {
     let file = fixture("expandable_oom_proto5.pickle");

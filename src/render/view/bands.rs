@@ -14,7 +14,7 @@
 //! fits in one), as far as the byte budget allows; a served page asks
 //! `/api/bands` for a zoomed window instead.
 
-use crate::analysis::frames::{call_site, filtered, frame_label};
+use crate::analysis::frames::{call_site_in, filtered, frame_label};
 use crate::core::serial::Seq;
 use crate::model::{Snapshot, StackId};
 use crate::timeline::{Lifetime, Series};
@@ -48,11 +48,7 @@ impl Stacks {
         }
         let list = &mut self.list;
         Some(*self.index.entry(id).or_insert_with(|| {
-            let frames: Vec<String> = filtered(snap, id)
-                .into_iter()
-                .map(|f| frame_label(snap, f, false))
-                .collect();
-            list.push(json!({"site": call_site(snap, id).label(), "frames": frames}));
+            list.push(stack_value(snap, id));
             list.len() - 1
         }))
     }
@@ -65,6 +61,16 @@ impl Stacks {
     pub fn list(&self) -> &[Value] {
         &self.list
     }
+}
+
+/// One entry of a `stacks` list: the stack's call site and the frames the
+/// viewer shows.
+pub fn stack_value(snap: &Snapshot, id: StackId) -> Value {
+    let kept = filtered(snap, id);
+    let frames: Vec<String> = (kept.iter())
+        .map(|&f| frame_label(snap, f, false))
+        .collect();
+    json!({"site": call_site_in(snap, &kept).label(), "frames": frames})
 }
 
 /// As `stats` prints a stream.

@@ -31,7 +31,7 @@ mod inputs;
 mod state;
 mod zoom;
 pub use inputs::{categories_data, ranks_data, trace_data};
-pub use state::StateJson;
+pub use state::{StackTexts, StateJson};
 pub use zoom::Zoom;
 
 pub const VIEW_SCHEMA: &str = "fragscope.view/1";
@@ -229,6 +229,7 @@ impl Serialize for MomentJson<'_> {
                 style: self.sty,
                 snap: self.snap,
                 state: self.st,
+                texts: None,
             },
         )?;
         m.end()

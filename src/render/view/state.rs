@@ -4,13 +4,15 @@
 //! as many small allocations, made, written and freed per answer. The bytes
 //! are those serde_json writes for the same values.
 
-use super::bands::{Stacks, stream_text};
+use super::bands::{stack_value, stream_text};
 use super::event_num;
 use crate::core::style::Style;
 use crate::model::{Block, BlockState, Segment, SegmentType, Snapshot, StackId, TraceEvent};
 use crate::timeline::{MomentState, Origin};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::value::RawValue;
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
 
 /// The segment map of one moment: segments by address, each with its
@@ -21,6 +23,65 @@ pub struct StateJson<'a> {
     pub style: &'a Style,
     pub snap: &'a Snapshot,
     pub state: &'a MomentState,
+    /// The stacks' entries already written, when the answer is compact
+    /// JSON (a server's scrubs); `None` makes them afresh.
+    pub texts: Option<&'a StackTexts>,
+}
+
+/// Each stack's entry of a state's `stacks` list as compact JSON text, made
+/// once and reused by every later scrub that names the stack: a deep stack
+/// is hundreds of frame labels to format, most of a scrub's time on states
+/// that name hundreds of such stacks. Compact writers only (a pretty one
+/// would not indent the text).
+#[derive(Default)]
+pub struct StackTexts(RefCell<HashMap<StackId, Box<RawValue>>>);
+
+/// The stacks a state's blocks name, in the order first named.
+#[derive(Default)]
+struct Named {
+    ids: Vec<StackId>,
+    index: HashMap<StackId, usize>,
+}
+
+impl Named {
+    /// The index of `id` in the list; `None` for no stack.
+    fn of(&mut self, id: StackId) -> Option<usize> {
+        if id == StackId::EMPTY {
+            return None;
+        }
+        let ids = &mut self.ids;
+        Some(*self.index.entry(id).or_insert_with(|| {
+            ids.push(id);
+            ids.len() - 1
+        }))
+    }
+}
+
+struct StackList<'a> {
+    snap: &'a Snapshot,
+    named: &'a Named,
+    texts: Option<&'a StackTexts>,
+}
+
+impl Serialize for StackList<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut seq = ser.serialize_seq(Some(self.named.ids.len()))?;
+        let Some(texts) = self.texts else {
+            for &id in &self.named.ids {
+                seq.serialize_element(&stack_value(self.snap, id))?;
+            }
+            return seq.end();
+        };
+        let mut texts = texts.0.borrow_mut();
+        for &id in &self.named.ids {
+            let text = texts.entry(id).or_insert_with(|| {
+                let v = serde_json::to_string(&stack_value(self.snap, id));
+                RawValue::from_string(v.expect("a stack serializes")).expect("JSON text")
+            });
+            seq.serialize_element(&**text)?;
+        }
+        seq.end()
+    }
 }
 
 impl Serialize for StateJson<'_> {
@@ -36,7 +97,7 @@ impl Serialize for StateJson<'_> {
                 .position(|b| b.address == ba)?;
             Some([si, bi])
         });
-        let stacks = RefCell::new(Stacks::default());
+        let stacks = RefCell::new(Named::default());
         let mut m = ser.serialize_map(Some(8))?;
         m.serialize_entry("device", &st.device)?;
         m.serialize_entry("event", &event_num(st.at))?;
@@ -55,7 +116,14 @@ impl Serialize for StateJson<'_> {
                 stacks: &stacks,
             },
         )?;
-        m.serialize_entry("stacks", stacks.borrow().list())?;
+        m.serialize_entry(
+            "stacks",
+            &StackList {
+                snap,
+                named: &stacks.borrow(),
+                texts: self.texts,
+            },
+        )?;
         m.end()
     }
 }
@@ -63,7 +131,7 @@ impl Serialize for StateJson<'_> {
 struct Segments<'a> {
     snap: &'a Snapshot,
     st: &'a MomentState,
-    stacks: &'a RefCell<Stacks>,
+    stacks: &'a RefCell<Named>,
 }
 
 impl Serialize for Segments<'_> {
@@ -124,7 +192,7 @@ impl Serialize for Blocks<'_> {
                 b.size,
                 live.then_some(b.requested_size),
                 code,
-                stacks.of(of.snap, block_stack(b, origin, trace)),
+                stacks.of(block_stack(b, origin, trace)),
                 born,
             ))?;
         }
