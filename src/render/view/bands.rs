@@ -37,20 +37,17 @@ const BYTES_PER_WINDOW: usize = POINTS * 24 + TOP * 4 * 24 + TOP * 80;
 #[derive(Default)]
 pub struct Stacks {
     list: Vec<Value>,
-    index: HashMap<StackId, usize>,
+    named: Named,
 }
 
 impl Stacks {
     /// The index of `id` in the list; `None` for no stack.
     pub fn of(&mut self, snap: &Snapshot, id: StackId) -> Option<usize> {
-        if id == StackId::EMPTY {
-            return None;
+        let i = self.named.of(id)?;
+        if i == self.list.len() {
+            self.list.push(stack_value(snap, id));
         }
-        let list = &mut self.list;
-        Some(*self.index.entry(id).or_insert_with(|| {
-            list.push(stack_value(snap, id));
-            list.len() - 1
-        }))
+        Some(i)
     }
 
     pub fn into_value(self) -> Value {
@@ -60,6 +57,27 @@ impl Stacks {
     /// The stacks listed so far, in their order.
     pub fn list(&self) -> &[Value] {
         &self.list
+    }
+}
+
+/// The stacks a list names, in the order first named.
+#[derive(Default)]
+pub(super) struct Named {
+    pub ids: Vec<StackId>,
+    index: HashMap<StackId, usize>,
+}
+
+impl Named {
+    /// The index of `id` in the list; `None` for no stack.
+    pub fn of(&mut self, id: StackId) -> Option<usize> {
+        if id == StackId::EMPTY {
+            return None;
+        }
+        let ids = &mut self.ids;
+        Some(*self.index.entry(id).or_insert_with(|| {
+            ids.push(id);
+            ids.len() - 1
+        }))
     }
 }
 

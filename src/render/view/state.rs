@@ -4,7 +4,7 @@
 //! as many small allocations, made, written and freed per answer. The bytes
 //! are those serde_json writes for the same values.
 
-use super::bands::{stack_value, stream_text};
+use super::bands::{Named, stack_value, stream_text};
 use super::event_num;
 use crate::core::style::Style;
 use crate::model::{Block, BlockState, Segment, SegmentType, Snapshot, StackId, TraceEvent};
@@ -35,27 +35,6 @@ pub struct StateJson<'a> {
 /// would not indent the text).
 #[derive(Default)]
 pub struct StackTexts(RefCell<HashMap<StackId, Box<RawValue>>>);
-
-/// The stacks a state's blocks name, in the order first named.
-#[derive(Default)]
-struct Named {
-    ids: Vec<StackId>,
-    index: HashMap<StackId, usize>,
-}
-
-impl Named {
-    /// The index of `id` in the list; `None` for no stack.
-    fn of(&mut self, id: StackId) -> Option<usize> {
-        if id == StackId::EMPTY {
-            return None;
-        }
-        let ids = &mut self.ids;
-        Some(*self.index.entry(id).or_insert_with(|| {
-            ids.push(id);
-            ids.len() - 1
-        }))
-    }
-}
 
 struct StackList<'a> {
     snap: &'a Snapshot,
