@@ -2,10 +2,13 @@
 //! byte and percentage formatting ([`units`]; [`style`] carries an
 //! invocation's `--bytes` and color choices), a serializer for streamed
 //! sequences ([`serial`]), text and hashing helpers ([`text`], [`hash`]) and
-//! the process's memory allocator ([`alloc`]).
+//! the process's memory allocator ([`alloc`]) and read-only file mappings
+//! (`mapped`, on Linux).
 
 pub mod alloc;
 pub mod hash;
+#[cfg(target_os = "linux")]
+pub mod mapped;
 pub mod serial;
 pub mod style;
 pub mod text;

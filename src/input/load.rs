@@ -7,6 +7,12 @@ use super::{Compression, Content, LoadError, Loaded, decode_stream};
 use crate::model::Snapshot;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
+#[cfg(target_os = "linux")]
+use {super::decode_mapped, crate::core::mapped::Mapped};
+
+/// The first bytes of a gzip and of a zstd stream.
+const GZIP: &[u8] = &[0x1f, 0x8b];
+const ZSTD: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
 
 /// Default bound on the (decompressed) bytes read from one input: 16 GiB.
 pub const DEFAULT_MAX_INPUT: u64 = 16 << 30;
@@ -78,12 +84,12 @@ pub fn decompress(
     name: &str,
     opts: &LoadOptions,
 ) -> Result<(Vec<u8>, Compression), LoadError> {
-    if raw.starts_with(&[0x1f, 0x8b]) {
+    if raw.starts_with(GZIP) {
         let d = flate2::read::MultiGzDecoder::new(&raw[..]);
         let out = read_bounded(d, name, opts.max_input_size, " after gzip decompression")?;
         return Ok((out, Compression::Gzip));
     }
-    if raw.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+    if raw.starts_with(ZSTD) {
         let d = zstd::stream::read::Decoder::new(&raw[..]).map_err(|e| LoadError::Format {
             file: name.to_string(),
             msg: format!("corrupt zstd data: {e}"),
@@ -204,17 +210,30 @@ pub fn load_observed(
     opts: &LoadOptions,
     progress: &dyn Fn(u64),
 ) -> Result<Loaded, LoadError> {
+    let limit = opts.max_input_size;
     let file: Box<dyn Read> = if path == "-" {
         Box::new(std::io::stdin().lock())
     } else {
-        Box::new(
-            std::fs::File::open(Path::new(path)).map_err(|e| LoadError::Io {
-                file: path.to_string(),
-                source: e,
-            })?,
-        )
+        let f = std::fs::File::open(Path::new(path)).map_err(|e| LoadError::Io {
+            file: path.to_string(),
+            source: e,
+        })?;
+        // An uncompressed pickle file within the bound is read where it
+        // lies, mapped; anything else (or a file that cannot be mapped) as
+        // a stream, from its first byte: mapping moves no file offset.
+        #[cfg(target_os = "linux")]
+        if let Ok(m) = f.metadata()
+            && m.is_file()
+            && m.len() <= limit
+            && let Some(map) = Mapped::of(std::os::fd::AsFd::as_fd(&f), m.len())
+            && !map.bytes().starts_with(GZIP)
+            && !map.bytes().starts_with(ZSTD)
+            && let Some(loaded) = decode_mapped(&map, path, progress)
+        {
+            return loaded;
+        }
+        Box::new(f)
     };
-    let limit = opts.max_input_size;
     let file = Observed {
         r: file,
         done: 0,
@@ -225,14 +244,14 @@ pub fn load_observed(
     let head = raw
         .fill_buf()
         .map_err(|e| read_error(e, path, Compression::None))?;
-    let (src, compression): (Box<dyn BufRead>, Compression) = if head.starts_with(&[0x1f, 0x8b]) {
+    let (src, compression): (Box<dyn BufRead>, Compression) = if head.starts_with(GZIP) {
         let d = flate2::read::MultiGzDecoder::new(raw);
         let b = Bounded::new(d, limit, " after gzip decompression");
         (
             Box::new(BufReader::with_capacity(1 << 16, b)),
             Compression::Gzip,
         )
-    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+    } else if head.starts_with(ZSTD) {
         let d = zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| LoadError::Format {
             file: path.to_string(),
             msg: format!("corrupt zstd data: {e}"),

@@ -6,7 +6,8 @@
 //!
 //! Pickles and JSON documents — the inputs that reach gigabytes — are
 //! decoded while they are read (after gzip/zstd when compressed), so a file
-//! is never held whole; MessagePack and HTML pages are read into memory
+//! is never held whole (an uncompressed pickle file is mapped and read in
+//! place, its pages released behind the reader: [`decode_mapped`]); MessagePack and HTML pages are read into memory
 //! first.
 
 pub mod json;
@@ -132,33 +133,16 @@ fn decode_stream(
         .map_err(|e| read_error(e, path, compression))?
         .first()
         .copied();
-    if matches!(first, Some(0x80 | b'}' | b']' | b'(')) {
+    if first.is_some_and(starts_pickle) {
         let mut sink = snapshot::TraceSink::new();
         let d = pickle::decode_reader(&mut src, &mut sink).map_err(|e| match e {
-            pickle::DecodeError::Pickle(e) => LoadError::Decode {
-                file: path.into(),
-                context: String::new(),
-                offset: e.offset,
-                msg: e.msg,
-            },
+            pickle::DecodeError::Pickle(e) => decode_error(e, path),
             pickle::DecodeError::Io(e, _) => read_error(e, path, compression),
         })?;
         // Bytes after STOP count towards the size, as when read whole.
         let rest = std::io::copy(&mut src, &mut std::io::sink())
             .map_err(|e| read_error(e, path, compression))?;
-        let snap =
-            snapshot::from_arena_with(&d.arena, d.root, sink).map_err(|e| LoadError::Schema {
-                file: path.into(),
-                path: e.path,
-                msg: e.msg,
-            })?;
-        return Ok(Loaded {
-            name: path.to_string(),
-            format: Format::Pickle(d.protocol),
-            compression,
-            bytes: d.read + rest,
-            content: Content::Snapshot(snap),
-        });
+        return pickle_loaded(d, sink, path, compression, rest);
     }
     // Every other input is sniffed by its first bytes: refuse what none of
     // the readers takes now, before the rest is read (or decompressed: a
@@ -198,6 +182,67 @@ fn decode_stream(
     let mut l = load_bytes(&bytes, path)?;
     l.compression = compression;
     Ok(l)
+}
+
+/// Whether a first byte starts a pickle: PROTO (protocol 2 on), or the
+/// container or MARK that protocols 0 and 1 start with.
+fn starts_pickle(b: u8) -> bool {
+    matches!(b, 0x80 | b'}' | b']' | b'(')
+}
+
+#[cfg(target_os = "linux")]
+/// Decodes a mapped file in place when it holds a pickle (`None` when it
+/// holds anything else, for the stream readers), releasing its pages as the
+/// decoder is done with them and telling `progress` how far it is.
+pub(crate) fn decode_mapped(
+    map: &crate::core::mapped::Mapped,
+    path: &str,
+    progress: &dyn Fn(u64),
+) -> Option<Result<Loaded, LoadError>> {
+    if !map.bytes().first().copied().is_some_and(starts_pickle) {
+        return None;
+    }
+    let mut sink = snapshot::TraceSink::new();
+    let d = pickle::decode_slice(map.bytes(), &mut sink, &mut |at| {
+        map.release(at);
+        progress(at);
+    });
+    Some(
+        d.map_err(|e| decode_error(e, path))
+            .and_then(|d| pickle_loaded(d, sink, path, Compression::None, 0)),
+    )
+}
+
+fn decode_error(e: pickle::PickleError, path: &str) -> LoadError {
+    LoadError::Decode {
+        file: path.into(),
+        context: String::new(),
+        offset: e.offset,
+        msg: e.msg,
+    }
+}
+
+/// A decoded pickle's snapshot, `rest` bytes after what the decoder read.
+fn pickle_loaded(
+    d: pickle::Decoded,
+    sink: snapshot::TraceSink,
+    path: &str,
+    compression: Compression,
+    rest: u64,
+) -> Result<Loaded, LoadError> {
+    let snap =
+        snapshot::from_arena_with(&d.arena, d.root, sink).map_err(|e| LoadError::Schema {
+            file: path.into(),
+            path: e.path,
+            msg: e.msg,
+        })?;
+    Ok(Loaded {
+        name: path.to_string(),
+        format: Format::Pickle(d.protocol),
+        compression,
+        bytes: d.read + rest,
+        content: Content::Snapshot(snap),
+    })
 }
 
 /// Counts the bytes read through it.

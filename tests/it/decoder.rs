@@ -99,6 +99,46 @@ fn streaming_load_matches_loading_from_memory_and_counts_every_byte() {
     }
 }
 
+/// A file larger than a few steps of the in-place window (4 MiB each): read
+/// mapped (`input::load` of a plain file), in place from memory
+/// (`decode_slice`) and as a stream, it gives one model; the offsets the
+/// in-place reader reports only grow and stay inside the file.
+#[test]
+fn a_pickle_read_in_place_reads_as_a_stream_does() {
+    let bytes = synthetic(90_000, 4);
+    assert!(
+        bytes.len() > 12 << 20,
+        "{} bytes: too few steps",
+        bytes.len()
+    );
+    let (want, taken) = fast(&bytes).unwrap();
+    let mut sink = TraceSink::new();
+    let mut seen = Vec::new();
+    let d = pickle::decode_slice(&bytes, &mut sink, &mut |at| seen.push(at)).unwrap();
+    assert_eq!(d.read, bytes.len() as u64);
+    assert_eq!(sink.entries(), taken, "entries taken in place");
+    let got = from_arena_with(&d.arena, d.root, sink).unwrap();
+    assert!(got == want, "read in place: a different model");
+    assert!(seen.len() >= 3, "window moved {} times", seen.len());
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    assert!(seen.iter().all(|&at| at < bytes.len() as u64), "{seen:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.pickle");
+    std::fs::write(&path, &bytes).unwrap();
+    let l = input::load(path.to_str().unwrap(), &LoadOptions::default()).unwrap();
+    assert_eq!(l.bytes, bytes.len() as u64);
+    let input::Content::Snapshot(mapped) = l.content else {
+        panic!("not a snapshot")
+    };
+    assert!(mapped == want, "read mapped: a different model");
+    // A file cut short is the same error whichever way it is read.
+    let cut = &bytes[..bytes.len() / 2];
+    std::fs::write(&path, cut).unwrap();
+    let e = input::load(path.to_str().unwrap(), &LoadOptions::default()).unwrap_err();
+    let m = input::load_bytes(cut, path.to_str().unwrap()).unwrap_err();
+    assert_eq!(e.to_string(), m.to_string());
+}
+
 #[test]
 fn a_trace_entry_changed_after_it_was_read_is_refused() {
     // {"device_traces": [[{"action": "alloc"}]]}, then SETITEM into the

@@ -6,11 +6,11 @@ use super::literals::{
     decode_raw_unicode_escape, long_from_le, parse_int_text, parse_py_string_literal,
     parse_u64_text, sign_extend,
 };
+use super::window::Feed;
 use super::{Decoded, MAX_NODES, PickleError, Sink, Val, Vm, forbidden};
 use crate::input::value::Node;
-use std::io::Read;
 
-impl<R: Read, S: Sink> Vm<'_, R, S> {
+impl<F: Feed, S: Sink> Vm<'_, F, S> {
     /// Runs the machine to STOP: the decoded value, or the first error.
     ///
     /// One match with an arm for every opcode of protocols 0 to 5, so about
@@ -90,7 +90,9 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                     let (pos, end) = (self.inp.pos, self.inp.end);
                     if n <= 8 && end - pos >= 8 {
                         let w = u64::from_le_bytes(
-                            self.inp.buf[pos..pos + 8].try_into().expect("8 bytes"),
+                            self.inp.f.bytes()[pos..pos + 8]
+                                .try_into()
+                                .expect("8 bytes"),
                         );
                         self.inp.pos += n;
                         self.stack.push(Val::Int(sign_extend(w, n)));

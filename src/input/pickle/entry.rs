@@ -4,13 +4,13 @@
 
 use super::frames::{frames_set, le_word, references_end};
 use super::literals::{long_from_le, sign_extend};
+use super::window::Feed;
 use super::{
     ENTRY_MAX, NO_MEMO, PAYLOAD, PENDING_DICT, PENDING_LIST, Sink, TAG, TAG_STACK, Val, Vm,
 };
 use crate::input::value::{Arena, Node, Vid};
-use std::io::Read;
 
-impl<R: Read, S: Sink> Vm<'_, R, S> {
+impl<F: Feed, S: Sink> Vm<'_, F, S> {
     /// CPython writes a list of shared objects (a stack's frames) as
     /// `MEMOIZE MARK` (`BINGET n` | `LONG_BINGET n`)… `APPENDS`. When the
     /// window holds all of that after the new list `id`, it is read here in
@@ -18,7 +18,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
     /// reference the memo does not hold) is left to the dispatch loop.
     #[inline]
     pub(super) fn list_of_references(&mut self, id: Vid) {
-        let buf = &self.inp.buf[self.inp.pos..self.inp.end];
+        let buf = &self.inp.window()[self.inp.pos..];
         if buf.len() < 3 || buf[0] != 0x94 || buf[1] != b'(' {
             return;
         }
@@ -116,7 +116,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
             f_items_spare,
             ..
         } = self;
-        let b = &inp.buf[..inp.end];
+        let b = inp.window();
         let mut i = inp.pos;
         f_items.clear();
         f_memo.clear();
@@ -436,7 +436,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
                 return None;
             }
             if let Some((set, from, to, hash)) = cache_at {
-                let bytes = &self.inp.buf[from..to];
+                let bytes = &self.inp.f.bytes()[from..to];
                 self.f_cache.insert(set, bytes, s, self.f_gen);
                 self.f_cache.insert_deep(bytes, hash, s, self.f_gen);
             }

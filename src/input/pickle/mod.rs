@@ -52,7 +52,7 @@ mod window;
 mod tests;
 
 use frames::FramesCache;
-use window::{Input, WINDOW};
+use window::{Feed, Input};
 
 use super::value::{Arena, Node, Vid};
 use crate::core::hash::FxBuild;
@@ -193,8 +193,8 @@ fn forbidden(op: u8) -> Option<&'static str> {
     })
 }
 
-struct Vm<'s, R, S> {
-    inp: Input<R>,
+struct Vm<'s, F, S> {
+    inp: Input<F>,
     arena: Arena,
     stack: Vec<Val>,
     marks: Vec<usize>,
@@ -270,7 +270,23 @@ const ENTRY_MAX: usize = 8 << 10;
 /// Decodes one pickle held in memory. Trailing bytes after STOP are ignored
 /// (as `pickle.load` does).
 pub fn decode(data: &[u8]) -> Result<Decoded, PickleError> {
-    decode_from(data, &mut NoSink)
+    decode_slice(data, &mut NoSink, &mut |_| {})
+}
+
+/// Decodes one pickle held in memory (a mapped file, say), offering dicts
+/// to `sink`, reading the bytes where they lie. `seen` is told, every few
+/// mebibytes, an offset before which every byte has been read for the last
+/// time but for the entry in progress (a few kilobytes): an owner that maps
+/// a file may release those pages. `read` is the slice's length.
+pub fn decode_slice<S: Sink>(
+    data: &[u8],
+    sink: &mut S,
+    seen: &mut dyn FnMut(u64),
+) -> Result<Decoded, PickleError> {
+    let mut vm = Vm::new(Input::slice(data, seen), sink);
+    let mut d = vm.run()?;
+    d.read = data.len() as u64;
+    Ok(d)
 }
 
 /// Decodes one pickle from a reader, offering dicts to `sink`. Stops reading
@@ -296,47 +312,45 @@ pub enum DecodeError {
 
 /// [`decode_from`], keeping a reader's own error apart from the file's.
 pub fn decode_reader<R: Read, S: Sink>(r: R, sink: &mut S) -> Result<Decoded, DecodeError> {
-    let mut vm = Vm {
-        inp: Input {
-            r,
-            buf: vec![0; WINDOW],
-            pos: 0,
-            end: 0,
-            base: 0,
-            eof: false,
-            err: None,
-        },
-        arena: Arena::default(),
-        stack: Vec::new(),
-        marks: Vec::new(),
-        memo: Vec::new(),
-        memo_sparse: Default::default(),
-        op_start: 0,
-        strings: HashMap::default(),
-        last_str: (Vec::new(), NO_MEMO),
-        scratch: Vec::new(),
-        tuples: HashMap::default(),
-        fast: sink.fast_entries(),
-        sink,
-        records: 0,
-        runs: Vec::new(),
-        record_nodes: HashMap::default(),
-        stack_nodes: HashMap::default(),
-        f_items: Vec::new(),
-        f_memo: Vec::new(),
-        f_frames: Vec::new(),
-        f_cache: FramesCache::new(),
-        f_gen: 0,
-        shape: Vec::new(),
-        shape_id: 0,
-        shape_gen: 0,
-        f_keys: Vec::new(),
-        f_items_spare: Vec::new(),
-    };
+    let mut vm = Vm::new(Input::reader(r), sink);
     let r = vm.run();
     if let Some(e) = vm.inp.err.take() {
         let at = vm.inp.offset();
         return Err(DecodeError::Io(e, at));
     }
     r.map_err(DecodeError::Pickle)
+}
+
+impl<'s, F: Feed, S: Sink> Vm<'s, F, S> {
+    fn new(inp: Input<F>, sink: &'s mut S) -> Self {
+        Vm {
+            inp,
+            arena: Arena::default(),
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo: Vec::new(),
+            memo_sparse: Default::default(),
+            op_start: 0,
+            strings: HashMap::default(),
+            last_str: (Vec::new(), NO_MEMO),
+            scratch: Vec::new(),
+            tuples: HashMap::default(),
+            fast: sink.fast_entries(),
+            sink,
+            records: 0,
+            runs: Vec::new(),
+            record_nodes: HashMap::default(),
+            stack_nodes: HashMap::default(),
+            f_items: Vec::new(),
+            f_memo: Vec::new(),
+            f_frames: Vec::new(),
+            f_cache: FramesCache::new(),
+            f_gen: 0,
+            shape: Vec::new(),
+            shape_id: 0,
+            shape_gen: 0,
+            f_keys: Vec::new(),
+            f_items_spare: Vec::new(),
+        }
+    }
 }

@@ -2,11 +2,11 @@
 //! lengths and strings, the value stack and its MARKs, nodes for values,
 //! containers filled in place, and the memo.
 
+use super::window::Feed;
 use super::{NO_MEMO, PAYLOAD, PickleError, Sink, TAG, TAG_STACK, Val, Vm};
 use crate::input::value::{Node, Vid};
-use std::io::Read;
 
-impl<R: Read, S: Sink> Vm<'_, R, S> {
+impl<F: Feed, S: Sink> Vm<'_, F, S> {
     pub(super) fn err_at(&self, offset: u64, msg: impl Into<String>) -> PickleError {
         PickleError {
             offset,
@@ -124,7 +124,7 @@ impl<R: Read, S: Sink> Vm<'_, R, S> {
     #[inline]
     pub(super) fn push_str(&mut self, n: usize) -> Result<(), PickleError> {
         self.take(n)?;
-        let b = &self.inp.buf[self.inp.pos - n..self.inp.pos];
+        let b = &self.inp.f.bytes()[self.inp.pos - n..self.inp.pos];
         // The same short string over and over (every entry's
         // `compile_context`) skips the hash table.
         if self.last_str.1 != NO_MEMO && b == &self.last_str.0[..] {
