@@ -147,13 +147,25 @@ pub fn simulate_device(
     configs: &[SimConfig],
     capacity: Option<u64>,
 ) -> Result<SimReport, SimError> {
-    simulate_from(
+    // The runs need only the start's segments: the replay's report (a
+    // pass over the trace) and what it tells of the start are worked out
+    // while they run, on a core a run leaves free (nine runs on two cores
+    // leave one for most of a run).
+    let replayer = crate::timeline::Replayer::new(snap, device);
+    let segments = replayer.state_at(None).segments;
+    let mut input = run::prepare_from(
         snap,
         device,
-        configs,
         capacity,
-        trace::start_state(snap, device),
-    )
+        trace::start_state_unreported(segments),
+    );
+    let (start, runs) = rayon::join(
+        || trace::start_state_from(snap, device, Vec::new(), &replayer.report()),
+        || run_configs(&input, configs),
+    );
+    let segments = std::mem::take(&mut input.start.segments);
+    input.set_start(snap, StartState { segments, ..start });
+    Ok(report_of(input, runs?))
 }
 
 /// [`simulate_device`] from a start state the caller already rebuilt
