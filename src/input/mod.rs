@@ -166,6 +166,19 @@ fn decode_stream(
     let head = src
         .fill_buf()
         .map_err(|e| read_error(e, path, compression))?;
+    if head.starts_with(MSGPACK_MAGIC) {
+        return decode_msgpack_stream(src, path, compression);
+    }
+    if let Some(&version) = head.strip_prefix(MSGPACK_PREFIX).and_then(|r| r.first()) {
+        // Refused once read through, as when it was read whole: a read
+        // error or the size bound comes first.
+        std::io::copy(&mut src, &mut std::io::sink())
+            .map_err(|e| read_error(e, path, compression))?;
+        return Err(LoadError::Format {
+            file: path.into(),
+            msg: msgpack_version_refusal(version),
+        });
+    }
     if let Some(msg) = refusal(head) {
         return Err(LoadError::Format {
             file: path.into(),
@@ -264,25 +277,14 @@ pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Loaded, LoadError> {
         });
     }
     if bytes.starts_with(MSGPACK_MAGIC) {
-        let snap =
-            decode_msgpack(&bytes[MSGPACK_MAGIC.len()..]).map_err(|msg| LoadError::Format {
-                file: name.into(),
-                msg: format!("corrupt fragscope MessagePack: {}", one_line(&msg)),
-            })?;
+        let snap = decode_msgpack(&bytes[MSGPACK_MAGIC.len()..])
+            .map_err(|msg| msgpack_corrupt(name, &msg))?;
         return Ok(mk(Format::MsgPack, Content::Snapshot(snap)));
     }
     if let Some(&version) = bytes.strip_prefix(MSGPACK_PREFIX).and_then(|r| r.first()) {
         return Err(LoadError::Format {
             file: name.into(),
-            msg: format!(
-                "fragscope MessagePack version {version} was written by {} fragscope; \
-                 convert the original snapshot again",
-                if version < MSGPACK_MAGIC[MSGPACK_PREFIX.len()] {
-                    "an earlier"
-                } else {
-                    "a later"
-                }
-            ),
+            msg: msgpack_version_refusal(version),
         });
     }
     // Pickle: PROTO (2+), or protocol 0/1 which start with a container or MARK.
@@ -322,14 +324,93 @@ pub const MSGPACK_MAX_DEPTH: usize = 256;
 
 /// fragscope's MessagePack form is the model itself, so unlike the other
 /// decoders nothing has built it through the interner: every id is checked
-/// before a later stage indexes a table with it.
-fn decode_msgpack(bytes: &[u8]) -> Result<Snapshot, String> {
+/// before a later stage indexes a table with it. It is read from `r` as it
+/// is decoded (what follows the snapshot is left unread).
+fn decode_msgpack(r: impl Read) -> Result<Snapshot, String> {
     use serde::Deserialize;
-    let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
+    let mut de = rmp_serde::Deserializer::new(r);
     de.set_max_depth(MSGPACK_MAX_DEPTH);
     let snap = Snapshot::deserialize(&mut de).map_err(|e| e.to_string())?;
     check_ids(&snap)?;
     Ok(snap)
+}
+
+fn msgpack_corrupt(name: &str, msg: &str) -> LoadError {
+    LoadError::Format {
+        file: name.into(),
+        msg: format!("corrupt fragscope MessagePack: {}", one_line(msg)),
+    }
+}
+
+fn msgpack_version_refusal(version: u8) -> String {
+    format!(
+        "fragscope MessagePack version {version} was written by {} fragscope; \
+         convert the original snapshot again",
+        if version < MSGPACK_MAGIC[MSGPACK_PREFIX.len()] {
+            "an earlier"
+        } else {
+            "a later"
+        }
+    )
+}
+
+/// A MessagePack snapshot decoded from its stream `src` (which starts with
+/// [`MSGPACK_MAGIC`]) as it is read. As when it was read whole, a read error
+/// or the size bound anywhere in the input comes before the snapshot's own
+/// errors, and the bytes after the snapshot count towards the size.
+fn decode_msgpack_stream(
+    mut src: Box<dyn BufRead + '_>,
+    path: &str,
+    compression: Compression,
+) -> Result<Loaded, LoadError> {
+    src.consume(MSGPACK_MAGIC.len());
+    let mut r = Tapped {
+        r: src,
+        n: MSGPACK_MAGIC.len() as u64,
+        err: None,
+    };
+    let snap = decode_msgpack(&mut r);
+    if let Some(e) = r.err.take() {
+        return Err(read_error(e, path, compression));
+    }
+    let rest = std::io::copy(&mut r.r, &mut std::io::sink())
+        .map_err(|e| read_error(e, path, compression))?;
+    let snap = snap.map_err(|msg| msgpack_corrupt(path, &msg))?;
+    Ok(Loaded {
+        name: path.to_string(),
+        format: Format::MsgPack,
+        compression,
+        bytes: r.n + rest,
+        content: Content::Snapshot(snap),
+    })
+}
+
+/// Counts the bytes read through it and keeps the reader's own error apart
+/// from what a decoder makes of it (the decoder sees an error whose text
+/// says nothing; the first error of the reader is kept in `err`).
+struct Tapped<R> {
+    r: R,
+    n: u64,
+    err: Option<std::io::Error>,
+}
+
+impl<R: Read> Read for Tapped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.err.is_some() {
+            return Err(std::io::Error::other("the input could not be read"));
+        }
+        match self.r.read(buf) {
+            Ok(n) => {
+                self.n += n as u64;
+                Ok(n)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Err(e),
+            Err(e) => {
+                self.err = Some(e);
+                Err(std::io::Error::other("the input could not be read"))
+            }
+        }
+    }
 }
 
 fn check_ids(snap: &Snapshot) -> Result<(), String> {
