@@ -4,11 +4,12 @@
 //! decompression). Every error names the file and a byte offset or record
 //! path.
 //!
-//! Pickles and JSON documents — the inputs that reach gigabytes — are
-//! decoded while they are read (after gzip/zstd when compressed), so a file
-//! is never held whole; MessagePack and HTML pages are read into memory
-//! first.
+//! Every input is decoded while it is read (after gzip/zstd when
+//! compressed), so a file is never held whole: pickles, JSON documents,
+//! fragscope MessagePack, and memory_viz HTML pages, whose base64 string is
+//! decoded into the pickle machine as it is read ([`html`]).
 
+pub mod html;
 pub mod json;
 pub mod load;
 pub mod pickle;
@@ -119,9 +120,10 @@ pub struct Loaded {
     pub content: Content,
 }
 
-/// Decodes an input from its (decompressed) stream `src`, named `path`:
-/// a pickle or JSON while it is read, any other input read whole first,
-/// after its first bytes are sniffed.
+/// Decodes an input from its (decompressed) stream `src`, named `path`,
+/// while it is read, after its first bytes are sniffed. Only what they do
+/// not tell (an empty file, a short run of blanks, a MessagePack prefix cut
+/// short) is read whole, to be refused as ever.
 fn decode_stream(
     mut src: Box<dyn BufRead + '_>,
     path: &str,
@@ -189,8 +191,7 @@ fn decode_stream(
             },
         });
     }
-    // JSON is parsed as it is read; what a first non-blank byte does not
-    // tell as JSON (MessagePack, HTML, a short blank file) is read whole.
+    // JSON and HTML are parsed as they are read.
     if !head.starts_with(MSGPACK_PREFIX) && matches!(first_non_ws(head), Some(b'{' | b'[')) {
         let mut counted = Counted { r: src, n: 0 };
         let content = json::load_json_reader(&mut counted, path, compression)?;
@@ -204,6 +205,9 @@ fn decode_stream(
             bytes: counted.n + rest,
             content,
         });
+    }
+    if !head.starts_with(MSGPACK_PREFIX) && first_non_ws(head) == Some(b'<') {
+        return decode_page_stream(src, path, compression);
     }
     let mut bytes = Vec::new();
     src.read_to_end(&mut bytes)
@@ -225,6 +229,98 @@ impl<R: Read> Read for Counted<R> {
         self.n += n as u64;
         Ok(n)
     }
+}
+
+impl<R: BufRead> BufRead for Counted<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.r.fill_buf()
+    }
+    fn consume(&mut self, n: usize) {
+        self.n += n as u64;
+        self.r.consume(n);
+    }
+}
+
+/// A memory_viz page decoded from its stream `src` as it is read: the page
+/// scanned for its `"base64"` key, the string after it decoded from base64
+/// straight into the pickle machine. As when it was read whole, a read
+/// error or the size bound anywhere in the input comes first, then the
+/// page's errors (a string unterminated or no valid base64), then the
+/// pickle's.
+fn decode_page_stream(
+    src: Box<dyn BufRead + '_>,
+    path: &str,
+    compression: Compression,
+) -> Result<Loaded, LoadError> {
+    let mut src = Counted { r: src, n: 0 };
+    let mut sink = snapshot::TraceSink::new();
+    let d = match page_pickle(&mut src, &mut sink) {
+        Err(PageFailure::Read(e)) => return Err(read_error(e, path, compression)),
+        d => d,
+    };
+    std::io::copy(&mut src, &mut std::io::sink()).map_err(|e| read_error(e, path, compression))?;
+    let d = d.map_err(|e| page_error(e, path, compression))?;
+    Ok(Loaded {
+        name: path.to_string(),
+        format: Format::Html,
+        compression,
+        bytes: src.n,
+        content: Content::Snapshot(snapshot_of(d, sink, path)?),
+    })
+}
+
+/// Why a page gave no pickle.
+enum PageFailure {
+    Read(std::io::Error),
+    Page(String),
+    Pickle(pickle::PickleError),
+}
+
+/// The embedded pickle of the page read from `r`, decoded with `sink`.
+fn page_pickle(
+    r: &mut impl BufRead,
+    sink: &mut snapshot::TraceSink,
+) -> Result<pickle::Decoded, PageFailure> {
+    let page = |e| match e {
+        html::PageError::Read(e) => PageFailure::Read(e),
+        html::PageError::Page(msg) => PageFailure::Page(msg),
+    };
+    let mut body = html::open_body(r).map_err(page)?;
+    let d = pickle::decode_reader(&mut body, sink);
+    // The string read to its end: whether it is valid base64 comes first.
+    body.finish().map_err(page)?;
+    d.map_err(|e| match e {
+        pickle::DecodeError::Pickle(e) => PageFailure::Pickle(e),
+        pickle::DecodeError::Io(e, _) => PageFailure::Read(e),
+    })
+}
+
+fn page_error(e: PageFailure, name: &str, compression: Compression) -> LoadError {
+    match e {
+        PageFailure::Read(e) => read_error(e, name, compression),
+        PageFailure::Page(msg) => LoadError::Format {
+            file: name.into(),
+            msg,
+        },
+        PageFailure::Pickle(e) => LoadError::Decode {
+            file: name.into(),
+            context: "embedded pickle: ".into(),
+            offset: e.offset,
+            msg: e.msg,
+        },
+    }
+}
+
+fn snapshot_of(
+    d: pickle::Decoded,
+    sink: snapshot::TraceSink,
+    name: &str,
+) -> Result<Snapshot, LoadError> {
+    snapshot::from_arena_with(&d.arena, d.root, sink).map_err(|e| LoadError::Schema {
+        file: name.into(),
+        path: e.path,
+        msg: e.msg,
+    })
 }
 
 /// Why the first bytes of an input (a window of it, or all of a short one)
@@ -289,7 +385,7 @@ pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Loaded, LoadError> {
     }
     // Pickle: PROTO (2+), or protocol 0/1 which start with a container or MARK.
     if bytes[0] == 0x80 || matches!(bytes[0], b'}' | b']' | b'(') {
-        let snap = decode_pickle_snapshot(bytes, name, "")?;
+        let snap = decode_pickle_snapshot(bytes, name)?;
         let proto = if bytes[0] == 0x80 {
             bytes.get(1).copied().unwrap_or(0)
         } else {
@@ -299,11 +395,10 @@ pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Loaded, LoadError> {
     }
     match first_non_ws(bytes) {
         Some(b'<') => {
-            let inner = html::extract_pickle(bytes).map_err(|msg| LoadError::Format {
-                file: name.into(),
-                msg,
-            })?;
-            let snap = decode_pickle_snapshot(&inner, name, "embedded pickle: ")?;
+            let mut sink = snapshot::TraceSink::new();
+            let d = page_pickle(&mut &bytes[..], &mut sink)
+                .map_err(|e| page_error(e, name, Compression::None))?;
+            let snap = snapshot_of(d, sink, name)?;
             Ok(mk(Format::Html, Content::Snapshot(snap)))
         }
         Some(b'{') | Some(b'[') => {
@@ -474,71 +569,13 @@ fn check_ids(snap: &Snapshot) -> Result<(), String> {
     Ok(())
 }
 
-fn decode_pickle_snapshot(bytes: &[u8], name: &str, context: &str) -> Result<Snapshot, LoadError> {
+fn decode_pickle_snapshot(bytes: &[u8], name: &str) -> Result<Snapshot, LoadError> {
     let mut sink = snapshot::TraceSink::new();
     let d = pickle::decode_from(bytes, &mut sink).map_err(|e| LoadError::Decode {
         file: name.into(),
-        context: context.into(),
+        context: String::new(),
         offset: e.offset,
         msg: e.msg,
     })?;
-    snapshot::from_arena_with(&d.arena, d.root, sink).map_err(|e| LoadError::Schema {
-        file: name.into(),
-        path: e.path,
-        msg: e.msg,
-    })
-}
-
-pub mod html {
-    //! The page `_memory_viz.trace_plot`/`segment_plot` write: a base64 pickle
-    //! in `[{"name": ..., "base64": "..."}]`.
-    //!
-    //! `torch.profiler`'s `export_memory_timeline("x.html")` writes a page of
-    //! another kind: `<title>GPU Memory Timeline HTML</title>` and the plot as
-    //! a PNG in `<img src='data:image/png;base64,...'>`. It holds pixels, not
-    //! data; it is recognised so that the error says what to export instead.
-    use base64::Engine;
-
-    /// The refusal of an `export_memory_timeline` HTML page.
-    pub const MEMORY_TIMELINE_IMAGE: &str = "an export_memory_timeline HTML page: the plot as a \
-        PNG image, with no memory data to read; export the data instead with \
-        prof.export_memory_timeline(\"x.raw.json.gz\") (or \"x.json\"), which fragscope reads";
-
-    /// `export_memory_timeline`'s page: its title, or an inline PNG and no
-    /// embedded snapshot.
-    pub fn is_memory_timeline_image(text: &str) -> bool {
-        text.contains("GPU Memory Timeline HTML")
-            || (text.contains("<img") && text.contains("data:image/png;base64,"))
-    }
-
-    pub fn extract_pickle(page: &[u8]) -> Result<Vec<u8>, String> {
-        let text = String::from_utf8_lossy(page);
-        let key = "\"base64\"";
-        let Some(i) = text.find(key) else {
-            if is_memory_timeline_image(&text) {
-                return Err(MEMORY_TIMELINE_IMAGE.into());
-            }
-            return Err(
-                "an HTML page without an embedded snapshot (no \"base64\" field); \
-                        only pages written by torch.cuda._memory_viz are supported"
-                    .into(),
-            );
-        };
-        let rest = &text[i + key.len()..];
-        let rest = rest
-            .trim_start()
-            .strip_prefix(':')
-            .ok_or("malformed \"base64\" field")?;
-        let rest = rest.trim_start();
-        let quote = rest.chars().next().ok_or("malformed \"base64\" field")?;
-        if quote != '"' && quote != '\'' {
-            return Err("malformed \"base64\" field".into());
-        }
-        let body = &rest[1..];
-        let end = body.find(quote).ok_or("unterminated \"base64\" string")?;
-        let b64: String = body[..end].chars().filter(|c| !c.is_whitespace()).collect();
-        base64::engine::general_purpose::STANDARD
-            .decode(b64.as_bytes())
-            .map_err(|e| format!("the embedded snapshot is not valid base64: {e}"))
-    }
+    snapshot_of(d, sink, name)
 }
