@@ -459,52 +459,109 @@ fn decode_msgpack_stream(
     compression: Compression,
 ) -> Result<Loaded, LoadError> {
     src.consume(MSGPACK_MAGIC.len());
-    let mut r = Tapped {
-        r: src,
-        n: MSGPACK_MAGIC.len() as u64,
-        err: None,
-    };
+    let mut r = Tapped::new(src, MSGPACK_MAGIC.len() as u64);
     let snap = decode_msgpack(&mut r);
+    if r.err.is_none() {
+        // The rest, read through.
+        let _ = std::io::copy(&mut r, &mut std::io::sink());
+    }
     if let Some(e) = r.err.take() {
         return Err(read_error(e, path, compression));
     }
-    let rest = std::io::copy(&mut r.r, &mut std::io::sink())
-        .map_err(|e| read_error(e, path, compression))?;
     let snap = snap.map_err(|msg| msgpack_corrupt(path, &msg))?;
     Ok(Loaded {
         name: path.to_string(),
         format: Format::MsgPack,
         compression,
-        bytes: r.n + rest,
+        bytes: r.n,
         content: Content::Snapshot(snap),
     })
 }
 
-/// Counts the bytes read through it and keeps the reader's own error apart
-/// from what a decoder makes of it (the decoder sees an error whose text
-/// says nothing; the first error of the reader is kept in `err`).
+/// Reads `r` through a buffer of its own (a decoder's many small reads stay
+/// in it), counts the bytes taken from `r`, and keeps the reader's own
+/// error apart from what a decoder makes of it: the decoder sees an error
+/// whose text says nothing, the first error of `r` is kept in `err`.
 struct Tapped<R> {
     r: R,
+    buf: Box<[u8]>,
+    pos: usize,
+    end: usize,
     n: u64,
     err: Option<std::io::Error>,
 }
 
-impl<R: Read> Read for Tapped<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.err.is_some() {
+impl<R: Read> Tapped<R> {
+    fn new(r: R, n: u64) -> Tapped<R> {
+        Tapped {
+            r,
+            buf: vec![0; 1 << 16].into_boxed_slice(),
+            pos: 0,
+            end: 0,
+            n,
+            err: None,
+        }
+    }
+
+    fn read_inner(
+        r: &mut R,
+        n: &mut u64,
+        err: &mut Option<std::io::Error>,
+        buf: &mut [u8],
+    ) -> std::io::Result<usize> {
+        if err.is_some() {
             return Err(std::io::Error::other("the input could not be read"));
         }
-        match self.r.read(buf) {
-            Ok(n) => {
-                self.n += n as u64;
-                Ok(n)
+        match r.read(buf) {
+            Ok(k) => {
+                *n += k as u64;
+                Ok(k)
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Err(e),
             Err(e) => {
-                self.err = Some(e);
+                *err = Some(e);
                 Err(std::io::Error::other("the input could not be read"))
             }
         }
+    }
+}
+
+impl<R: Read> Read for Tapped<R> {
+    #[inline]
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos == self.end {
+            if out.len() >= self.buf.len() {
+                return Self::read_inner(&mut self.r, &mut self.n, &mut self.err, out);
+            }
+            self.end = Self::read_inner(&mut self.r, &mut self.n, &mut self.err, &mut self.buf)?;
+            self.pos = 0;
+        }
+        let k = out.len().min(self.end - self.pos);
+        out[..k].copy_from_slice(&self.buf[self.pos..self.pos + k]);
+        self.pos += k;
+        Ok(k)
+    }
+
+    #[inline]
+    fn read_exact(&mut self, out: &mut [u8]) -> std::io::Result<()> {
+        let end = self.pos + out.len();
+        if end <= self.end {
+            // MessagePack's markers and numbers: a few bytes each.
+            match out.len() {
+                1 => out[0] = self.buf[self.pos],
+                _ => out.copy_from_slice(&self.buf[self.pos..end]),
+            }
+            self.pos = end;
+            return Ok(());
+        }
+        // `Read`'s own, for its errors.
+        struct Plain<'a, R>(&'a mut Tapped<R>);
+        impl<R: Read> Read for Plain<'_, R> {
+            fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                self.0.read(out)
+            }
+        }
+        Plain(self).read_exact(out)
     }
 }
 
