@@ -4,12 +4,14 @@
 //! decompression). Every error names the file and a byte offset or record
 //! path.
 //!
-//! Pickles and JSON documents — the inputs that reach gigabytes — are
-//! decoded while they are read (after gzip/zstd when compressed), so a file
-//! is never held whole (an uncompressed pickle file is mapped and read in
-//! place, its pages released behind the reader: [`decode_mapped`]); MessagePack and HTML pages are read into memory
-//! first.
+//! Every input is decoded while it is read (after gzip/zstd when
+//! compressed), so a file is never held whole: pickles (an uncompressed
+//! pickle file is mapped and read in place, its pages released behind the
+//! reader: `decode_mapped`), JSON documents, fragscope MessagePack, and
+//! memory_viz HTML pages, whose base64 string is decoded into the pickle
+//! machine as it is read ([`html`]).
 
+pub mod html;
 pub mod json;
 pub mod load;
 pub mod pickle;
@@ -120,9 +122,10 @@ pub struct Loaded {
     pub content: Content,
 }
 
-/// Decodes an input from its (decompressed) stream `src`, named `path`:
-/// a pickle or JSON while it is read, any other input read whole first,
-/// after its first bytes are sniffed.
+/// Decodes an input from its (decompressed) stream `src`, named `path`,
+/// while it is read, after its first bytes are sniffed. Only what they do
+/// not tell (an empty file, a short run of blanks, a MessagePack prefix cut
+/// short) is read whole, to be refused as ever.
 fn decode_stream(
     mut src: Box<dyn BufRead + '_>,
     path: &str,
@@ -150,6 +153,19 @@ fn decode_stream(
     let head = src
         .fill_buf()
         .map_err(|e| read_error(e, path, compression))?;
+    if head.starts_with(MSGPACK_MAGIC) {
+        return decode_msgpack_stream(src, path, compression);
+    }
+    if let Some(&version) = head.strip_prefix(MSGPACK_PREFIX).and_then(|r| r.first()) {
+        // Refused once read through, as when it was read whole: a read
+        // error or the size bound comes first.
+        std::io::copy(&mut src, &mut std::io::sink())
+            .map_err(|e| read_error(e, path, compression))?;
+        return Err(LoadError::Format {
+            file: path.into(),
+            msg: msgpack_version_refusal(version),
+        });
+    }
     if let Some(msg) = refusal(head) {
         return Err(LoadError::Format {
             file: path.into(),
@@ -160,8 +176,7 @@ fn decode_stream(
             },
         });
     }
-    // JSON is parsed as it is read; what a first non-blank byte does not
-    // tell as JSON (MessagePack, HTML, a short blank file) is read whole.
+    // JSON and HTML are parsed as they are read.
     if !head.starts_with(MSGPACK_PREFIX) && matches!(first_non_ws(head), Some(b'{' | b'[')) {
         let mut counted = Counted { r: src, n: 0 };
         let content = json::load_json_reader(&mut counted, path, compression)?;
@@ -175,6 +190,9 @@ fn decode_stream(
             bytes: counted.n + rest,
             content,
         });
+    }
+    if !head.starts_with(MSGPACK_PREFIX) && first_non_ws(head) == Some(b'<') {
+        return decode_page_stream(src, path, compression);
     }
     let mut bytes = Vec::new();
     src.read_to_end(&mut bytes)
@@ -230,17 +248,13 @@ fn pickle_loaded(
     compression: Compression,
     rest: u64,
 ) -> Result<Loaded, LoadError> {
-    let snap =
-        snapshot::from_arena_with(&d.arena, d.root, sink).map_err(|e| LoadError::Schema {
-            file: path.into(),
-            path: e.path,
-            msg: e.msg,
-        })?;
+    let (protocol, read) = (d.protocol, d.read);
+    let snap = snapshot_of(d, sink, path)?;
     Ok(Loaded {
         name: path.to_string(),
-        format: Format::Pickle(d.protocol),
+        format: Format::Pickle(protocol),
         compression,
-        bytes: d.read + rest,
+        bytes: read + rest,
         content: Content::Snapshot(snap),
     })
 }
@@ -257,6 +271,98 @@ impl<R: Read> Read for Counted<R> {
         self.n += n as u64;
         Ok(n)
     }
+}
+
+impl<R: BufRead> BufRead for Counted<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.r.fill_buf()
+    }
+    fn consume(&mut self, n: usize) {
+        self.n += n as u64;
+        self.r.consume(n);
+    }
+}
+
+/// A memory_viz page decoded from its stream `src` as it is read: the page
+/// scanned for its `"base64"` key, the string after it decoded from base64
+/// straight into the pickle machine. As when it was read whole, a read
+/// error or the size bound anywhere in the input comes first, then the
+/// page's errors (a string unterminated or no valid base64), then the
+/// pickle's.
+fn decode_page_stream(
+    src: Box<dyn BufRead + '_>,
+    path: &str,
+    compression: Compression,
+) -> Result<Loaded, LoadError> {
+    let mut src = Counted { r: src, n: 0 };
+    let mut sink = snapshot::TraceSink::new();
+    let d = match page_pickle(&mut src, &mut sink) {
+        Err(PageFailure::Read(e)) => return Err(read_error(e, path, compression)),
+        d => d,
+    };
+    std::io::copy(&mut src, &mut std::io::sink()).map_err(|e| read_error(e, path, compression))?;
+    let d = d.map_err(|e| page_error(e, path, compression))?;
+    Ok(Loaded {
+        name: path.to_string(),
+        format: Format::Html,
+        compression,
+        bytes: src.n,
+        content: Content::Snapshot(snapshot_of(d, sink, path)?),
+    })
+}
+
+/// Why a page gave no pickle.
+enum PageFailure {
+    Read(std::io::Error),
+    Page(String),
+    Pickle(pickle::PickleError),
+}
+
+/// The embedded pickle of the page read from `r`, decoded with `sink`.
+fn page_pickle(
+    r: &mut impl BufRead,
+    sink: &mut snapshot::TraceSink,
+) -> Result<pickle::Decoded, PageFailure> {
+    let page = |e| match e {
+        html::PageError::Read(e) => PageFailure::Read(e),
+        html::PageError::Page(msg) => PageFailure::Page(msg),
+    };
+    let mut body = html::open_body(r).map_err(page)?;
+    let d = pickle::decode_reader(&mut body, sink);
+    // The string read to its end: whether it is valid base64 comes first.
+    body.finish().map_err(page)?;
+    d.map_err(|e| match e {
+        pickle::DecodeError::Pickle(e) => PageFailure::Pickle(e),
+        pickle::DecodeError::Io(e, _) => PageFailure::Read(e),
+    })
+}
+
+fn page_error(e: PageFailure, name: &str, compression: Compression) -> LoadError {
+    match e {
+        PageFailure::Read(e) => read_error(e, name, compression),
+        PageFailure::Page(msg) => LoadError::Format {
+            file: name.into(),
+            msg,
+        },
+        PageFailure::Pickle(e) => LoadError::Decode {
+            file: name.into(),
+            context: "embedded pickle: ".into(),
+            offset: e.offset,
+            msg: e.msg,
+        },
+    }
+}
+
+fn snapshot_of(
+    d: pickle::Decoded,
+    sink: snapshot::TraceSink,
+    name: &str,
+) -> Result<Snapshot, LoadError> {
+    snapshot::from_arena_with(&d.arena, d.root, sink).map_err(|e| LoadError::Schema {
+        file: name.into(),
+        path: e.path,
+        msg: e.msg,
+    })
 }
 
 /// Why the first bytes of an input (a window of it, or all of a short one)
@@ -309,30 +415,19 @@ pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Loaded, LoadError> {
         });
     }
     if bytes.starts_with(MSGPACK_MAGIC) {
-        let snap =
-            decode_msgpack(&bytes[MSGPACK_MAGIC.len()..]).map_err(|msg| LoadError::Format {
-                file: name.into(),
-                msg: format!("corrupt fragscope MessagePack: {}", one_line(&msg)),
-            })?;
+        let snap = decode_msgpack(&bytes[MSGPACK_MAGIC.len()..])
+            .map_err(|msg| msgpack_corrupt(name, &msg))?;
         return Ok(mk(Format::MsgPack, Content::Snapshot(snap)));
     }
     if let Some(&version) = bytes.strip_prefix(MSGPACK_PREFIX).and_then(|r| r.first()) {
         return Err(LoadError::Format {
             file: name.into(),
-            msg: format!(
-                "fragscope MessagePack version {version} was written by {} fragscope; \
-                 convert the original snapshot again",
-                if version < MSGPACK_MAGIC[MSGPACK_PREFIX.len()] {
-                    "an earlier"
-                } else {
-                    "a later"
-                }
-            ),
+            msg: msgpack_version_refusal(version),
         });
     }
     // Pickle: PROTO (2+), or protocol 0/1 which start with a container or MARK.
     if bytes[0] == 0x80 || matches!(bytes[0], b'}' | b']' | b'(') {
-        let snap = decode_pickle_snapshot(bytes, name, "")?;
+        let snap = decode_pickle_snapshot(bytes, name)?;
         let proto = if bytes[0] == 0x80 {
             bytes.get(1).copied().unwrap_or(0)
         } else {
@@ -342,11 +437,10 @@ pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Loaded, LoadError> {
     }
     match first_non_ws(bytes) {
         Some(b'<') => {
-            let inner = html::extract_pickle(bytes).map_err(|msg| LoadError::Format {
-                file: name.into(),
-                msg,
-            })?;
-            let snap = decode_pickle_snapshot(&inner, name, "embedded pickle: ")?;
+            let mut sink = snapshot::TraceSink::new();
+            let d = page_pickle(&mut &bytes[..], &mut sink)
+                .map_err(|e| page_error(e, name, Compression::None))?;
+            let snap = snapshot_of(d, sink, name)?;
             Ok(mk(Format::Html, Content::Snapshot(snap)))
         }
         Some(b'{') | Some(b'[') => {
@@ -367,14 +461,150 @@ pub const MSGPACK_MAX_DEPTH: usize = 256;
 
 /// fragscope's MessagePack form is the model itself, so unlike the other
 /// decoders nothing has built it through the interner: every id is checked
-/// before a later stage indexes a table with it.
-fn decode_msgpack(bytes: &[u8]) -> Result<Snapshot, String> {
+/// before a later stage indexes a table with it. It is read from `r` as it
+/// is decoded (what follows the snapshot is left unread).
+fn decode_msgpack(r: impl Read) -> Result<Snapshot, String> {
     use serde::Deserialize;
-    let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
+    let mut de = rmp_serde::Deserializer::new(r);
     de.set_max_depth(MSGPACK_MAX_DEPTH);
     let snap = Snapshot::deserialize(&mut de).map_err(|e| e.to_string())?;
     check_ids(&snap)?;
     Ok(snap)
+}
+
+fn msgpack_corrupt(name: &str, msg: &str) -> LoadError {
+    LoadError::Format {
+        file: name.into(),
+        msg: format!("corrupt fragscope MessagePack: {}", one_line(msg)),
+    }
+}
+
+fn msgpack_version_refusal(version: u8) -> String {
+    format!(
+        "fragscope MessagePack version {version} was written by {} fragscope; \
+         convert the original snapshot again",
+        if version < MSGPACK_MAGIC[MSGPACK_PREFIX.len()] {
+            "an earlier"
+        } else {
+            "a later"
+        }
+    )
+}
+
+/// A MessagePack snapshot decoded from its stream `src` (which starts with
+/// [`MSGPACK_MAGIC`]) as it is read. As when it was read whole, a read error
+/// or the size bound anywhere in the input comes before the snapshot's own
+/// errors, and the bytes after the snapshot count towards the size.
+fn decode_msgpack_stream(
+    mut src: Box<dyn BufRead + '_>,
+    path: &str,
+    compression: Compression,
+) -> Result<Loaded, LoadError> {
+    src.consume(MSGPACK_MAGIC.len());
+    let mut r = Tapped::new(src, MSGPACK_MAGIC.len() as u64);
+    let snap = decode_msgpack(&mut r);
+    if r.err.is_none() {
+        // The rest, read through.
+        let _ = std::io::copy(&mut r, &mut std::io::sink());
+    }
+    if let Some(e) = r.err.take() {
+        return Err(read_error(e, path, compression));
+    }
+    let snap = snap.map_err(|msg| msgpack_corrupt(path, &msg))?;
+    Ok(Loaded {
+        name: path.to_string(),
+        format: Format::MsgPack,
+        compression,
+        bytes: r.n,
+        content: Content::Snapshot(snap),
+    })
+}
+
+/// Reads `r` through a buffer of its own (a decoder's many small reads stay
+/// in it), counts the bytes taken from `r`, and keeps the reader's own
+/// error apart from what a decoder makes of it: the decoder sees an error
+/// whose text says nothing, the first error of `r` is kept in `err`.
+struct Tapped<R> {
+    r: R,
+    buf: Box<[u8]>,
+    pos: usize,
+    end: usize,
+    n: u64,
+    err: Option<std::io::Error>,
+}
+
+impl<R: Read> Tapped<R> {
+    fn new(r: R, n: u64) -> Tapped<R> {
+        Tapped {
+            r,
+            buf: vec![0; 1 << 16].into_boxed_slice(),
+            pos: 0,
+            end: 0,
+            n,
+            err: None,
+        }
+    }
+
+    fn read_inner(
+        r: &mut R,
+        n: &mut u64,
+        err: &mut Option<std::io::Error>,
+        buf: &mut [u8],
+    ) -> std::io::Result<usize> {
+        if err.is_some() {
+            return Err(std::io::Error::other("the input could not be read"));
+        }
+        match r.read(buf) {
+            Ok(k) => {
+                *n += k as u64;
+                Ok(k)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Err(e),
+            Err(e) => {
+                *err = Some(e);
+                Err(std::io::Error::other("the input could not be read"))
+            }
+        }
+    }
+}
+
+impl<R: Read> Read for Tapped<R> {
+    #[inline]
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos == self.end {
+            if out.len() >= self.buf.len() {
+                return Self::read_inner(&mut self.r, &mut self.n, &mut self.err, out);
+            }
+            self.end = Self::read_inner(&mut self.r, &mut self.n, &mut self.err, &mut self.buf)?;
+            self.pos = 0;
+        }
+        let k = out.len().min(self.end - self.pos);
+        out[..k].copy_from_slice(&self.buf[self.pos..self.pos + k]);
+        self.pos += k;
+        Ok(k)
+    }
+
+    #[inline]
+    fn read_exact(&mut self, out: &mut [u8]) -> std::io::Result<()> {
+        let end = self.pos + out.len();
+        if end <= self.end {
+            // MessagePack's markers and numbers: a few bytes each.
+            match out.len() {
+                1 => out[0] = self.buf[self.pos],
+                _ => out.copy_from_slice(&self.buf[self.pos..end]),
+            }
+            self.pos = end;
+            return Ok(());
+        }
+        // `Read`'s own, for its errors.
+        struct Plain<'a, R>(&'a mut Tapped<R>);
+        impl<R: Read> Read for Plain<'_, R> {
+            fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                self.0.read(out)
+            }
+        }
+        Plain(self).read_exact(out)
+    }
 }
 
 fn check_ids(snap: &Snapshot) -> Result<(), String> {
@@ -438,71 +668,8 @@ fn check_ids(snap: &Snapshot) -> Result<(), String> {
     Ok(())
 }
 
-fn decode_pickle_snapshot(bytes: &[u8], name: &str, context: &str) -> Result<Snapshot, LoadError> {
+fn decode_pickle_snapshot(bytes: &[u8], name: &str) -> Result<Snapshot, LoadError> {
     let mut sink = snapshot::TraceSink::new();
-    let d = pickle::decode_from(bytes, &mut sink).map_err(|e| LoadError::Decode {
-        file: name.into(),
-        context: context.into(),
-        offset: e.offset,
-        msg: e.msg,
-    })?;
-    snapshot::from_arena_with(&d.arena, d.root, sink).map_err(|e| LoadError::Schema {
-        file: name.into(),
-        path: e.path,
-        msg: e.msg,
-    })
-}
-
-pub mod html {
-    //! The page `_memory_viz.trace_plot`/`segment_plot` write: a base64 pickle
-    //! in `[{"name": ..., "base64": "..."}]`.
-    //!
-    //! `torch.profiler`'s `export_memory_timeline("x.html")` writes a page of
-    //! another kind: `<title>GPU Memory Timeline HTML</title>` and the plot as
-    //! a PNG in `<img src='data:image/png;base64,...'>`. It holds pixels, not
-    //! data; it is recognised so that the error says what to export instead.
-    use base64::Engine;
-
-    /// The refusal of an `export_memory_timeline` HTML page.
-    pub const MEMORY_TIMELINE_IMAGE: &str = "an export_memory_timeline HTML page: the plot as a \
-        PNG image, with no memory data to read; export the data instead with \
-        prof.export_memory_timeline(\"x.raw.json.gz\") (or \"x.json\"), which fragscope reads";
-
-    /// `export_memory_timeline`'s page: its title, or an inline PNG and no
-    /// embedded snapshot.
-    pub fn is_memory_timeline_image(text: &str) -> bool {
-        text.contains("GPU Memory Timeline HTML")
-            || (text.contains("<img") && text.contains("data:image/png;base64,"))
-    }
-
-    pub fn extract_pickle(page: &[u8]) -> Result<Vec<u8>, String> {
-        let text = String::from_utf8_lossy(page);
-        let key = "\"base64\"";
-        let Some(i) = text.find(key) else {
-            if is_memory_timeline_image(&text) {
-                return Err(MEMORY_TIMELINE_IMAGE.into());
-            }
-            return Err(
-                "an HTML page without an embedded snapshot (no \"base64\" field); \
-                        only pages written by torch.cuda._memory_viz are supported"
-                    .into(),
-            );
-        };
-        let rest = &text[i + key.len()..];
-        let rest = rest
-            .trim_start()
-            .strip_prefix(':')
-            .ok_or("malformed \"base64\" field")?;
-        let rest = rest.trim_start();
-        let quote = rest.chars().next().ok_or("malformed \"base64\" field")?;
-        if quote != '"' && quote != '\'' {
-            return Err("malformed \"base64\" field".into());
-        }
-        let body = &rest[1..];
-        let end = body.find(quote).ok_or("unterminated \"base64\" string")?;
-        let b64: String = body[..end].chars().filter(|c| !c.is_whitespace()).collect();
-        base64::engine::general_purpose::STANDARD
-            .decode(b64.as_bytes())
-            .map_err(|e| format!("the embedded snapshot is not valid base64: {e}"))
-    }
+    let d = pickle::decode_from(bytes, &mut sink).map_err(|e| decode_error(e, name))?;
+    snapshot_of(d, sink, name)
 }

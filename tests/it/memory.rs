@@ -98,6 +98,171 @@ fn a_json_snapshot_is_read_as_a_stream() {
     );
 }
 
+/// `stats --json`'s figures, without what names the file and its form.
+fn stats_figures(path: &std::path::Path) -> serde_json::Value {
+    let r = run(["stats", path.to_str().unwrap(), "--json"]);
+    r.expect_code(0);
+    let mut v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
+    v.as_object_mut()
+        .unwrap()
+        .retain(|k, _| k != "file" && k != "format" && k != "bytes");
+    v
+}
+
+/// `path` gzipped to `path.gz`.
+fn gzipped(path: &std::path::Path) -> std::path::PathBuf {
+    use std::io::Write;
+    let out = path.with_extension(format!(
+        "{}.gz",
+        path.extension().unwrap().to_string_lossy()
+    ));
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&out).unwrap(),
+        flate2::Compression::fast(),
+    );
+    gz.write_all(&std::fs::read(path).unwrap()).unwrap();
+    gz.finish().unwrap();
+    out
+}
+
+/// fragscope's MessagePack form is decoded as it is read, so `stats` on one
+/// holds the model and nothing of the file beside it. The model is larger
+/// than its MessagePack form (up to 64 bytes a trace entry, against about
+/// 50), so the file's size cannot bound the peak: the yardstick is `stats`
+/// on the pickle it was converted from, which holds the same model and a
+/// read window (a few MiB more than the MessagePack needs); the MessagePack
+/// stays within it plus 8 MiB of slack. Read whole first, it took the
+/// file's size (30 MB here) above the pickle's.
+#[test]
+fn a_msgpack_snapshot_is_read_as_a_stream() {
+    let d = tempfile::tempdir().unwrap();
+    let (pickle, _) = generated_snapshot(d.path(), 600_000);
+    let mp = d.path().join("snapshot.msgpack");
+    run([
+        "convert",
+        pickle.to_str().unwrap(),
+        "-o",
+        mp.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    let size = std::fs::metadata(&mp).unwrap().len();
+    assert!(size > 20 << 20, "{size} bytes of MessagePack");
+    // The same figures as from the pickle, gzipped too.
+    let from_pickle = stats_figures(&pickle);
+    assert_eq!(from_pickle, stats_figures(&mp));
+    assert_eq!(from_pickle, stats_figures(&gzipped(&mp)));
+    let (code, pickle_rss) = peak_rss(["stats".as_ref(), pickle.as_os_str()]);
+    assert_eq!(code, 0);
+    let (code, rss) = peak_rss(["stats".as_ref(), mp.as_os_str()]);
+    assert_eq!(code, 0);
+    let bound = pickle_rss + (8 << 20);
+    assert!(
+        rss <= bound,
+        "stats: peak RSS {rss} bytes over {bound} (a {size}-byte MessagePack snapshot; \
+         {pickle_rss} bytes for its pickle)"
+    );
+}
+
+/// A memory_viz page (the page `torch.cuda._memory_viz.trace_plot` writes:
+/// the pickle as a base64 string in its script) is scanned as it is read
+/// and its string decoded straight into the pickle machine: `stats` on one
+/// of 38 MB stays within its size plus 16 MiB. Read whole, it took the page,
+/// the decoded pickle and the model at once: twice the page's size.
+#[test]
+fn a_memory_viz_page_is_read_as_a_stream() {
+    use base64::Engine;
+    let d = tempfile::tempdir().unwrap();
+    let (pickle, _) = generated_snapshot(d.path(), 200_000);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&pickle).unwrap());
+    let page = d.path().join("snapshot.html");
+    let text = format!(
+        "<!DOCTYPE html>\n<html>\n<head>\n</head>\n<body>\n<script type=\"module\">\n\
+         import {{add_local_files}} from \"https://cdn.jsdelivr.net/gh/pytorch/pytorch@main/torch/utils/viz/MemoryViz.js\"\n\
+         const local_files = [{{\"name\": \"snapshot.pickle\", \"base64\": \"{b64}\"}}]\n\
+         add_local_files(local_files, \"Active Memory Timeline\")\n</script>\n</body>\n</html>\n"
+    );
+    drop(b64);
+    std::fs::write(&page, text).unwrap();
+    let size = std::fs::metadata(&page).unwrap().len();
+    assert!(size > 20 << 20, "{size} bytes of page");
+    let from_pickle = stats_figures(&pickle);
+    assert_eq!(from_pickle, stats_figures(&page));
+    assert_eq!(from_pickle, stats_figures(&gzipped(&page)));
+    let (code, rss) = peak_rss(["stats".as_ref(), page.as_os_str()]);
+    assert_eq!(code, 0);
+    let bound = size + (16 << 20);
+    assert!(
+        rss <= bound,
+        "stats: peak RSS {rss} bytes over {bound} (a {size}-byte memory_viz page)"
+    );
+}
+
+/// An `export_memory_timeline` raw export of `rows` rows after 200
+/// pre-existing ones, about two to a microsecond (as in the HTA example's):
+/// allocations, and frees of what is live. Its text, and its distinct
+/// microseconds.
+fn generated_memory_timeline(rows: u64) -> (String, u64) {
+    use std::fmt::Write;
+    let mut s = String::from("[");
+    for i in 0..200u64 {
+        let _ = write!(s, "[-1, 1, {}, 7], ", 512 << (i % 8));
+    }
+    let (mut t, mut x) = (1_696_966_048_083_000_000i64, 0x2545_f491_4f6c_dd1du64);
+    let (mut live, mut last_us, mut distinct) = (Vec::new(), -1, 0);
+    for i in 0..rows {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        t += [0, 0, 300, 700, 1500, 4000][(x % 6) as usize];
+        if t / 1000 != last_us {
+            (last_us, distinct) = (t / 1000, distinct + 1);
+        }
+        let sep = if i + 1 < rows { ", " } else { "" };
+        if !live.is_empty() && x % 100 < 48 {
+            let (bytes, cat): (i64, u64) = live.swap_remove((x >> 8) as usize % live.len());
+            let _ = write!(s, "[{t}, 4, {}, {cat}]{sep}", -bytes);
+        } else {
+            let (bytes, cat) = (512i64 << ((x >> 16) % 15), (x >> 24) % 8);
+            live.push((bytes, cat));
+            let _ = write!(s, "[{t}, 2, {bytes}, {cat}]{sep}");
+        }
+    }
+    s.push(']');
+    (s, distinct + 1)
+}
+
+/// A memory-timeline export is read row by row into the rows its timeline
+/// keeps (16 bytes each while they are sorted), not into a
+/// `serde_json::Value`, which took twelve times the file's size. The
+/// timeline itself keeps 80 bytes a distinct microsecond (PyTorch's own
+/// coalescing), more than the text of its two rows: so the bound is the
+/// file's size plus its samples, plus 16 MiB.
+#[test]
+fn a_memory_timeline_export_is_read_as_a_stream() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("timeline.raw.json");
+    let rows = 1_000_000;
+    let (text, samples) = generated_memory_timeline(rows);
+    std::fs::write(&path, text).unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size > 20 << 20, "{size} bytes of timeline");
+    let r = run(["stats", path.to_str().unwrap()]);
+    r.expect_code(0);
+    assert!(
+        r.stdout()
+            .contains(&format!("{} rows, {samples} time steps", rows + 200)),
+        "every row read:\n{}",
+        r.stdout()
+    );
+    let (code, rss) = peak_rss(["stats".as_ref(), path.as_os_str()]);
+    assert_eq!(code, 0);
+    let bound = size + 80 * samples + (16 << 20);
+    assert!(
+        rss <= bound,
+        "stats: peak RSS {rss} bytes over {bound} (a {size}-byte memory timeline, {samples} samples)"
+    );
+}
+
 /// A profiler trace of `n` steps, each an operator with an allocation and a
 /// free inside it and a kernel between steps, as `torch.profiler` writes
 /// them (one line an event).

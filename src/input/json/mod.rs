@@ -6,10 +6,13 @@
 //! into the arena as they are parsed ([`build`]), its trace entries to the
 //! [`TraceSink`](crate::input::snapshot::TraceSink) one by one; a Chrome
 //! trace's `traceEvents` are read one entry at a time into a
-//! [`TraceReader`], which keeps only what the model needs. The other values
-//! of a top-level object (small: settings, device properties) and a
-//! top-level array that is no Chrome trace (a memory-timeline export, a
-//! bare segment list) are parsed into a `serde_json::Value` as before.
+//! [`TraceReader`], which keeps only what the model needs. A top-level
+//! array that is no Chrome trace is read element by element too
+//! ([`array`]): a memory-timeline export's rows into the numbers of its
+//! timeline, a bare segment list into the arena. Only the other values of a
+//! top-level object (small: settings, device properties), a Chrome trace's
+//! entries one at a time, and a top-level array's first element when it is
+//! an object are parsed into a `serde_json::Value`.
 
 mod build;
 
@@ -61,6 +64,22 @@ pub fn load_json_reader(
     };
     match doc {
         Doc::Value(v) => from_value(v, name),
+        Doc::Array(array::Array::Timeline(t)) => Ok(Content::MemoryTimeline(t)),
+        Doc::Array(array::Array::Segments(b, root)) => {
+            let (arena, sink) = b.finish(root);
+            let snap = super::snapshot::from_arena_with(&arena, root, sink).map_err(schema)?;
+            Ok(Content::Snapshot(snap))
+        }
+        Doc::Array(array::Array::ListFirst) => {
+            // Read as a list of segments, the document is refused at its
+            // first element, a list where a dict belongs, whatever follows:
+            // the refusal of a list holding one empty list.
+            let mut a = Arena::default();
+            let first = a.push(Node::List(Vec::new()));
+            let root = a.push(Node::List(vec![first]));
+            let e = super::snapshot::from_arena(&a, root).expect_err("a list is no segment");
+            Err(schema(e))
+        }
         Doc::Chrome(r, v) => r.finish(&v, name).map(Content::Profiler),
         Doc::Object(mut entries, mut b) => {
             super::snapshot::dedup_keys(&mut entries);
@@ -97,17 +116,10 @@ pub fn load_json_reader(
     }
 }
 
-/// A document parsed whole, decided as ever.
+/// A top-level scalar: no snapshot, refused by the schema layer.
 fn from_value(v: Value, name: &str) -> Result<Content, LoadError> {
-    if crate::input::profiler::is_chrome_trace(&v) {
-        return crate::input::profiler::trace_from_json(&v, name).map(Content::Profiler);
-    }
-    if crate::input::profiler::is_memory_timeline(&v) {
-        return crate::input::profiler::timeline_from_json(&v, name).map(Content::MemoryTimeline);
-    }
     let mut arena = Arena::default();
     let root = to_arena(&v, &mut arena);
-    drop(v);
     let snap = super::snapshot::from_arena(&arena, root).map_err(|e| LoadError::Schema {
         file: name.into(),
         path: e.path,
@@ -118,8 +130,10 @@ fn from_value(v: Value, name: &str) -> Result<Content, LoadError> {
 
 /// A document as it was read.
 enum Doc {
-    /// Anything but a top-level object or a Chrome trace's array.
+    /// A top-level scalar.
     Value(Value),
+    /// A top-level array that is no Chrome trace.
+    Array(array::Array),
     /// A Chrome trace in its bare-array form (and the array's place: no
     /// properties).
     Chrome(Box<TraceReader>, Value),
@@ -176,6 +190,8 @@ macro_rules! scalars {
     };
 }
 
+mod array;
+
 impl<'de> Visitor<'de> for Root {
     type Value = Doc;
 
@@ -185,8 +201,12 @@ impl<'de> Visitor<'de> for Root {
     scalars!(Doc::Value);
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Doc, A::Error> {
-        let Some(first) = seq.next_element::<Value>()? else {
-            return Ok(Doc::Value(Value::Array(Vec::new())));
+        let first = match seq.next_element_seed(array::FirstSeed)? {
+            None => return Ok(Doc::Array(array::empty())),
+            Some(array::First::Numbers(n)) => {
+                return array::after_numbers(n, seq).map(Doc::Array);
+            }
+            Some(array::First::Value(v)) => v,
         };
         // The bare-array form of a Chrome trace: its entries carry `ph`.
         if first.get("ph").is_some() && first.get("name").is_some() {
@@ -198,11 +218,7 @@ impl<'de> Visitor<'de> for Root {
             }
             return Ok(Doc::Chrome(Box::new(r), Value::Null));
         }
-        let mut all = vec![first];
-        while let Some(e) = seq.next_element::<Value>()? {
-            all.push(e);
-        }
-        Ok(Doc::Value(Value::Array(all)))
+        array::segments(first, seq).map(Doc::Array)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Doc, A::Error> {

@@ -57,13 +57,40 @@ pub fn timeline_from_json(v: &Value, name: &str) -> Result<MemoryTimeline, LoadE
         });
     }
     let a = v.as_array().expect("checked");
-    let mut t = if a.iter().take(16).all(is_raw_row) {
-        from_raw(a)
-    } else {
-        from_coalesced(&a[0], &a[1])
-    };
-    t.peak = peak(&t.samples);
-    Ok(t)
+    if a.iter().take(16).all(is_raw_row) {
+        let mut rows = RawRows::default();
+        for r in a {
+            rows.push(raw_row(r));
+        }
+        return Ok(rows.finish());
+    }
+    let (times, sizes) = (a[0].as_array(), a[1].as_array());
+    let mut steps = CoalescedSteps::default();
+    for (t, s) in times.expect("checked").iter().zip(sizes.expect("checked")) {
+        steps.push(t.as_f64(), sizes_row(s));
+    }
+    Ok(steps.finish())
+}
+
+/// A row of a raw export: four integers.
+fn raw_row(r: &Value) -> Option<[i64; 4]> {
+    let r = r.as_array().filter(|r| r.len() == 4)?;
+    Some([
+        r[0].as_i64()?,
+        r[1].as_i64()?,
+        r[2].as_i64()?,
+        r[3].as_i64()?,
+    ])
+}
+
+/// A `sizes` entry of a coalesced export: nine integers.
+fn sizes_row(s: &Value) -> Option<[i64; 9]> {
+    let s = s.as_array().filter(|s| s.len() == 9)?;
+    let mut row = [0; 9];
+    for (x, v) in row.iter_mut().zip(s) {
+        *x = v.as_i64()?;
+    }
+    Some(row)
 }
 
 fn peak(samples: &[CategorySample]) -> Option<CategoryPeak> {
@@ -81,60 +108,120 @@ fn peak(samples: &[CategorySample]) -> Option<CategoryPeak> {
     })
 }
 
-fn from_raw(rows: &[Value]) -> MemoryTimeline {
-    let mut an = Anomalies::default();
-    let mut parsed: Vec<(Option<i64>, i64, usize)> = Vec::with_capacity(rows.len());
-    let mut actions = ActionCounts::default();
-    for (i, r) in rows.iter().enumerate() {
-        let Some(r) = r
-            .as_array()
-            .filter(|r| r.len() == 4 && r.iter().all(is_int))
-        else {
+/// A raw export read row by row (`[t_ns, action, bytes, category]`, or
+/// `None` for a row that is not four integers), in file order.
+#[derive(Default)]
+pub struct RawRows {
+    an: Anomalies,
+    actions: ActionCounts,
+    rows: usize,
+    /// Per row kept: its microsecond plus one (0 before profiling) shifted
+    /// left by 3, its category in the low 3 bits; and its bytes.
+    parsed: Vec<(u64, i64)>,
+}
+
+impl RawRows {
+    /// The next row.
+    pub fn push(&mut self, row: Option<[i64; 4]>) {
+        let i = self.rows;
+        self.rows += 1;
+        let an = &mut self.an;
+        let Some([t, action, bytes, cat]) = row else {
             an.add("row that is not four integers", || format!("[{i}]"));
-            continue;
+            return;
         };
-        let n = |k: usize| r[k].as_i64().unwrap_or(0);
-        let (t, action, bytes, cat) = (n(0), n(1), n(2), n(3));
         match action {
-            1 => actions.preexisting += 1,
-            2 => actions.create += 1,
-            3 => actions.increment_version += 1,
-            4 => actions.destroy += 1,
+            1 => self.actions.preexisting += 1,
+            2 => self.actions.create += 1,
+            3 => self.actions.increment_version += 1,
+            4 => self.actions.destroy += 1,
             _ => an.add("unknown action", || format!("[{i}][1] = {action}")),
         }
         let cat = if (0..8).contains(&cat) {
-            cat as usize
+            cat as u64
         } else {
             an.add("unknown category (counted as unknown)", || {
                 format!("[{i}][3] = {cat}")
             });
             7
         };
-        // PyTorch converts ns to µs with int(t / 1000) before coalescing.
-        let time = if t < 0 { None } else { Some(t / 1000) };
-        parsed.push((time, bytes, cat));
+        // PyTorch converts ns to µs with int(t / 1000) before coalescing:
+        // below 2^54, so the key fits.
+        let time = if t < 0 { 0 } else { (t / 1000) as u64 + 1 };
+        self.parsed.push(((time << 3) | cat, bytes));
     }
-    // Pre-existing rows first, then time order; ties keep file order (the
-    // −old/+new pair of a version bump stays together).
-    parsed.sort_by_key(|p| (p.0.is_some(), p.0.unwrap_or(0)));
-    let mut live = [0i128; 8];
-    let mut samples: Vec<CategorySample> = Vec::new();
-    let mut i = 0;
-    while i < parsed.len() {
-        let t = parsed[i].0;
-        while i < parsed.len() && parsed[i].0 == t {
-            live[parsed[i].2] += parsed[i].1 as i128;
-            i += 1;
+
+    /// The timeline: one sample per distinct microsecond.
+    pub fn finish(self) -> MemoryTimeline {
+        let RawRows {
+            mut an,
+            actions,
+            rows,
+            mut parsed,
+        } = self;
+        // Pre-existing rows first, then time order. The rows of one
+        // microsecond are summed before its sample is taken, so their order
+        // among themselves does not matter.
+        parsed.sort_unstable_by_key(|p| p.0 >> 3);
+        let mut live = [0i128; 8];
+        let mut samples: Vec<CategorySample> = Vec::new();
+        let mut i = 0;
+        while i < parsed.len() {
+            let key = parsed[i].0 >> 3;
+            while i < parsed.len() && parsed[i].0 >> 3 == key {
+                live[(parsed[i].0 & 7) as usize] += parsed[i].1 as i128;
+                i += 1;
+            }
+            let t = key.checked_sub(1).map(|t| t as i64);
+            samples.push(sample(&live, t, &mut an));
         }
-        samples.push(sample(&live, t, &mut an));
-    }
-    MemoryTimeline {
-        actions: Some(actions),
-        ..timeline(TimelineForm::Raw, rows.len(), samples, an)
+        drop(parsed);
+        MemoryTimeline {
+            actions: Some(actions),
+            ..timeline(TimelineForm::Raw, rows, samples, an)
+        }
     }
 }
 
-/// A timeline of `form` read from `rows` rows, its peak not yet found.
+/// A coalesced export read step by step: each time (`None` when it is not
+/// a number) with its `sizes` entry (`None` when it is not nine integers).
+#[derive(Default)]
+pub struct CoalescedSteps {
+    an: Anomalies,
+    steps: usize,
+    samples: Vec<CategorySample>,
+}
+
+impl CoalescedSteps {
+    /// The next step.
+    pub fn push(&mut self, time: Option<f64>, sizes: Option<[i64; 9]>) {
+        let i = self.steps;
+        self.steps += 1;
+        let Some(row) = sizes else {
+            self.an.add("sizes entry that is not nine integers", || {
+                format!("[1][{i}]")
+            });
+            return;
+        };
+        let Some(t) = time.filter(|t| t.is_finite()) else {
+            self.an
+                .add("time that is not a number", || format!("[0][{i}]"));
+            return;
+        };
+        let mut live = [0i128; 8];
+        for k in 0..8 {
+            live[k] = row[k + 1] as i128;
+        }
+        let s = sample(&live, Some(t as i64), &mut self.an);
+        self.samples.push(s);
+    }
+
+    pub fn finish(self) -> MemoryTimeline {
+        timeline(TimelineForm::Coalesced, self.steps, self.samples, self.an)
+    }
+}
+
+/// A timeline of `form` read from `rows` rows, with its peak.
 fn timeline(
     form: TimelineForm,
     rows: usize,
@@ -144,8 +231,8 @@ fn timeline(
     MemoryTimeline {
         form: Some(form),
         rows: rows as u64,
+        peak: peak(&samples),
         samples,
-        peak: None,
         actions: None,
         anomalies: an.into_vec(),
     }
@@ -172,34 +259,6 @@ fn sample(live: &[i128; 8], t: Option<i64>, an: &mut Anomalies) -> CategorySampl
         time_us: t,
         bytes: out,
     }
-}
-
-fn from_coalesced(times: &Value, sizes: &Value) -> MemoryTimeline {
-    let mut an = Anomalies::default();
-    let times = times.as_array().expect("checked");
-    let sizes = sizes.as_array().expect("checked");
-    let mut samples = Vec::with_capacity(times.len());
-    for (i, (t, s)) in times.iter().zip(sizes).enumerate() {
-        let Some(row) = s
-            .as_array()
-            .filter(|r| r.len() == 9 && r.iter().all(is_int))
-        else {
-            an.add("sizes entry that is not nine integers", || {
-                format!("[1][{i}]")
-            });
-            continue;
-        };
-        let Some(t) = t.as_f64().filter(|t| t.is_finite()) else {
-            an.add("time that is not a number", || format!("[0][{i}]"));
-            continue;
-        };
-        let mut live = [0i128; 8];
-        for k in 0..8 {
-            live[k] = row[k + 1].as_i64().unwrap_or(0) as i128;
-        }
-        samples.push(sample(&live, Some(t as i64), &mut an));
-    }
-    timeline(TimelineForm::Coalesced, times.len(), samples, an)
 }
 
 #[cfg(test)]

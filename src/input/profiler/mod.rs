@@ -8,8 +8,9 @@
 //! each event, paired allocations and frees, and the totals after each) and
 //! the per-category live bytes of a memory timeline. It must not read files,
 //! print, or touch the snapshot model: the input stage hands it a parsed
-//! `serde_json::Value`, or a trace's entries one at a time
-//! ([`chrome::TraceReader`]). Downsampling, key moments and findings are later
+//! `serde_json::Value`, a trace's entries one at a time
+//! ([`chrome::TraceReader`]) or a memory timeline's rows one at a time
+//! ([`memtimeline::RawRows`], [`memtimeline::CoalescedSteps`]). Downsampling, key moments and findings are later
 //! stages' ([`crate::timeline`], [`crate::analysis`]).
 
 pub mod chrome;
