@@ -1,8 +1,8 @@
 //! A file mapped read-only into memory, for the decoder to read in place,
 //! with no copy of its bytes out of the page cache (which a `read` makes of
 //! every byte). The pages the reader is done with are released as it goes
-//! ([`Mapped::release`]), so that the mapping adds no more than a few
-//! mebibytes to the process's resident memory, however large the file.
+//! ([`Mapped::release`]), so that the mapping adds about a mebibyte
+//! to the process's resident memory, however large the file.
 //!
 //! Linux only. The loader maps regular files only; a pipe, a terminal, a
 //! file that cannot be mapped or another system is read as a stream
@@ -24,7 +24,7 @@ const PAGE: usize = 4 << 10;
 
 /// Released pages are this far behind the offset the reader names, and
 /// released this many at once.
-const KEEP: usize = 1 << 20;
+const KEEP: usize = 256 << 10;
 
 impl Mapped {
     /// Maps `len` bytes (at least one) of the open regular file `fd`, which
@@ -63,7 +63,7 @@ impl Mapped {
         unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
     }
 
-    /// Hands the pages wholly before `offset` (less a mebibyte) back to the
+    /// Hands the pages wholly before `offset` (less 256 KiB) back to the
     /// system. They stay readable: a read after this finds the file's bytes
     /// again, from the page cache or the disk.
     pub fn release(&self, offset: u64) {

@@ -99,7 +99,7 @@ fn streaming_load_matches_loading_from_memory_and_counts_every_byte() {
     }
 }
 
-/// A file larger than a few steps of the in-place window (4 MiB each): read
+/// A file of many steps of the in-place window (a mebibyte each): read
 /// mapped (`input::load` of a plain file), in place from memory
 /// (`decode_slice`) and as a stream, it gives one model; the offsets the
 /// in-place reader reports only grow and stay inside the file.

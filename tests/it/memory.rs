@@ -41,8 +41,8 @@ fn check_and_diff_keep_no_expanded_series() {
 /// An uncompressed pickle is mapped and read in place; the pages behind
 /// the reader are handed back as it goes. `stats` on one of about 56 MB
 /// stays within 0.6 times its size plus 16 MiB: the model (a 64-byte event
-/// for about 140 bytes of pickle) and the process, with a few mebibytes of
-/// the mapping. Were the pages kept, the whole file would count on top.
+/// for about 140 bytes of pickle) and the process, with about a mebibyte
+/// of the mapping. Were the pages kept, the whole file would count on top.
 #[test]
 fn a_mapped_pickle_is_released_as_it_is_read() {
     let d = tempfile::tempdir().unwrap();

@@ -274,8 +274,8 @@ pub fn decode(data: &[u8]) -> Result<Decoded, PickleError> {
 }
 
 /// Decodes one pickle held in memory (a mapped file, say), offering dicts
-/// to `sink`, reading the bytes where they lie. `seen` is told, every few
-/// mebibytes, an offset before which every byte has been read for the last
+/// to `sink`, reading the bytes where they lie. `seen` is told, every
+/// mebibyte, an offset before which every byte has been read for the last
 /// time but for the entry in progress (a few kilobytes): an owner that maps
 /// a file may release those pages. `read` is the slice's length.
 pub fn decode_slice<S: Sink>(

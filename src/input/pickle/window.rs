@@ -16,7 +16,7 @@ pub(super) const WINDOW: usize = 256 << 10;
 
 /// How far a [`Slice`]'s window reaches past the cursor: the owner hears of
 /// the machine's progress once a step.
-const STEP: usize = 4 << 20;
+const STEP: usize = 1 << 20;
 
 /// Where the window's bytes come from.
 pub(super) trait Feed {
