@@ -102,6 +102,18 @@ def timed(cmd, stdout=subprocess.DEVNULL, env=None, ok=(0,)):
     return secs, cpu, rss
 
 
+def warm(path):
+    """Reads `path` through once, so that the command timed next finds it
+    in the page cache, as Python's `pickle.load` beside it does. Without
+    it the first command on a file paid for reading it from the disk: this
+    kind of virtual machine hands cold page-cache pages back to its host
+    within minutes (the kernel's DAMON reclaim), so a file generated or read
+    earlier is often no longer cached."""
+    with open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
+
+
 def mib(b):
     return b / (1 << 20)
 
@@ -258,7 +270,9 @@ def run_matrix(a, exe, example):
         f"started {started}, commit {commit}; {machine()}; load average "
         f"{os.getloadavg()[0]:.2f} at the start. Medians of {rounds} "
         f"round{'s' if rounds != 1 else ''}; each ratio is "
-        "taken within one round, against Python's `pickle.load` of the same file in that round.")
+        "taken within one round, against Python's `pickle.load` of the same file in that round; "
+        "the file is read through once before each command, so that every one finds it in the "
+        "page cache.")
     say("")
     for shape in shapes:
         files = [generate_shape(exe, a.out_dir, shape, mb, a.seed) + (mb,) for mb in sizes]
@@ -276,11 +290,14 @@ def run_matrix(a, exe, example):
                 this = {}
                 for label, args, ok, _ in MATRIX_COMMANDS:
                     cmd = [exe] + [x.format(f=path, d=scratch) for x in args]
+                    warm(path)
                     this[label] = timed(cmd, ok=ok)
                     if a.baseline:
+                        warm(path)
                         old = timed([a.baseline] + cmd[1:], ok=ok)
                         if old and this[label]:
                             base[label].append(this[label][0] / old[0])
+                warm(path)
                 p = timed([sys.executable, "-c", PY_LOAD, path])
                 if p:
                     py.append(p)
@@ -290,6 +307,7 @@ def run_matrix(a, exe, example):
                         if p:
                             ratio[label].append(v[0] / p[0])
                 for _ in range(max(a.stage_runs, 1)):
+                    warm(path)
                     stages.append(stage_times(example, path))
             stage = {k: median([s[k] for s in stages if k in s]) for k in stages[0]} if stages else {}
             rows.append((path, events, said, mb, size, res, ratio, py, stage, base))
@@ -402,9 +420,13 @@ def main():
         stages = []
         for r in range(a.rounds):
             print(f"{os.path.basename(f)}: round {r + 1}/{a.rounds}", file=sys.stderr)
+            warm(f)
             st = timed([exe, "stats", f])
+            warm(f)
             rp = timed([exe, "report", f, "-o", html_out]) if report else None
+            warm(f)
             nw = timed([exe, "report", "--no-what-if", f, "-o", html_out]) if report else None
+            warm(f)
             py = timed([sys.executable, "-c", PY_LOAD, f])
             if report and rp is None:
                 failed.add("report")
