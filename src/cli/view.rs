@@ -384,7 +384,7 @@ fn write_page(out: &str, file: &str, doc: &Doc) -> anyhow::Result<()> {
     super::output::write_atomic_with(out, std::slice::from_ref(&file.to_string()), |w| {
         if json {
             let mut out = crate::render::encode::Chunked::new(w);
-            serde_json::to_writer_pretty(&mut out, doc)?;
+            crate::render::pretty::to_writer(&mut out, doc)?;
             out.write_all(b"\n")?;
             out.finish()
         } else {

@@ -13,6 +13,7 @@ pub mod flamegraph;
 pub mod html;
 pub mod markdown;
 pub mod oom;
+pub mod pretty;
 pub mod ranks;
 pub mod segmap;
 pub mod simulate;

@@ -418,7 +418,7 @@ pub fn write_trace_timeline_json(
             .collect(),
     };
     let mut w = super::encode::Chunked::new(w);
-    serde_json::to_writer_pretty(&mut w, &doc).map_err(std::io::Error::from)?;
+    super::pretty::to_writer(&mut w, &doc).map_err(std::io::Error::from)?;
     std::io::Write::write_all(&mut w, b"\n")?;
     w.finish()
 }
@@ -657,7 +657,7 @@ fn write_replays(
                 devices: crate::core::serial::Seq::new(devices),
             };
             let mut w = super::encode::Chunked::new(w);
-            serde_json::to_writer_pretty(&mut w, &doc).map_err(std::io::Error::from)?;
+            super::pretty::to_writer(&mut w, &doc).map_err(std::io::Error::from)?;
             std::io::Write::write_all(&mut w, b"\n")?;
             w.finish()
         }
