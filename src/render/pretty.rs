@@ -39,21 +39,35 @@ fn line<W: ?Sized + Write>(w: &mut W, comma: bool, level: usize) -> io::Result<(
     (0..level).try_for_each(|_| w.write_all(b"  "))
 }
 
-impl Formatter for Pretty {
+impl Pretty {
+    /// `[` or `{`: one level deeper, no value in it yet.
     #[inline]
-    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+    fn open<W: ?Sized + Write>(&mut self, w: &mut W, bracket: &[u8]) -> io::Result<()> {
         self.level += 1;
         self.has_value = false;
-        w.write_all(b"[")
+        w.write_all(bracket)
     }
 
+    /// `]` or `}`, on a line of its own after a value.
     #[inline]
-    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+    fn close<W: ?Sized + Write>(&mut self, w: &mut W, bracket: &[u8]) -> io::Result<()> {
         self.level -= 1;
         if self.has_value {
             line(w, false, self.level)?;
         }
-        w.write_all(b"]")
+        w.write_all(bracket)
+    }
+}
+
+impl Formatter for Pretty {
+    #[inline]
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.open(w, b"[")
+    }
+
+    #[inline]
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.close(w, b"]")
     }
 
     #[inline]
@@ -69,18 +83,12 @@ impl Formatter for Pretty {
 
     #[inline]
     fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.level += 1;
-        self.has_value = false;
-        w.write_all(b"{")
+        self.open(w, b"{")
     }
 
     #[inline]
     fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.level -= 1;
-        if self.has_value {
-            line(w, false, self.level)?;
-        }
-        w.write_all(b"}")
+        self.close(w, b"}")
     }
 
     #[inline]
