@@ -17,6 +17,7 @@
 pub mod allocator;
 pub mod config;
 pub mod fidelity;
+pub mod plan;
 pub mod run;
 pub mod series;
 pub mod trace;
@@ -33,7 +34,6 @@ pub use trace::{
     Request, StartState, TracedRequest, start_state, start_state_from, start_state_unreported,
 };
 
-use rayon::prelude::*;
 use serde::Serialize;
 
 /// `fragscope simulate`'s default sweep, each from PyTorch's defaults.
@@ -151,14 +151,23 @@ pub fn simulate_device(
     // pass over the trace) and what it tells of the start are worked out
     // while they run, on a core a run leaves free (nine runs on two cores
     // leave one for most of a run).
-    let replayer = crate::timeline::Replayer::new(snap, device);
-    let segments = replayer.state_at(None).segments;
-    let mut input = run::prepare_from(
-        snap,
-        device,
-        capacity,
-        trace::start_state_unreported(segments),
+    // The requests are read while the replay rebuilds the start.
+    let ((replayer, segments), mut input) = rayon::join(
+        || {
+            let replayer = crate::timeline::Replayer::new(snap, device);
+            let segments = replayer.state_at(None).segments;
+            (replayer, segments)
+        },
+        || {
+            run::prepare_from(
+                snap,
+                device,
+                capacity,
+                trace::start_state_unreported(Vec::new()),
+            )
+        },
     );
+    input.start.segments = segments;
     let (start, runs) = rayon::join(
         || trace::start_state_from(snap, device, Vec::new(), &replayer.report()),
         || run_configs(&input, configs),
@@ -185,11 +194,53 @@ pub fn simulate_from(
 
 /// Runs the recorded settings, then `configs`, in parallel (the result
 /// does not depend on it). Uses only the start state's segments.
+/// Configurations that provably make the same run share one ([`plan`]).
 pub fn run_configs(input: &DeviceInput, configs: &[SimConfig]) -> Result<Vec<SimRun>, SimError> {
+    use plan::Plan;
+    use std::sync::Mutex;
     let mut all = vec![input.recorded_config.clone()];
     all.extend(configs.iter().cloned());
-    let runs: Vec<Result<SimRun, SimError>> = all.par_iter().map(|c| run::run(input, c)).collect();
-    runs.into_iter().collect()
+    let plan = plan::plan(input, &all);
+    let slots: Vec<Mutex<Option<Result<SimRun, SimError>>>> =
+        all.iter().map(|_| Mutex::new(None)).collect();
+    let put = |i: usize, r: Result<SimRun, SimError>| {
+        *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+    };
+    // The runs others wait for start first.
+    let mut order: Vec<usize> = (0..all.len()).filter(|&i| plan[i] == Plan::Run).collect();
+    order.sort_by_key(|&i| !plan.contains(&Plan::AfterProbe(i)));
+    rayon::scope_fifo(|s| {
+        for &i in &order {
+            let (all, plan, put) = (&all, &plan, &put);
+            s.spawn_fifo(move |s| {
+                let r = run::run(input, &all[i]);
+                for d in (0..all.len()).filter(|&d| plan[d] == Plan::AfterProbe(i)) {
+                    match &r {
+                        Ok(base) if plan::shares_run(base, &all[d]) => {
+                            put(d, Ok(plan::relabel(base, &all[d])))
+                        }
+                        _ => s.spawn_fifo(move |_| put(d, run::run(input, &all[d]))),
+                    }
+                }
+                put(i, r);
+            });
+        }
+    });
+    let mut done: Vec<Option<Result<SimRun, SimError>>> = slots
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect();
+    for i in 0..all.len() {
+        if let Plan::SameAs(j) = plan[i] {
+            done[i] = Some(match &done[j] {
+                Some(Ok(run)) => Ok(plan::relabel(run, &all[i])),
+                _ => run::run(input, &all[i]),
+            });
+        }
+    }
+    done.into_iter()
+        .map(|r| r.expect("every configuration has a run"))
+        .collect()
 }
 
 /// Sums up the runs of [`run_configs`] on `input`.

@@ -382,6 +382,9 @@ pub struct SimRun {
     pub counters: Counters,
     /// Sizes of the final segments, ascending.
     pub final_segments: Vec<u64>,
+    /// [`super::Simulator::split_probe`] at the end of the run.
+    #[serde(skip)]
+    pub split_probe: u64,
 }
 
 fn step(s: &Simulator) -> Step {
@@ -521,6 +524,7 @@ pub fn run_observed(
         frees_of_refused: 0,
         counters: Counters::default(),
         final_segments: Vec::new(),
+        split_probe: 0,
     };
     let mut reqs = input.requests.iter().peekable();
     let mut recorded = input.recorded_reserved.iter();
@@ -562,6 +566,7 @@ pub fn run_observed(
     out.reserved_error = err;
     out.reserved_points = curve.finish();
     out.counters = sim.counters();
+    out.split_probe = sim.split_probe();
     let mut finals: Vec<u64> = sim.segments().iter().map(|s| s.total_size).collect();
     finals.sort_unstable();
     out.final_segments = finals;

@@ -41,6 +41,7 @@ mod replay_series;
 mod replayer;
 mod sim_cli;
 mod sim_fidelity;
+mod sim_plan;
 mod sim_policy;
 mod sim_props;
 mod sim_stream;

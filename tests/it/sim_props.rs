@@ -320,3 +320,84 @@ proptest! {
         prop_assert_eq!(t.figures(), s.figures());
     }
 }
+
+/// What each op of `ops` made of a fresh model under `cfg`, one line per
+/// op (its result, the figures, the events so far), and the model's split
+/// probe at the end. Frees pick among the live allocations by position,
+/// so two models that answer alike are driven alike.
+fn transcript(cfg: &SimConfig, capacity: Option<u64>, ops: &[Op]) -> (Vec<String>, u64) {
+    let mut s = Simulator::new(cfg.clone(), capacity);
+    let mut live: Vec<u64> = Vec::new();
+    let mut out = Vec::new();
+    for op in ops {
+        let r = match *op {
+            Op::Alloc(size, stream) => {
+                let r = s.malloc(size, stream);
+                if let Ok(a) = r {
+                    live.push(a);
+                }
+                format!("{r:?}")
+            }
+            Op::Free(n) | Op::Complete(n) if !live.is_empty() => {
+                let a = live.remove(n % live.len());
+                format!("{:?}", s.free_completed(a))
+            }
+            Op::FreeRequested(n) if !live.is_empty() => {
+                format!("{:?}", s.free_requested(live[n % live.len()]))
+            }
+            Op::EmptyCache => {
+                s.empty_cache();
+                String::new()
+            }
+            _ => continue,
+        };
+        out.push(format!(
+            "{r} {:?} {:?} {:?}",
+            s.figures(),
+            s.counters(),
+            s.events()
+        ));
+    }
+    (out, s.split_probe())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+    /// `max_split_size` acts only through the sizes the split probe
+    /// covers: a run under any limit above the probe of a run (and above
+    /// that run's own limit) makes the same decisions at every step, with
+    /// any `max_non_split_rounding`. What lets `simulate` share one run
+    /// between such configurations.
+    #[test]
+    fn a_split_limit_above_the_probe_changes_nothing(
+        (c, capacity, ops) in setup(),
+        extra in 0u64..(200 * MIB),
+        rounding in prop_oneof![Just(None), (0u64..64).prop_map(|m| Some(m * MIB))],
+    ) {
+        let base = SimConfig::parse(CONFIGS[c % CONFIGS.len()]).unwrap();
+        let (want, probe) = transcript(&base, capacity, &ops);
+        let limit = probe.saturating_add(1).max(20 * MIB).saturating_add(extra);
+        prop_assume!(probe < base.max_split() && probe < limit);
+        let other = SimConfig {
+            max_split_size: Some(limit),
+            max_non_split_rounding: rounding.unwrap_or(base.max_non_split_rounding),
+            ..base.clone()
+        };
+        let (got, _) = transcript(&other, capacity, &ops);
+        prop_assert_eq!(got, want);
+    }
+}
+
+/// The probe is not vacuous: a cached 100 MiB block serves a 10 MiB
+/// request without a limit, and a 64 MiB limit, below the probe, refuses it.
+#[test]
+fn a_split_limit_below_the_probe_can_change_the_run() {
+    let ops = [Op::Alloc(100 * MIB, 0), Op::Free(0), Op::Alloc(10 * MIB, 0)];
+    let base = SimConfig::default();
+    let (want, probe) = transcript(&base, None, &ops);
+    assert!(probe >= 100 * MIB, "probe {probe}");
+    let other = SimConfig::parse("max_split_size_mb:64").unwrap();
+    let (got, _) = transcript(&other, None, &ops);
+    assert_ne!(got, want);
+}

@@ -30,6 +30,7 @@ impl Simulator {
             let b = self.blk(id);
             (b.size, self.pools[b.pool].small)
         };
+        self.split_probe = self.split_probe.max(size);
         if should_split(
             bsize,
             size,

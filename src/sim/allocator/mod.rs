@@ -296,6 +296,8 @@ pub struct Simulator {
     counters: Counters,
     events: Vec<SimEvent>,
     record_block_events: bool,
+    /// See [`Simulator::split_probe`].
+    split_probe: u64,
 }
 
 /// What expandable segments of one reservation share: (pool, stream,
@@ -334,6 +336,7 @@ impl Simulator {
             counters: Counters::default(),
             events: Vec::new(),
             record_block_events: true,
+            split_probe: 0,
         };
         // The default pool first, so its index is stable.
         s.pool((0, 0), false);
@@ -408,6 +411,10 @@ impl Simulator {
                 self.garbage_collect();
             }
             found = self.alloc_block(pool, stream, size, alloc_size, false);
+            if found.is_none() {
+                // The oversize release below depends on max_split_size.
+                self.split_probe = u64::MAX;
+            }
             if found.is_none() && self.release_available_cached_blocks(pool, stream, size) {
                 found = self.alloc_block(pool, stream, size, alloc_size, false);
             }
@@ -496,6 +503,17 @@ impl Simulator {
     }
 
     // ---- the allocator's internals ----------------------------------------
+
+    /// The largest size this run has compared with `max_split_size` (a
+    /// request's rounded size, or the cached block found for it), or
+    /// `u64::MAX` once a cudaMalloc failed, where the release of oversize
+    /// blocks depends on it. Those are the only places the setting (and
+    /// `max_non_split_rounding`, which only acts on requests at or over it)
+    /// enters, so a run under settings that differ only there, with both
+    /// limits above this size, makes the same decisions at every step.
+    pub fn split_probe(&self) -> u64 {
+        self.split_probe
+    }
 
     pub(super) fn gc_active(&self) -> bool {
         self.cfg.memory_fraction.is_some() && self.cfg.garbage_collection_threshold > 0.0

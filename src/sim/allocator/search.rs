@@ -40,6 +40,7 @@ impl Simulator {
                 }
             }
         }
+        self.split_probe = self.split_probe.max(cur.1);
         if oversize_refuses(
             cur.1,
             size,
