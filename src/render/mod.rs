@@ -21,5 +21,6 @@ pub mod stats;
 pub mod svg;
 pub mod table;
 pub mod timeline;
+pub mod timeline_json;
 pub mod verdict;
 pub mod view;

@@ -108,6 +108,23 @@ impl Formatter for Pretty {
     }
 }
 
+/// `value` as [`to_writer`] writes it nested `level` levels deep: its
+/// inner lines indented by that many more levels, the first and the last
+/// (its closing bracket) not indented, as it follows a key or a bracket.
+pub fn value_at<W: Write, T: ?Sized + Serialize>(
+    w: W,
+    level: usize,
+    value: &T,
+) -> serde_json::Result<()> {
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        w,
+        Pretty {
+            level,
+            has_value: false,
+        },
+    ))
+}
+
 /// `serde_json::to_writer_pretty`, the same bytes, written faster.
 pub fn to_writer<W: Write, T: ?Sized + Serialize>(w: W, value: &T) -> serde_json::Result<()> {
     value.serialize(&mut serde_json::Serializer::with_formatter(

@@ -588,39 +588,6 @@ fn moment_label(m: Moment) -> String {
 
 pub const TIMELINE_SCHEMA: &str = "fragscope.timeline/1";
 
-#[derive(Serialize)]
-struct JsonDevice<'a> {
-    device: i64,
-    report: &'a ReplayReport,
-    key_moments: &'a [KeyMoment],
-    /// True when `samples` was reduced with --max-points.
-    downsampled: bool,
-    samples: Samples<'a>,
-}
-
-/// A device's samples in the JSON: the downsampled points, or every sample
-/// read from the compact series as it is written (never expanded whole).
-enum Samples<'a> {
-    Points(&'a [Sample]),
-    Series(&'a crate::timeline::Series),
-}
-
-impl Serialize for Samples<'_> {
-    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Samples::Points(v) => v.serialize(ser),
-            Samples::Series(s) => crate::core::serial::Seq::new(s.iter()).serialize(ser),
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct JsonTimeline<'a, D: Serialize> {
-    schema: &'static str,
-    file: &'a str,
-    devices: D,
-}
-
 /// A snapshot's replayed devices: text, CSV or JSON.
 fn write_replays(
     w: &mut dyn std::io::Write,
@@ -640,27 +607,7 @@ fn write_replays(
                 (r.replay.device, s)
             }),
         ),
-        Form::Json => {
-            let devices = replays.iter().map(|r| JsonDevice {
-                device: r.replay.device,
-                report: &r.replay.report,
-                key_moments: &r.key_moments,
-                downsampled: r.downsampled,
-                samples: match &r.points {
-                    Some(p) => Samples::Points(p),
-                    None => Samples::Series(&r.replay.samples),
-                },
-            });
-            let doc = JsonTimeline {
-                schema: TIMELINE_SCHEMA,
-                file,
-                devices: crate::core::serial::Seq::new(devices),
-            };
-            let mut w = super::encode::Chunked::new(w);
-            super::pretty::to_writer(&mut w, &doc).map_err(std::io::Error::from)?;
-            std::io::Write::write_all(&mut w, b"\n")?;
-            w.finish()
-        }
+        Form::Json => super::timeline_json::write_replays_json(w, file, replays),
         Form::Text => {
             let mut out = format!("{file} ({format})\n");
             if replays.is_empty() {

@@ -9,20 +9,11 @@ use fragscope::model::Snapshot;
 use fragscope::sim::{self, SimConfig, plan::Plan};
 use fragscope::synth::{Shape, SynthOptions};
 
-/// The default sweep and some that round alike or differ in the split
-/// settings alone.
-const CONFIGS: &[&str] = &[
-    "",
-    "expandable_segments:True",
-    "max_split_size_mb:64",
-    "max_split_size_mb:128",
-    "max_split_size_mb:256",
-    "max_split_size_mb:512",
+/// Beside the default sweep: configurations that round alike or differ
+/// in the split settings alone.
+const MORE: &[&str] = &[
     "max_split_size_mb:512,max_non_split_rounding_mb:64",
     "max_split_size_mb:4096",
-    "roundup_power2_divisions:4",
-    "roundup_power2_divisions:8",
-    "roundup_power2_divisions:16",
     "roundup_power2_divisions:1",
     "roundup_power2_divisions:[256:1,>:4]",
     "expandable_segments:True,max_split_size_mb:128",
@@ -31,8 +22,7 @@ const CONFIGS: &[&str] = &[
 ];
 
 fn configs() -> Vec<SimConfig> {
-    CONFIGS
-        .iter()
+    (sim::DEFAULT_SWEEP.iter().chain(MORE))
         .map(|s| SimConfig::parse(s).unwrap())
         .collect()
 }
