@@ -3,6 +3,7 @@
 //! (the same bytes as `Sample`'s `Serialize`, a test holds them to it), the
 //! rest of the document through serde at its depth.
 
+use super::encode::Chunked;
 use super::timeline::TIMELINE_SCHEMA;
 use crate::analysis::findings::ReplayedDevice;
 use crate::timeline::Sample;
@@ -23,14 +24,11 @@ pub fn write_replays_json(
     replays: &[ReplayedDevice],
 ) -> std::io::Result<()> {
     use std::io::Write;
-    let mut o = crate::render::encode::Chunked::new(w);
-    let value = |o: &mut crate::render::encode::Chunked, level, v: &dyn erased::Value| {
-        v.write(o, level).map_err(std::io::Error::from)
-    };
+    let mut o = Chunked::new(w);
     o.write_all(b"{\n  \"schema\": ")?;
-    value(&mut o, 1, &TIMELINE_SCHEMA)?;
+    value(&mut o, 1, TIMELINE_SCHEMA)?;
     o.write_all(b",\n  \"file\": ")?;
-    value(&mut o, 1, &file)?;
+    value(&mut o, 1, file)?;
     o.write_all(b",\n  \"devices\": [")?;
     for (i, r) in replays.iter().enumerate() {
         o.write_all(if i == 0 { b"\n    {" } else { b",\n    {" })?;
@@ -70,24 +68,13 @@ pub fn write_replays_json(
     o.finish()
 }
 
-/// Serialize values written at a depth, behind one object-safe call.
-mod erased {
-    pub trait Value {
-        fn write(
-            &self,
-            o: &mut crate::render::encode::Chunked,
-            level: usize,
-        ) -> serde_json::Result<()>;
-    }
-    impl<T: serde::Serialize + ?Sized> Value for T {
-        fn write(
-            &self,
-            o: &mut crate::render::encode::Chunked,
-            level: usize,
-        ) -> serde_json::Result<()> {
-            crate::render::pretty::value_at(o, level, self)
-        }
-    }
+/// `v` through serde in the pretty form, nested `level` levels deep.
+fn value<T: serde::Serialize + ?Sized>(
+    o: &mut Chunked,
+    level: usize,
+    v: &T,
+) -> std::io::Result<()> {
+    super::pretty::value_at(o, level, v).map_err(std::io::Error::from)
 }
 
 /// One sample as `Sample`'s `Serialize` writes it in the pretty form, as an
@@ -106,7 +93,7 @@ fn write_sample(out: &mut Vec<u8>, s: &Sample) {
     }
     fn u(out: &mut Vec<u8>, name: &[u8], v: u64) {
         key(out, false, name);
-        let _ = CompactFormatter.write_u64(out, v);
+        drop(CompactFormatter.write_u64(out, v));
     }
     fn opt(out: &mut Vec<u8>, name: &[u8], v: Option<u64>) {
         key(out, false, name);
@@ -140,7 +127,7 @@ fn write_sample(out: &mut Vec<u8>, s: &Sample) {
             key(out, false, b"fragmentation");
             // As serde_json writes an f64: null when not finite.
             if l.fragmentation.is_finite() {
-                let _ = CompactFormatter.write_f64(out, l.fragmentation);
+                drop(CompactFormatter.write_f64(out, l.fragmentation));
             } else {
                 out.extend_from_slice(b"null");
             }
