@@ -328,7 +328,11 @@ pub fn check_model(snap: &Snapshot, input_len: usize) {
         records += t.len();
         for e in t {
             assert!(stack_ok(e.frames), "event stack id out of range");
-            for s in [e.compile_context(), e.user_metadata(), e.category()]
+            if let Some(x) = e.extras() {
+                assert!((x.0 as usize) < snap.event_extras.len());
+            }
+            let x = snap.extras(e);
+            for s in [x.compile_context, x.user_metadata, x.category]
                 .into_iter()
                 .flatten()
             {
@@ -337,7 +341,7 @@ pub fn check_model(snap: &Snapshot, input_len: usize) {
             if let Action::Other(n) = e.action {
                 assert!(n.index() < snap.other_actions.len());
             }
-            if let Some(p) = e.pool() {
+            if let Some(p) = x.pool {
                 assert!((p.0 as usize) < snap.pools.len());
             }
         }

@@ -146,7 +146,11 @@ impl<'a> SnapshotEvents<'a> {
                 stream: Some(e.stream),
                 allocated: s.allocated,
                 reserved: s.reserved,
-                device_free: if oom { e.device_free() } else { None },
+                device_free: if oom {
+                    snap.extras(e).device_free
+                } else {
+                    None
+                },
                 call_site: &site.label,
             })?;
             listed += 1;
@@ -424,8 +428,13 @@ mod tests {
                 TraceEvent::new(Action::FreeCompleted, base, 1024, 0, stack),
                 400,
             ),
-            t(TraceEvent::new(Action::Oom, 0, 64 * mib, 0, stack), 500)
-                .with_device_free(Some(3 * mib)),
+            t(TraceEvent::new(Action::Oom, 0, 64 * mib, 0, stack), 500).with_extras(
+                i.extras(EventExtras {
+                    device_free: Some(3 * mib),
+                    ..EventExtras::NONE
+                })
+                .unwrap(),
+            ),
         ];
         let mut s = Snapshot {
             segments: vec![Segment {

@@ -286,7 +286,7 @@ pub fn oom_events(snap: &Snapshot) -> Vec<OomEvent> {
                     device: d as i64,
                     index: i as u64,
                     size: e.size,
-                    device_free: e.device_free(),
+                    device_free: snap.extras(e).device_free,
                     time_us: e.time_us(),
                 });
             }

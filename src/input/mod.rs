@@ -642,6 +642,24 @@ fn check_ids(snap: &Snapshot) -> Result<(), String> {
             return Err(format!("segments[{i}]: {}", bad("stack", s.0, nk)));
         }
     }
+    let nx = snap.event_extras.len();
+    let mut seen = std::collections::HashMap::with_capacity(nx);
+    for (i, x) in snap.event_extras.iter().enumerate() {
+        let at = |what: String| format!("event_extras[{i}]: {what}");
+        if x.is_none() {
+            return Err(at("no field present".into()));
+        }
+        if let Some(j) = seen.insert(x, i) {
+            return Err(at(format!("the same as event_extras[{j}]")));
+        }
+        if let Some(p) = x.pool.filter(|p| p.0 as usize >= np) {
+            return Err(at(bad("pool", p.0, np)));
+        }
+        let strs = [x.compile_context, x.user_metadata, x.category];
+        if let Some(s) = strs.into_iter().flatten().find(|s| s.0 as usize >= ns) {
+            return Err(at(bad("string", s.0, ns)));
+        }
+    }
     for (d, tr) in snap.traces().iter().enumerate() {
         for (j, e) in tr.iter().enumerate() {
             let at = |what: String| format!("device_traces[{d}][{j}]: {what}");
@@ -650,18 +668,14 @@ fn check_ids(snap: &Snapshot) -> Result<(), String> {
             {
                 return Err(at(bad("unknown-action", n.index() as u32, na)));
             }
-            if let Some(p) = e.pool().filter(|p| p.0 as usize >= np) {
-                return Err(at(bad("pool", p.0, np)));
+            if let Some(x) = e.extras().filter(|x| x.0 as usize >= nx) {
+                return Err(at(bad("extras", x.0, nx)));
             }
             if let Some(what) = e.canonical_error() {
                 return Err(at(what.into()));
             }
-            let strs = [e.compile_context(), e.user_metadata(), e.category()];
             if e.frames.0 as usize >= nk {
                 return Err(at(bad("stack", e.frames.0, nk)));
-            }
-            if let Some(s) = strs.into_iter().flatten().find(|s| s.0 as usize >= ns) {
-                return Err(at(bad("string", s.0, ns)));
             }
         }
     }

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 /// `convert --to msgpack` writes and the input stage reads back). The last
 /// byte is the version of the form: the serde form of this model, so it
 /// changes whenever the model does.
-pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x02";
+pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x03";
 
 /// The prefix of every version of the MessagePack form, [`MSGPACK_MAGIC`]
 /// without its version byte.
@@ -231,98 +231,98 @@ fn opt_id(raw: u32) -> Option<u32> {
     (raw != NO_ID).then_some(raw)
 }
 
+/// Index into [`Snapshot::event_extras`]: the rarely varying fields of a
+/// trace event.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExtrasIdx(pub u32);
+
+/// The fields of a trace event that most events lack or share with many
+/// others: `device_free` (only on `oom`), the compile context, user
+/// metadata and category strings, and the pool. A snapshot keeps each
+/// distinct combination once ([`Snapshot::event_extras`]); an event names
+/// its combination, or none when every field is absent.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct EventExtras {
+    pub device_free: Option<u64>,
+    pub compile_context: Option<StrId>,
+    pub user_metadata: Option<StrId>,
+    pub category: Option<StrId>,
+    /// The event's pool; [`Snapshot::pool_of`] gives the pair.
+    pub pool: Option<PoolIdx>,
+}
+
+impl EventExtras {
+    /// No field present: what an event without extras reads as.
+    pub const NONE: EventExtras = EventExtras {
+        device_free: None,
+        compile_context: None,
+        user_metadata: None,
+        category: None,
+        pool: None,
+    };
+    pub fn is_none(&self) -> bool {
+        *self == EventExtras::NONE
+    }
+}
+
 /// One entry of a device trace.
 ///
-/// Millions of these are most of a loaded snapshot, so the optional fields
-/// are packed: `time_us` and `device_free` as their raw values with a
-/// presence bit each (exact for every value, `i64::MIN` and `u64::MAX`
-/// included), the string ids with `u32::MAX` for absent, and the pool —
-/// present only in newer files, and then one of a few pairs — as an index
-/// into [`Snapshot::pools`]. Build one with [`TraceEvent::new`] and the
-/// setters; an absent value is always stored as zero (or `u32::MAX`), so
-/// equal events compare equal.
+/// Millions of these are most of a loaded snapshot, so an event holds
+/// inline only what nearly every event has its own value of: `time_us` as
+/// its raw value with a presence bit (exact for every value, `i64::MIN`
+/// included), and the rest of its fields as the index of their interned
+/// combination ([`EventExtras`], `u32::MAX` for none). Build one with
+/// [`TraceEvent::new`] and the setters; an absent value is always stored as
+/// zero (or `u32::MAX`), so equal events of one snapshot compare equal.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct TraceEvent {
     pub action: Action,
     flags: u8,
+    pub frames: StackId,
+    extras: u32,
     /// Absent for `oom` (0 here).
     pub addr: u64,
     pub size: u64,
     pub stream: i64,
-    pub frames: StackId,
     time_us: i64,
-    device_free: u64,
-    compile_context: u32,
-    user_metadata: u32,
-    category: u32,
-    pool: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<TraceEvent>() <= 64);
+const _: () = assert!(std::mem::size_of::<TraceEvent>() <= 48);
 
 impl TraceEvent {
     const HAS_TIME: u8 = 1;
-    const HAS_DEVICE_FREE: u8 = 2;
     /// Every flag bit a valid event may carry.
-    pub const FLAGS: u8 = Self::HAS_TIME | Self::HAS_DEVICE_FREE;
+    pub const FLAGS: u8 = Self::HAS_TIME;
 
     /// An event with no optional field; the setters add them.
     pub fn new(action: Action, addr: u64, size: u64, stream: i64, frames: StackId) -> TraceEvent {
         TraceEvent {
             action,
             flags: 0,
+            frames,
+            extras: NO_ID,
             addr,
             size,
             stream,
-            frames,
             time_us: 0,
-            device_free: 0,
-            compile_context: NO_ID,
-            user_metadata: NO_ID,
-            category: NO_ID,
-            pool: NO_ID,
         }
     }
 
     pub fn time_us(&self) -> Option<i64> {
         (self.flags & Self::HAS_TIME != 0).then_some(self.time_us)
     }
-    pub fn device_free(&self) -> Option<u64> {
-        (self.flags & Self::HAS_DEVICE_FREE != 0).then_some(self.device_free)
-    }
-    pub fn compile_context(&self) -> Option<StrId> {
-        opt_id(self.compile_context).map(StrId)
-    }
-    pub fn user_metadata(&self) -> Option<StrId> {
-        opt_id(self.user_metadata).map(StrId)
-    }
-    pub fn category(&self) -> Option<StrId> {
-        opt_id(self.category).map(StrId)
-    }
-    /// The event's pool; [`Snapshot::pool_of`] gives the pair.
-    pub fn pool(&self) -> Option<PoolIdx> {
-        opt_id(self.pool).map(PoolIdx)
+    /// The index of the event's [`EventExtras`]; [`Snapshot::extras`] reads
+    /// them.
+    pub fn extras(&self) -> Option<ExtrasIdx> {
+        opt_id(self.extras).map(ExtrasIdx)
     }
 
     pub fn set_time_us(&mut self, v: Option<i64>) {
         self.time_us = v.unwrap_or(0);
         self.set_flag(Self::HAS_TIME, v.is_some());
     }
-    pub fn set_device_free(&mut self, v: Option<u64>) {
-        self.device_free = v.unwrap_or(0);
-        self.set_flag(Self::HAS_DEVICE_FREE, v.is_some());
-    }
-    pub fn set_compile_context(&mut self, v: Option<StrId>) {
-        self.compile_context = raw_id(v.map(|s| s.0));
-    }
-    pub fn set_user_metadata(&mut self, v: Option<StrId>) {
-        self.user_metadata = raw_id(v.map(|s| s.0));
-    }
-    pub fn set_category(&mut self, v: Option<StrId>) {
-        self.category = raw_id(v.map(|s| s.0));
-    }
-    pub fn set_pool(&mut self, v: Option<PoolIdx>) {
-        self.pool = raw_id(v.map(|p| p.0));
+    pub fn set_extras(&mut self, v: Option<ExtrasIdx>) {
+        self.extras = raw_id(v.map(|x| x.0));
     }
 
     /// The builder forms of the setters.
@@ -330,24 +330,8 @@ impl TraceEvent {
         self.set_time_us(v);
         self
     }
-    pub fn with_device_free(mut self, v: Option<u64>) -> TraceEvent {
-        self.set_device_free(v);
-        self
-    }
-    pub fn with_compile_context(mut self, v: Option<StrId>) -> TraceEvent {
-        self.set_compile_context(v);
-        self
-    }
-    pub fn with_user_metadata(mut self, v: Option<StrId>) -> TraceEvent {
-        self.set_user_metadata(v);
-        self
-    }
-    pub fn with_category(mut self, v: Option<StrId>) -> TraceEvent {
-        self.set_category(v);
-        self
-    }
-    pub fn with_pool(mut self, v: Option<PoolIdx>) -> TraceEvent {
-        self.set_pool(v);
+    pub fn with_extras(mut self, v: Option<ExtrasIdx>) -> TraceEvent {
+        self.set_extras(v);
         self
     }
 
@@ -360,17 +344,14 @@ impl TraceEvent {
     }
 
     /// What a MessagePack reader must check beyond the ids: no unknown flag
-    /// bit, and zero (or `u32::MAX`) behind every absent value, so that the
-    /// event equals the one the setters would build.
+    /// bit, and zero behind an absent value, so that the event equals the
+    /// one the setters would build.
     pub fn canonical_error(&self) -> Option<&'static str> {
         if self.flags & !Self::FLAGS != 0 {
             return Some("unknown flag bits");
         }
         if self.time_us().is_none() && self.time_us != 0 {
             return Some("a value behind an absent time_us");
-        }
-        if self.device_free().is_none() && self.device_free != 0 {
-            return Some("a value behind an absent device_free");
         }
         None
     }
@@ -476,6 +457,8 @@ pub struct Snapshot {
     pub pools: Vec<(i64, i64)>,
     /// The names of actions this version does not know, by [`ActionName`].
     pub other_actions: Vec<StrId>,
+    /// The distinct [`EventExtras`] of trace events, by [`ExtrasIdx`].
+    pub event_extras: Vec<EventExtras>,
 }
 
 impl Snapshot {
@@ -488,9 +471,14 @@ impl Snapshot {
     pub fn stack(&self, id: StackId) -> &[FrameId] {
         &self.stacks[id.0 as usize]
     }
+    /// A trace event's rarely present fields (all absent when it has none).
+    pub fn extras(&self, e: &TraceEvent) -> EventExtras {
+        e.extras()
+            .map_or(EventExtras::NONE, |x| self.event_extras[x.0 as usize])
+    }
     /// A trace event's `pool_id`.
     pub fn pool_of(&self, e: &TraceEvent) -> Option<(i64, i64)> {
-        e.pool().map(|p| self.pools[p.0 as usize])
+        self.extras(e).pool.map(|p| self.pools[p.0 as usize])
     }
     pub fn traces(&self) -> &[Vec<TraceEvent>] {
         self.device_traces.as_deref().unwrap_or(&[])
@@ -562,6 +550,8 @@ pub struct Interner {
     pool_ids: IdMap<(i64, i64), PoolIdx>,
     other_actions: Vec<StrId>,
     other_action_ids: IdMap<StrId, ActionName>,
+    extras: Vec<EventExtras>,
+    extras_ids: IdMap<EventExtras, ExtrasIdx>,
 }
 
 impl Interner {
@@ -610,6 +600,20 @@ impl Interner {
         self.pool_ids.insert(pair, id);
         Ok(id)
     }
+    /// The index of a trace event's extras; none when every field is
+    /// absent.
+    pub fn extras(&mut self, x: EventExtras) -> Result<Option<ExtrasIdx>, TableFull> {
+        if x.is_none() {
+            return Ok(None);
+        }
+        if let Some(id) = self.extras_ids.get(&x) {
+            return Ok(Some(*id));
+        }
+        let id = ExtrasIdx(next_id(self.extras.len(), "trace event extras")?);
+        self.extras.push(x);
+        self.extras_ids.insert(x, id);
+        Ok(Some(id))
+    }
     /// The action named `name`: a known one, or the next unknown one.
     pub fn action(&mut self, name: &str) -> Result<Action, TableFull> {
         if let Some(a) = Action::parse(name) {
@@ -640,6 +644,7 @@ impl Interner {
         snap.stacks = self.stacks;
         snap.pools = self.pools;
         snap.other_actions = self.other_actions;
+        snap.event_extras = self.extras;
     }
     /// Starts from an existing snapshot's tables (for tools that add stacks).
     pub fn from_snapshot(snap: &Snapshot) -> Self {
@@ -661,6 +666,10 @@ impl Interner {
         i.other_actions = snap.other_actions.clone();
         i.other_action_ids = (snap.other_actions.iter().copied())
             .zip((0..).map(ActionName::new))
+            .collect();
+        i.extras = snap.event_extras.clone();
+        i.extras_ids = (snap.event_extras.iter().copied())
+            .zip((0..).map(ExtrasIdx))
             .collect();
         i
     }

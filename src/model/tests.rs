@@ -14,11 +14,8 @@ fn an_event_without_optional_fields_reads_back_none() {
         (Action::Alloc, 0x7f00_0000_0000, 512, -3, StackId(2))
     );
     assert_eq!(e.time_us(), None);
-    assert_eq!(e.device_free(), None);
-    assert_eq!(e.compile_context(), None);
-    assert_eq!(e.user_metadata(), None);
-    assert_eq!(e.category(), None);
-    assert_eq!(e.pool(), None);
+    assert_eq!(e.extras(), None);
+    assert_eq!(Snapshot::default().extras(&e), EventExtras::NONE);
     assert_eq!(e.canonical_error(), None);
 }
 
@@ -27,67 +24,94 @@ fn each_optional_field_reads_back_exactly_at_its_extremes() {
     for t in [i64::MIN, -1, 0, 1, i64::MAX] {
         let e = bare().with_time_us(Some(t));
         assert_eq!(e.time_us(), Some(t));
-        assert_eq!(e.device_free(), None, "time_us {t} leaks into device_free");
-    }
-    for f in [0, 1, u64::MAX - 1, u64::MAX] {
-        let e = bare().with_device_free(Some(f));
-        assert_eq!(e.device_free(), Some(f));
-        assert_eq!(e.time_us(), None, "device_free {f} leaks into time_us");
+        assert_eq!(e.extras(), None, "time_us {t} leaks into the extras");
     }
     for id in [0, 1, u32::MAX - 1] {
-        let s = Some(StrId(id));
-        let e = bare().with_compile_context(s);
-        assert_eq!(
-            (e.compile_context(), e.user_metadata(), e.category()),
-            (s, None, None)
-        );
-        let e = bare().with_user_metadata(s);
-        assert_eq!(
-            (e.compile_context(), e.user_metadata(), e.category()),
-            (None, s, None)
-        );
-        let e = bare().with_category(s);
-        assert_eq!(
-            (e.compile_context(), e.user_metadata(), e.category()),
-            (None, None, s)
-        );
-        let e = bare().with_pool(Some(PoolIdx(id)));
-        assert_eq!(e.pool(), Some(PoolIdx(id)));
+        let e = bare().with_extras(Some(ExtrasIdx(id)));
+        assert_eq!(e.extras(), Some(ExtrasIdx(id)));
+        assert_eq!(e.time_us(), None, "extras {id} leak into time_us");
     }
     let all = bare()
         .with_time_us(Some(i64::MIN))
-        .with_device_free(Some(u64::MAX))
-        .with_compile_context(Some(StrId(1)))
-        .with_user_metadata(Some(StrId(2)))
-        .with_category(Some(StrId(3)))
-        .with_pool(Some(PoolIdx(4)));
+        .with_extras(Some(ExtrasIdx(4)));
     assert_eq!(all.time_us(), Some(i64::MIN));
-    assert_eq!(all.device_free(), Some(u64::MAX));
-    assert_eq!(
-        (all.compile_context(), all.user_metadata(), all.category()),
-        (Some(StrId(1)), Some(StrId(2)), Some(StrId(3)))
-    );
-    assert_eq!(all.pool(), Some(PoolIdx(4)));
+    assert_eq!(all.extras(), Some(ExtrasIdx(4)));
     assert_eq!(all.canonical_error(), None);
+}
+
+#[test]
+fn an_event_is_small() {
+    assert_eq!(std::mem::size_of::<TraceEvent>(), 48);
 }
 
 #[test]
 fn clearing_every_field_gives_back_the_bare_event() {
     let mut e = bare()
         .with_time_us(Some(-5))
-        .with_device_free(Some(7))
-        .with_compile_context(Some(StrId(1)))
-        .with_user_metadata(Some(StrId(2)))
-        .with_category(Some(StrId(3)))
-        .with_pool(Some(PoolIdx(0)));
+        .with_extras(Some(ExtrasIdx(0)));
     assert_ne!(e, bare());
     e.set_time_us(None);
-    e.set_device_free(None);
-    e.set_compile_context(None);
-    e.set_user_metadata(None);
-    e.set_category(None);
-    e.set_pool(None);
+    e.set_extras(None);
     assert_eq!(e, bare());
+}
+
+#[test]
+fn extras_are_interned_once_in_order_and_none_needs_no_entry() {
+    let mut i = Interner::new();
+    assert_eq!(i.extras(EventExtras::NONE).unwrap(), None);
+    let every = [
+        EventExtras {
+            device_free: Some(u64::MAX),
+            ..EventExtras::NONE
+        },
+        EventExtras {
+            device_free: Some(0),
+            ..EventExtras::NONE
+        },
+        EventExtras {
+            compile_context: Some(StrId(1)),
+            ..EventExtras::NONE
+        },
+        EventExtras {
+            user_metadata: Some(StrId(1)),
+            ..EventExtras::NONE
+        },
+        EventExtras {
+            category: Some(StrId(1)),
+            ..EventExtras::NONE
+        },
+        EventExtras {
+            pool: Some(PoolIdx(0)),
+            ..EventExtras::NONE
+        },
+        EventExtras {
+            device_free: Some(7),
+            compile_context: Some(StrId(1)),
+            user_metadata: Some(StrId(2)),
+            category: Some(StrId(3)),
+            pool: Some(PoolIdx(0)),
+        },
+    ];
+    for (k, x) in every.iter().enumerate() {
+        assert_eq!(i.extras(*x).unwrap(), Some(ExtrasIdx(k as u32)));
+    }
+    // Each again: the same index, nothing added.
+    for (k, x) in every.iter().enumerate() {
+        assert_eq!(i.extras(*x).unwrap(), Some(ExtrasIdx(k as u32)));
+    }
+    i.pool((3, 4)).unwrap();
+    let mut snap = Snapshot::default();
+    i.finish(&mut snap);
+    assert_eq!(snap.event_extras, every.to_vec());
+    for (k, x) in every.iter().enumerate() {
+        let e = bare().with_extras(Some(ExtrasIdx(k as u32)));
+        assert_eq!(snap.extras(&e), *x);
+        let pool = x.pool.map(|_| (3, 4));
+        assert_eq!(snap.pool_of(&e), pool);
+    }
+    // A tool adding to a snapshot's tables finds the same indexes.
+    let mut again = Interner::from_snapshot(&snap);
+    assert_eq!(again.extras(every[6]).unwrap(), Some(ExtrasIdx(6)));
 }
 
 #[test]
@@ -104,11 +128,17 @@ fn pools_and_unknown_actions_are_interned_once_in_order() {
     assert_eq!(i.action("alloc").unwrap(), Action::Alloc);
     assert_eq!(i.action("mystery").unwrap(), x);
     assert_ne!(x, y);
+    let in_b = i
+        .extras(EventExtras {
+            pool: Some(b),
+            ..EventExtras::NONE
+        })
+        .unwrap();
     let mut snap = Snapshot::default();
     i.finish(&mut snap);
     assert_eq!(snap.pools, vec![(1, 5), (0, 0)]);
     assert_eq!((x.name(&snap), y.name(&snap)), ("mystery", "enigma"));
-    let e = TraceEvent::new(x, 0, 0, 0, StackId::EMPTY).with_pool(Some(b));
+    let e = TraceEvent::new(x, 0, 0, 0, StackId::EMPTY).with_extras(in_b);
     assert_eq!(snap.pool_of(&e), Some((0, 0)));
     assert_eq!(snap.pool_of(&bare()), None);
 }

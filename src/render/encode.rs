@@ -183,19 +183,20 @@ impl Serialize for EventJson<'_> {
         if e.frames != StackId::EMPTY {
             m.serialize_entry("frames", &Frames(enc, e.frames))?;
         }
-        if let Some(v) = e.device_free() {
+        let x = snap.extras(e);
+        if let Some(v) = x.device_free {
             m.serialize_entry("device_free", &v)?;
         }
-        if let Some(v) = e.compile_context() {
+        if let Some(v) = x.compile_context {
             m.serialize_entry("compile_context", snap.str(v))?;
         }
-        if let Some(v) = e.user_metadata() {
+        if let Some(v) = x.user_metadata {
             m.serialize_entry("user_metadata", snap.str(v))?;
         }
         if let Some((a, b)) = snap.pool_of(e) {
             m.serialize_entry("pool_id", &[a, b])?;
         }
-        if let Some(v) = e.category() {
+        if let Some(v) = x.category {
             m.serialize_entry("category", snap.str(v))?;
         }
         m.end()

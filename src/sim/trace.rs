@@ -290,7 +290,7 @@ pub fn capacity_from_ooms_with(
         .iter()
         .enumerate()
         .filter(|(_, e)| e.action == Action::Oom)
-        .filter_map(|(i, e)| e.device_free().map(|f| rec[i].saturating_add(f)))
+        .filter_map(|(i, e)| snap.extras(e).device_free.map(|f| rec[i].saturating_add(f)))
         .min()
 }
 
@@ -298,16 +298,16 @@ pub fn capacity_from_ooms_with(
 /// `segment_unmap` are the allocator's own doing when an allocation needed
 /// the room (an OOM retry: the run ends in an `oom`, or in a new segment
 /// that would not have fit under `capacity`); any other run is read as a
-/// call to `empty_cache()`. `pools` is the snapshot's table of the events'
-/// pool ids ([`Snapshot::pools`]).
+/// call to `empty_cache()`. `snap` holds the events' pool ids
+/// ([`Snapshot::pool_of`]).
 pub fn requests(
     events: &[TraceEvent],
-    pools: &[(i64, i64)],
+    snap: &Snapshot,
     capacity: Option<u64>,
     recorded: &RecordedReserved,
 ) -> Vec<TracedRequest> {
     let mut out = Vec::new();
-    requests_into(events, pools, capacity, recorded, |r| out.push(r));
+    requests_into(events, snap, capacity, recorded, |r| out.push(r));
     out
 }
 
@@ -315,7 +315,7 @@ pub fn requests(
 /// collecting them.
 pub fn requests_into(
     events: &[TraceEvent],
-    pools: &[(i64, i64)],
+    snap: &Snapshot,
     capacity: Option<u64>,
     recorded: &RecordedReserved,
     mut out: impl FnMut(TracedRequest),
@@ -330,7 +330,7 @@ pub fn requests_into(
                     key: Some(e.addr),
                     size: e.size,
                     stream: e.stream,
-                    pool: e.pool().map_or((0, 0), |p| pools[p.0 as usize]),
+                    pool: snap.pool_of(e).unwrap_or((0, 0)),
                 },
             }),
             Action::Oom => out(TracedRequest {
@@ -339,7 +339,7 @@ pub fn requests_into(
                     key: None,
                     size: e.size,
                     stream: e.stream,
-                    pool: e.pool().map_or((0, 0), |p| pools[p.0 as usize]),
+                    pool: snap.pool_of(e).unwrap_or((0, 0)),
                 },
             }),
             Action::FreeRequested => out(TracedRequest {

@@ -17,8 +17,9 @@ pub(crate) struct Ctx<'a> {
     pub finals: BTreeMap<u64, &'a Segment>,
     /// Whether the file records `is_expandable` at all.
     pub has_expandable_key: bool,
-    /// The snapshot's pool ids of trace events ([`Snapshot::pools`]).
-    pub pools: &'a [(i64, i64)],
+    /// The snapshot, for its tables of the events' pools
+    /// ([`Snapshot::pool_of`]).
+    pub snap: &'a Snapshot,
 }
 
 impl<'a> Ctx<'a> {
@@ -44,7 +45,7 @@ impl<'a> Ctx<'a> {
             policy,
             has_expandable_key: snap.segments.iter().any(|s| s.is_expandable.is_some()),
             finals,
-            pools: &snap.pools,
+            snap,
         }
     }
 
@@ -94,7 +95,7 @@ impl<'a> Ctx<'a> {
                 } else {
                     SegmentType::Large
                 },
-                pool_id: e.pool().map(|p| self.pools[p.0 as usize]),
+                pool_id: self.snap.pool_of(e),
                 is_expandable,
                 frames: e.frames,
                 blocks: Default::default(),

@@ -429,8 +429,8 @@ fn expandable_segments_grow_shrink_split_and_merge() {
 fn oom_snapshot_and_annotate_leave_the_layout_alone() {
     use SegmentType::Large;
     let mut oom = ev(Action::Oom, 0, 16 * MIB);
-    oom.set_device_free(Some(MIB));
-    let s = snap(
+    oom.set_extras(Some(ExtrasIdx(0)));
+    let mut s = snap(
         vec![seg(B, 20 * MIB, Large, false, &[(0, 8 * MIB, 8 * MIB, A)])],
         vec![
             alloc(B, 8 * MIB),
@@ -440,6 +440,10 @@ fn oom_snapshot_and_annotate_leave_the_layout_alone() {
             ev(Action::Snapshot, 0, 1234),
         ],
     );
+    s.event_extras.push(EventExtras {
+        device_free: Some(MIB),
+        ..EventExtras::NONE
+    });
     let r = run(&s);
     assert!(r.report.final_state_matches);
     // samples[i + 1] holds after event i.
@@ -507,9 +511,13 @@ fn much_free_memory_but_no_large_gap() {
         ));
     }
     let mut oom = ev(Action::Oom, 0, 8 * MIB);
-    oom.set_device_free(Some(2 * MIB));
+    oom.set_extras(Some(ExtrasIdx(0)));
     trace.push(oom);
-    let s = snap(fin, trace);
+    let mut s = snap(fin, trace);
+    s.event_extras.push(EventExtras {
+        device_free: Some(2 * MIB),
+        ..EventExtras::NONE
+    });
     let r = run(&s);
     assert_clean(&r);
     let at = r.resolve(&s, Moment::Oom(0)).unwrap();

@@ -299,7 +299,7 @@ fn fixture() -> Fixture {
     for k in 0..n {
         if k == oom_at {
             let mut ev = event(Action::Oom, 0, 96 * MIB, k);
-            ev.set_device_free(Some(50 * MIB));
+            ev.set_extras(Some(ExtrasIdx(0)));
             trace.push(ev);
         } else if k % 2 == 0 {
             trace.push(event(Action::Alloc, base + k as u64 * 4096, MIB, k));
@@ -351,6 +351,10 @@ fn fixture() -> Fixture {
     samples[oom_at + 1] = sample_of(&dev0, Some(oom_at as u32), trace[oom_at].time_us());
     snap.segments = segs;
     snap.device_traces = Some(vec![trace, Vec::new()]);
+    snap.event_extras = vec![EventExtras {
+        device_free: Some(50 * MIB),
+        ..EventExtras::NONE
+    }];
     snap.allocator_settings = Some(AllocatorSettings {
         entries: vec![
             (

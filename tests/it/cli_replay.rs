@@ -80,12 +80,16 @@ fn fragmented() -> Snapshot {
         });
     }
     let mut oom = ev(Action::Oom, 0, 8 * MIB);
-    oom.set_device_free(Some(2 * MIB));
+    oom.set_extras(Some(ExtrasIdx(0)));
     trace.push(oom);
     Snapshot {
         segments,
         device_traces: Some(vec![trace]),
         stacks: vec![vec![]],
+        event_extras: vec![EventExtras {
+            device_free: Some(2 * MIB),
+            ..EventExtras::NONE
+        }],
         ..Default::default()
     }
 }

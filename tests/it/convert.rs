@@ -94,21 +94,31 @@ fn messagepack_keeps_every_optional_event_field() {
     let default = i.pool((0, 0)).unwrap();
     let odd = i.action("mystery").unwrap();
     let ev = |a| TraceEvent::new(a, 0x7f00_0000_0000, 512, 7, StackId::EMPTY);
+    let mut x = |x: EventExtras| i.extras(x).unwrap();
+    let in_private = x(EventExtras {
+        pool: Some(private),
+        ..EventExtras::NONE
+    });
     let events = vec![
         ev(Action::Alloc),
         ev(Action::Alloc)
             .with_time_us(Some(i64::MIN))
-            .with_pool(Some(private)),
+            .with_extras(in_private),
         ev(Action::Oom)
             .with_time_us(Some(i64::MAX))
-            .with_device_free(Some(u64::MAX))
-            .with_pool(Some(default)),
-        ev(odd)
-            .with_device_free(Some(0))
-            .with_compile_context(Some(ctx))
-            .with_user_metadata(Some(meta))
-            .with_category(Some(cat)),
-        ev(Action::FreeCompleted).with_pool(Some(private)),
+            .with_extras(x(EventExtras {
+                device_free: Some(u64::MAX),
+                pool: Some(default),
+                ..EventExtras::NONE
+            })),
+        ev(odd).with_extras(x(EventExtras {
+            device_free: Some(0),
+            compile_context: Some(ctx),
+            user_metadata: Some(meta),
+            category: Some(cat),
+            pool: None,
+        })),
+        ev(Action::FreeCompleted).with_extras(in_private),
     ];
     let mut snap = Snapshot {
         device_traces: Some(vec![events]),
@@ -123,15 +133,22 @@ fn messagepack_keeps_every_optional_event_field() {
     assert!(back == snap, "MessagePack round trip changed the model");
     let t = back.trace_of(0);
     assert_eq!(t[1].time_us(), Some(i64::MIN));
-    assert_eq!(t[2].device_free(), Some(u64::MAX));
-    assert_eq!(t[3].device_free(), Some(0));
+    assert_eq!(back.extras(&t[2]).device_free, Some(u64::MAX));
+    assert_eq!(back.extras(&t[3]).device_free, Some(0));
+    assert_eq!(back.extras(&t[0]), EventExtras::NONE);
     let pools: Vec<_> = t.iter().map(|e| back.pool_of(e)).collect();
     assert_eq!(
         pools,
         [None, Some((1, 5)), Some((0, 0)), None, Some((1, 5))]
     );
     assert_eq!(t[3].action.name(&back), "mystery");
-    assert_eq!(t[3].category().map(|c| back.str(c)), Some("activation"));
+    let x = back.extras(&t[3]);
+    let s = |v: Option<StrId>| v.map(|c| back.str(c));
+    assert_eq!(
+        (s(x.compile_context), s(x.user_metadata), s(x.category)),
+        (Some("N/A"), Some("{\"step\": 3}"), Some("activation"))
+    );
+    assert_eq!(back.event_extras.len(), 3, "each combination once");
 }
 
 /// The JSON is written as it is encoded: converting a generated snapshot to

@@ -949,21 +949,27 @@ fn absurd_sizes_and_times_neither_overflow_nor_allocate() {
 #[test]
 fn messagepack_of_an_earlier_version_is_refused_with_what_to_do() {
     // Version 1 was the serde form of the model before trace events were
-    // packed: its events cannot be read as the current ones.
+    // packed, version 2 before their rarely present fields were interned:
+    // their events cannot be read as the current ones.
     let snap = fragscope::model::Snapshot {
         stacks: vec![vec![]],
         ..Default::default()
     };
-    let mut v1 = fragscope::render::encode::to_msgpack_bytes(&snap);
+    let now = fragscope::render::encode::to_msgpack_bytes(&snap);
     let version = fragscope::input::MSGPACK_MAGIC.len() - 1;
-    assert_eq!(v1[version], 2);
-    v1[version] = 1;
+    assert_eq!(now[version], 3);
     let d = tmp();
-    let f = write(d.path(), "v1.msgpack", &v1);
-    run(&["stats", &f])
-        .assert_clean_error(&f)
-        .assert_stderr_has("fragscope MessagePack version 1 was written by an earlier fragscope")
-        .assert_stderr_has("convert the original snapshot again");
+    for old in [1u8, 2] {
+        let mut bytes = now.clone();
+        bytes[version] = old;
+        let f = write(d.path(), &format!("v{old}.msgpack"), &bytes);
+        run(&["stats", &f])
+            .assert_clean_error(&f)
+            .assert_stderr_has(&format!(
+                "fragscope MessagePack version {old} was written by an earlier fragscope"
+            ))
+            .assert_stderr_has("convert the original snapshot again");
+    }
 }
 
 #[test]
@@ -977,9 +983,31 @@ fn messagepack_ids_are_checked_before_use() {
         stacks: vec![vec![]],
         ..Default::default()
     };
-    let bad_string = one(ev.clone().with_user_metadata(Some(StrId(5))));
+    let with_extras = |x: EventExtras| Snapshot {
+        event_extras: vec![x],
+        ..one(ev.clone().with_extras(Some(ExtrasIdx(0))))
+    };
+    let bad_string = with_extras(EventExtras {
+        user_metadata: Some(StrId(5)),
+        ..EventExtras::NONE
+    });
+    let bad_extras = one(ev.clone().with_extras(Some(ExtrasIdx(1))));
+    let empty_extras = with_extras(EventExtras::NONE);
+    let twice = Snapshot {
+        event_extras: vec![
+            EventExtras {
+                device_free: Some(1),
+                ..EventExtras::NONE
+            };
+            2
+        ],
+        ..one(ev.clone())
+    };
     let bad_stack = one(TraceEvent::new(Action::Alloc, 0, 0, 0, StackId(3)));
-    let bad_pool = one(ev.clone().with_pool(Some(PoolIdx(2))));
+    let bad_pool = with_extras(EventExtras {
+        pool: Some(PoolIdx(2)),
+        ..EventExtras::NONE
+    });
     let bad_action = one(TraceEvent::new(
         Action::Other(ActionName::new(1)),
         0,
@@ -997,7 +1025,22 @@ fn messagepack_ids_are_checked_before_use() {
         (
             "string.msgpack",
             bad_string,
-            "device_traces[0][0]: string id 5 is not below 0",
+            "event_extras[0]: string id 5 is not below 0",
+        ),
+        (
+            "extras.msgpack",
+            bad_extras,
+            "device_traces[0][0]: extras id 1 is not below 0",
+        ),
+        (
+            "empty-extras.msgpack",
+            empty_extras,
+            "event_extras[0]: no field present",
+        ),
+        (
+            "twice.msgpack",
+            twice,
+            "event_extras[1]: the same as event_extras[0]",
         ),
         (
             "stack.msgpack",
@@ -1007,7 +1050,7 @@ fn messagepack_ids_are_checked_before_use() {
         (
             "pool.msgpack",
             bad_pool,
-            "device_traces[0][0]: pool id 2 is not below 0",
+            "event_extras[0]: pool id 2 is not below 0",
         ),
         (
             "action.msgpack",

@@ -66,7 +66,7 @@ fn check_runs(name: &str, snap: &Snapshot) -> usize {
                 input.requests.iter().collect::<Vec<_>>(),
                 sim::trace::requests(
                     snap.trace_of(d),
-                    &snap.pools,
+                    snap,
                     input.capacity,
                     &input.recorded_reserved
                 ),

@@ -409,7 +409,7 @@ fn oom_findings(st: &Style, snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFindin
                 time_us: ev.time_us(),
                 request: ev.size,
                 largest_gap: Some(f.largest_usable_gap.as_ref().map_or(0, |g| g.gap_size)),
-                device_free: ev.device_free(),
+                device_free: snap.extras(ev).device_free,
             },
             diagnosis: f.diagnosis,
         });

@@ -121,6 +121,10 @@ struct Cx<'a> {
     pstacks: &'a [Box<[Vid]>],
     /// The sink's pool table (its entries' provisional pool numbers).
     ppools: &'a [(i64, i64)],
+    /// The sink's combinations of extras (provisional string and pool ids)
+    /// and their final indexes, once an entry has named them.
+    pextras: &'a [EventExtras],
+    pextras_ids: Vec<Option<ExtrasIdx>>,
     pstack_ids: Vec<Option<StackId>>,
     /// The sink's trace entries, per trace list; `mapped` once their ids
     /// are final.
@@ -215,7 +219,7 @@ pub fn from_arena(a: &Arena, root: Vid) -> Result<Snapshot, SchemaError> {
 
 /// Converts a value decoded with `sink` taking trace entries.
 pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot, SchemaError> {
-    let (pstacks, lists, ppools) = sink.into_parts();
+    let (pstacks, lists, ppools, pextras) = sink.into_parts();
     let mut cx = Cx {
         a,
         intern: Interner::new(),
@@ -225,6 +229,8 @@ pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot
         str_front: [(Vid::MAX, StrId(0)); STR_FRONT],
         pstacks: &pstacks,
         ppools: &ppools,
+        pextras: &pextras,
+        pextras_ids: vec![None; pextras.len()],
         pstack_ids: vec![None; pstacks.len()],
         mapped: vec![false; lists.len()],
         lists,

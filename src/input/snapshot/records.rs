@@ -290,13 +290,17 @@ impl<'a> Cx<'a> {
             Some(pair) => Some(full(self.intern.pool(pair), &p.key("pool_id"))?),
             None => None,
         };
+        let extras = EventExtras {
+            device_free,
+            compile_context,
+            user_metadata,
+            category,
+            pool,
+        };
+        let extras = full(self.intern.extras(extras), p)?;
         Ok(TraceEvent::new(action, addr, size, stream, frames)
             .with_time_us(time_us)
-            .with_device_free(device_free)
-            .with_compile_context(compile_context)
-            .with_user_metadata(user_metadata)
-            .with_category(category)
-            .with_pool(pool))
+            .with_extras(extras))
     }
 
     /// The sink's entry `i` of list `l`, with final ids.
@@ -310,28 +314,56 @@ impl<'a> Cx<'a> {
     }
 
     /// Gives a sink entry's provisional ids their final numbers, interning
-    /// in the order [`Cx::event`] would (action, frames, compile context,
-    /// user metadata, category, pool). The sink takes no unknown action.
+    /// in the order [`Cx::event`] would (action, frames, then its extras:
+    /// compile context, user metadata, category, pool). The sink takes no
+    /// unknown action, and keeps each combination of extras once, so those
+    /// are mapped the first time an entry names them.
     #[inline]
     pub(super) fn map_event(&mut self, e: &mut TraceEvent, p: &P) -> R<()> {
         e.frames = match e.frames.0 {
             0 => StackId::EMPTY,
             s => self.pstack(s - 1, &p.key("frames"))?,
         };
-        if let Some(s) = e.compile_context() {
-            e.set_compile_context(Some(self.str_id(s.0, &p.key("compile_context"))?));
-        }
-        if let Some(s) = e.user_metadata() {
-            e.set_user_metadata(Some(self.str_id(s.0, &p.key("user_metadata"))?));
-        }
-        if let Some(s) = e.category() {
-            e.set_category(Some(self.str_id(s.0, &p.key("category"))?));
-        }
-        if let Some(i) = e.pool() {
-            let pair = self.ppools[i.0 as usize];
-            e.set_pool(Some(full(self.intern.pool(pair), &p.key("pool_id"))?));
+        if let Some(x) = e.extras() {
+            let i = x.0 as usize;
+            let id = match self.pextras_ids[i] {
+                Some(id) => id,
+                None => {
+                    let id = self.map_extras(self.pextras[i], p)?;
+                    self.pextras_ids[i] = Some(id);
+                    id
+                }
+            };
+            e.set_extras(Some(id));
         }
         Ok(())
+    }
+
+    /// The final index of a sink combination of extras.
+    fn map_extras(&mut self, x: EventExtras, p: &P) -> R<ExtrasIdx> {
+        let mut str_id = |s: Option<StrId>, key: &str| match s {
+            Some(s) => self.str_id(s.0, &p.key(key)).map(Some),
+            None => Ok(None),
+        };
+        let compile_context = str_id(x.compile_context, "compile_context")?;
+        let user_metadata = str_id(x.user_metadata, "user_metadata")?;
+        let category = str_id(x.category, "category")?;
+        let pool = match x.pool {
+            Some(i) => Some(full(
+                self.intern.pool(self.ppools[i.0 as usize]),
+                &p.key("pool_id"),
+            )?),
+            None => None,
+        };
+        let x = EventExtras {
+            device_free: x.device_free,
+            compile_context,
+            user_metadata,
+            category,
+            pool,
+        };
+        let id = full(self.intern.extras(x), p)?;
+        Ok(id.expect("a sink combination has a field present"))
     }
 
     /// The sink list whose entries, all of them and in order, are `items`.

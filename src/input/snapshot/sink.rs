@@ -59,8 +59,14 @@ struct KeySet {
 const MAX_SHAPES: usize = 16;
 const ACTION_CACHE: usize = 16;
 
-/// [`TraceSink::into_parts`]: frames lists, trace entries per list, pools.
-pub(super) type Parts = (Vec<Box<[Vid]>>, Vec<Vec<TraceEvent>>, Vec<(i64, i64)>);
+/// [`TraceSink::into_parts`]: frames lists, trace entries per list, pools,
+/// combinations of extras.
+pub(super) type Parts = (
+    Vec<Box<[Vid]>>,
+    Vec<Vec<TraceEvent>>,
+    Vec<(i64, i64)>,
+    Vec<EventExtras>,
+);
 
 /// Takes the dicts of `device_traces[d]` while a pickle is read (see the
 /// module doc). The entries it builds hold provisional ids: `frames` is one
@@ -77,6 +83,12 @@ pub struct TraceSink {
     /// Pool ids by provisional number.
     ppools: Vec<(i64, i64)>,
     ppool_ix: HashMap<(i64, i64), u32, FxBuild>,
+    /// Combinations of extras by provisional number (string ids are arena
+    /// nodes, pools provisional numbers), and the last one named, which
+    /// the next entry nearly always names again.
+    pextras: Vec<EventExtras>,
+    pextras_ix: HashMap<EventExtras, u32, FxBuild>,
+    last_extras: Option<(EventExtras, u32)>,
     /// Key strings by node, direct-mapped (PyTorch shares one string per key).
     keys: [(Vid, Key); KEY_CACHE],
     /// Action strings by node, direct-mapped, as read.
@@ -132,6 +144,9 @@ impl Default for TraceSink {
             pstack_ix: HashMap::default(),
             ppools: Vec::new(),
             ppool_ix: HashMap::default(),
+            pextras: Vec::new(),
+            pextras_ix: HashMap::default(),
+            last_extras: None,
             keys: [(Vid::MAX, Key::Ignored); KEY_CACHE],
             actions: std::array::from_fn(|_| (Vid::MAX, Action::Alloc)),
             batch: (usize::MAX, u32::MAX, 0, false),
@@ -177,12 +192,14 @@ impl TraceSink {
             pstacks,
             lists,
             ppools,
+            pextras,
             ..
         } = self;
         (
             pstacks,
             lists.into_iter().map(Events::into_vec).collect(),
             ppools,
+            pextras,
         )
     }
 
@@ -293,6 +310,22 @@ impl TraceSink {
         PoolIdx(i)
     }
 
+    /// The provisional number of a combination of extras.
+    fn intern_extras(&mut self, x: EventExtras) -> ExtrasIdx {
+        if let Some((l, i)) = self.last_extras
+            && l == x
+        {
+            return ExtrasIdx(i);
+        }
+        let n = self.pextras.len() as u32;
+        let i = *self.pextras_ix.entry(x).or_insert(n);
+        if i == n {
+            self.pextras.push(x);
+        }
+        self.last_extras = Some((x, i));
+        ExtrasIdx(i)
+    }
+
     /// A frames list as a stack number (+1), or `None` when the arena path
     /// must look at it.
     fn frames(&mut self, a: &mut Arena, v: Val) -> Option<u32> {
@@ -321,6 +354,7 @@ impl TraceSink {
     fn event(&mut self, a: &mut Arena, items: &[Val], shape: Option<u32>) -> Option<TraceEvent> {
         let mut f = Fields {
             e: TraceEvent::new(Action::Alloc, 0, 0, 0, StackId(0)),
+            x: EventExtras::NONE,
             action: None,
             frames: None,
             pool: None,
@@ -344,12 +378,16 @@ impl TraceSink {
         }
         let Fields {
             mut e,
+            mut x,
             action,
             frames,
             pool,
         } = f;
         if let Some(pair) = pool {
-            e.set_pool(Some(self.intern_pool(pair)));
+            x.pool = Some(self.intern_pool(pair));
+        }
+        if !x.is_none() {
+            e.set_extras(Some(self.intern_extras(x)));
         }
         let Val::Node(action) = action? else {
             return None;
@@ -418,6 +456,8 @@ fn pair(a: &Arena, v: Val) -> Option<(i64, i64)> {
 /// An entry's fields as they are read.
 struct Fields {
     e: TraceEvent,
+    /// The entry's extras, with provisional ids.
+    x: EventExtras,
     action: Option<Val>,
     frames: Option<Val>,
     pool: Option<(i64, i64)>,
@@ -425,6 +465,7 @@ struct Fields {
 #[inline(always)]
 fn field(f: &mut Fields, a: &Arena, key: Key, v: Val) -> Option<()> {
     let e = &mut f.e;
+    let x = &mut f.x;
     match key {
         Key::Action => f.action = Some(v),
         Key::Addr => e.addr = uint(a, v)?,
@@ -432,11 +473,11 @@ fn field(f: &mut Fields, a: &Arena, key: Key, v: Val) -> Option<()> {
         Key::Stream => e.stream = int(a, v)?,
         Key::TimeUs if !is_none(a, v) => e.set_time_us(Some(int(a, v)?)),
         Key::Frames => f.frames = Some(v),
-        Key::DeviceFree => e.set_device_free(Some(uint(a, v)?)),
-        Key::CompileContext => e.set_compile_context(Some(string(a, v)?)),
-        Key::UserMetadata => e.set_user_metadata(Some(string(a, v)?)),
+        Key::DeviceFree => x.device_free = Some(uint(a, v)?),
+        Key::CompileContext => x.compile_context = Some(string(a, v)?),
+        Key::UserMetadata => x.user_metadata = Some(string(a, v)?),
         Key::PoolId if !is_none(a, v) => f.pool = Some(pair(a, v)?),
-        Key::Category if !is_none(a, v) => e.set_category(Some(string(a, v)?)),
+        Key::Category if !is_none(a, v) => x.category = Some(string(a, v)?),
         Key::Legacy => return None,
         _ => {}
     }
