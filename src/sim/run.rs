@@ -231,7 +231,7 @@ pub fn prepare_from(
     };
     notes.extend(start_notes(&start));
     let mut requests = Requests::default();
-    trace::requests_into(events, &snap.pools, capacity, &recorded_reserved, |r| {
+    trace::requests_into(events, snap, capacity, &recorded_reserved, |r| {
         requests.push(r)
     });
     requests.packed.shrink_to_fit();
@@ -417,8 +417,17 @@ impl NearPeak {
         if s.reserved > self.peak {
             self.peak = s.reserved;
             self.store();
-            let keep = self.levels.split_off(&self.peak.div_ceil(2));
-            self.levels = keep;
+            // Reserved climbs in many small steps (a page mapped at a
+            // time): drop levels only when some lie below the new half.
+            let half = self.peak.div_ceil(2);
+            if self
+                .levels
+                .first_key_value()
+                .is_some_and(|(&r, _)| r < half)
+            {
+                let keep = self.levels.split_off(&half);
+                self.levels = keep;
+            }
         }
         if s.reserved == 0 {
             return;
