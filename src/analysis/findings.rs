@@ -85,11 +85,11 @@ pub enum Timeline {
         trace: Box<ProfilerTrace>,
         devices: Vec<TraceTimeline>,
     },
-    /// A memory-timeline export's samples by category (downsampled when
-    /// asked).
+    /// A memory-timeline export's samples by category: `points` when
+    /// downsampled, else the timeline's own.
     Categories {
         timeline: MemoryTimeline,
-        samples: Vec<CategorySample>,
+        points: Option<Vec<CategorySample>>,
     },
 }
 

@@ -144,13 +144,10 @@ pub fn timeline_of(l: Loaded, o: &TimelineOptions) -> anyhow::Result<Timeline> {
                     "{file}: --at and --device: a memory-timeline export holds one device's tensor bytes by category, with no allocator state to show at a moment"
                 );
             }
-            let samples = match o.max_points {
-                Some(n) => downsample_categories(&t.samples, n),
-                None => t.samples.clone(),
-            };
+            let points = o.max_points.map(|n| downsample_categories(&t.samples, n));
             return Ok(Timeline::Categories {
                 timeline: t,
-                samples,
+                points,
             });
         }
     };

@@ -13,7 +13,6 @@ use crate::model::memtimeline::{Category, MemoryTimeline};
 use crate::model::profiler::{MISSING_FIGURES, ProfilerTrace, TraceDevice};
 use crate::timeline::{DeviceReplay, KeyMoment, Moment, MomentState, Origin, ReplayReport, Sample};
 use serde::Serialize;
-use serde_json::json;
 
 /// Seconds since `t0`, or `-` without a time.
 pub fn fmt_time(t: Option<i64>, t0: Option<i64>) -> String {
@@ -469,41 +468,68 @@ pub fn categories_timeline_text(
     out
 }
 
-pub fn categories_timeline_csv(samples: &[crate::model::memtimeline::CategorySample]) -> String {
-    let mut out = String::from("time_us,total");
+/// A memory-timeline export's samples as CSV, a row at a time.
+pub fn write_categories_csv(
+    w: &mut dyn std::io::Write,
+    samples: &[crate::model::memtimeline::CategorySample],
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut o = super::encode::Chunked::new(w);
+    let mut head = String::from("time_us,total");
     for c in Category::ALL {
-        out.push(',');
-        out.push_str(&c.as_str().replace(' ', "_"));
+        head.push(',');
+        head.push_str(&c.as_str().replace(' ', "_"));
     }
-    out.push('\n');
+    head.push('\n');
+    o.write_all(head.as_bytes())?;
     for s in samples {
-        out.push_str(&s.time_us.map_or(String::new(), |t| t.to_string()));
-        out.push_str(&format!(",{}", s.total()));
-        for c in Category::ALL {
-            out.push_str(&format!(",{}", s.get(c)));
+        if let Some(t) = s.time_us {
+            write!(o, "{t}")?;
         }
-        out.push('\n');
+        write!(o, ",{}", s.total())?;
+        for c in Category::ALL {
+            write!(o, ",{}", s.get(c))?;
+        }
+        o.write_all(b"\n")?;
     }
-    out
+    o.finish()
 }
 
-pub fn categories_timeline_json(
+/// A memory-timeline export's samples as JSON (schema
+/// [`TIMELINE_SCHEMA`], kind `memory_timeline`), serialised into the writer
+/// as it goes.
+pub fn write_categories_json(
+    w: &mut dyn std::io::Write,
     file: &str,
     tl: &MemoryTimeline,
     samples: &[crate::model::memtimeline::CategorySample],
     downsampled: bool,
-) -> String {
-    let v = json!({
-        "schema": "fragscope.timeline/1",
-        "file": file,
-        "kind": "memory_timeline",
-        "categories": Category::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
-        "peak": tl.peak,
-        "downsampled": downsampled,
-        "samples": samples,
-        "not_measurable": crate::analysis::report::trace::NO_ALLOCATOR,
-    });
-    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+) -> std::io::Result<()> {
+    #[derive(Serialize)]
+    struct Doc<'a> {
+        schema: &'static str,
+        file: &'a str,
+        kind: &'static str,
+        categories: Vec<&'static str>,
+        peak: &'a Option<crate::model::memtimeline::CategoryPeak>,
+        downsampled: bool,
+        samples: &'a [crate::model::memtimeline::CategorySample],
+        not_measurable: &'static str,
+    }
+    let doc = Doc {
+        schema: TIMELINE_SCHEMA,
+        file,
+        kind: "memory_timeline",
+        categories: Category::ALL.iter().map(|c| c.as_str()).collect(),
+        peak: &tl.peak,
+        downsampled,
+        samples,
+        not_measurable: crate::analysis::report::trace::NO_ALLOCATOR,
+    };
+    let mut w = super::encode::Chunked::new(w);
+    super::pretty::to_writer(&mut w, &doc).map_err(std::io::Error::from)?;
+    std::io::Write::write_all(&mut w, b"\n")?;
+    w.finish()
 }
 
 /// The form of `fragscope timeline`'s output.
@@ -557,16 +583,19 @@ pub fn write_timeline(
             };
             w.write_all(out.as_bytes())
         }
-        Timeline::Categories { timeline, samples } => {
-            let out = match form {
-                Form::Csv => categories_timeline_csv(samples),
+        Timeline::Categories { timeline, points } => {
+            let samples = points.as_deref().unwrap_or(&timeline.samples);
+            match form {
+                Form::Csv => write_categories_csv(w, samples),
                 Form::Json => {
                     let down = samples.len() < timeline.samples.len();
-                    categories_timeline_json(file, timeline, samples, down)
+                    write_categories_json(w, file, timeline, samples, down)
                 }
-                Form::Text => categories_timeline_text(st, file, format, timeline),
-            };
-            w.write_all(out.as_bytes())
+                Form::Text => {
+                    let out = categories_timeline_text(st, file, format, timeline);
+                    w.write_all(out.as_bytes())
+                }
+            }
         }
     }
 }

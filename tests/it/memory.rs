@@ -254,13 +254,23 @@ fn a_memory_timeline_export_is_read_as_a_stream() {
         "every row read:\n{}",
         r.stdout()
     );
-    let (code, rss) = peak_rss(["stats".as_ref(), path.as_os_str()]);
-    assert_eq!(code, 0);
     let bound = size + 80 * samples + (16 << 20);
-    assert!(
-        rss <= bound,
-        "stats: peak RSS {rss} bytes over {bound} (a {size}-byte memory timeline, {samples} samples)"
-    );
+    // Its series as JSON or CSV (several times the file's size) is written
+    // as it is encoded: within the same bound.
+    for args in [
+        &["stats"][..],
+        &["timeline", "--json"],
+        &["timeline", "--csv"],
+    ] {
+        let mut argv: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        argv.push(path.as_os_str());
+        let (code, rss) = peak_rss(argv);
+        assert_eq!(code, 0);
+        assert!(
+            rss <= bound,
+            "{args:?}: peak RSS {rss} bytes over {bound} (a {size}-byte memory timeline, {samples} samples)"
+        );
+    }
 }
 
 /// A profiler trace of `n` steps, each an operator with an allocation and a
