@@ -4,6 +4,7 @@
 //! the memory profiler sees them (unrounded, no allocator cache): there is no
 //! reserved memory and no layout here. [`crate::input::profiler`] builds it.
 
+pub use super::catseries::CategorySeries;
 use super::profiler::Anomaly;
 use serde::Serialize;
 
@@ -129,8 +130,9 @@ pub struct MemoryTimeline {
     pub form: Option<TimelineForm>,
     /// Rows (raw) or time steps (coalesced) in the file.
     pub rows: u64,
+    /// One a distinct microsecond (compact: [`CategorySeries`]).
     #[serde(skip)]
-    pub samples: Vec<CategorySample>,
+    pub samples: CategorySeries,
     /// Highest total (the first sample that reaches it).
     pub peak: Option<CategoryPeak>,
     pub actions: Option<ActionCounts>,
@@ -142,13 +144,13 @@ impl MemoryTimeline {
         self.samples.iter().find_map(|s| s.time_us)
     }
     pub fn last_time_us(&self) -> Option<i64> {
-        self.samples.iter().rev().find_map(|s| s.time_us)
+        self.samples.iter().filter_map(|s| s.time_us).last()
     }
-    pub fn end(&self) -> Option<&CategorySample> {
+    pub fn end(&self) -> Option<CategorySample> {
         self.samples.last()
     }
     /// Bytes of tensors that existed before profiling started.
-    pub fn preexisting(&self) -> Option<&CategorySample> {
+    pub fn preexisting(&self) -> Option<CategorySample> {
         self.samples.first().filter(|s| s.time_us.is_none())
     }
 }

@@ -8,6 +8,7 @@
 //! serialises with serde, and re-reading what `convert` writes yields an equal
 //! model.
 
+pub mod catseries;
 pub mod memtimeline;
 pub mod moment;
 pub mod policy;

@@ -240,7 +240,9 @@ pub(crate) fn summary_panel(file: &str, verdict: &[String]) -> Svg {
 /// The stacked chart of live bytes by category.
 pub fn categories(r: &CategoryReport) -> Result<Svg, ChartError> {
     let t = format!("Live tensor bytes by category · {}", r.file);
-    categories_svg(&CategoriesChart::new(&t, &r.timeline.samples))
+    // The report's timeline is downsampled: a few hundred samples.
+    let samples = r.timeline.samples.to_vec();
+    categories_svg(&CategoriesChart::new(&t, &samples))
 }
 
 /// The one-page summary of a memory-timeline export: verdict and the

@@ -9,7 +9,7 @@ use crate::analysis::report::trace::heading as device_name;
 use crate::analysis::stats::StateStats;
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
-use crate::model::memtimeline::{Category, MemoryTimeline};
+use crate::model::memtimeline::{Category, CategorySample, MemoryTimeline};
 use crate::model::profiler::{MISSING_FIGURES, ProfilerTrace, TraceDevice};
 use crate::timeline::{DeviceReplay, KeyMoment, Moment, MomentState, Origin, ReplayReport, Sample};
 use serde::Serialize;
@@ -454,13 +454,13 @@ pub fn categories_timeline_text(
         t.add_row(r);
     };
     if let Some(first) = tl.samples.first() {
-        row("start", first);
+        row("start", &first);
     }
     if let Some(p) = tl.peak {
-        row("peak", &tl.samples[p.sample]);
+        row("peak", &tl.samples.at(p.sample));
     }
     if let Some(end) = tl.end() {
-        row("end", end);
+        row("end", &end);
     }
     align_numbers(&mut t, 1);
     out.push_str(&format!("{t}\n"));
@@ -471,7 +471,7 @@ pub fn categories_timeline_text(
 /// A memory-timeline export's samples as CSV, a row at a time.
 pub fn write_categories_csv(
     w: &mut dyn std::io::Write,
-    samples: &[crate::model::memtimeline::CategorySample],
+    samples: impl Iterator<Item = CategorySample>,
 ) -> std::io::Result<()> {
     use std::io::Write;
     let mut o = super::encode::Chunked::new(w);
@@ -502,18 +502,18 @@ pub fn write_categories_json(
     w: &mut dyn std::io::Write,
     file: &str,
     tl: &MemoryTimeline,
-    samples: &[crate::model::memtimeline::CategorySample],
+    samples: impl ExactSizeIterator<Item = CategorySample>,
     downsampled: bool,
 ) -> std::io::Result<()> {
     #[derive(Serialize)]
-    struct Doc<'a> {
+    struct Doc<'a, S> {
         schema: &'static str,
         file: &'a str,
         kind: &'static str,
         categories: Vec<&'static str>,
         peak: &'a Option<crate::model::memtimeline::CategoryPeak>,
         downsampled: bool,
-        samples: &'a [crate::model::memtimeline::CategorySample],
+        samples: S,
         not_measurable: &'static str,
     }
     let doc = Doc {
@@ -523,7 +523,7 @@ pub fn write_categories_json(
         categories: Category::ALL.iter().map(|c| c.as_str()).collect(),
         peak: &tl.peak,
         downsampled,
-        samples,
+        samples: crate::core::serial::Seq::new(samples),
         not_measurable: crate::analysis::report::trace::NO_ALLOCATOR,
     };
     let mut w = super::encode::Chunked::new(w);
@@ -584,12 +584,17 @@ pub fn write_timeline(
             w.write_all(out.as_bytes())
         }
         Timeline::Categories { timeline, points } => {
-            let samples = points.as_deref().unwrap_or(&timeline.samples);
+            let samples = || -> Box<dyn ExactSizeIterator<Item = CategorySample>> {
+                match points {
+                    Some(p) => Box::new(p.iter().copied()),
+                    None => Box::new(timeline.samples.iter()),
+                }
+            };
             match form {
-                Form::Csv => write_categories_csv(w, samples),
+                Form::Csv => write_categories_csv(w, samples()),
                 Form::Json => {
-                    let down = samples.len() < timeline.samples.len();
-                    write_categories_json(w, file, timeline, samples, down)
+                    let down = samples().len() < timeline.samples.len();
+                    write_categories_json(w, file, timeline, samples(), down)
                 }
                 Form::Text => {
                     let out = categories_timeline_text(st, file, format, timeline);

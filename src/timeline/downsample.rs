@@ -8,7 +8,7 @@
 //! categories.
 
 use super::{LayoutFigures, Sample, Series};
-use crate::model::memtimeline::CategorySample;
+use crate::model::memtimeline::{CategorySample, CategorySeries};
 
 /// The order of a bucket's two points, the one way the samples of the two
 /// inputs are dated differently: both points keep the figures of the
@@ -148,26 +148,43 @@ fn downsample_iter(
 /// (rounded up to even) for a stacked chart. Each bucket keeps two of its real samples, the lowest and the
 /// highest total, in time order: stacks stay sums of real categories and
 /// the peak is never lowered.
-pub fn downsample_categories(samples: &[CategorySample], max_points: usize) -> Vec<CategorySample> {
+/// The samples are read once, in order, from the compact series.
+pub fn downsample_categories(samples: &CategorySeries, max_points: usize) -> Vec<CategorySample> {
     let max_points = max_points.max(2);
     if samples.len() <= max_points {
         return samples.to_vec();
     }
     let per = samples.len().div_ceil(max_points / 2);
     let mut out = Vec::with_capacity(max_points);
-    for chunk in samples.chunks(per) {
-        // Ties go to the earliest sample.
-        let lo = (0..chunk.len())
-            .min_by_key(|&i| (chunk[i].total(), i))
-            .expect("non-empty");
-        let hi = (0..chunk.len())
-            .max_by_key(|&i| (chunk[i].total(), std::cmp::Reverse(i)))
-            .expect("non-empty");
-        let (a, b) = (lo.min(hi), lo.max(hi));
-        out.push(chunk[a]);
-        if b != a {
-            out.push(chunk[b]);
+    // The current bucket's lowest and highest (index, sample); ties go to
+    // the earliest sample.
+    type Kept = (usize, CategorySample);
+    let mut bucket: Option<(Kept, Kept)> = None;
+    let flush = |out: &mut Vec<CategorySample>, (lo, hi): (Kept, Kept)| {
+        let (a, b) = if lo.0 <= hi.0 { (lo, hi) } else { (hi, lo) };
+        out.push(a.1);
+        if b.0 != a.0 {
+            out.push(b.1);
         }
+    };
+    for (i, s) in samples.iter().enumerate() {
+        if i.is_multiple_of(per) {
+            if let Some(b) = bucket.take() {
+                flush(&mut out, b);
+            }
+            bucket = Some(((i, s), (i, s)));
+            continue;
+        }
+        let (lo, hi) = bucket.as_mut().expect("a bucket is open");
+        if s.total() < lo.1.total() {
+            *lo = (i, s);
+        }
+        if s.total() > hi.1.total() {
+            *hi = (i, s);
+        }
+    }
+    if let Some(b) = bucket {
+        flush(&mut out, b);
     }
     out
 }
@@ -250,6 +267,29 @@ mod tests {
         }
     }
 
+    /// Each chunk's lowest and highest total, the earliest on ties, in
+    /// time order: what [`downsample_categories`] keeps, from a slice.
+    fn categories_by_chunks(samples: &[CategorySample], max: usize) -> Vec<CategorySample> {
+        let max = max.max(2);
+        if samples.len() <= max {
+            return samples.to_vec();
+        }
+        let mut out = Vec::new();
+        for chunk in samples.chunks(samples.len().div_ceil(max / 2)) {
+            let lo = (0..chunk.len())
+                .min_by_key(|&i| (chunk[i].total(), i))
+                .unwrap();
+            let hi = (0..chunk.len())
+                .max_by_key(|&i| (chunk[i].total(), std::cmp::Reverse(i)))
+                .unwrap();
+            out.push(chunk[lo.min(hi)]);
+            if lo != hi {
+                out.push(chunk[lo.max(hi)]);
+            }
+        }
+        out
+    }
+
     proptest::proptest! {
         #[test]
         fn downsampling_keeps_the_peak(
@@ -269,7 +309,9 @@ mod tests {
             proptest::prop_assert_eq!(d.iter().map(|s| s.total()).max(), peak);
             // Real samples, in time order.
             proptest::prop_assert!(d.windows(2).all(|w| w[0].time_us < w[1].time_us));
-            proptest::prop_assert!(d.iter().all(|s| t.samples.contains(s)));
+            let all = t.samples.to_vec();
+            proptest::prop_assert!(d.iter().all(|s| all.contains(s)));
+            proptest::prop_assert_eq!(&d, &categories_by_chunks(&all, max));
         }
     }
 

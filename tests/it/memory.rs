@@ -233,10 +233,13 @@ fn generated_memory_timeline(rows: u64) -> (String, u64) {
 
 /// A memory-timeline export is read row by row into the rows its timeline
 /// keeps (16 bytes each while they are sorted), not into a
-/// `serde_json::Value`, which took twelve times the file's size. The
-/// timeline itself keeps 80 bytes a distinct microsecond (PyTorch's own
-/// coalescing), more than the text of its two rows: so the bound is the
-/// file's size plus its samples, plus 16 MiB.
+/// `serde_json::Value`, which took twelve times the file's size, and its
+/// samples (PyTorch's coalescing: one a distinct microsecond, 80 bytes
+/// expanded, more than the text of its two rows) are kept compact, as what
+/// changed from the one before. Its series as JSON or CSV, several times
+/// the file's size, is written as it is encoded. So every command stays
+/// within the file's size plus 16 MiB; so does the coalesced form of the
+/// same timeline, whose series is the same.
 #[test]
 fn a_memory_timeline_export_is_read_as_a_stream() {
     let d = tempfile::tempdir().unwrap();
@@ -254,22 +257,55 @@ fn a_memory_timeline_export_is_read_as_a_stream() {
         "every row read:\n{}",
         r.stdout()
     );
-    let bound = size + 80 * samples + (16 << 20);
-    // Its series as JSON or CSV (several times the file's size) is written
-    // as it is encoded: within the same bound.
-    for args in [
-        &["stats"][..],
-        &["timeline", "--json"],
-        &["timeline", "--csv"],
-    ] {
-        let mut argv: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
-        argv.push(path.as_os_str());
-        let (code, rss) = peak_rss(argv);
-        assert_eq!(code, 0);
-        assert!(
-            rss <= bound,
-            "{args:?}: peak RSS {rss} bytes over {bound} (a {size}-byte memory timeline, {samples} samples)"
-        );
+    // The same series in the coalesced form (`[times, sizes]`), from the
+    // raw one's CSV: its samples after profiling started.
+    let csv = run(["timeline", "--csv", path.to_str().unwrap()]);
+    csv.expect_code(0);
+    let (mut times, mut sizes) = (Vec::new(), Vec::new());
+    let mut timed = String::from(
+        "time_us,total,parameter,optimizer_state,input,temporary,activation,gradient,autograd_detail,unknown\n",
+    );
+    for line in csv.stdout().lines().skip(1) {
+        let cols: Vec<&str> = line.split(',').collect();
+        if cols[0].is_empty() {
+            continue;
+        }
+        timed.push_str(line);
+        timed.push('\n');
+        times.push(cols[0].to_string());
+        sizes.push(format!("[0,{}]", cols[2..].join(",")));
+    }
+    let coalesced = d.path().join("timeline.json");
+    std::fs::write(
+        &coalesced,
+        format!("[[{}], [{}]]", times.join(","), sizes.join(",")),
+    )
+    .unwrap();
+    let back = run(["timeline", "--csv", coalesced.to_str().unwrap()]);
+    back.expect_code(0);
+    assert!(
+        back.stdout() == timed,
+        "the coalesced form gives another series"
+    );
+    for file in [&path, &coalesced] {
+        let size = std::fs::metadata(file).unwrap().len();
+        let bound = size + (16 << 20);
+        for args in [
+            &["stats"][..],
+            &["timeline", "--json"],
+            &["timeline", "--csv"],
+            &["timeline"],
+        ] {
+            let mut argv: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+            argv.push(file.as_os_str());
+            let (code, rss) = peak_rss(argv);
+            assert_eq!(code, 0);
+            assert!(
+                rss <= bound,
+                "{args:?} {}: peak RSS {rss} bytes over {bound} (a {size}-byte memory timeline, {samples} samples)",
+                file.display()
+            );
+        }
     }
 }
 

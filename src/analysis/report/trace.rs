@@ -227,8 +227,14 @@ pub fn build_categories(
     file: &str,
     format: &str,
 ) -> CategoryReport {
-    let mut small = tl.clone();
-    small.samples = downsample_categories(&tl.samples, REPORT_POINTS);
+    let small = MemoryTimeline {
+        form: tl.form,
+        rows: tl.rows,
+        samples: downsample_categories(&tl.samples, REPORT_POINTS).into(),
+        peak: tl.peak,
+        actions: tl.actions,
+        anomalies: tl.anomalies.clone(),
+    };
     let form = match tl.form {
         Some(crate::model::memtimeline::TimelineForm::Raw) => "raw rows",
         _ => "times and sizes",

@@ -93,18 +93,18 @@ fn sizes_row(s: &Value) -> Option<[i64; 9]> {
     Some(row)
 }
 
-fn peak(samples: &[CategorySample]) -> Option<CategoryPeak> {
-    let mut best: Option<usize> = None;
+fn peak(samples: &CategorySeries) -> Option<CategoryPeak> {
+    let mut best: Option<(usize, CategorySample)> = None;
     for (i, s) in samples.iter().enumerate() {
-        if best.is_none_or(|b| s.total() > samples[b].total()) {
-            best = Some(i);
+        if best.is_none_or(|(_, b)| s.total() > b.total()) {
+            best = Some((i, s));
         }
     }
-    best.map(|i| CategoryPeak {
+    best.map(|(i, s)| CategoryPeak {
         sample: i,
-        time_us: samples[i].time_us,
-        total: samples[i].total(),
-        bytes: samples[i].bytes,
+        time_us: s.time_us,
+        total: s.total(),
+        bytes: s.bytes,
     })
 }
 
@@ -164,7 +164,7 @@ impl RawRows {
         // among themselves does not matter.
         parsed.sort_unstable_by_key(|p| p.0 >> 3);
         let mut live = [0i128; 8];
-        let mut samples: Vec<CategorySample> = Vec::new();
+        let mut samples = CategorySeries::new();
         let mut i = 0;
         while i < parsed.len() {
             let key = parsed[i].0 >> 3;
@@ -189,7 +189,7 @@ impl RawRows {
 pub struct CoalescedSteps {
     an: Anomalies,
     steps: usize,
-    samples: Vec<CategorySample>,
+    samples: CategorySeries,
 }
 
 impl CoalescedSteps {
@@ -225,7 +225,7 @@ impl CoalescedSteps {
 fn timeline(
     form: TimelineForm,
     rows: usize,
-    samples: Vec<CategorySample>,
+    samples: CategorySeries,
     an: Anomalies,
 ) -> MemoryTimeline {
     MemoryTimeline {
@@ -282,13 +282,13 @@ mod tests {
         assert_eq!(t.samples.len(), 4);
         assert_eq!(t.preexisting().unwrap().total(), 100);
         // 5_000 ns and 5_400 ns are the same microsecond.
-        assert_eq!(t.samples[1].time_us, Some(5));
-        assert_eq!(t.samples[1].get(Category::Activation), 40);
-        assert_eq!(t.samples[1].get(Category::Temporary), 10);
+        assert_eq!(t.samples.at(1).time_us, Some(5));
+        assert_eq!(t.samples.at(1).get(Category::Activation), 40);
+        assert_eq!(t.samples.at(1).get(Category::Temporary), 10);
         let p = t.peak.unwrap();
         assert_eq!((p.total, p.sample), (150, 1));
-        assert_eq!(t.samples[2].get(Category::OptimizerState), 100);
-        assert_eq!(t.samples[2].get(Category::Parameter), 0);
+        assert_eq!(t.samples.at(2).get(Category::OptimizerState), 100);
+        assert_eq!(t.samples.at(2).get(Category::Parameter), 0);
         assert_eq!(t.end().unwrap().total(), 110);
         assert_eq!(t.actions.unwrap().increment_version, 2);
         assert!(t.anomalies.is_empty());
@@ -329,7 +329,7 @@ mod tests {
     fn negative_live_bytes_are_an_anomaly_not_an_abort() {
         let v = json!([[1000, 4, -8, 3]]);
         let t = timeline_from_json(&v, "x").unwrap();
-        assert_eq!(t.samples[0].total(), 0);
+        assert_eq!(t.samples.at(0).total(), 0);
         assert_eq!(t.anomalies.len(), 1);
     }
 
