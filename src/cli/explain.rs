@@ -14,18 +14,21 @@ pub struct Args {
     pub json: bool,
 }
 
+/// The bytes read as text: taken as they are when they are UTF-8 (a copy
+/// of a large paste would double it), with U+FFFD for what is not.
+fn text_of(b: Vec<u8>) -> String {
+    String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let (name, text) = match a.input.as_deref() {
         None | Some("-") => {
             let (b, _) = input::read_input("-", &g.load)?;
-            (
-                "stdin".to_string(),
-                String::from_utf8_lossy(&b).into_owned(),
-            )
+            ("stdin".to_string(), text_of(b))
         }
         Some(p) if std::path::Path::new(p).is_file() => {
             let (b, _) = input::read_input(p, &g.load)?;
-            (p.to_string(), String::from_utf8_lossy(&b).into_owned())
+            (p.to_string(), text_of(b))
         }
         Some(t) => ("the text given".to_string(), t.to_string()),
     };

@@ -118,10 +118,14 @@ pub(super) fn find_size(r: &Regex, text: &str) -> Option<u64> {
     None
 }
 
-/// Strips terminal colour codes and carriage returns (progress bars).
-pub(super) fn normalise(text: &str) -> String {
+/// Strips terminal colour codes and carriage returns (progress bars);
+/// text with neither is borrowed, not copied.
+pub(super) fn normalise(text: &str) -> std::borrow::Cow<'_, str> {
     let t = ANSI.replace_all(text, "");
-    t.replace("\r\n", "\n").replace('\r', "\n")
+    if !t.contains('\r') {
+        return t;
+    }
+    t.replace("\r\n", "\n").replace('\r', "\n").into()
 }
 
 pub fn parse(text: &str) -> Result<Parsed, ExplainError> {
@@ -135,7 +139,11 @@ pub fn parse(text: &str) -> Result<Parsed, ExplainError> {
     // Keys and dicts may be broken across lines anywhere (even inside a
     // quoted key); they are delimited by quotes and commas, so the lines are
     // simply glued together.
-    let flat: String = lines.concat();
+    let flat: std::borrow::Cow<str> = match lines.as_slice() {
+        [] => "".into(),
+        [one] => (*one).into(),
+        _ => lines.concat().into(),
+    };
     p.stats = parse_stats(&flat);
     p.segments = parse_segments(&flat);
     if p.messages.is_empty() && p.summary.is_none() && p.stats.is_none() && p.segments.is_none() {
