@@ -32,7 +32,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         }
         Some(t) => ("the text given".to_string(), t.to_string()),
     };
-    let e = crate::analysis::explain::explain(&g.style, &text)
+    let e = crate::analysis::explain::explain_owned(&g.style, text)
         .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     if a.json {
         print(&crate::render::explain::json(&e))?;

@@ -379,6 +379,37 @@ fn a_profiler_trace_is_read_as_a_stream() {
     );
 }
 
+/// `explain` of a long paste (a log of many lines with the OOM message at
+/// its end) reads it once: the text, rewritten in place, and its lines;
+/// gluing the lines for the dumps split across them was a second copy.
+#[test]
+fn a_long_paste_is_explained_without_a_second_copy() {
+    let d = tempfile::tempdir().unwrap();
+    let paste = d.path().join("log.txt");
+    let mut text = generated_trace(50_000);
+    text.push_str(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. \
+         GPU 0 has a total capacity of 79.15 GiB of which 1.50 GiB is free. \
+         Of the allocated memory 70.00 GiB is allocated by PyTorch, and 5.00 GiB is \
+         reserved by PyTorch but unallocated.\n",
+    );
+    std::fs::write(&paste, text).unwrap();
+    let size = std::fs::metadata(&paste).unwrap().len();
+    assert!(size > 20 << 20, "{size} bytes of paste");
+    let r = run(["explain", paste.to_str().unwrap()]);
+    r.expect_code(0);
+    assert!(r.stdout().contains("2.00 GiB"), "{}", r.stdout());
+    let (code, rss) = peak_rss(["explain".as_ref(), paste.as_os_str()]);
+    assert_eq!(code, 0);
+    // The text, 16 bytes a line for its lines, and the process.
+    let lines = 4 * 50_000 + 4;
+    let bound = size + 16 * lines + (16 << 20);
+    assert!(
+        rss <= bound,
+        "explain: peak RSS {rss} bytes over {bound} (a {size}-byte paste)"
+    );
+}
+
 /// `view -o` writes its page as the data is serialized and replays only to
 /// the key moments (no state checkpoints): its peak stays within the
 /// input's size plus 80 MiB (the process and the page's script, buffers,

@@ -338,7 +338,12 @@ impl Parsed {
 /// Parses the text and explains every message in it; table, dump and
 /// segments go with the last message.
 pub fn explain(st: &Style, text: &str) -> Result<Explanation, ExplainError> {
-    let parsed = parse(text)?;
+    explain_owned(st, text.to_owned())
+}
+
+/// [`explain`] of a text it may rewrite in place (a large paste).
+pub fn explain_owned(st: &Style, text: String) -> Result<Explanation, ExplainError> {
+    let parsed = reading::parse_owned(text)?;
     let attachments =
         parsed.summary.is_some() || parsed.stats.is_some() || parsed.segments.is_some();
     let n = parsed.messages.len();

@@ -129,23 +129,31 @@ pub(super) fn normalise(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 pub fn parse(text: &str) -> Result<Parsed, ExplainError> {
-    let text = normalise(text);
-    let lines: Vec<&str> = text.lines().collect();
-    let mut p = Parsed {
-        messages: parse_messages(&lines),
-        summary: parse_summary(&lines),
-        ..Default::default()
+    parse_owned(text.to_owned())
+}
+
+/// [`parse`] of a text it may rewrite in place: a large paste is read
+/// without a second copy beside it.
+pub fn parse_owned(text: String) -> Result<Parsed, ExplainError> {
+    let rewritten = match normalise(&text) {
+        std::borrow::Cow::Owned(t) => Some(t),
+        std::borrow::Cow::Borrowed(_) => None,
+    };
+    let mut text = rewritten.unwrap_or(text);
+    let mut p = {
+        let lines: Vec<&str> = text.lines().collect();
+        Parsed {
+            messages: parse_messages(&lines),
+            summary: parse_summary(&lines),
+            ..Default::default()
+        }
     };
     // Keys and dicts may be broken across lines anywhere (even inside a
     // quoted key); they are delimited by quotes and commas, so the lines are
-    // simply glued together.
-    let flat: std::borrow::Cow<str> = match lines.as_slice() {
-        [] => "".into(),
-        [one] => (*one).into(),
-        _ => lines.concat().into(),
-    };
-    p.stats = parse_stats(&flat);
-    p.segments = parse_segments(&flat);
+    // simply glued together (no carriage return is left to strip).
+    text.retain(|c| c != '\n');
+    p.stats = parse_stats(&text);
+    p.segments = parse_segments(&text);
     if p.messages.is_empty() && p.summary.is_none() && p.stats.is_none() && p.segments.is_none() {
         return Err(ExplainError::NothingRecognised);
     }
