@@ -330,11 +330,12 @@ fn finding(
             None
         }
     };
+    let device_free = snap.extras(e).device_free;
     let figs = OomFigures {
         requested: Some(rounded),
         alloc_size: None,
         capacity,
-        device_free: snap.extras(e).device_free,
+        device_free,
         reserved: Some(f.reserved),
         allocated: Some(f.active + f.pending),
         largest_free_gap: Some(largest_usable.as_ref().map_or(0, |g| g.gap_size)),
@@ -352,9 +353,9 @@ fn finding(
         pool: kind.as_str(),
         new_memory_needed,
         expandable_segments: exp,
-        device_free: snap.extras(e).device_free,
+        device_free,
         capacity,
-        capacity_at_least: snap.extras(e).device_free.map(|d| d + f.reserved),
+        capacity_at_least: device_free.map(|d| d + f.reserved),
         reserved: f.reserved,
         allocated: f.allocated,
         active: f.active,

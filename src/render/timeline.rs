@@ -584,17 +584,15 @@ pub fn write_timeline(
             w.write_all(out.as_bytes())
         }
         Timeline::Categories { timeline, points } => {
-            let samples = || -> Box<dyn ExactSizeIterator<Item = CategorySample>> {
-                match points {
-                    Some(p) => Box::new(p.iter().copied()),
-                    None => Box::new(timeline.samples.iter()),
-                }
+            let samples: Box<dyn ExactSizeIterator<Item = CategorySample>> = match points {
+                Some(p) => Box::new(p.iter().copied()),
+                None => Box::new(timeline.samples.iter()),
             };
             match form {
-                Form::Csv => write_categories_csv(w, samples()),
+                Form::Csv => write_categories_csv(w, samples),
                 Form::Json => {
-                    let down = samples().len() < timeline.samples.len();
-                    write_categories_json(w, file, timeline, samples(), down)
+                    let down = samples.len() < timeline.samples.len();
+                    write_categories_json(w, file, timeline, samples, down)
                 }
                 Form::Text => {
                     let out = categories_timeline_text(st, file, format, timeline);
