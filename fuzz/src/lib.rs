@@ -270,6 +270,7 @@ fn config_toml(r: &Rules) -> String {
 pub fn check_load_bytes(data: &[u8]) {
     let opts = LoadOptions {
         max_input_size: FUZZ_MAX_INPUT,
+        ..LoadOptions::default()
     };
     let bytes = match input::decompress(data.to_vec(), NAME, &opts) {
         Ok((b, _)) => b,
@@ -357,7 +358,8 @@ pub fn check_stats(snap: &Snapshot) {
     let map = fragscope::render::segmap::segment_map(&Style::default(), &snap.segments, 40);
     let text = fragscope::render::stats::render(&Style::default(), &fs, &map);
     assert!(text.starts_with(NAME));
-    fragscope::analysis::stats::device_stats(snap);
+    let tallies = fragscope::model::tally::TraceTally::of_snapshot(snap);
+    fragscope::analysis::stats::device_stats(snap, &tallies);
     assert_eq!(
         fs.devices.iter().map(|d| d.stats.segments).sum::<u64>(),
         fs.totals.segments,
@@ -479,6 +481,7 @@ const REPLAY_MOMENTS: usize = 4;
 pub fn check_replay(data: &[u8]) {
     let opts = LoadOptions {
         max_input_size: FUZZ_MAX_INPUT,
+        ..LoadOptions::default()
     };
     let Ok((bytes, _)) = input::decompress(data.to_vec(), NAME, &opts) else {
         return;

@@ -10,6 +10,7 @@
 //!
 //! Owns the arithmetic only: no I/O, no formatting.
 
+use crate::model::tally::TraceTally;
 use crate::model::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -124,8 +125,15 @@ pub struct DeviceStats {
     pub pools: Vec<PoolStats>,
 }
 
-pub fn device_stats(snap: &Snapshot) -> Vec<DeviceStats> {
-    snap.devices()
+/// Per device: every device with a segment or a trace entry, ascending.
+pub fn device_stats(snap: &Snapshot, tallies: &[TraceTally]) -> Vec<DeviceStats> {
+    let mut devices: Vec<i64> = snap.segments.iter().map(|s| s.device).collect();
+    devices.extend(
+        (tallies.iter().enumerate()).filter_map(|(d, t)| (t.events > 0).then_some(d as i64)),
+    );
+    devices.sort_unstable();
+    devices.dedup();
+    devices
         .into_iter()
         .map(|d| {
             let mut groups: BTreeMap<((i64, i64), i64, SegmentType), StateStats> = BTreeMap::new();
@@ -138,10 +146,11 @@ pub fn device_stats(snap: &Snapshot) -> Vec<DeviceStats> {
                     .add_segment(seg);
             }
             all.finish();
+            let events = usize::try_from(d).ok().and_then(|d| tallies.get(d));
             DeviceStats {
                 device: d,
                 stats: all,
-                trace_events: snap.trace_of(d).len() as u64,
+                trace_events: events.map_or(0, |t| t.events),
                 pools: groups
                     .into_iter()
                     .map(|((pool_id, stream, ty), stats)| PoolStats {
@@ -175,97 +184,29 @@ pub struct TraceCoverage {
     pub single_entry: bool,
 }
 
-/// The actions PyTorch names, each with its own counter in `trace_coverage`.
-const KNOWN: [Action; 10] = [
-    Action::Alloc,
-    Action::FreeRequested,
-    Action::FreeCompleted,
-    Action::SegmentAlloc,
-    Action::SegmentFree,
-    Action::SegmentMap,
-    Action::SegmentUnmap,
-    Action::Snapshot,
-    Action::Oom,
-    Action::Annotate,
-];
-
-fn known_slot(a: &Action) -> Option<usize> {
-    Some(match a {
-        Action::Alloc => 0,
-        Action::FreeRequested => 1,
-        Action::FreeCompleted => 2,
-        Action::SegmentAlloc => 3,
-        Action::SegmentFree => 4,
-        Action::SegmentMap => 5,
-        Action::SegmentUnmap => 6,
-        Action::Snapshot => 7,
-        Action::Oom => 8,
-        Action::Annotate => 9,
-        Action::Other(_) => return None,
-    })
-}
-
-pub fn trace_coverage(snap: &Snapshot) -> Vec<TraceCoverage> {
-    let mut out = Vec::new();
-    for (d, tr) in snap.traces().iter().enumerate() {
-        let mut c = TraceCoverage {
-            device: d as i64,
-            events: tr.len() as u64,
-            ..Default::default()
-        };
-        // Keyed by block address: foldhash, seeded per set. The pickle
-        // decoder's Fx hash leaves the low bits of a multiple of 512 at zero,
-        // and those pick the bucket: on a trace with tens of thousands of
-        // addresses every insert probed a long run of full buckets.
-        let mut seen: std::collections::HashSet<u64, foldhash::fast::RandomState> =
-            Default::default();
-        // Counted by action first: the known ones in an array, indexed by
-        // their place in `KNOWN`; the file's own ones in a short list.
-        let mut known = [0u64; KNOWN.len()];
-        let mut others: Vec<(&Action, u64)> = Vec::new();
-        let (mut first, mut last) = (i64::MAX, i64::MIN);
-        for e in tr {
-            match known_slot(&e.action) {
-                Some(i) => known[i] += 1,
-                None => match others.iter_mut().find(|(a, _)| **a == e.action) {
-                    Some((_, n)) => *n += 1,
-                    None => others.push((&e.action, 1)),
-                },
+/// What each trace covers, from its tally (`tallies[d]` counts
+/// `device_traces[d]`).
+pub fn trace_coverage(snap: &Snapshot, tallies: &[TraceTally]) -> Vec<TraceCoverage> {
+    tallies
+        .iter()
+        .enumerate()
+        .map(|(d, t)| {
+            let mut actions: BTreeMap<String, u64> = BTreeMap::new();
+            for (a, n) in &t.actions {
+                *actions.entry(a.name(snap).to_string()).or_default() += n;
             }
-            if let Some(t) = e.time_us() {
-                first = first.min(t);
-                last = last.max(t);
+            TraceCoverage {
+                device: d as i64,
+                events: t.events,
+                actions,
+                first_time_us: t.first_time_us,
+                last_time_us: t.last_time_us,
+                frees_without_alloc: t.frees_without_alloc,
+                starts_mid_run: t.frees_without_alloc > 0,
+                single_entry: t.events == 1,
             }
-            match e.action {
-                Action::Alloc => {
-                    seen.insert(e.addr);
-                }
-                Action::FreeRequested if seen.insert(e.addr) => {
-                    c.frees_without_alloc += 1;
-                }
-                Action::FreeCompleted if !seen.remove(&e.addr) => {
-                    c.frees_without_alloc += 1;
-                }
-                _ => {}
-            }
-        }
-        if first <= last {
-            c.first_time_us = Some(first);
-            c.last_time_us = Some(last);
-        }
-        let counts = KNOWN
-            .iter()
-            .zip(known)
-            .filter(|&(_, n)| n > 0)
-            .chain(others);
-        for (a, n) in counts {
-            *c.actions.entry(a.name(snap).to_string()).or_default() += n;
-        }
-        c.starts_mid_run = c.frees_without_alloc > 0;
-        c.single_entry = tr.len() == 1;
-        out.push(c);
-    }
-    out
+        })
+        .collect()
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -277,7 +218,9 @@ pub struct OomEvent {
     pub time_us: Option<i64>,
 }
 
-pub fn oom_events(snap: &Snapshot) -> Vec<OomEvent> {
+/// Every `oom` entry of a snapshot's traces, device by device (what
+/// [`oom_events`] gives of their tallies).
+pub fn snapshot_oom_events(snap: &Snapshot) -> Vec<OomEvent> {
     let mut out = Vec::new();
     for (d, tr) in snap.traces().iter().enumerate() {
         for (i, e) in tr.iter().enumerate() {
@@ -291,6 +234,21 @@ pub fn oom_events(snap: &Snapshot) -> Vec<OomEvent> {
                 });
             }
         }
+    }
+    out
+}
+
+/// Every `oom` entry, device by device, from the tallies.
+pub fn oom_events(tallies: &[TraceTally]) -> Vec<OomEvent> {
+    let mut out = Vec::new();
+    for (d, t) in tallies.iter().enumerate() {
+        out.extend(t.ooms.iter().map(|o| OomEvent {
+            device: d as i64,
+            index: o.index,
+            size: o.size,
+            device_free: o.device_free,
+            time_us: o.time_us,
+        }));
     }
     out
 }
@@ -360,7 +318,7 @@ mod tests {
             ]),
             ..Default::default()
         };
-        let c = trace_coverage(&snap);
+        let c = trace_coverage(&snap, &TraceTally::of_snapshot(&snap));
         assert_eq!(c.len(), 2);
         assert_eq!(c[0].events, 8);
         assert_eq!(c[0].frees_without_alloc, 2);
@@ -431,7 +389,20 @@ pub struct FileStats {
 
 pub const STATS_SCHEMA: &str = "fragscope.stats/1";
 
+/// The figures of `snap`, its traces counted.
 pub fn file_stats(snap: &Snapshot, file: &str, format: String) -> FileStats {
+    file_stats_with(snap, &TraceTally::of_snapshot(snap), file, format)
+}
+
+/// The figures of `snap`, whose traces `tallies` counts (one per entry of
+/// `device_traces`: the loader's, when it counted them instead of keeping
+/// them).
+pub fn file_stats_with(
+    snap: &Snapshot,
+    tallies: &[TraceTally],
+    file: &str,
+    format: String,
+) -> FileStats {
     FileStats {
         schema: STATS_SCHEMA,
         file: file.to_string(),
@@ -441,10 +412,10 @@ pub fn file_stats(snap: &Snapshot, file: &str, format: String) -> FileStats {
             Shape::Dict => "dict",
         },
         totals: StateStats::of(&snap.segments),
-        trace_events: snap.traces().iter().map(|t| t.len() as u64).collect(),
-        oom_events: oom_events(snap),
-        devices: device_stats(snap),
-        trace_coverage: trace_coverage(snap),
+        trace_events: tallies.iter().map(|t| t.events).collect(),
+        oom_events: oom_events(tallies),
+        devices: device_stats(snap, tallies),
+        trace_coverage: trace_coverage(snap, tallies),
         allocator_conf: snap
             .allocator_settings
             .as_ref()

@@ -32,6 +32,7 @@ impl Global {
             verbose: a.verbose,
             load: LoadOptions {
                 max_input_size: a.max_input_size,
+                ..LoadOptions::default()
             },
             progress: std::io::stderr().is_terminal(),
         }

@@ -21,7 +21,16 @@ pub struct Args {
 }
 
 fn one(path: &str, g: &Global, bars: &indicatif::MultiProgress) -> anyhow::Result<Stats> {
-    let l = super::common::load_input(path, g, bars)?;
+    // Its figures need only each trace's counts: a large pickle's entries
+    // are counted as they are decoded, never kept.
+    let g = Global {
+        load: crate::input::LoadOptions {
+            tally_traces: true,
+            ..g.load
+        },
+        ..g.clone()
+    };
+    let l = super::common::load_input(path, &g, bars)?;
     Ok(crate::pipeline::stats_of(&g.style, l))
 }
 

@@ -63,6 +63,12 @@ impl Mapped {
         unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
     }
 
+    /// Starts a new read from the first byte: [`Mapped::release`] then
+    /// hands back the pages that read brings in again.
+    pub fn restart(&self) {
+        self.released.set(0);
+    }
+
     /// Hands the pages wholly before `offset` (less 256 KiB) back to the
     /// system. They stay readable: a read after this finds the file's bytes
     /// again, from the page cache or the disk.

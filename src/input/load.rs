@@ -20,12 +20,17 @@ pub const DEFAULT_MAX_INPUT: u64 = 16 << 30;
 #[derive(Debug, Clone, Copy)]
 pub struct LoadOptions {
     pub max_input_size: u64,
+    /// Count each device's trace as it is decoded and keep none of it
+    /// ([`Loaded::tallies`]), where the input allows: an uncompressed
+    /// pickle file. What `stats` asks: the figures it prints need no more.
+    pub tally_traces: bool,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
             max_input_size: DEFAULT_MAX_INPUT,
+            tally_traces: false,
         }
     }
 }
@@ -228,7 +233,7 @@ pub fn load_observed(
             && let Some(map) = Mapped::of(std::os::fd::AsFd::as_fd(&f), m.len())
             && !map.bytes().starts_with(GZIP)
             && !map.bytes().starts_with(ZSTD)
-            && let Some(loaded) = decode_mapped(&map, path, progress)
+            && let Some(loaded) = decode_mapped(&map, path, progress, opts.tally_traces)
         {
             return loaded;
         }

@@ -120,6 +120,11 @@ pub struct Loaded {
     pub compression: Compression,
     pub bytes: u64,
     pub content: Content,
+    /// One tally per entry of the snapshot's `device_traces`, when the
+    /// loader was asked to count the traces rather than keep them
+    /// ([`LoadOptions::tally_traces`]) and did: the traces it counted are
+    /// then empty in the model.
+    pub tallies: Option<Vec<crate::model::tally::TraceTally>>,
 }
 
 /// Decodes an input from its (decompressed) stream `src`, named `path`,
@@ -189,6 +194,7 @@ fn decode_stream(
             compression,
             bytes: counted.n + rest,
             content,
+            tallies: None,
         });
     }
     if !head.starts_with(MSGPACK_PREFIX) && first_non_ws(head) == Some(b'<') {
@@ -212,13 +218,42 @@ fn starts_pickle(b: u8) -> bool {
 /// Decodes a mapped file in place when it holds a pickle (`None` when it
 /// holds anything else, for the stream readers), releasing its pages as the
 /// decoder is done with them and telling `progress` how far it is.
+///
+/// With `tally`, each trace is counted as it is decoded and not kept
+/// ([`LoadOptions::tally_traces`]); a file that names its trace entries one
+/// by one somewhere is decoded again keeping them.
 pub(crate) fn decode_mapped(
     map: &crate::core::mapped::Mapped,
     path: &str,
     progress: &dyn Fn(u64),
+    tally: bool,
 ) -> Option<Result<Loaded, LoadError>> {
     if !map.bytes().first().copied().is_some_and(starts_pickle) {
         return None;
+    }
+    if tally {
+        let mut sink = snapshot::TraceSink::tallying();
+        let d = pickle::decode_slice(map.bytes(), &mut sink, &mut |at| {
+            map.release(at);
+            progress(at);
+        });
+        let summary = d.map_err(|e| decode_error(e, path)).and_then(|d| {
+            let (protocol, read) = (d.protocol, d.read);
+            let s = snapshot::summary_from_arena(&d.arena, d.root, sink);
+            Ok(s.map_err(|e| schema_error(e, path))?
+                .map(|(snap, t)| Loaded {
+                    name: path.to_string(),
+                    format: Format::Pickle(protocol),
+                    compression: Compression::None,
+                    bytes: read,
+                    content: Content::Snapshot(snap),
+                    tallies: Some(t),
+                }))
+        });
+        match summary {
+            Ok(None) => map.restart(),
+            r => return Some(r.map(|l| l.expect("a summary"))),
+        }
     }
     let mut sink = snapshot::TraceSink::new();
     let d = pickle::decode_slice(map.bytes(), &mut sink, &mut |at| {
@@ -256,6 +291,7 @@ fn pickle_loaded(
         compression,
         bytes: read + rest,
         content: Content::Snapshot(snap),
+        tallies: None,
     })
 }
 
@@ -308,6 +344,7 @@ fn decode_page_stream(
         compression,
         bytes: src.n,
         content: Content::Snapshot(snapshot_of(d, sink, path)?),
+        tallies: None,
     })
 }
 
@@ -358,11 +395,15 @@ fn snapshot_of(
     sink: snapshot::TraceSink,
     name: &str,
 ) -> Result<Snapshot, LoadError> {
-    snapshot::from_arena_with(&d.arena, d.root, sink).map_err(|e| LoadError::Schema {
+    snapshot::from_arena_with(&d.arena, d.root, sink).map_err(|e| schema_error(e, name))
+}
+
+fn schema_error(e: snapshot::SchemaError, name: &str) -> LoadError {
+    LoadError::Schema {
         file: name.into(),
         path: e.path,
         msg: e.msg,
-    })
+    }
 }
 
 /// Why the first bytes of an input (a window of it, or all of a short one)
@@ -407,6 +448,7 @@ pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Loaded, LoadError> {
         compression: Compression::None,
         bytes: total,
         content,
+        tallies: None,
     };
     if bytes.is_empty() {
         return Err(LoadError::Format {
@@ -517,6 +559,7 @@ fn decode_msgpack_stream(
         compression,
         bytes: r.n,
         content: Content::Snapshot(snap),
+        tallies: None,
     })
 }
 

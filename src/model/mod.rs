@@ -13,6 +13,7 @@ pub mod memtimeline;
 pub mod moment;
 pub mod policy;
 pub mod profiler;
+pub mod tally;
 #[cfg(test)]
 pub(crate) mod test_support;
 

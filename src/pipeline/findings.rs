@@ -24,7 +24,10 @@ pub fn stats_of(st: &Style, l: Loaded) -> Stats {
     let file = l.name;
     match l.content {
         Content::Snapshot(s) => {
-            let fs = crate::analysis::stats::file_stats(&s, &file, format);
+            let fs = match &l.tallies {
+                Some(t) => crate::analysis::stats::file_stats_with(&s, t, &file, format),
+                None => crate::analysis::stats::file_stats(&s, &file, format),
+            };
             Stats::Snapshot(Box::new(fs), s.segments)
         }
         Content::Profiler(t) => Stats::Trace {

@@ -484,8 +484,8 @@ fn profiler_trace_events_carry_the_trace_totals() {
 }
 
 /// The listing is written as it goes: on 400 000 events, listing them (tens
-/// of MiB of text, CSV or JSON) costs no more peak memory than `stats` of
-/// the same file plus a quarter of what is written.
+/// of MiB of text, CSV or JSON) costs no more peak memory than `culprits`
+/// of the same file (the loaded model) plus a quarter of what is written.
 #[test]
 fn the_listing_is_written_as_it_goes() {
     let dir = tempfile::tempdir().unwrap();
@@ -497,7 +497,7 @@ fn the_listing_is_written_as_it_goes() {
     });
     std::fs::write(&p, bytes).unwrap();
     let ps = p.to_string_lossy().into_owned();
-    let (code, stats_rss) = peak_rss(["stats", &ps]);
+    let (code, model_rss) = peak_rss(["culprits", &ps]);
     assert_eq!(code, 0);
     let out = dir.path().join("listing");
     let outs = out.to_string_lossy().into_owned();
@@ -508,8 +508,8 @@ fn the_listing_is_written_as_it_goes() {
         // The listing is tens of MiB; held as text it would add as much.
         assert!(written > 32 << 20, "{format}: only {written} bytes");
         assert!(
-            rss < stats_rss + written / 4,
-            "{format}: peak RSS {rss} bytes against {stats_rss} for stats, for {written} bytes written"
+            rss < model_rss + written / 4,
+            "{format}: peak RSS {rss} bytes against {model_rss} for the model, for {written} bytes written"
         );
     }
 }

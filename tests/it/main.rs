@@ -47,6 +47,7 @@ mod sim_props;
 mod sim_stream;
 mod stats;
 mod synth;
+mod tally;
 mod trace_commands;
 mod view;
 mod view_api;

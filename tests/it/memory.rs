@@ -1,15 +1,15 @@
 //! Peak memory of the commands that replay a whole trace, measured per
-//! child by GNU time ([`peak_rss`]): bounds, never timings. `stats` holds
-//! the decoded model and nothing of its size beside it, so it is the
-//! yardstick; a command that kept a figure per event in its expanded form
+//! child by GNU time ([`peak_rss`]): bounds, never timings. `culprits` (at
+//! the end, its default) holds the decoded model and nothing of its size
+//! beside it, so it is the yardstick; a command that kept a figure per event in its expanded form
 //! (a `Sample` is 112 bytes, the replay's compact series about 10) would
 //! pass it by most of the file's size.
 
 use crate::util::*;
 
 /// `check` reads its figures off the compact series: it stays within a
-/// quarter of the file's size above `stats` (it used to expand the series
-/// of every event, 0.8 times the file above `stats`). `diff` loads its two
+/// quarter of the file's size above the model (it used to expand the series
+/// of every event, 0.8 times the file above it). `diff` loads its two
 /// inputs at once, one on each core, and drops each run's trace once its
 /// call sites are read: it stays within the sum of the two inputs' sizes
 /// (it used to hold both traces and both expanded series).
@@ -19,13 +19,13 @@ fn check_and_diff_keep_no_expanded_series() {
     // 150 000 events: about 21 MB.
     let (input, size) = generated_snapshot(d.path(), 150_000);
     let f = input.as_os_str();
-    let (code, stats) = peak_rss(["stats".as_ref(), f]);
+    let (code, model) = peak_rss(["culprits".as_ref(), f]);
     assert_eq!(code, 0);
     for (name, args, bound) in [
         (
             "check",
             vec!["check".as_ref(), f, "--no-config".as_ref()],
-            stats + size / 4,
+            model + size / 4,
         ),
         ("diff", vec!["diff".as_ref(), f, f], size + size),
     ] {
@@ -33,28 +33,33 @@ fn check_and_diff_keep_no_expanded_series() {
         assert!(code == 0 || code == 1, "{name} exited with {code}");
         assert!(
             rss <= bound,
-            "{name}: peak RSS {rss} bytes over {bound} (stats {stats}, a {size}-byte input)"
+            "{name}: peak RSS {rss} bytes over {bound} (the model {model}, a {size}-byte input)"
         );
     }
 }
 
 /// An uncompressed pickle is mapped and read in place; the pages behind
-/// the reader are handed back as it goes. `stats` on one of about 56 MB
-/// stays within 0.6 times its size plus 16 MiB: the model (a 64-byte event
+/// the reader are handed back as it goes. `culprits` on one of about 56 MB
+/// stays within 0.6 times its size plus 16 MiB: the model (a 48-byte event
 /// for about 140 bytes of pickle) and the process, with about a mebibyte
 /// of the mapping. Were the pages kept, the whole file would count on top.
+///
+/// `stats` keeps no trace entry at all, only each trace's counts: the whole
+/// process stays within what its entries alone would take in the model.
 #[test]
 fn a_mapped_pickle_is_released_as_it_is_read() {
     let d = tempfile::tempdir().unwrap();
     let (input, size) = generated_snapshot(d.path(), 400_000);
     assert!(size > 48 << 20, "{size} bytes");
-    let (code, rss) = peak_rss(["stats".as_ref(), input.as_os_str()]);
-    assert_eq!(code, 0);
-    let bound = size * 6 / 10 + (16 << 20);
-    assert!(
-        rss <= bound,
-        "stats: peak RSS {rss} bytes over {bound} (a {size}-byte pickle)"
-    );
+    let entries = 400_000 * std::mem::size_of::<fragscope::model::TraceEvent>() as u64;
+    for (cmd, bound) in [("culprits", size * 6 / 10 + (16 << 20)), ("stats", entries)] {
+        let (code, rss) = peak_rss([cmd.as_ref(), input.as_os_str()]);
+        assert_eq!(code, 0);
+        assert!(
+            rss <= bound,
+            "{cmd}: peak RSS {rss} bytes over {bound} (a {size}-byte pickle)"
+        );
+    }
 }
 
 /// A JSON snapshot (what `convert --to json` writes) is parsed as it is
@@ -125,11 +130,11 @@ fn gzipped(path: &std::path::Path) -> std::path::PathBuf {
     out
 }
 
-/// fragscope's MessagePack form is decoded as it is read, so `stats` on one
-/// holds the model and nothing of the file beside it. The model is larger
-/// than its MessagePack form (up to 64 bytes a trace entry, against about
-/// 50), so the file's size cannot bound the peak: the yardstick is `stats`
-/// on the pickle it was converted from, which holds the same model and a
+/// fragscope's MessagePack form is decoded as it is read, so `culprits` on
+/// one holds the model and nothing of the file beside it. The model is
+/// larger than its MessagePack form (48 bytes a trace entry, against about
+/// 39), so the file's size cannot bound the peak: the yardstick is
+/// `culprits` on the pickle it was converted from, which holds the same model and a
 /// read window (a few MiB more than the MessagePack needs); the MessagePack
 /// stays within it plus 8 MiB of slack. Read whole first, it took the
 /// file's size (30 MB here) above the pickle's.
@@ -151,14 +156,14 @@ fn a_msgpack_snapshot_is_read_as_a_stream() {
     let from_pickle = stats_figures(&pickle);
     assert_eq!(from_pickle, stats_figures(&mp));
     assert_eq!(from_pickle, stats_figures(&gzipped(&mp)));
-    let (code, pickle_rss) = peak_rss(["stats".as_ref(), pickle.as_os_str()]);
+    let (code, pickle_rss) = peak_rss(["culprits".as_ref(), pickle.as_os_str()]);
     assert_eq!(code, 0);
-    let (code, rss) = peak_rss(["stats".as_ref(), mp.as_os_str()]);
+    let (code, rss) = peak_rss(["culprits".as_ref(), mp.as_os_str()]);
     assert_eq!(code, 0);
     let bound = pickle_rss + (8 << 20);
     assert!(
         rss <= bound,
-        "stats: peak RSS {rss} bytes over {bound} (a {size}-byte MessagePack snapshot; \
+        "culprits: peak RSS {rss} bytes over {bound} (a {size}-byte MessagePack snapshot; \
          {pickle_rss} bytes for its pickle)"
     );
 }

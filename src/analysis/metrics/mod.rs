@@ -398,7 +398,7 @@ impl Metrics {
     /// has events (`device` limits it to one).
     pub fn of_snapshot(snap: &Snapshot, device: Option<i64>) -> Result<Metrics, MetricsError> {
         let devices = select_devices(snap, device)?;
-        let ooms = crate::analysis::stats::oom_events(snap);
+        let ooms = crate::analysis::stats::snapshot_oom_events(snap);
         let mut out = Metrics {
             source: Source::Snapshot,
             devices: Vec::new(),

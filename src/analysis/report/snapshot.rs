@@ -343,7 +343,7 @@ pub fn build(
         detail: ReportDetail::Snapshot {
             settings,
             settings_recorded,
-            coverage: trace_coverage(snap),
+            coverage: trace_coverage(snap, &crate::model::tally::TraceTally::of_snapshot(snap)),
         },
     };
     report.verdict = crate::analysis::verdict::verdict(st, &report);

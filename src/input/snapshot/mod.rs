@@ -28,10 +28,12 @@ mod records;
 mod sink;
 mod values;
 
+use sink::SinkList;
 pub use sink::TraceSink;
 
 use super::value::{Arena, Node, Vid};
 use crate::core::hash::FxBuild;
+use crate::model::tally::TraceTally;
 use crate::model::*;
 use std::collections::HashMap;
 
@@ -128,8 +130,14 @@ struct Cx<'a> {
     pstack_ids: Vec<Option<StackId>>,
     /// The sink's trace entries, per trace list; `mapped` once their ids
     /// are final.
-    lists: Vec<Vec<TraceEvent>>,
+    lists: Vec<SinkList>,
     mapped: Vec<bool>,
+    /// For each entry of `device_traces` read, the sink list it is (when
+    /// it is one whole).
+    trace_sinks: Vec<Option<u32>>,
+    /// Set when a tallied list's entries were asked for one by one: only a
+    /// sink that keeps them can give this file's model.
+    needs_entries: bool,
     /// Python frames + C++ frames of 2.0 files, by the pair of lists.
     stack2_cache: HashMap<(Option<Vid>, Vid), StackId>,
     /// Records, frames and settings values built so far, against
@@ -219,6 +227,61 @@ pub fn from_arena(a: &Arena, root: Vid) -> Result<Snapshot, SchemaError> {
 
 /// Converts a value decoded with `sink` taking trace entries.
 pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot, SchemaError> {
+    walk(a, root, sink).map(|w| w.snap).map_err(|(e, _)| e)
+}
+
+/// [`from_arena_with`] for a sink that tallies ([`TraceSink::tallying`]):
+/// the snapshot, whose traces that were sink lists are empty, and one tally
+/// per entry of `device_traces`. `None` when the file names its trace
+/// entries one by one somewhere (a rare layout): only a sink that keeps
+/// them gives its model, so decode it again with one.
+pub fn summary_from_arena(
+    a: &Arena,
+    root: Vid,
+    sink: TraceSink,
+) -> Result<Option<(Snapshot, Vec<TraceTally>)>, SchemaError> {
+    let w = match walk(a, root, sink) {
+        Ok(w) => w,
+        Err((_, true)) => return Ok(None),
+        Err((e, false)) => return Err(e),
+    };
+    let Walked {
+        snap,
+        mut lists,
+        trace_sinks,
+    } = w;
+    let mut done: Vec<Option<TraceTally>> = vec![None; lists.len()];
+    let tallies = (snap.traces().iter().enumerate())
+        .map(|(i, t)| match trace_sinks.get(i).copied().flatten() {
+            Some(s) => {
+                let s = s as usize;
+                if done[s].is_none() {
+                    done[s] = Some(
+                        match std::mem::replace(&mut lists[s], SinkList::Kept(Vec::new())) {
+                            SinkList::Tallied(t) => t.tally.finish(),
+                            SinkList::Kept(_) => TraceTally::of(&snap, t),
+                        },
+                    );
+                }
+                done[s].clone().unwrap_or_default()
+            }
+            None => TraceTally::of(&snap, t),
+        })
+        .collect();
+    Ok(Some((snap, tallies)))
+}
+
+/// What the schema walk gives: the snapshot, and the sink's lists with the
+/// entry of `device_traces` each one is.
+struct Walked {
+    snap: Snapshot,
+    lists: Vec<SinkList>,
+    trace_sinks: Vec<Option<u32>>,
+}
+
+/// The schema walk; when it fails, its error and whether it asked a
+/// tallied list for its entries one by one.
+fn walk(a: &Arena, root: Vid, sink: TraceSink) -> Result<Walked, (SchemaError, bool)> {
     let (pstacks, lists, ppools, pextras) = sink.into_parts();
     let mut cx = Cx {
         a,
@@ -234,40 +297,53 @@ pub fn from_arena_with(a: &Arena, root: Vid, sink: TraceSink) -> Result<Snapshot
         pstack_ids: vec![None; pstacks.len()],
         mapped: vec![false; lists.len()],
         lists,
+        trace_sinks: Vec::new(),
+        needs_entries: false,
         stack2_cache: HashMap::default(),
         work: 0,
         budget: expansion_budget(a),
     };
     let mut snap = Snapshot::default();
-    match a.get(root) {
-        Node::List(segs) => {
-            snap.shape = Shape::SegmentList;
-            snap.segments.reserve(segs.len());
-            for (i, &s) in segs.iter().enumerate() {
-                let p = P {
-                    parent: None,
-                    seg: Seg::Index(i),
-                };
-                snap.segments.push(cx.segment(s, &p)?);
+    let r = cx.root(root, &mut snap);
+    if let Err(e) = r {
+        return Err((e, cx.needs_entries));
+    }
+    dedup_keys(&mut snap.unknown_keys);
+    cx.intern.finish(&mut snap);
+    Ok(Walked {
+        snap,
+        lists: cx.lists,
+        trace_sinks: cx.trace_sinks,
+    })
+}
+
+impl<'a> Cx<'a> {
+    /// The file's top-level value: a bare list of segments or a dict.
+    fn root(&mut self, root: Vid, snap: &mut Snapshot) -> R<()> {
+        match self.a.get(root) {
+            Node::List(segs) => {
+                snap.shape = Shape::SegmentList;
+                snap.segments.reserve(segs.len());
+                for (i, &s) in segs.iter().enumerate() {
+                    let p = P {
+                        parent: None,
+                        seg: Seg::Index(i),
+                    };
+                    snap.segments.push(self.segment(s, &p)?);
+                }
+                Ok(())
             }
-        }
-        Node::Dict(d) => cx.top_dict(d, &mut snap)?,
-        n => {
-            return err(
+            Node::Dict(d) => self.top_dict(d, snap),
+            n => err(
                 &P::root(""),
                 format!(
                     "not a memory snapshot: the top-level value is a {}",
                     n.kind()
                 ),
-            );
+            ),
         }
     }
-    dedup_keys(&mut snap.unknown_keys);
-    cx.intern.finish(&mut snap);
-    Ok(snap)
-}
 
-impl<'a> Cx<'a> {
     /// The top-level dict of a 2.x file (or `_memory_viz.py`'s wrapper):
     /// its known keys in the order the model wants them, the others kept as
     /// settings values.
@@ -355,16 +431,28 @@ impl<'a> Cx<'a> {
                 None => self.list(t, &pt)?,
             };
             // The common case: the list is exactly one sink list,
-            // whose entries get their final ids in place.
+            // whose entries get their final ids in place (a tallied
+            // list: the entries that name a stack or extras first).
             if let Some(s) = whole.or_else(|| self.whole_list(el)) {
-                self.spend(self.lists[s as usize].len() as u64, &pt)?;
-                if !self.mapped[s as usize] {
-                    let mut evs = std::mem::take(&mut self.lists[s as usize]);
-                    for (j, e) in evs.iter_mut().enumerate() {
-                        self.map_event(e, &pt.idx(j))?;
+                let si = s as usize;
+                self.spend(self.lists[si].len() as u64, &pt)?;
+                if !self.mapped[si] {
+                    match std::mem::replace(&mut self.lists[si], SinkList::Kept(Vec::new())) {
+                        SinkList::Kept(mut evs) => {
+                            for (j, e) in evs.iter_mut().enumerate() {
+                                self.map_event(e, &pt.idx(j))?;
+                            }
+                            self.lists[si] = SinkList::Kept(evs);
+                        }
+                        SinkList::Tallied(mut t) => {
+                            let firsts = std::mem::take(&mut t.firsts);
+                            self.lists[si] = SinkList::Tallied(t);
+                            for (j, mut e) in firsts {
+                                self.map_event(&mut e, &pt.idx(j as usize))?;
+                            }
+                        }
                     }
-                    self.lists[s as usize] = evs;
-                    self.mapped[s as usize] = true;
+                    self.mapped[si] = true;
                 }
                 traces.push(Trace::Sink(s));
                 continue;
@@ -376,21 +464,32 @@ impl<'a> Cx<'a> {
             traces.push(Trace::Built(evs));
         }
         // Sink lists move into the model; one named twice is copied.
+        // A tallied list leaves an empty trace behind.
         let mut out: Vec<Vec<TraceEvent>> = Vec::with_capacity(traces.len());
         let mut first: HashMap<u32, usize> = HashMap::new();
+        self.trace_sinks.clear();
         for t in traces {
             match t {
-                Trace::Built(v) => out.push(v),
-                Trace::Sink(s) => match first.get(&s) {
-                    Some(&k) => {
-                        let copy = out[k].clone();
-                        out.push(copy);
+                Trace::Built(v) => {
+                    out.push(v);
+                    self.trace_sinks.push(None);
+                }
+                Trace::Sink(s) => {
+                    self.trace_sinks.push(Some(s));
+                    match first.get(&s) {
+                        Some(&k) => {
+                            let copy = out[k].clone();
+                            out.push(copy);
+                        }
+                        None => {
+                            first.insert(s, out.len());
+                            out.push(match &mut self.lists[s as usize] {
+                                SinkList::Kept(v) => std::mem::take(v),
+                                SinkList::Tallied(_) => Vec::new(),
+                            });
+                        }
                     }
-                    None => {
-                        first.insert(s, out.len());
-                        out.push(std::mem::take(&mut self.lists[s as usize]));
-                    }
-                },
+                }
             }
         }
         Ok(out)

@@ -2,7 +2,7 @@
 //! segments, trace entries (read from the arena, or taken by the sink and
 //! given their final ids here) and annotations.
 
-use super::{Cx, P, R, dedup_keys, err, full};
+use super::{Cx, P, R, SinkList, dedup_keys, err, full};
 use crate::input::value::{Node, Vid};
 use crate::model::*;
 
@@ -306,7 +306,11 @@ impl<'a> Cx<'a> {
     /// The sink's entry `i` of list `l`, with final ids.
     pub(super) fn record(&mut self, l: u32, i: u32, p: &P) -> R<TraceEvent> {
         self.spend(1, p)?;
-        let mut e = self.lists[l as usize][i as usize].clone();
+        let SinkList::Kept(evs) = &self.lists[l as usize] else {
+            self.needs_entries = true;
+            return err(p, "a trace entry read by itself, from a trace only counted");
+        };
+        let mut e = evs[i as usize].clone();
         if !self.mapped[l as usize] {
             self.map_event(&mut e, p)?;
         }

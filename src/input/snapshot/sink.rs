@@ -6,6 +6,7 @@
 use crate::core::hash::FxBuild;
 use crate::input::pickle::{Sink, Val};
 use crate::input::value::{Arena, Node, Vid};
+use crate::model::tally::Tallier;
 use crate::model::*;
 use std::collections::HashMap;
 
@@ -63,7 +64,7 @@ const ACTION_CACHE: usize = 16;
 /// combinations of extras.
 pub(super) type Parts = (
     Vec<Box<[Vid]>>,
-    Vec<Vec<TraceEvent>>,
+    Vec<SinkList>,
     Vec<(i64, i64)>,
     Vec<EventExtras>,
 );
@@ -77,7 +78,9 @@ pub struct TraceSink {
     dt: Vec<Vid>,
     /// Per-device trace lists and their number in `lists`.
     trace_lists: Vec<(Vid, u32)>,
-    lists: Vec<Events>,
+    lists: Vec<SinkList>,
+    /// Whether new trace lists are tallied rather than kept.
+    tally: bool,
     pstacks: Vec<Box<[Vid]>>,
     pstack_ix: HashMap<Box<[Vid]>, u32, FxBuild>,
     /// Pool ids by provisional number.
@@ -112,25 +115,79 @@ pub struct TraceSink {
 /// address space it never touches, not resident memory.
 const FIRST: usize = 1 << 16;
 
-#[derive(Default)]
-struct Events {
-    events: Vec<TraceEvent>,
+/// The entries of one trace list, as a sink keeps them: all of them, or
+/// (a sink that tallies) only their count and what the schema walk needs.
+pub(super) enum SinkList {
+    Kept(Vec<TraceEvent>),
+    Tallied(Box<ListTally>),
 }
 
-impl Events {
+/// A trace list counted instead of kept ([`TraceSink::tallying`]): its
+/// tally, and the first entry that names each provisional stack and each
+/// combination of extras, which the schema walk numbers in the order (and
+/// with the errors) it would number them meeting every entry.
+#[derive(Default)]
+pub(super) struct ListTally {
+    pub tally: Tallier,
+    /// Entries that name a stack or extras no earlier entry of the list
+    /// names, with their index; their `frames` and extras are provisional.
+    pub firsts: Vec<(u32, TraceEvent)>,
+    stacks: Bits,
+    extras: Bits,
+}
+
+/// A growable set of small numbers.
+#[derive(Default)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    /// Adds `i`; whether it was new.
     #[inline]
-    fn push(&mut self, e: TraceEvent) {
-        if self.events.capacity() == 0 {
-            // Large enough that the allocator maps it apart from its heap
-            // (grown by remapping, returned whole), as a chunk of 64 Ki
-            // events was before; a short trace touches only what it uses.
-            self.events.reserve_exact(FIRST);
+    fn insert(&mut self, i: u32) -> bool {
+        let (w, b) = ((i / 64) as usize, 1u64 << (i % 64));
+        if w >= self.0.len() {
+            self.0.resize(w + 1, 0);
         }
-        self.events.push(e);
+        let new = self.0[w] & b == 0;
+        self.0[w] |= b;
+        new
+    }
+}
+
+impl SinkList {
+    pub(super) fn len(&self) -> usize {
+        match self {
+            SinkList::Kept(v) => v.len(),
+            SinkList::Tallied(t) => t.tally.events() as usize,
+        }
     }
 
-    fn into_vec(self) -> Vec<TraceEvent> {
-        self.events
+    /// Takes `e`: its index in the list. `device_free` reads its extras.
+    #[inline]
+    fn push(&mut self, e: TraceEvent, device_free: impl FnOnce(ExtrasIdx) -> Option<u64>) -> u32 {
+        match self {
+            SinkList::Kept(v) => {
+                if v.capacity() == 0 {
+                    // Large enough that the allocator maps it apart from
+                    // its heap (grown by remapping, returned whole), as a
+                    // chunk of 64 Ki events was before; a short trace
+                    // touches only what it uses.
+                    v.reserve_exact(FIRST);
+                }
+                v.push(e);
+                (v.len() - 1) as u32
+            }
+            SinkList::Tallied(t) => {
+                let j = t.tally.events() as u32;
+                let new_stack = t.stacks.insert(e.frames.0);
+                let new_extras = e.extras().is_some_and(|x| t.extras.insert(x.0));
+                if new_stack || new_extras {
+                    t.firsts.push((j, e.clone()));
+                }
+                t.tally.add(&e, || e.extras().and_then(device_free));
+                j
+            }
+        }
     }
 }
 
@@ -140,6 +197,7 @@ impl Default for TraceSink {
             dt: Vec::new(),
             trace_lists: Vec::new(),
             lists: Vec::new(),
+            tally: false,
             pstacks: Vec::new(),
             pstack_ix: HashMap::default(),
             ppools: Vec::new(),
@@ -168,11 +226,28 @@ impl TraceSink {
         self
     }
 
+    /// A sink that counts each trace list's entries into a
+    /// [`Tallier`] and keeps none of them: the schema walk gives empty
+    /// traces and their tallies ([`super::summary_from_arena`]).
+    pub fn tallying() -> TraceSink {
+        TraceSink {
+            tally: true,
+            ..TraceSink::default()
+        }
+    }
+
+    fn new_sink_list(&mut self) -> u32 {
+        self.lists.push(match self.tally {
+            false => SinkList::Kept(Vec::new()),
+            true => SinkList::Tallied(Box::default()),
+        });
+        self.lists.len() as u32 - 1
+    }
+
     /// A new trace list for a reader that finds device traces itself (the
     /// JSON reader): its number, for [`Sink::take_entry`].
     pub(crate) fn new_list(&mut self) -> u32 {
-        self.lists.push(Events::default());
-        self.lists.len() as u32 - 1
+        self.new_sink_list()
     }
 
     /// The frames of stack `s`, as [`Sink::take_stack`] took them.
@@ -182,7 +257,7 @@ impl TraceSink {
 
     /// Trace entries taken so far.
     pub fn entries(&self) -> usize {
-        self.lists.iter().map(|l| l.events.len()).sum()
+        self.lists.iter().map(SinkList::len).sum()
     }
 
     /// What the schema walk takes over once the pickle is read: the frames
@@ -195,12 +270,7 @@ impl TraceSink {
             pextras,
             ..
         } = self;
-        (
-            pstacks,
-            lists.into_iter().map(Events::into_vec).collect(),
-            ppools,
-            pextras,
-        )
+        (pstacks, lists, ppools, pextras)
     }
 
     fn trace_list(&self, v: Val) -> Option<u32> {
@@ -511,8 +581,8 @@ impl Sink for TraceSink {
                     && stack[m..p].iter().all(|v| self.trace_list(*v).is_some())
             });
         if in_dt {
-            self.trace_lists.push((list, self.lists.len() as u32));
-            self.lists.push(Events::default());
+            let n = self.new_sink_list();
+            self.trace_lists.push((list, n));
         }
     }
 
@@ -582,9 +652,9 @@ impl Sink for TraceSink {
         shape: Option<u32>,
     ) -> Option<u32> {
         let e = self.event(a, items, shape)?;
+        let pextras = &self.pextras;
         let list = &mut self.lists[l as usize];
-        list.push(e);
-        Some((list.events.len() - 1) as u32)
+        Some(list.push(e, |x| pextras[x.0 as usize].device_free))
     }
 
     fn entry_shape(&mut self, a: &Arena, items: &[Val]) -> Option<u32> {
