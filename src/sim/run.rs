@@ -8,10 +8,12 @@
 
 use super::allocator::{AddressOrder, Counters, SimError, SimEvent, Simulator};
 use super::config::SimConfig;
+use super::keys::{Held, Keys};
+use super::nearpeak::NearPeak;
 use super::trace::{self, Request, StartState, TracedRequest};
 use crate::model::{Action, BlockState, Snapshot};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Where the device capacity came from.
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +139,12 @@ impl Requests {
 
     /// The requests in order, as [`trace::requests`] gives them.
     pub fn iter(&self) -> impl Iterator<Item = TracedRequest> + '_ {
-        self.packed.iter().map(|p| TracedRequest {
+        self.packed.iter().map(|p| self.unpack(p))
+    }
+
+    #[inline]
+    fn unpack(&self, p: &Packed) -> TracedRequest {
+        TracedRequest {
             event: p.event as usize,
             request: match p.what {
                 FREE_REQUESTED => Request::FreeRequested { key: p.key },
@@ -153,7 +160,7 @@ impl Requests {
                     }
                 }
             },
-        })
+        }
     }
 
     /// Allocations with a recorded address (recorded OOMs left out).
@@ -171,7 +178,6 @@ impl Requests {
 type AddrHashing = foldhash::fast::RandomState;
 
 type AddrMap<V> = HashMap<u64, V, AddrHashing>;
-type AddrSet = HashSet<u64, AddrHashing>;
 
 /// The settings the file recorded as a configuration (PyTorch's defaults
 /// when it has none), whether it recorded any, and notes on reading them.
@@ -398,77 +404,6 @@ fn step(s: &Simulator) -> Step {
     }
 }
 
-/// The worst fragmentation near the peak, found without keeping every
-/// step: which moments count (reserved at least half the final peak) is
-/// only known at the end, so the steps are folded per reserved level, and
-/// levels below half the running peak, which can never count, are dropped.
-#[derive(Debug, Default)]
-struct NearPeak {
-    peak: u64,
-    /// Reserved level → (worst fragmentation, smallest largest gap).
-    levels: BTreeMap<u64, (f64, u64)>,
-    /// The level of the latest steps, not yet in `levels` (reserved changes
-    /// only at segment events, so most steps land here).
-    cur: Option<(u64, f64, u64)>,
-}
-
-impl NearPeak {
-    fn add(&mut self, s: &Step) {
-        if s.reserved > self.peak {
-            self.peak = s.reserved;
-            self.store();
-            // Reserved climbs in many small steps (a page mapped at a
-            // time): drop levels only when some lie below the new half.
-            let half = self.peak.div_ceil(2);
-            if self
-                .levels
-                .first_key_value()
-                .is_some_and(|(&r, _)| r < half)
-            {
-                let keep = self.levels.split_off(&half);
-                self.levels = keep;
-            }
-        }
-        if s.reserved == 0 {
-            return;
-        }
-        let f = crate::model::fragmentation(s.largest_free, s.inactive);
-        match &mut self.cur {
-            Some((r, w, g)) if *r == s.reserved => {
-                *w = w.max(f);
-                *g = (*g).min(s.largest_free);
-            }
-            _ => {
-                self.store();
-                self.cur = Some((s.reserved, f, s.largest_free));
-            }
-        }
-    }
-
-    fn store(&mut self) {
-        if let Some((r, w, g)) = self.cur.take() {
-            let e = self.levels.entry(r).or_insert((0.0, u64::MAX));
-            e.0 = e.0.max(w);
-            e.1 = e.1.min(g);
-        }
-    }
-
-    /// (worst fragmentation, smallest largest gap) over the steps with
-    /// reserved at least half the peak.
-    fn finish(mut self) -> (f64, u64) {
-        self.store();
-        let mut worst = 0.0f64;
-        let mut gap = u64::MAX;
-        for (&r, &(w, g)) in &self.levels {
-            if r.saturating_mul(2) >= self.peak {
-                worst = worst.max(w);
-                gap = gap.min(g);
-            }
-        }
-        (worst, if gap == u64::MAX { 0 } else { gap })
-    }
-}
-
 /// Replays a device's requests under one configuration.
 ///
 /// An allocation the model refuses is skipped and the run goes on (the
@@ -479,7 +414,13 @@ impl NearPeak {
 /// A run keeps no per-event memory: its figures are summed up as the steps
 /// are produced (see [`run_observed`] for every step).
 pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
-    run_observed(input, cfg, |_, _| {})
+    run_keyed(input, &Keys::of(input), cfg)
+}
+
+/// [`run`] with the input's keys numbered already ([`Keys::of`]), which
+/// every configuration of one input shares.
+pub fn run_keyed(input: &DeviceInput, keys: &Keys, cfg: &SimConfig) -> Result<SimRun, SimError> {
+    run_with(input, keys, cfg, |_, _| {})
 }
 
 /// [`run`], also handing `observe` the model's state after each trace
@@ -487,20 +428,25 @@ pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
 pub fn run_observed(
     input: &DeviceInput,
     cfg: &SimConfig,
+    observe: impl FnMut(usize, &Step),
+) -> Result<SimRun, SimError> {
+    run_with(input, &Keys::of(input), cfg, observe)
+}
+
+fn run_with(
+    input: &DeviceInput,
+    keys: &Keys,
+    cfg: &SimConfig,
     mut observe: impl FnMut(usize, &Step),
 ) -> Result<SimRun, SimError> {
     let mut sim = Simulator::with_initial(cfg.clone(), input.capacity, &input.start.segments)?;
     sim.set_record_block_events(false);
     sim.set_address_order(input.address_order);
-    let mut map: AddrMap<u64> = AddrMap::default();
-    for s in &input.start.segments {
-        for b in &s.blocks {
-            if b.state != BlockState::Inactive {
-                map.insert(b.address, b.address);
-            }
-        }
+    // What the run knows of each bound key, by its number.
+    let mut held = vec![Held::None; keys.count as usize];
+    for &(n, addr) in &keys.start {
+        held[n as usize] = Held::At(addr);
     }
-    let mut refused: AddrSet = AddrSet::default();
     let start = step(&sim);
     let start_err = start.reserved.abs_diff(input.recorded_start_reserved);
     let mut err = ReservedError {
@@ -535,14 +481,22 @@ pub fn run_observed(
         final_segments: Vec::new(),
         split_probe: 0,
     };
-    let mut reqs = input.requests.iter().peekable();
+    let packed = &input.requests.packed;
+    let mut next = 0;
     let mut recorded = input.recorded_reserved.iter();
     for i in 0..input.events {
         let recorded_here = recorded.next().unwrap_or(0);
         let mut completes = false;
-        while let Some(r) = reqs.next_if(|r| r.event == i) {
+        while let Some(p) = packed.get(next).filter(|p| p.event as usize == i) {
             completes = true;
-            apply(&mut sim, i, &r.request, &mut map, &mut refused, &mut out);
+            let r = input.requests.unpack(p);
+            let n = keys
+                .of_request
+                .get(next)
+                .copied()
+                .unwrap_or(super::keys::UNBOUND);
+            apply(&mut sim, i, &r.request, held.get_mut(n as usize), &mut out);
+            next += 1;
         }
         if !sim.events().is_empty() {
             out.events
@@ -582,17 +536,16 @@ pub fn run_observed(
     Ok(out)
 }
 
-/// One request of event `i` made of the model: an allocation served (its
-/// address kept under the trace's `key`) or refused (recorded in `out`), a
-/// free, an `empty_cache`. `map` holds the model's address of each live
-/// key, `refused` the keys whose allocation the model refused.
+/// One request of event `i` made of the model: an allocation served (the
+/// model's address held for its key) or refused (recorded in `out`), a
+/// free, an `empty_cache`. `held` is what the run knows of the request's
+/// key, `None` when no key is bound ([`super::keys::UNBOUND`]).
 #[inline]
 fn apply(
     sim: &mut Simulator,
     i: usize,
     request: &Request,
-    map: &mut AddrMap<u64>,
-    refused: &mut AddrSet,
+    held: Option<&mut Held>,
     out: &mut SimRun,
 ) {
     match *request {
@@ -603,12 +556,8 @@ fn apply(
             pool,
         } => match sim.malloc_in(size, stream, pool) {
             Ok(addr) => match key {
-                Some(k) => {
-                    map.insert(k, addr);
-                    if !refused.is_empty() {
-                        refused.remove(&k);
-                    }
-                }
+                // Every allocation with a key has its number.
+                Some(_) => held.into_iter().for_each(|h| *h = Held::At(addr)),
                 None => {
                     out.recorded_oom_avoided.push((i, true));
                     sim.free(addr).expect("just allocated");
@@ -621,28 +570,25 @@ fn apply(
                     recorded: key.is_none(),
                 });
                 match key {
-                    Some(k) => {
-                        map.remove(&k);
-                        refused.insert(k);
-                    }
+                    Some(_) => held.into_iter().for_each(|h| *h = Held::Refused),
                     None => out.recorded_oom_avoided.push((i, false)),
                 }
             }
         },
-        Request::FreeRequested { key } => {
-            if let Some(&a) = map.get(&key) {
+        Request::FreeRequested { .. } => {
+            if let Some(&mut Held::At(a)) = held {
                 // A block already pending stays pending.
                 let _ = sim.free_requested(a);
             }
         }
-        Request::FreeCompleted { key } => match map.remove(&key) {
-            Some(a) => {
+        Request::FreeCompleted { .. } => match held.map(|h| std::mem::replace(h, Held::None)) {
+            Some(Held::At(a)) => {
                 if sim.free_completed(a).is_err() {
                     out.skipped_frees += 1;
                 }
             }
-            None if refused.remove(&key) => out.frees_of_refused += 1,
-            None => out.skipped_frees += 1,
+            Some(Held::Refused) => out.frees_of_refused += 1,
+            Some(Held::None) | None => out.skipped_frees += 1,
         },
         Request::EmptyCache => sim.empty_cache(),
     }
