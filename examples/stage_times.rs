@@ -1,6 +1,9 @@
 //! Times the stages of one file, for `scripts/bench.py`: prints
-//! `events=N decode_s=S decode_cpu_s=S replay_s=S replay_cpu_s=S ...` on
-//! one line. Besides decode and replay, the phases of `fragscope report`:
+//! `count_s=S count_cpu_s=S decode_s=S decode_cpu_s=S events=N replay_s=S
+//! ...` on one line. `count` is the decoder alone, reading every trace
+//! entry and counting it as `stats` does (no model of the trace);
+//! `decode` builds the whole model, each entry stored. Besides decode and
+//! replay, the phases of `fragscope report`:
 //! `gather` (replay of every device and the state at the report moment),
 //! `culprits`, `what_if` (the allocator model under the alternative
 //! settings) and `html`. CPU seconds (Linux only; 0 elsewhere) hold better
@@ -37,6 +40,14 @@ static ALLOC: fragscope::core::alloc::HugePages = fragscope::core::alloc::HugePa
 
 fn main() {
     let path = std::env::args().nth(1).expect("usage: stage_times FILE");
+    let counted = phase("count", || {
+        let o = LoadOptions {
+            tally_traces: true,
+            ..LoadOptions::default()
+        };
+        input::load(&path, &o).expect("a readable snapshot")
+    });
+    drop(counted);
     let l = phase("decode", || {
         input::load(&path, &LoadOptions::default()).expect("a readable snapshot")
     });

@@ -31,8 +31,9 @@ many-sites, fragmented, expandable, multi-device) at every size (default
 100MB,1GB), and on each file every command of MATRIX_COMMANDS (stats,
 report -o x.html, check, simulate, timeline --json, convert --to json,
 events --csv, culprits, oom, diff, flamegraph), Python's pickle.load of the
-same file in the same round, and the stages (`stage_times`: decoder MiB/s,
-replay events/s). Long outputs go to /dev/null through a pipe-less stdout
+same file in the same round, and the stages (`stage_times`: the decoder
+alone, counting each trace entry as `stats` does, and decoding into the
+whole model, each in MiB/s; replay events/s). Long outputs go to /dev/null through a pipe-less stdout
 (`-o -` where a command writes a file), so they cost what writing costs,
 not disk. One Markdown table per shape, with the machine and its load:
 
@@ -343,14 +344,17 @@ def run_matrix(a, exe, example):
                     f"{mib(rss):.0f} MiB | {rss / size:.2f}x{rss_met} | {w / mib(size) * 100:.2f} |"
                     + (f" {median(base[label]):.2f}x |" if a.baseline else ""))
         say("")
-        say("| size | events | decode | decoder | replay | replay rate |")
-        say("|---|---:|---:|---:|---:|---:|")
+        say("| size | events | decoder alone (`stats`) | decoder alone | decode into the model | into the model | replay | replay rate |")
+        say("|---|---:|---:|---:|---:|---:|---:|---:|")
         for path, events, said, mb, size, res, ratio, py, stage, _ in rows:
             if "decode_s" not in stage:
-                say(f"| {mib(size):.0f} MiB | | failed | | | |")
+                say(f"| {mib(size):.0f} MiB | | failed | | | | | |")
                 continue
             ev = stage.get("events", 0)
-            say(f"| {mib(size):.0f} MiB | {int(ev)} | {stage['decode_s']:.2f} s "
+            cs = stage.get("count_s", float("nan"))
+            say(f"| {mib(size):.0f} MiB | {int(ev)} | {cs:.2f} s "
+                f"| {mib(size) / max(cs, 1e-9):.0f} MiB/s "
+                f"| {stage['decode_s']:.2f} s "
                 f"| {mib(size) / max(stage['decode_s'], 1e-9):.0f} MiB/s "
                 f"| {stage.get('replay_s', float('nan')):.2f} s "
                 f"| {ev / max(stage.get('replay_s', 0), 1e-9) / 1e6:.2f} M events/s |")
