@@ -1,75 +1,114 @@
-//! The blocks a run's requests name, numbered densely once per device.
+//! The blocks a run's requests name, numbered densely as the requests are
+//! read, once per device.
 //!
 //! The trace names a block by its recorded address (a request's `key`); a
 //! run keeps, for each key, the model's address of its block, or that the
 //! model refused its allocation. Whether a key is bound at a request does
-//! not depend on the run: it is bound from an allocation (or the start
-//! state) to the completed free, whatever the model answered. So each bound
-//! key gets a number, reused once the key is freed, and every run keeps its
-//! answers in a table indexed by it instead of hashing addresses at every
-//! request.
+//! not depend on the run: it is bound from an allocation to the completed
+//! free, whatever the model answered. So each bound key gets a number,
+//! reused once the key is freed, and every run keeps its answers in a table
+//! indexed by it instead of hashing addresses at every request.
+//!
+//! A key a free names before any request allocated it is bound from
+//! before the trace: to the start state's live block at that address when
+//! there is one ([`Keys::start_table`]), else to nothing. The numbering
+//! needs no start state, so it is made while the requests are read.
 
-use super::run::DeviceInput;
-use super::trace::Request;
+use super::trace::{Request, StartState};
 use crate::model::BlockState;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-/// No key bound: a request of a recorded `oom`, or a free of a block
-/// neither the start state nor the trace allocated.
+/// No key bound: a request of a recorded `oom`, an `empty_cache`, or a
+/// free of a key already freed.
 pub const UNBOUND: u32 = u32::MAX;
 
 /// The dense numbers of a device's keys.
 #[derive(Debug, Clone, Default)]
 pub struct Keys {
     /// Per request, in order, its key's number (or [`UNBOUND`]).
-    pub of_request: Vec<u32>,
-    /// The start state's live blocks: number and address.
-    pub start: Vec<(u32, u64)>,
+    of_request: Vec<u32>,
+    /// Keys a free names first, bound from before the trace: (number, key).
+    from_start: Vec<(u32, u64)>,
     /// How many numbers are in use at once, at most.
-    pub count: u32,
+    count: u32,
+    /// While the requests are read: each key named so far, with its number
+    /// while it is bound ([`UNBOUND`] once freed); and the numbers freed.
+    seen: HashMap<u64, u32, foldhash::fast::RandomState>,
+    spare: Vec<u32>,
 }
 
 impl Keys {
-    pub fn of(input: &DeviceInput) -> Keys {
-        let mut bound: HashMap<u64, u32, foldhash::fast::RandomState> = HashMap::default();
-        let mut spare: Vec<u32> = Vec::new();
-        let mut count = 0u32;
-        let mut bind = |k: u64, bound: &mut HashMap<_, _, _>, spare: &mut Vec<u32>| {
-            *bound.entry(k).or_insert_with(|| {
-                spare.pop().unwrap_or_else(|| {
-                    count += 1;
-                    count - 1
-                })
-            })
-        };
-        let mut start = Vec::new();
-        for s in &input.start.segments {
-            for b in &s.blocks {
-                if b.state != BlockState::Inactive {
-                    start.push((bind(b.address, &mut bound, &mut spare), b.address));
+    /// Numbers the key of the next request.
+    pub fn push(&mut self, r: &Request) {
+        let n = match *r {
+            Request::Alloc { key: Some(k), .. } => match self.seen.get(&k).copied() {
+                Some(n) if n != UNBOUND => n,
+                _ => {
+                    let n = self.new_number();
+                    self.seen.insert(k, n);
+                    n
                 }
-            }
-        }
-        let mut of_request = Vec::with_capacity(input.requests.len());
-        for r in input.requests.iter() {
-            of_request.push(match r.request {
-                Request::Alloc { key: Some(k), .. } => bind(k, &mut bound, &mut spare),
-                Request::FreeRequested { key } => bound.get(&key).copied().unwrap_or(UNBOUND),
-                Request::FreeCompleted { key } => match bound.remove(&key) {
-                    Some(n) => {
-                        spare.push(n);
+            },
+            Request::FreeRequested { key } | Request::FreeCompleted { key } => {
+                let n = match self.seen.get(&key).copied() {
+                    Some(n) => n,
+                    None => {
+                        // A number no request used before: a run sets it
+                        // from the start state before its first request.
+                        let n = self.count;
+                        self.count += 1;
+                        self.seen.insert(key, n);
+                        self.from_start.push((n, key));
                         n
                     }
-                    None => UNBOUND,
-                },
-                Request::Alloc { key: None, .. } | Request::EmptyCache => UNBOUND,
-            });
+                };
+                if matches!(r, Request::FreeCompleted { .. }) && n != UNBOUND {
+                    self.seen.insert(key, UNBOUND);
+                    self.spare.push(n);
+                }
+                n
+            }
+            Request::Alloc { key: None, .. } | Request::EmptyCache => UNBOUND,
+        };
+        self.of_request.push(n);
+    }
+
+    fn new_number(&mut self) -> u32 {
+        self.spare.pop().unwrap_or_else(|| {
+            self.count += 1;
+            self.count - 1
+        })
+    }
+
+    /// Once every request is numbered: drops what only the numbering needs.
+    pub fn finish(&mut self) {
+        self.seen = HashMap::default();
+        self.spare = Vec::new();
+        self.of_request.shrink_to_fit();
+    }
+
+    /// The number of request `i`'s key.
+    #[inline]
+    pub fn of(&self, i: usize) -> u32 {
+        self.of_request.get(i).copied().unwrap_or(UNBOUND)
+    }
+
+    /// What a run knows of each number at its start: the keys bound from
+    /// before the trace at their blocks' addresses, where `start` holds a
+    /// live block there.
+    pub fn start_table(&self, start: &StartState) -> Vec<Held> {
+        let live: HashSet<u64, foldhash::fast::RandomState> = (start.segments.iter())
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state != BlockState::Inactive)
+            .map(|b| b.address)
+            .collect();
+        let mut held = vec![Held::None; self.count as usize];
+        for &(n, k) in &self.from_start {
+            if live.contains(&k) {
+                held[n as usize] = Held::At(k);
+            }
         }
-        Keys {
-            of_request,
-            start,
-            count,
-        }
+        held
     }
 }
 
@@ -82,4 +121,138 @@ pub enum Held {
     At(u64),
     /// The model refused its allocation.
     Refused,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::StackId;
+    use crate::model::test_support::{block, segment};
+    use std::collections::HashMap;
+
+    /// What a run sees at each request, one word each, given whether the
+    /// model serves each allocation: kept by key in hash maps (the
+    /// recorded address of a start block is its model address), or by
+    /// number in the table.
+    fn by_key(reqs: &[Request], start: &[u64], served: &[bool]) -> Vec<String> {
+        let mut map: HashMap<u64, u64> = start.iter().map(|&k| (k, k)).collect();
+        let mut refused: HashSet<u64> = HashSet::default();
+        let mut out = Vec::new();
+        for (i, r) in reqs.iter().enumerate() {
+            out.push(match *r {
+                Request::Alloc { key: Some(k), .. } if served[i] => {
+                    map.insert(k, 1000 + i as u64);
+                    refused.remove(&k);
+                    "served".to_string()
+                }
+                Request::Alloc { key: Some(k), .. } => {
+                    map.remove(&k);
+                    refused.insert(k);
+                    "refused".to_string()
+                }
+                Request::FreeRequested { key } => format!("requested {:?}", map.get(&key)),
+                Request::FreeCompleted { key } => match map.remove(&key) {
+                    Some(a) => format!("completed {a}"),
+                    None if refused.remove(&key) => "of refused".to_string(),
+                    None => "skipped".to_string(),
+                },
+                _ => "other".to_string(),
+            });
+        }
+        out
+    }
+
+    fn by_number(reqs: &[Request], start: &StartState, served: &[bool]) -> Vec<String> {
+        let mut keys = Keys::default();
+        reqs.iter().for_each(|r| keys.push(r));
+        keys.finish();
+        let mut held = keys.start_table(start);
+        let mut out = Vec::new();
+        for (i, r) in reqs.iter().enumerate() {
+            let h = held.get_mut(keys.of(i) as usize);
+            out.push(match *r {
+                Request::Alloc { key: Some(_), .. } => {
+                    let h = h.expect("an allocation has its number");
+                    if served[i] {
+                        *h = Held::At(1000 + i as u64);
+                        "served".to_string()
+                    } else {
+                        *h = Held::Refused;
+                        "refused".to_string()
+                    }
+                }
+                Request::FreeRequested { .. } => format!(
+                    "requested {:?}",
+                    match h {
+                        Some(&mut Held::At(a)) => Some(a),
+                        _ => None,
+                    }
+                ),
+                Request::FreeCompleted { .. } => {
+                    match h.map(|h| std::mem::replace(h, Held::None)) {
+                        Some(Held::At(a)) => format!("completed {a}"),
+                        Some(Held::Refused) => "of refused".to_string(),
+                        _ => "skipped".to_string(),
+                    }
+                }
+                _ => "other".to_string(),
+            });
+        }
+        out
+    }
+
+    /// Random request streams over a few keys, some live in the start
+    /// state: the numbers give what the keys give, at every request.
+    #[test]
+    fn numbers_stand_for_keys() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..500 {
+            let live: Vec<u64> = (0..6).filter(|_| next(2) == 0).map(|k| k * 512).collect();
+            let blocks = (0..6)
+                .map(|k| {
+                    let state = if live.contains(&(k * 512)) {
+                        BlockState::ActiveAllocated
+                    } else {
+                        BlockState::Inactive
+                    };
+                    block(k * 512, 512, None, state, StackId::EMPTY)
+                })
+                .collect();
+            let start = super::super::trace::start_state_unreported(vec![segment(0, blocks)]);
+            let mut reqs = Vec::new();
+            let mut served = Vec::new();
+            for _ in 0..1 + next(60) {
+                let key = next(8) * 512;
+                reqs.push(match next(7) {
+                    0 | 1 => Request::Alloc {
+                        key: Some(key),
+                        size: 512,
+                        stream: 0,
+                        pool: (0, 0),
+                    },
+                    2 => Request::Alloc {
+                        key: None,
+                        size: 512,
+                        stream: 0,
+                        pool: (0, 0),
+                    },
+                    3 | 4 => Request::FreeRequested { key },
+                    5 => Request::FreeCompleted { key },
+                    _ => Request::EmptyCache,
+                });
+                served.push(next(4) != 0);
+            }
+            assert_eq!(
+                by_number(&reqs, &start, &served),
+                by_key(&reqs, &live, &served),
+                "round {round}: {reqs:?}"
+            );
+        }
+    }
 }

@@ -209,21 +209,19 @@ pub fn run_configs(input: &DeviceInput, configs: &[SimConfig]) -> Result<Vec<Sim
         *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
     };
     // The runs others wait for start first.
-    let keys = keys::Keys::of(input);
-    let keys = &keys;
     let mut order: Vec<usize> = (0..all.len()).filter(|&i| plan[i] == Plan::Run).collect();
     order.sort_by_key(|&i| !plan.contains(&Plan::AfterProbe(i)));
     rayon::scope_fifo(|s| {
         for &i in &order {
             let (all, plan, put) = (&all, &plan, &put);
             s.spawn_fifo(move |s| {
-                let r = run::run_keyed(input, keys, &all[i]);
+                let r = run::run(input, &all[i]);
                 for d in (0..all.len()).filter(|&d| plan[d] == Plan::AfterProbe(i)) {
                     match &r {
                         Ok(base) if plan::shares_run(base, &all[d]) => {
                             put(d, Ok(plan::relabel(base, &all[d])))
                         }
-                        _ => s.spawn_fifo(move |_| put(d, run::run_keyed(input, keys, &all[d]))),
+                        _ => s.spawn_fifo(move |_| put(d, run::run(input, &all[d]))),
                     }
                 }
                 put(i, r);
@@ -238,7 +236,7 @@ pub fn run_configs(input: &DeviceInput, configs: &[SimConfig]) -> Result<Vec<Sim
         if let Plan::SameAs(j) = plan[i] {
             done[i] = Some(match &done[j] {
                 Some(Ok(run)) => Ok(plan::relabel(run, &all[i])),
-                _ => run::run_keyed(input, keys, &all[i]),
+                _ => run::run(input, &all[i]),
             });
         }
     }

@@ -62,6 +62,9 @@ pub struct DeviceInput {
 #[derive(Serialize, Debug, Clone, Default)]
 pub struct Requests {
     packed: Vec<Packed>,
+    /// The number of each request's key ([`Keys`]).
+    #[serde(skip)]
+    keys: Keys,
     /// The distinct (stream, pool, recorded OOM?) triples of the
     /// allocations: an allocation's kind travels with its place.
     places: Vec<Place>,
@@ -95,6 +98,7 @@ const EMPTY_CACHE: u32 = u32::MAX - 2;
 
 impl Requests {
     pub fn push(&mut self, r: TracedRequest) {
+        self.keys.push(&r.request);
         let (what, key, size) = match r.request {
             Request::Alloc {
                 key,
@@ -241,6 +245,7 @@ pub fn prepare_from(
         requests.push(r)
     });
     requests.packed.shrink_to_fit();
+    requests.keys.finish();
     let seg: Vec<(usize, (Action, u64))> = trace::indexed_segment_events(events).collect();
     let mut recorded_final_segments: Vec<u64> =
         snap.segments_of(device).map(|s| s.total_size).collect();
@@ -414,13 +419,7 @@ fn step(s: &Simulator) -> Step {
 /// A run keeps no per-event memory: its figures are summed up as the steps
 /// are produced (see [`run_observed`] for every step).
 pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
-    run_keyed(input, &Keys::of(input), cfg)
-}
-
-/// [`run`] with the input's keys numbered already ([`Keys::of`]), which
-/// every configuration of one input shares.
-pub fn run_keyed(input: &DeviceInput, keys: &Keys, cfg: &SimConfig) -> Result<SimRun, SimError> {
-    run_with(input, keys, cfg, |_, _| {})
+    run_observed(input, cfg, |_, _| {})
 }
 
 /// [`run`], also handing `observe` the model's state after each trace
@@ -428,25 +427,14 @@ pub fn run_keyed(input: &DeviceInput, keys: &Keys, cfg: &SimConfig) -> Result<Si
 pub fn run_observed(
     input: &DeviceInput,
     cfg: &SimConfig,
-    observe: impl FnMut(usize, &Step),
-) -> Result<SimRun, SimError> {
-    run_with(input, &Keys::of(input), cfg, observe)
-}
-
-fn run_with(
-    input: &DeviceInput,
-    keys: &Keys,
-    cfg: &SimConfig,
     mut observe: impl FnMut(usize, &Step),
 ) -> Result<SimRun, SimError> {
     let mut sim = Simulator::with_initial(cfg.clone(), input.capacity, &input.start.segments)?;
     sim.set_record_block_events(false);
     sim.set_address_order(input.address_order);
     // What the run knows of each bound key, by its number.
-    let mut held = vec![Held::None; keys.count as usize];
-    for &(n, addr) in &keys.start {
-        held[n as usize] = Held::At(addr);
-    }
+    let keys = &input.requests.keys;
+    let mut held = keys.start_table(&input.start);
     let start = step(&sim);
     let start_err = start.reserved.abs_diff(input.recorded_start_reserved);
     let mut err = ReservedError {
@@ -490,11 +478,7 @@ fn run_with(
         while let Some(p) = packed.get(next).filter(|p| p.event as usize == i) {
             completes = true;
             let r = input.requests.unpack(p);
-            let n = keys
-                .of_request
-                .get(next)
-                .copied()
-                .unwrap_or(super::keys::UNBOUND);
+            let n = keys.of(next);
             apply(&mut sim, i, &r.request, held.get_mut(n as usize), &mut out);
             next += 1;
         }
