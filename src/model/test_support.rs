@@ -66,3 +66,15 @@ pub fn frame(i: &mut Interner, filename: &str, line: i64, name: &str) -> FrameId
         name,
     })
 }
+
+/// Numbers for property tests (xorshift64 from `seed`): each call gives
+/// one below its argument.
+pub fn below(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut x = seed;
+    move |n| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    }
+}

@@ -205,13 +205,7 @@ mod tests {
     /// state: the numbers give what the keys give, at every request.
     #[test]
     fn numbers_stand_for_keys() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = crate::model::test_support::below(0x2545_f491_4f6c_dd1du64);
         for round in 0..500 {
             let live: Vec<u64> = (0..6).filter(|_| next(2) == 0).map(|k| k * 512).collect();
             let blocks = (0..6)

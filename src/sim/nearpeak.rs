@@ -118,13 +118,7 @@ mod tests {
     /// the largest of every step's float gives, bit for bit.
     #[test]
     fn the_worst_pair_gives_the_largest_fragmentation() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = crate::model::test_support::below(0x9e37_79b9_7f4a_7c15u64);
         for round in 0..2000 {
             let scale = [1 << 10, 1 << 30, 1 << 54, u64::MAX][round % 4];
             let mut w: Option<Worst> = None;

@@ -127,20 +127,13 @@ mod tests {
 
     #[test]
     fn same_points_as_the_downsampler() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = crate::model::test_support::below(0x9e37_79b9_7f4a_7c15);
         for len in [
             0usize, 1, 2, 3, 599, 600, 601, 602, 899, 1200, 1201, 4999, 20_011,
         ] {
             for max in [2usize, 3, 7, 600] {
                 for levels in [2u64, 5, 1 << 40] {
-                    let vals: Vec<u64> = (0..len)
-                        .map(|_| {
-                            x ^= x << 13;
-                            x ^= x >> 7;
-                            x ^= x << 17;
-                            x % levels
-                        })
-                        .collect();
+                    let vals: Vec<u64> = (0..len).map(|_| next(levels)).collect();
                     let mut b = SeriesBuilder::new(len, max);
                     for &v in &vals {
                         b.push(v);
