@@ -90,6 +90,7 @@ impl Keys {
     /// The number of request `i`'s key.
     #[inline]
     pub fn of(&self, i: usize) -> u32 {
+        debug_assert!(i < self.of_request.len(), "request {i} not numbered");
         self.of_request.get(i).copied().unwrap_or(UNBOUND)
     }
 

@@ -56,8 +56,8 @@ pub struct DeviceInput {
     pub notes: Vec<String>,
 }
 
-/// A device's request stream, packed: 24 bytes a request instead of the
-/// 64 of a [`TracedRequest`], since every configuration tried reads the
+/// A device's request stream, packed: 24 bytes a request (and 4 for its
+/// key's number) instead of the 64 of a [`TracedRequest`], since every configuration tried reads the
 /// whole stream and it stays alive while the report is built.
 #[derive(Serialize, Debug, Clone, Default)]
 pub struct Requests {

@@ -1,8 +1,9 @@
 //! `stats` counts each trace of an uncompressed pickle as it is decoded and
 //! keeps none of its entries (`LoadOptions::tally_traces`). Its figures are
 //! those of the kept traces, byte for byte, on every real file, fixture and
-//! generated shape, errors included; a file that names its trace entries
-//! one by one somewhere else is decoded again keeping them.
+//! generated shape, errors included; a file whose traces must be read entry
+//! by entry (entries named one by one somewhere else) is decoded again
+//! keeping them.
 
 use crate::decoder::{NAMED_A, NAMED_B, NAMED_C};
 use crate::util::{real_pickles, synthetic_pickle};
@@ -123,4 +124,20 @@ fn trace_entries_named_elsewhere_are_kept_after_all() {
     let l = load(&p, true).unwrap();
     let t = l.tallies.unwrap();
     assert_eq!(t.iter().map(|t| t.events).collect::<Vec<_>>(), [4, 4]);
+    // An action this version does not know: its entries go to the general
+    // reader, so the traces are read entry by entry, and counted after.
+    let bytes = synthetic_pickle(&SynthOptions {
+        events: 3_000,
+        seed: 3,
+        ..Default::default()
+    });
+    let (from, to) = (b"\x8c\x0efree_requested", b"\x8c\x0efree_postponed");
+    let at = bytes.windows(from.len()).position(|w| w == from).unwrap();
+    let mut renamed = bytes.clone();
+    renamed[at..at + to.len()].copy_from_slice(to);
+    let p = d.path().join("renamed.pickle");
+    std::fs::write(&p, renamed).unwrap();
+    assert_eq!(agrees("renamed", &p), Some(false));
+    let figures = figures(&load(&p, true).unwrap()).unwrap();
+    assert!(figures.contains("\"free_postponed\":"), "{figures}");
 }
