@@ -140,13 +140,12 @@ pub fn parse_owned(text: String) -> Result<Parsed, ExplainError> {
         std::borrow::Cow::Borrowed(_) => None,
     };
     let mut text = rewritten.unwrap_or(text);
-    let mut p = {
-        let lines: Vec<&str> = text.lines().collect();
-        Parsed {
-            messages: parse_messages(&lines),
-            summary: parse_summary(&lines),
-            ..Default::default()
-        }
+    // Each reader walks the lines once, looking a few ahead at most: no
+    // table of every line beside the text.
+    let mut p = Parsed {
+        messages: parse_messages(text.lines()),
+        summary: parse_summary(text.lines()),
+        ..Default::default()
     };
     // Keys and dicts may be broken across lines anywhere (even inside a
     // quoted key); they are delimited by quotes and commas, so the lines are
@@ -160,16 +159,15 @@ pub fn parse_owned(text: String) -> Result<Parsed, ExplainError> {
     Ok(p)
 }
 
-pub(super) fn parse_messages(lines: &[&str]) -> Vec<OomMessage> {
+pub(super) fn parse_messages<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<OomMessage> {
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let Some(m) = START.find(lines[i]) else {
-            i += 1;
+    let mut lines = lines.enumerate().peekable();
+    while let Some((i, line)) = lines.next() {
+        let Some(m) = START.find(line) else {
             continue;
         };
         let start_line = i;
-        let mut text = lines[i][m.start()..].to_string();
+        let mut text = line[m.start()..].to_string();
         // A second message on the same line (tqdm glues records together) is
         // cut off and looked at on its own below.
         let mut rest_on_line = None;
@@ -178,18 +176,18 @@ pub(super) fn parse_messages(lines: &[&str]) -> Vec<OomMessage> {
             rest_on_line = Some(text[cut..].to_string());
             text.truncate(cut);
         }
-        i += 1;
         if rest_on_line.is_none() {
             let mut joined = 0;
-            while i < lines.len() && joined < 8 {
-                let l = lines[i];
+            while let Some(&(_, l)) = lines.peek()
+                && joined < 8
+            {
                 if l.trim().is_empty() || START.is_match(l) || STOPPER.is_match(l) {
                     break;
                 }
                 // Joined as is: a terminal wrap cuts anywhere, and the
                 // patterns accept missing spaces.
                 text.push_str(l);
-                i += 1;
+                lines.next();
                 joined += 1;
             }
         }
@@ -407,7 +405,7 @@ pub(super) fn parse_cell(cell: &str, is_bytes: bool) -> Option<u64> {
 
 /// `memory_summary()` rows, with metric names in `memory_stats()` spelling
 /// (`allocated_bytes`, `reserved_bytes`, `inactive_split_bytes`, …).
-pub(super) fn parse_summary(lines: &[&str]) -> Option<MemorySummary> {
+pub(super) fn parse_summary<'a>(lines: impl Iterator<Item = &'a str>) -> Option<MemorySummary> {
     let mut s = MemorySummary::default();
     let mut seen = false;
     let mut current: Option<&'static str> = None;
