@@ -127,13 +127,7 @@ pub struct DeviceStats {
 
 /// Per device: every device with a segment or a trace entry, ascending.
 pub fn device_stats(snap: &Snapshot, tallies: &[TraceTally]) -> Vec<DeviceStats> {
-    let mut devices: Vec<i64> = snap.segments.iter().map(|s| s.device).collect();
-    devices.extend(
-        (tallies.iter().enumerate()).filter_map(|(d, t)| (t.events > 0).then_some(d as i64)),
-    );
-    devices.sort_unstable();
-    devices.dedup();
-    devices
+    snap.devices_with(tallies.iter().map(|t| t.events > 0))
         .into_iter()
         .map(|d| {
             let mut groups: BTreeMap<((i64, i64), i64, SegmentType), StateStats> = BTreeMap::new();

@@ -21,20 +21,20 @@ pub struct Args {
 }
 
 fn one(path: &str, g: &Global, bars: &indicatif::MultiProgress) -> anyhow::Result<Stats> {
+    let l = super::common::load_input(path, g, bars)?;
+    Ok(crate::pipeline::stats_of(&g.style, l))
+}
+
+pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     // Its figures need only each trace's counts: a large pickle's entries
     // are counted as they are decoded, never kept.
-    let g = Global {
+    let g = &Global {
         load: crate::input::LoadOptions {
             tally_traces: true,
             ..g.load
         },
         ..g.clone()
     };
-    let l = super::common::load_input(path, &g, bars)?;
-    Ok(crate::pipeline::stats_of(&g.style, l))
-}
-
-pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let st = &g.style;
     let files = expand_inputs(&a.files)?;
     let bars = indicatif::MultiProgress::new();

@@ -237,22 +237,24 @@ pub(crate) fn decode_mapped(
             map.release(at);
             progress(at);
         });
-        let summary = d.map_err(|e| decode_error(e, path)).and_then(|d| {
-            let (protocol, read) = (d.protocol, d.read);
-            let s = snapshot::summary_from_arena(&d.arena, d.root, sink);
-            Ok(s.map_err(|e| schema_error(e, path))?
-                .map(|(snap, t)| Loaded {
+        let d = match d {
+            Ok(d) => d,
+            Err(e) => return Some(Err(decode_error(e, path))),
+        };
+        match snapshot::summary_from_arena(&d.arena, d.root, sink) {
+            Ok(Some((snap, t))) => {
+                return Some(Ok(Loaded {
                     name: path.to_string(),
-                    format: Format::Pickle(protocol),
+                    format: Format::Pickle(d.protocol),
                     compression: Compression::None,
-                    bytes: read,
+                    bytes: d.read,
                     content: Content::Snapshot(snap),
                     tallies: Some(t),
-                }))
-        });
-        match summary {
+                }));
+            }
+            Err(e) => return Some(Err(schema_error(e, path))),
+            // Entries asked for one by one: read again, keeping them.
             Ok(None) => map.restart(),
-            r => return Some(r.map(|l| l.expect("a summary"))),
         }
     }
     let mut sink = snapshot::TraceSink::new();

@@ -487,12 +487,14 @@ impl Snapshot {
     }
     /// Every device that has a segment or a trace entry, ascending.
     pub fn devices(&self) -> Vec<i64> {
+        self.devices_with(self.traces().iter().map(|t| !t.is_empty()))
+    }
+    /// Every device that has a segment, or whose trace has entries as
+    /// `has_entries` says (one flag per entry of `device_traces`: a trace
+    /// counted, not kept), ascending.
+    pub fn devices_with(&self, has_entries: impl Iterator<Item = bool>) -> Vec<i64> {
         let mut d: Vec<i64> = self.segments.iter().map(|s| s.device).collect();
-        for (i, t) in self.traces().iter().enumerate() {
-            if !t.is_empty() {
-                d.push(i as i64);
-            }
-        }
+        d.extend((has_entries.enumerate()).filter_map(|(i, some)| some.then_some(i as i64)));
         d.sort_unstable();
         d.dedup();
         d
