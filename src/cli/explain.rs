@@ -1,7 +1,8 @@
 //! `fragscope explain [TEXT|FILE|-]`
 
 use super::common::{Exit, Global, print};
-use crate::input;
+use crate::analysis::explain::{explain_parsed, parse_reader};
+use crate::input::{self, Compression};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -14,26 +15,26 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The bytes read as text: taken as they are when they are UTF-8 (a copy
-/// of a large paste would double it), with U+FFFD for what is not.
-fn text_of(b: Vec<u8>) -> String {
-    String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
-
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
-    let (name, text) = match a.input.as_deref() {
-        None | Some("-") => {
-            let (b, _) = input::read_input("-", &g.load)?;
-            ("stdin".to_string(), text_of(b))
+    // A file or stdin is read as a stream, a line at a time: a long log is
+    // never held whole.
+    let (name, parsed) = match a.input.as_deref() {
+        Some(t) if t != "-" && !std::path::Path::new(t).is_file() => (
+            "the text given".to_string(),
+            parse_reader(t.as_bytes()).map_err(|e| input::read_error(e, t, Compression::None))?,
+        ),
+        p => {
+            let path = p.unwrap_or("-");
+            let (r, compression) = input::open_stream(path, &g.load)?;
+            let name = if path == "-" { "stdin" } else { path };
+            (
+                name.to_string(),
+                parse_reader(r).map_err(|e| input::read_error(e, path, compression))?,
+            )
         }
-        Some(p) if std::path::Path::new(p).is_file() => {
-            let (b, _) = input::read_input(p, &g.load)?;
-            (p.to_string(), text_of(b))
-        }
-        Some(t) => ("the text given".to_string(), t.to_string()),
     };
-    let e = crate::analysis::explain::explain_owned(&g.style, text)
-        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    let parsed = parsed.map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    let e = explain_parsed(&g.style, parsed);
     if a.json {
         print(&crate::render::explain::json(&e))?;
     } else {

@@ -156,7 +156,7 @@ impl<R: Read> Read for Bounded<R> {
 }
 
 /// A read error as the load error it stands for.
-pub(super) fn read_error(e: std::io::Error, name: &str, compression: Compression) -> LoadError {
+pub fn read_error(e: std::io::Error, name: &str, compression: Compression) -> LoadError {
     if let Some(o) = e.get_ref().and_then(|i| i.downcast_ref::<OverLimit>()) {
         return LoadError::TooLarge {
             file: name.to_string(),
@@ -245,11 +245,43 @@ pub fn load_observed(
         shown: 0,
         progress,
     };
+    let (src, compression) = stream_of(Box::new(file), path, limit)?;
+    decode_stream(src, path, compression)
+}
+
+/// A path (or `-` for stdin) as a stream of its bytes, gzip or zstd undone,
+/// every stage bounded by `--max-input-size`: for readers that take any text
+/// as it comes (`explain`). A read error of the stream becomes a load error
+/// with [`read_error`].
+pub fn open_stream(
+    path: &str,
+    opts: &LoadOptions,
+) -> Result<(Box<dyn BufRead>, Compression), LoadError> {
+    let file: Box<dyn Read> = if path == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(
+            std::fs::File::open(Path::new(path)).map_err(|e| LoadError::Io {
+                file: path.to_string(),
+                source: e,
+            })?,
+        )
+    };
+    stream_of(file, path, opts.max_input_size)
+}
+
+/// `file` bounded, and decompressed as a stream when its first bytes say
+/// gzip or zstd (the decompressed bytes bounded too).
+fn stream_of<'a>(
+    file: Box<dyn Read + 'a>,
+    path: &str,
+    limit: u64,
+) -> Result<(Box<dyn BufRead + 'a>, Compression), LoadError> {
     let mut raw = BufReader::with_capacity(1 << 16, Bounded::new(file, limit, ""));
     let head = raw
         .fill_buf()
         .map_err(|e| read_error(e, path, Compression::None))?;
-    let (src, compression): (Box<dyn BufRead>, Compression) = if head.starts_with(GZIP) {
+    Ok(if head.starts_with(GZIP) {
         let d = flate2::read::MultiGzDecoder::new(raw);
         let b = Bounded::new(d, limit, " after gzip decompression");
         (
@@ -268,8 +300,7 @@ pub fn load_observed(
         )
     } else {
         (Box::new(raw), Compression::None)
-    };
-    decode_stream(src, path, compression)
+    })
 }
 
 /// Loads a snapshot only; other inputs are a clear error.

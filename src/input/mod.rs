@@ -22,13 +22,13 @@ pub mod value;
 use crate::core::text::one_line;
 use crate::input::profiler::{MemoryTimeline, ProfilerTrace};
 use crate::model::Snapshot;
-use load::read_error;
 use std::io::{BufRead, Read};
 
 pub use crate::model::MSGPACK_MAGIC;
 use crate::model::MSGPACK_PREFIX;
 pub use load::{
-    DEFAULT_MAX_INPUT, LoadOptions, decompress, load, load_observed, load_snapshot, read_input,
+    DEFAULT_MAX_INPUT, LoadOptions, decompress, load, load_observed, load_snapshot, open_stream,
+    read_error, read_input,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -23,7 +23,8 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 mod reading;
-pub use reading::parse;
+mod stream;
+pub use reading::{parse, parse_reader};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ExplainError {
@@ -338,12 +339,11 @@ impl Parsed {
 /// Parses the text and explains every message in it; table, dump and
 /// segments go with the last message.
 pub fn explain(st: &Style, text: &str) -> Result<Explanation, ExplainError> {
-    explain_owned(st, text.to_owned())
+    parse(text).map(|p| explain_parsed(st, p))
 }
 
-/// [`explain`] of a text it may rewrite in place (a large paste).
-pub fn explain_owned(st: &Style, text: String) -> Result<Explanation, ExplainError> {
-    let parsed = reading::parse_owned(text)?;
+/// Explains every message of a parsed text ([`parse`], [`parse_reader`]).
+pub fn explain_parsed(st: &Style, parsed: Parsed) -> Explanation {
     let attachments =
         parsed.summary.is_some() || parsed.stats.is_some() || parsed.segments.is_some();
     let n = parsed.messages.len();
@@ -360,7 +360,7 @@ pub fn explain_owned(st: &Style, text: String) -> Result<Explanation, ExplainErr
         let figures = parsed.figures(None);
         items.push(explained(st, &parsed, None, figures, true));
     }
-    Ok(Explanation { parsed, items })
+    Explanation { parsed, items }
 }
 
 fn within_rounding(a: u64, b: u64) -> bool {

@@ -1,5 +1,6 @@
 //! Reading the pasted text: one pattern a figure; messages, `memory_summary()` tables, `memory_stats()` dumps and segment dicts.
 
+use super::stream::{Glued, Piece, Pieces};
 use super::*;
 
 pub(super) const SIZE: &str = r"(\d+(?:\.\d+)?)\s*(bytes|KiB|MiB|GiB|TiB|PiB|KB|MB|GB|TB|PB|B)";
@@ -118,82 +119,85 @@ pub(super) fn find_size(r: &Regex, text: &str) -> Option<u64> {
     None
 }
 
-/// Strips terminal colour codes and carriage returns (progress bars);
-/// text with neither is borrowed, not copied.
-pub(super) fn normalise(text: &str) -> std::borrow::Cow<'_, str> {
-    let t = ANSI.replace_all(text, "");
-    if !t.contains('\r') {
-        return t;
-    }
-    t.replace("\r\n", "\n").replace('\r', "\n").into()
-}
-
+/// Everything recognised in `text`.
 pub fn parse(text: &str) -> Result<Parsed, ExplainError> {
-    parse_owned(text.to_owned())
-}
-
-/// [`parse`] of a text it may rewrite in place: a large paste is read
-/// without a second copy beside it.
-pub fn parse_owned(text: String) -> Result<Parsed, ExplainError> {
-    let rewritten = match normalise(&text) {
-        std::borrow::Cow::Owned(t) => Some(t),
-        std::borrow::Cow::Borrowed(_) => None,
-    };
-    let mut text = rewritten.unwrap_or(text);
-    // Each reader walks the lines once, looking a few ahead at most: no
-    // table of every line beside the text.
-    let mut p = Parsed {
-        messages: parse_messages(text.lines()),
-        summary: parse_summary(text.lines()),
-        ..Default::default()
-    };
-    // Keys and dicts may be broken across lines anywhere (even inside a
-    // quoted key); they are delimited by quotes and commas, so the lines are
-    // simply glued together (no carriage return is left to strip).
-    text.retain(|c| c != '\n');
-    p.stats = parse_stats(&text);
-    p.segments = parse_segments(&text);
-    if p.messages.is_empty() && p.summary.is_none() && p.stats.is_none() && p.segments.is_none() {
-        return Err(ExplainError::NothingRecognised);
+    match parse_reader(text.as_bytes()) {
+        Ok(p) => p,
+        // Reading bytes in memory cannot fail.
+        Err(e) => unreachable!("reading a string: {e}"),
     }
-    Ok(p)
 }
 
-pub(super) fn parse_messages<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<OomMessage> {
+/// Everything recognised in the text `r` gives, read as a stream: the
+/// readers of lines and of the glued text (see [`super::stream`]) take each
+/// line as it comes, so the text is never held whole. The outer error is a
+/// read error of `r`.
+pub fn parse_reader(r: impl std::io::BufRead) -> std::io::Result<Result<Parsed, ExplainError>> {
+    let mut pieces = Pieces::new(r);
+    let mut summary = SummaryReader::default();
+    let mut glued = Glued::default();
+    let messages = parse_messages(pieces.by_ref().inspect(|p| {
+        summary.line(&p.text);
+        // Keys and dicts may be broken across lines anywhere (even inside
+        // a quoted key); they are delimited by quotes and commas, so the
+        // lines are simply glued together.
+        glued.push(&p.text[p.fresh..]);
+    }));
+    if let Some(e) = pieces.error.take() {
+        return Err(e);
+    }
+    let (stats, segments) = glued.finish();
+    let p = Parsed {
+        messages,
+        summary: summary.finish(),
+        stats,
+        segments,
+    };
+    if p.messages.is_empty() && p.summary.is_none() && p.stats.is_none() && p.segments.is_none() {
+        return Ok(Err(ExplainError::NothingRecognised));
+    }
+    Ok(Ok(p))
+}
+
+/// The messages in the lines (or windows of long lines) given: each from
+/// its first words to the end of its line, with up to eight continuation
+/// lines.
+pub(super) fn parse_messages(lines: impl Iterator<Item = Piece>) -> Vec<OomMessage> {
     let mut out = Vec::new();
-    let mut lines = lines.enumerate().peekable();
-    while let Some((i, line)) = lines.next() {
-        let Some(m) = START.find(line) else {
-            continue;
-        };
-        let start_line = i;
-        let mut text = line[m.start()..].to_string();
-        // A second message on the same line (tqdm glues records together) is
-        // cut off and looked at on its own below.
-        let mut rest_on_line = None;
-        if let Some(m2) = START.find(&text[m.len()..]) {
-            let cut = m.len() + m2.start();
-            rest_on_line = Some(text[cut..].to_string());
-            text.truncate(cut);
-        }
-        if rest_on_line.is_none() {
-            let mut joined = 0;
-            while let Some(&(_, l)) = lines.peek()
-                && joined < 8
-            {
-                if l.trim().is_empty() || START.is_match(l) || STOPPER.is_match(l) {
-                    break;
+    let mut lines = lines.peekable();
+    while let Some(piece) = lines.next() {
+        let line = piece.text.as_str();
+        // Several messages on one line (tqdm glues records together) are
+        // each read up to the next one. One starting in a window's overlap
+        // is the next window's.
+        let starts: Vec<usize> = START.find_iter(line).map(|m| m.start()).collect();
+        let owned = starts.iter().take_while(|&&s| s < piece.own).count();
+        for k in 0..owned {
+            let end = starts.get(k + 1).copied().unwrap_or(line.len());
+            let mut text = line[starts[k]..end].to_string();
+            // A lone message on a whole line may go on on the next lines; a
+            // window of a long line goes on in the next window.
+            if starts.len() == 1 && piece.whole {
+                let mut joined = 0;
+                while let Some(next) = lines.peek()
+                    && joined < 8
+                {
+                    let l = next.text.as_str();
+                    if !next.whole
+                        || l.trim().is_empty()
+                        || START.is_match(l)
+                        || STOPPER.is_match(l)
+                    {
+                        break;
+                    }
+                    // Joined as is: a terminal wrap cuts anywhere, and the
+                    // patterns accept missing spaces.
+                    text.push_str(l);
+                    lines.next();
+                    joined += 1;
                 }
-                // Joined as is: a terminal wrap cuts anywhere, and the
-                // patterns accept missing spaces.
-                text.push_str(l);
-                lines.next();
-                joined += 1;
             }
-        }
-        out.push(message(start_line + 1, &text));
-        if let Some(r) = rest_on_line {
-            out.push(message(start_line + 1, &r));
+            out.push(message(piece.line + 1, &text));
         }
     }
     out
@@ -404,32 +408,38 @@ pub(super) fn parse_cell(cell: &str, is_bytes: bool) -> Option<u64> {
 }
 
 /// `memory_summary()` rows, with metric names in `memory_stats()` spelling
-/// (`allocated_bytes`, `reserved_bytes`, `inactive_split_bytes`, …).
-pub(super) fn parse_summary<'a>(lines: impl Iterator<Item = &'a str>) -> Option<MemorySummary> {
-    let mut s = MemorySummary::default();
-    let mut seen = false;
-    let mut current: Option<&'static str> = None;
-    for l in lines {
+/// (`allocated_bytes`, `reserved_bytes`, `inactive_split_bytes`, …), read a
+/// line at a time.
+#[derive(Default)]
+pub(super) struct SummaryReader {
+    s: MemorySummary,
+    seen: bool,
+    current: Option<&'static str>,
+}
+
+impl SummaryReader {
+    pub fn line(&mut self, l: &str) {
+        let s = &mut self.s;
         if let Some(c) = SUMMARY_DEVICE.captures(l) {
             s.device = c[1].parse().ok();
-            seen = true;
+            self.seen = true;
         }
         if let Some(c) = SUMMARY_OOMS.captures(l) {
             s.ooms = c[1].parse().ok();
-            seen = true;
+            self.seen = true;
         }
         if let Some(c) = SUMMARY_RETRIES.captures(l) {
             s.alloc_retries = c[1].parse().ok();
-            seen = true;
+            self.seen = true;
         }
         let Some(c) = SUMMARY_ROW.captures(l) else {
-            continue;
+            return;
         };
-        seen = true;
+        self.seen = true;
         let name = c.get(1).expect("group").as_str();
         let (metric, pool) = match name {
             "from large pool" | "from small pool" => {
-                let Some(m) = current else { continue };
+                let Some(m) = self.current else { return };
                 (
                     m,
                     if name == "from large pool" {
@@ -441,7 +451,7 @@ pub(super) fn parse_summary<'a>(lines: impl Iterator<Item = &'a str>) -> Option<
             }
             _ => {
                 let m = canonical_metric(name);
-                current = Some(m);
+                self.current = Some(m);
                 (m, Pool::All)
             }
         };
@@ -472,13 +482,17 @@ pub(super) fn parse_summary<'a>(lines: impl Iterator<Item = &'a str>) -> Option<
             total_freed: cell(3),
         });
     }
-    if !seen {
-        return None;
+
+    pub fn finish(self) -> Option<MemorySummary> {
+        let mut s = self.s;
+        if !self.seen {
+            return None;
+        }
+        if s.rows.last().is_some_and(|r| r.total_freed.is_none()) {
+            s.truncated = true;
+        }
+        Some(s)
     }
-    if s.rows.last().is_some_and(|r| r.total_freed.is_none()) {
-        s.truncated = true;
-    }
-    Some(s)
 }
 
 pub(super) const STAT_PREFIXES: &[&str] = &[
@@ -502,54 +516,17 @@ pub(super) const STAT_PREFIXES: &[&str] = &[
     "max_split_size",
 ];
 
-pub(super) fn parse_stats(flat: &str) -> Option<MemoryStats> {
-    let mut s = MemoryStats::default();
-    for c in STAT_KV.captures_iter(flat) {
-        let key = &c[1];
-        let head = key.split('.').next().unwrap_or("");
-        if !STAT_PREFIXES.contains(&head) {
-            continue;
-        }
-        if head == key && !key.starts_with("num_") && key != "max_split_size" {
-            continue;
-        }
-        if let Ok(v) = c[2].parse() {
-            s.values.insert(key.to_string(), v);
-        }
+/// One `'key': value` of a `memory_stats()` dump, kept when the key is one
+/// of the allocator's (a later one wins).
+pub(super) fn stat_kv(s: &mut MemoryStats, key: &str, value: &str) {
+    let head = key.split('.').next().unwrap_or("");
+    if !STAT_PREFIXES.contains(&head) {
+        return;
     }
-    // One or two matches could be prose; a dump has many keys.
-    (s.values.len() >= 3).then_some(s)
-}
-
-pub(super) fn parse_segments(flat: &str) -> Option<SegmentsPaste> {
-    let totals: Vec<u64> = SEG_TOTAL
-        .captures_iter(flat)
-        .filter_map(|c| c[1].parse().ok())
-        .collect();
-    if totals.is_empty() {
-        return None;
+    if head == key && !key.starts_with("num_") && key != "max_split_size" {
+        return;
     }
-    let allocated: Vec<u64> = SEG_ALLOCATED
-        .captures_iter(flat)
-        .filter_map(|c| c[1].parse().ok())
-        .collect();
-    let mut p = SegmentsPaste {
-        segments: totals.len() as u64,
-        reserved: totals.iter().sum(),
-        allocated: (!allocated.is_empty()).then(|| allocated.iter().sum()),
-        ..Default::default()
-    };
-    for d in BLOCK_DICT.find_iter(flat) {
-        let d = d.as_str();
-        let (Some(sz), Some(st)) = (BLOCK_SIZE.captures(d), BLOCK_STATE.captures(d)) else {
-            continue;
-        };
-        p.blocks += 1;
-        if &st[1] == "inactive"
-            && let Ok(b) = sz[1].parse::<u64>()
-        {
-            p.largest_inactive_block = Some(p.largest_inactive_block.unwrap_or(0).max(b));
-        }
+    if let Ok(v) = value.parse() {
+        s.values.insert(key.to_string(), v);
     }
-    Some(p)
 }

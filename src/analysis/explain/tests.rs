@@ -86,3 +86,101 @@ fn newest_hint_variable_is_kept_in_suggestions() {
             .starts_with("PYTORCH_ALLOC_CONF=")
     );
 }
+
+mod streamed {
+    use super::super::stream::{OVERLAP, Pieces, WINDOW};
+    use super::*;
+
+    const MSG: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.50 GiB is free. Of the allocated memory 70.00 GiB is allocated by PyTorch, and 5.00 GiB is reserved by PyTorch but unallocated.";
+
+    fn lines(t: &str) -> Vec<String> {
+        Pieces::new(t.as_bytes()).map(|p| p.text).collect()
+    }
+
+    #[test]
+    fn line_ends_and_colour_codes_as_the_text_would_be_cleaned() {
+        assert_eq!(
+            lines("a\r\nb\rc\n\x1b[31md\x1b[0m\n\ne"),
+            ["a", "b", "c", "d", "", "e"]
+        );
+        assert_eq!(lines("a\r\r\n"), ["a", ""]);
+        assert_eq!(lines("\n"), [""]);
+        assert!(lines("").is_empty());
+        // A line end split between two reads.
+        let r = std::io::BufReader::with_capacity(2, "ab\r\ncd".as_bytes());
+        let got: Vec<String> = Pieces::new(r).map(|p| p.text).collect();
+        assert_eq!(got, ["ab", "cd"]);
+    }
+
+    /// Messages on one line far longer than a window, one of them across
+    /// each window boundary and in each overlap: each is read once, whole.
+    #[test]
+    fn messages_in_a_line_longer_than_a_window_are_each_read_once() {
+        let own = WINDOW - OVERLAP;
+        let starts = [
+            10,
+            own - 20,
+            own + 100,
+            WINDOW - 50,
+            2 * own - MSG.len() / 2,
+            2 * own + OVERLAP - 10,
+            3 * own + 7,
+        ];
+        let mut line = vec![b'x'; 3 * WINDOW];
+        for (k, &s) in starts.iter().enumerate() {
+            let m = MSG.replace("2.00 GiB", &format!("{k}.00 GiB"));
+            line[s..s + m.len()].copy_from_slice(m.as_bytes());
+            line[s + m.len()] = b' ';
+        }
+        let mut text = String::from_utf8(line).unwrap();
+        text.push('\n');
+        text.push_str(MSG);
+        let p = parse(&text).unwrap();
+        let tried: Vec<u64> = p.messages.iter().map(|m| m.tried.unwrap()).collect();
+        let mut want: Vec<u64> = (0..starts.len() as u64).map(|k| k << 30).collect();
+        want.push(2 << 30);
+        assert_eq!(tried, want);
+        assert!(
+            p.messages
+                .iter()
+                .all(|m| m.capacity == size("79.15", "GiB"))
+        );
+        assert_eq!(p.messages.last().unwrap().line, 2);
+    }
+
+    /// The dump and segment readers over the glued text, as one pass of
+    /// each pattern over the whole text gives them.
+    #[test]
+    fn dumps_and_segments_broken_anywhere_across_windows() {
+        let mut t = String::new();
+        let mut want_total = 0u64;
+        let mut want_largest = 0u64;
+        for i in 0..40_000u64 {
+            let (total, inactive) = (2 << 20 | i << 9, 512 * (i % 977));
+            want_total += total;
+            want_largest = want_largest.max(inactive);
+            t.push_str(&format!(
+                "{{'device': 0, 'address': {}, 'total_size': {total}, 'allocated_size': 512, 'blocks': [{{'size': {inactive}, 'state': 'inactive'}}, {{'size': 512, 'state': 'active_allocated'}}]}}, ",
+                i << 21
+            ));
+            // Terminal wraps anywhere, keys and numbers included.
+            if i % 7 == 3 {
+                let cut = t.len() - (i as usize % 50) - 1;
+                t.insert(cut, '\n');
+            }
+        }
+        t.push_str("\n{'num_alloc_retries': 3, 'num_ooms': 1, 'allocated_bytes.all.cu\nrrent': 7, 'reserved_bytes.all.peak': 9}\n");
+        assert!(t.len() > 3 * WINDOW);
+        let p = parse(&t).unwrap();
+        let s = p.segments.unwrap();
+        assert_eq!(s.segments, 40_000);
+        assert_eq!(s.reserved, want_total);
+        assert_eq!(s.allocated, Some(512 * 40_000));
+        assert_eq!(s.blocks, 80_000);
+        assert_eq!(s.largest_inactive_block, Some(want_largest));
+        let st = p.stats.unwrap();
+        assert_eq!(st.get("allocated_bytes.all.current"), Some(7));
+        assert_eq!(st.get("num_alloc_retries"), Some(3));
+        assert_eq!(st.values.len(), 4);
+    }
+}

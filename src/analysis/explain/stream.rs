@@ -1,0 +1,275 @@
+//! A paste read as a stream, never held whole: the line readers (messages,
+//! `memory_summary()` tables) take it a line at a time, the readers of
+//! dumps broken across lines (`memory_stats()`, segment dicts) take the
+//! lines glued together through a bounded window.
+//!
+//! Both see the text [`super::reading::normalise`] describes: terminal
+//! colour codes left out, `\r\n` and a lone `\r` ending a line.
+//!
+//! A line longer than [`WINDOW`] bytes (a one-line log, a dump printed on
+//! one line) is handed to the line readers in windows of that size, each
+//! overlapping the one before by [`OVERLAP`] bytes; a message belongs to
+//! the window its first words start in. The glued text is scanned the same
+//! way. What is read of one message, key or dict is thus within
+//! [`OVERLAP`] bytes of its start, far more than PyTorch ever prints for
+//! one.
+
+use super::reading::{
+    ANSI, BLOCK_DICT, BLOCK_SIZE, BLOCK_STATE, SEG_ALLOCATED, SEG_TOTAL, STAT_KV,
+};
+use super::*;
+use std::io::BufRead;
+
+/// The most of one line the line readers get at once.
+pub(super) const WINDOW: usize = 1 << 20;
+/// How far consecutive windows of one line overlap.
+pub(super) const OVERLAP: usize = 64 << 10;
+
+/// A line, or a window of a long one.
+pub(super) struct Piece {
+    /// The text, normalised.
+    pub text: String,
+    /// 0-based number of the line it is (part of).
+    pub line: usize,
+    /// A message starting at or past this byte is the next window's.
+    pub own: usize,
+    /// `text[fresh..]` was not in the window before (the whole text for a
+    /// line read at once).
+    pub fresh: usize,
+    /// A whole line (not a window of a longer one).
+    pub whole: bool,
+}
+
+/// The pieces of a reader's text, in order. A read error ends them; it is
+/// kept in [`Pieces::error`].
+pub(super) struct Pieces<R> {
+    r: R,
+    line: usize,
+    /// The overlap a long line's next window starts with (raw bytes).
+    carry: Vec<u8>,
+    /// The last line ended with `\r`: a `\n` next is part of that ending.
+    skip_lf: bool,
+    done: bool,
+    pub error: Option<std::io::Error>,
+}
+
+impl<R: BufRead> Pieces<R> {
+    pub fn new(r: R) -> Pieces<R> {
+        Pieces {
+            r,
+            line: 0,
+            carry: Vec::new(),
+            skip_lf: false,
+            done: false,
+            error: None,
+        }
+    }
+
+    /// `raw` as a piece: its first `fresh` bytes were in the window before,
+    /// bytes from `own` on will be in the next one. Each part is decoded
+    /// and cleaned on its own, so that the offsets hold after cleaning.
+    fn piece(&mut self, raw: &[u8], fresh: usize, own: usize, last: bool) -> Piece {
+        let clean = |b: &[u8]| -> String {
+            let t = String::from_utf8_lossy(b);
+            ANSI.replace_all(&t, "").into_owned()
+        };
+        let mut text = clean(&raw[..fresh]);
+        let fresh_at = text.len();
+        text.push_str(&clean(&raw[fresh..own]));
+        let own_at = text.len();
+        text.push_str(&clean(&raw[own..]));
+        let p = Piece {
+            text,
+            line: self.line,
+            own: own_at,
+            fresh: fresh_at,
+            whole: last && fresh == 0,
+        };
+        if last {
+            self.line += 1;
+        }
+        p
+    }
+}
+
+impl<R: BufRead> Iterator for Pieces<R> {
+    type Item = Piece;
+
+    fn next(&mut self) -> Option<Piece> {
+        if self.done {
+            return None;
+        }
+        let mut raw = std::mem::take(&mut self.carry);
+        let fresh = raw.len();
+        loop {
+            let buf = match self.r.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.error = Some(e);
+                    self.done = true;
+                    return None;
+                }
+            };
+            if buf.is_empty() {
+                self.done = true;
+                if raw.is_empty() {
+                    return None;
+                }
+                let n = raw.len();
+                return Some(self.piece(&raw, fresh, n, true));
+            }
+            if std::mem::take(&mut self.skip_lf) && buf[0] == b'\n' {
+                self.r.consume(1);
+                continue;
+            }
+            let take = &buf[..buf.len().min(WINDOW - raw.len())];
+            if let Some(i) = memchr::memchr2(b'\n', b'\r', take) {
+                raw.extend_from_slice(&take[..i]);
+                self.skip_lf = take[i] == b'\r';
+                self.r.consume(i + 1);
+                let n = raw.len();
+                return Some(self.piece(&raw, fresh, n, true));
+            }
+            let n = take.len();
+            raw.extend_from_slice(take);
+            self.r.consume(n);
+            if raw.len() >= WINDOW {
+                let own = WINDOW - OVERLAP;
+                self.carry = raw[own..].to_vec();
+                return Some(self.piece(&raw, fresh, own, false));
+            }
+        }
+    }
+}
+
+/// The readers of the glued text (every line, no line ends): one pass of
+/// each pattern over a window that keeps the last [`OVERLAP`] bytes.
+#[derive(Default)]
+pub(super) struct Glued {
+    buf: String,
+    /// Offset of `buf` in the glued text.
+    base: usize,
+    /// Per pattern, where its next match may start (offset in the glued
+    /// text): the end of the last one handled.
+    resume: [usize; 4],
+    stats: MemoryStats,
+    totals: u64,
+    reserved: u64,
+    allocated: Option<u64>,
+    blocks: u64,
+    largest_inactive_block: Option<u64>,
+}
+
+impl Glued {
+    pub fn push(&mut self, s: &str) {
+        self.buf.push_str(s);
+        while self.buf.len() >= WINDOW {
+            self.scan(false);
+        }
+    }
+
+    /// Handles the matches that start before the window's last
+    /// [`OVERLAP`] bytes (all of them at the end) and drops what the next
+    /// window need not see.
+    fn scan(&mut self, last: bool) {
+        let mut own = if last {
+            self.buf.len()
+        } else {
+            self.buf.len() - OVERLAP
+        };
+        while !self.buf.is_char_boundary(own) {
+            own -= 1;
+        }
+        let (buf, base) = (self.buf.as_str(), self.base);
+        let [r_kv, r_total, r_alloc, r_dict] = &mut self.resume;
+        // The patterns end in the number; what they match is cut apart by
+        // hand (captures cost a second, slower search of every match, and
+        // JSON holds a key-number pair at every turn).
+        let stats = &mut self.stats;
+        each(&STAT_KV, buf, base, own, r_kv, |m| {
+            let key = m[1..].split(['\'', '"']).next().unwrap_or("");
+            super::reading::stat_kv(stats, key, trailing_number(m));
+        });
+        let (totals, reserved) = (&mut self.totals, &mut self.reserved);
+        each(&SEG_TOTAL, buf, base, own, r_total, |m| {
+            if let Ok(v) = trailing_number(m).parse::<u64>() {
+                *totals += 1;
+                *reserved = reserved.saturating_add(v);
+            }
+        });
+        let allocated = &mut self.allocated;
+        each(&SEG_ALLOCATED, buf, base, own, r_alloc, |m| {
+            if let Ok(v) = trailing_number(m).parse::<u64>() {
+                *allocated = Some(allocated.unwrap_or(0).saturating_add(v));
+            }
+        });
+        let (blocks, largest) = (&mut self.blocks, &mut self.largest_inactive_block);
+        each(&BLOCK_DICT, buf, base, own, r_dict, |d| {
+            if !d.contains("state") {
+                return;
+            }
+            let (Some(sz), Some(st)) = (BLOCK_SIZE.captures(d), BLOCK_STATE.captures(d)) else {
+                return;
+            };
+            *blocks += 1;
+            if &st[1] == "inactive"
+                && let Ok(b) = sz[1].parse::<u64>()
+            {
+                *largest = Some(largest.unwrap_or(0).max(b));
+            }
+        });
+        if !last {
+            self.buf.drain(..own);
+            self.base += own;
+        }
+    }
+
+    /// The dump and the segments found, as [`super::reading::parse_stats`]
+    /// and [`super::reading::parse_segments`] read them.
+    pub fn finish(mut self) -> (Option<MemoryStats>, Option<SegmentsPaste>) {
+        self.scan(true);
+        // One or two matches could be prose; a dump has many keys.
+        let stats = (self.stats.values.len() >= 3).then_some(self.stats);
+        let segments = (self.totals > 0).then_some(SegmentsPaste {
+            segments: self.totals,
+            reserved: self.reserved,
+            allocated: self.allocated,
+            blocks: self.blocks,
+            largest_inactive_block: self.largest_inactive_block,
+        });
+        (stats, segments)
+    }
+}
+
+/// Hands `f` each match of `re` in `buf` (at `base` in the glued text)
+/// that starts at or after `resume` and before `own`, in order, moving
+/// `resume` past it: matches never overlap, as in one pass over the text.
+fn each(
+    re: &Regex,
+    buf: &str,
+    base: usize,
+    own: usize,
+    resume: &mut usize,
+    mut f: impl FnMut(&str),
+) {
+    let from = resume.saturating_sub(base).min(buf.len());
+    for m in re.find_iter(&buf[from..]) {
+        if from + m.start() >= own {
+            break;
+        }
+        f(m.as_str());
+        *resume = base + from + m.end();
+    }
+}
+
+/// The number a match ends with: `-?\d+`.
+fn trailing_number(m: &str) -> &str {
+    let digits = m.len() - m.bytes().rev().take_while(u8::is_ascii_digit).count();
+    let start = if m[..digits].ends_with('-') {
+        digits - 1
+    } else {
+        digits
+    };
+    &m[start..]
+}
