@@ -24,6 +24,12 @@ long run for timing (DIR/large/…), without the cap.
 
 A program that fails is reported and the others go on; the script exits 1 if
 any run failed.
+
+Then copy DIR/<workload>/<setting>.pickle.gz and .json (the capped runs; the
+uncapped calibration run is skipped by the test) into fixtures/gpu/<workload>/
+and run `FRAGSCOPE_BLESS=1 cargo test --test it gpu_fidelity`: it writes the
+cross-setting table into docs/fidelity.md, and without FRAGSCOPE_BLESS holds
+the model to it.
 """
 
 import argparse

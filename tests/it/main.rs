@@ -26,6 +26,7 @@ mod errors;
 mod events;
 mod explain_real;
 mod fuzz_seeds;
+mod gpu_fidelity;
 mod guide;
 mod hostile;
 mod hostile_commands;
