@@ -90,6 +90,7 @@ fn newest_hint_variable_is_kept_in_suggestions() {
 mod streamed {
     use super::super::stream::{OVERLAP, Pieces, WINDOW};
     use super::*;
+    use proptest::prelude::*;
 
     const MSG: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.50 GiB is free. Of the allocated memory 70.00 GiB is allocated by PyTorch, and 5.00 GiB is reserved by PyTorch but unallocated.";
 
@@ -182,5 +183,119 @@ mod streamed {
         assert_eq!(st.get("allocated_bytes.all.current"), Some(7));
         assert_eq!(st.get("num_alloc_retries"), Some(3));
         assert_eq!(st.values.len(), 4);
+    }
+
+    /// The text read whole, as the readers read it before they streamed:
+    /// cleaned, split into lines, and glued for the dumps. The oracle of
+    /// the property below.
+    fn whole(text: &str) -> Option<Parsed> {
+        use super::super::stream::Piece;
+        let t = ANSI.replace_all(text, "");
+        let t = t.replace("\r\n", "\n").replace('\r', "\n");
+        let pieces = t.lines().enumerate().map(|(i, l)| Piece {
+            text: l.to_string(),
+            line: i,
+            own: l.len(),
+            fresh: 0,
+            whole: true,
+        });
+        let messages = parse_messages(pieces);
+        let mut summary = SummaryReader::default();
+        t.lines().for_each(|l| summary.line(l));
+        let flat: String = t.chars().filter(|&c| c != '\n').collect();
+        let mut stats = MemoryStats::default();
+        for c in STAT_KV.captures_iter(&flat) {
+            stat_kv(&mut stats, &c[1], &c[2]);
+        }
+        let totals: Vec<u64> = SEG_TOTAL
+            .captures_iter(&flat)
+            .filter_map(|c| c[1].parse().ok())
+            .collect();
+        let allocated: Vec<u64> = SEG_ALLOCATED
+            .captures_iter(&flat)
+            .filter_map(|c| c[1].parse().ok())
+            .collect();
+        let mut seg = SegmentsPaste {
+            segments: totals.len() as u64,
+            reserved: totals.iter().sum(),
+            allocated: (!allocated.is_empty()).then(|| allocated.iter().sum()),
+            ..Default::default()
+        };
+        for d in BLOCK_DICT.find_iter(&flat) {
+            let d = d.as_str();
+            let (Some(sz), Some(st)) = (BLOCK_SIZE.captures(d), BLOCK_STATE.captures(d)) else {
+                continue;
+            };
+            seg.blocks += 1;
+            if &st[1] == "inactive" {
+                let b: u64 = sz[1].parse().unwrap();
+                seg.largest_inactive_block = Some(seg.largest_inactive_block.unwrap_or(0).max(b));
+            }
+        }
+        let p = Parsed {
+            messages,
+            summary: summary.finish(),
+            stats: (stats.values.len() >= 3).then_some(stats),
+            segments: (!totals.is_empty()).then_some(seg),
+        };
+        let none = p.messages.is_empty()
+            && p.summary.is_none()
+            && p.stats.is_none()
+            && p.segments.is_none();
+        (!none).then_some(p)
+    }
+
+    const FRAGMENTS: &[&str] = &[
+        MSG,
+        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.90 GiB total capacity; 14.93 GiB already allocated; 5.75 MiB free; 15.07 GiB reserved in total by PyTorch)",
+        "HIP out of memory. Tried to allocate 1.00 GiB. GPU 1 has a total capacity of 63.98 GiB",
+        "step 12 loss 0.3412",
+        "Traceback (most recent call last):",
+        "|===========================================================================|",
+        "| Allocated memory      |  10240 MiB |  12288 MiB |  40960 GiB |  40950 GiB |",
+        "|       from large pool |  10000 MiB |  12000 MiB |  40000 GiB |  39990 GiB |",
+        "| GPU reserved memory   |  14336 MiB |  14336 MiB |  14336 MiB |      0 B   |",
+        "|                  PyTorch CUDA memory summary, device ID 0                 |",
+        "|   CUDA OOMs: 1          |        cudaMalloc retries: 3                    |",
+        "{'allocated_bytes.all.current': 1024, 'num_alloc_retries': 2, ",
+        "'reserved_bytes.all.peak': 4096, 'active_bytes.large_pool.freed': -5}",
+        "{'device': 0, 'address': 140, 'total_size': 20971520, 'allocated_size': 512, 'blocks': [",
+        "{'size': 512, 'state': 'active_allocated'}, {'size': 2048, 'state': 'inactive'}]}",
+        "\x1b[31mERROR\x1b[0m ",
+        " 45%|####5     | ",
+    ];
+
+    fn arb_text() -> impl Strategy<Value = String> {
+        let piece = (0..FRAGMENTS.len(), 0usize..4, any::<u16>());
+        proptest::collection::vec(piece, 0..60).prop_map(|parts| {
+            let mut t = String::new();
+            for (f, end, cut) in parts {
+                let mut frag = FRAGMENTS[f].to_string();
+                // A terminal wrap anywhere in it, sometimes.
+                if cut % 3 == 0 && !frag.is_empty() {
+                    let mut at = usize::from(cut) % frag.len();
+                    while !frag.is_char_boundary(at) {
+                        at -= 1;
+                    }
+                    frag.insert(at, '\n');
+                }
+                t.push_str(&frag);
+                t.push_str(["", "\n", "\r\n", "\r"][end]);
+            }
+            t
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        /// Read as a stream, through reads of any size, any text shorter
+        /// than a window gives what the whole text gives.
+        #[test]
+        fn the_stream_reads_what_the_whole_text_holds(text in arb_text(), cap in 1usize..64) {
+            let r = std::io::BufReader::with_capacity(cap, text.as_bytes());
+            let streamed = parse_reader(r).unwrap().ok();
+            prop_assert_eq!(streamed, whole(&text));
+        }
     }
 }
