@@ -68,25 +68,31 @@ MAX_ENTRIES = 2_000_000
 # GPU.
 
 
+def small_transformer(torch, ctx, layers, foreach):
+    """A seeded encoder stack with embedding and output layer, and its AdamW
+    (`foreach=None`: PyTorch's default); returns (model, optimizer, vocab, batch)."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    s = ctx.scale
+    d, heads, ff, vocab, batch = 1024 // s, 16, 4096 // s, 8192 // s, 8
+    layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True, norm_first=True)
+    model = nn.Sequential(
+        nn.Embedding(vocab, d),
+        nn.TransformerEncoder(layer, layers, enable_nested_tensor=False),
+        nn.Linear(d, vocab),
+    ).to(ctx.device)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=foreach), vocab, batch
+
+
 def transformer_varlen(torch, ctx):
     """Training a small transformer on batches of varying sequence length:
     activations of many sizes come and go each step (the classic pattern of
     fragmentation in training)."""
     nn = torch.nn
     F = torch.nn.functional
-    torch.manual_seed(0)
     rng = random.Random(0)
     s = ctx.scale
-    d, heads, ff, layers, vocab, batch = 1024 // s, 16, 4096 // s, 2, 8192 // s, 8
-    layer = nn.TransformerEncoderLayer(
-        d, heads, ff, dropout=0.0, batch_first=True, norm_first=True
-    )
-    model = nn.Sequential(
-        nn.Embedding(vocab, d),
-        nn.TransformerEncoder(layer, layers, enable_nested_tensor=False),
-        nn.Linear(d, vocab),
-    ).to(ctx.device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model, opt, vocab, batch = small_transformer(torch, ctx, layers=2, foreach=None)
     lengths = [rng.choice([128, 256, 384, 512, 768, 1024, 1536]) // s for _ in range(14)]
     ctx.params["lengths"] = lengths
 
@@ -259,10 +265,16 @@ class Ctx:
             if self.inject_oom and self.attempts == 2:
                 raise DryOOM("injected out-of-memory error (dry run)")
             fn()
-        except self.oom_types as e:
+        except (RuntimeError,) + self.oom_types as e:
             message = str(e)
+            # A library's own allocation failing under the cap (cuBLAS's
+            # workspace, say) is a RuntimeError, not an OutOfMemoryError.
+            if not isinstance(e, self.oom_types) and not (
+                    "out of memory" in message or "ALLOC_FAILED" in message):
+                raise
             first = not self.ooms
-            self.ooms.append({"attempt": self.attempts, "label": label, "message": message})
+            self.ooms.append({"attempt": self.attempts, "label": label, "message": message,
+                              "kind": type(e).__name__})
             del e
             if first:
                 self.dump_oom()
@@ -327,9 +339,16 @@ def child(args):
     oom_path = os.path.join(out, f"{name}.oom.pickle.gz")
     ctx = Ctx(torch, device, args.scale, lambda: snapshot_to(oom_path), dry)
     t0 = time.time()
-    WORKLOADS[args.workload](torch, ctx)
-    if not dry:
-        torch.cuda.synchronize()
+    # Whatever happens, the snapshot and what is known are written.
+    failure = None
+    try:
+        WORKLOADS[args.workload](torch, ctx)
+        if not dry:
+            torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - recorded, then the run fails
+        failure = traceback.format_exc()
+        print(failure, file=sys.stderr, flush=True)
+    meta["failure"] = failure
     meta["seconds"] = round(time.time() - t0, 3)
     meta["attempts"] = ctx.attempts
     meta["ooms"] = ctx.ooms
@@ -342,6 +361,8 @@ def child(args):
         meta["memory_stats"] = {k: v for k, v in stats.items()}
         meta["memory_summary"] = torch.cuda.memory_summary(0)
     write_json(os.path.join(out, f"{name}.json"), meta)
+    if failure:
+        sys.exit(1)
 
 
 def write_json(path, obj):
@@ -489,19 +510,10 @@ def main():
 
 def large_run(torch, ctx, steps):
     """The transformer workload for many steps (a long history to time)."""
-    nn = torch.nn
     F = torch.nn.functional
-    torch.manual_seed(0)
     rng = random.Random(2)
     s = ctx.scale
-    d, heads, ff, layers, vocab, batch = 1024 // s, 16, 4096 // s, 4, 8192 // s, 8
-    layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True, norm_first=True)
-    model = nn.Sequential(
-        nn.Embedding(vocab, d),
-        nn.TransformerEncoder(layer, layers, enable_nested_tensor=False),
-        nn.Linear(d, vocab),
-    ).to(ctx.device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+    model, opt, vocab, batch = small_transformer(torch, ctx, layers=4, foreach=False)
     for i in range(steps):
         length = rng.choice([128, 256, 384, 512, 768]) // s
         x = torch.randint(0, vocab, (batch, length), device=ctx.device)
