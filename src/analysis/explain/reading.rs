@@ -9,6 +9,9 @@ pub(super) fn re(p: &str) -> Regex {
     Regex::new(&p.replace("{SIZE}", SIZE)).expect("valid pattern")
 }
 
+/// Terminal colour codes, as the stream leaves them out
+/// ([`super::stream::Uncoloured`]); the tests' reading of a whole text uses it.
+#[cfg(test)]
 pub(super) static ANSI: LazyLock<Regex> = LazyLock::new(|| re(r"\x1b\[[0-9;]*[A-Za-z]"));
 pub(super) static START: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(?i)\b(CUDA|HIP|XPU)\s*out\s*of\s*memory|CUDA\s*error:\s*out\s*of\s*memory")
@@ -242,7 +245,7 @@ pub(super) fn message(line: usize, text: &str) -> OomMessage {
             cached,
             // 1.0–1.3 printed amount_cached − amount_allocated as "cached";
             // consecutive messages of one run then agree on the total.
-            already.zip(cached).map(|(a, c)| a + c),
+            already.zip(cached).map(|(a, c)| a.saturating_add(c)),
             None,
         ),
         Wording::ReservedInTotal | Wording::ReservedInTotalSplitHint => {
@@ -252,7 +255,9 @@ pub(super) fn message(line: usize, text: &str) -> OomMessage {
             // "allocated by PyTorch" includes the private-pool bytes named
             // right after it; reserved = that + "reserved but unallocated".
             let alloc = by_pytorch.map(|u| u.saturating_sub(private.unwrap_or(0)));
-            let reserved = by_pytorch.zip(unallocated).map(|(u, r)| u + r);
+            let reserved = by_pytorch
+                .zip(unallocated)
+                .map(|(u, r)| u.saturating_add(r));
             (
                 alloc.or(already),
                 unallocated,
@@ -365,7 +370,9 @@ fn processes_of(text: &str, reserved: Option<u64>) -> (Vec<ProcessUse>, bool) {
         let best = processes
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.bytes + slack >= r && p.bytes <= r + SELF_MARGIN)
+            .filter(|(_, p)| {
+                p.bytes.saturating_add(slack) >= r && p.bytes <= r.saturating_add(SELF_MARGIN)
+            })
             .min_by_key(|(_, p)| (p.bytes.abs_diff(r), p.pid));
         if let Some((k, _)) = best {
             processes[k].this_process = true;

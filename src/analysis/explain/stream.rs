@@ -3,8 +3,8 @@
 //! dumps broken across lines (`memory_stats()`, segment dicts) take the
 //! lines glued together through a bounded window.
 //!
-//! Both see the text [`super::reading::normalise`] describes: terminal
-//! colour codes left out, `\r\n` and a lone `\r` ending a line.
+//! Both see the text cleaned as it comes: terminal colour codes left out
+//! first ([`Uncoloured`]), then `\r\n` and a lone `\r` ending a line.
 //!
 //! A line longer than [`WINDOW`] bytes (a one-line log, a dump printed on
 //! one line) is handed to the line readers in windows of that size, each
@@ -14,9 +14,7 @@
 //! [`OVERLAP`] bytes of its start, far more than PyTorch ever prints for
 //! one.
 
-use super::reading::{
-    ANSI, BLOCK_DICT, BLOCK_SIZE, BLOCK_STATE, SEG_ALLOCATED, SEG_TOTAL, STAT_KV,
-};
+use super::reading::{BLOCK_DICT, BLOCK_SIZE, BLOCK_STATE, SEG_ALLOCATED, SEG_TOTAL, STAT_KV};
 use super::*;
 use std::io::BufRead;
 
@@ -43,7 +41,7 @@ pub(super) struct Piece {
 /// The pieces of a reader's text, in order. A read error ends them; it is
 /// kept in [`Pieces::error`].
 pub(super) struct Pieces<R> {
-    r: R,
+    r: Uncoloured<R>,
     line: usize,
     /// The overlap a long line's next window starts with (raw bytes).
     carry: Vec<u8>,
@@ -56,7 +54,7 @@ pub(super) struct Pieces<R> {
 impl<R: BufRead> Pieces<R> {
     pub fn new(r: R) -> Pieces<R> {
         Pieces {
-            r,
+            r: Uncoloured::new(r),
             line: 0,
             carry: Vec::new(),
             skip_lf: false,
@@ -66,18 +64,15 @@ impl<R: BufRead> Pieces<R> {
     }
 
     /// `raw` as a piece: its first `fresh` bytes were in the window before,
-    /// bytes from `own` on will be in the next one. Each part is decoded
-    /// and cleaned on its own, so that the offsets hold after cleaning.
+    /// bytes from `own` on will be in the next one. Each part is decoded on
+    /// its own (a byte that is not UTF-8 reads as U+FFFD), so that the
+    /// offsets hold after decoding.
     fn piece(&mut self, raw: &[u8], fresh: usize, own: usize, last: bool) -> Piece {
-        let clean = |b: &[u8]| -> String {
-            let t = String::from_utf8_lossy(b);
-            ANSI.replace_all(&t, "").into_owned()
-        };
-        let mut text = clean(&raw[..fresh]);
+        let mut text = String::from_utf8_lossy(&raw[..fresh]).into_owned();
         let fresh_at = text.len();
-        text.push_str(&clean(&raw[fresh..own]));
+        text.push_str(&String::from_utf8_lossy(&raw[fresh..own]));
         let own_at = text.len();
-        text.push_str(&clean(&raw[own..]));
+        text.push_str(&String::from_utf8_lossy(&raw[own..]));
         let p = Piece {
             text,
             line: self.line,
@@ -140,6 +135,107 @@ impl<R: BufRead> Iterator for Pieces<R> {
                 return Some(self.piece(&raw, fresh, own, false));
             }
         }
+    }
+}
+
+/// Longest colour code taken out whole; a longer run of digits after
+/// `ESC [` is kept as text.
+const LONGEST_CODE: usize = 4096;
+
+/// A reader's bytes without terminal colour codes (`ESC [`, digits and
+/// semicolons, a letter), as the pattern `\x1b\[[0-9;]*[A-Za-z]` would find
+/// them from the first byte on: taken out before the line ends are read, so
+/// that a code between `\r` and `\n` leaves one line end, as in the text
+/// cleaned whole.
+pub(super) struct Uncoloured<R> {
+    r: R,
+    buf: Vec<u8>,
+    pos: usize,
+    /// The start of a code not yet complete (`ESC`, `ESC [`, digits…).
+    code: Vec<u8>,
+}
+
+impl<R: BufRead> Uncoloured<R> {
+    fn new(r: R) -> Uncoloured<R> {
+        Uncoloured {
+            r,
+            buf: Vec::new(),
+            pos: 0,
+            code: Vec::new(),
+        }
+    }
+
+    /// Copies `input` into `out` without the codes, keeping an incomplete
+    /// one in `code` for the next read.
+    fn filter(input: &[u8], code: &mut Vec<u8>, out: &mut Vec<u8>) {
+        let mut rest = input;
+        while !rest.is_empty() {
+            if code.is_empty() {
+                match memchr::memchr(0x1b, rest) {
+                    None => {
+                        out.extend_from_slice(rest);
+                        return;
+                    }
+                    Some(i) => {
+                        out.extend_from_slice(&rest[..i]);
+                        code.push(0x1b);
+                        rest = &rest[i + 1..];
+                    }
+                }
+                continue;
+            }
+            let b = rest[0];
+            let goes_on = if code.len() == 1 {
+                b == b'['
+            } else {
+                b.is_ascii_digit() || b == b';'
+            };
+            if goes_on && code.len() < LONGEST_CODE {
+                code.push(b);
+                rest = &rest[1..];
+            } else if code.len() >= 2 && b.is_ascii_alphabetic() {
+                // A whole code: left out.
+                code.clear();
+                rest = &rest[1..];
+            } else {
+                // Not a code after all: its bytes are text, and `b` is
+                // read again (it may start a code itself).
+                out.append(code);
+            }
+        }
+    }
+}
+
+impl<R: BufRead> std::io::Read for Uncoloured<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let b = self.fill_buf()?;
+        let n = b.len().min(out.len());
+        out[..n].copy_from_slice(&b[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Uncoloured<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        while self.pos >= self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+            let input = self.r.fill_buf()?;
+            if input.is_empty() {
+                // The end: an incomplete code is text.
+                self.buf.append(&mut self.code);
+                break;
+            }
+            let n = input.len();
+            Self::filter(input, &mut self.code, &mut self.buf);
+            self.r.consume(n);
+        }
+        Ok(&self.buf[self.pos..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos += n;
     }
 }
 

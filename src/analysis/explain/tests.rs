@@ -105,6 +105,10 @@ mod streamed {
             ["a", "b", "c", "d", "", "e"]
         );
         assert_eq!(lines("a\r\r\n"), ["a", ""]);
+        // A code between the two bytes of a line end leaves one line end.
+        assert_eq!(lines("a\r\x1b[0m\nb\r\x1b[K\x1b[1;31m\nc"), ["a", "b", "c"]);
+        // What only starts like a code is text.
+        assert_eq!(lines("\x1b\x1b[1mx\x1b[12\x1b]"), ["\x1bx\x1b[12\x1b]"]);
         assert_eq!(lines("\n"), [""]);
         assert!(lines("").is_empty());
         // A line end split between two reads.
@@ -263,16 +267,18 @@ mod streamed {
         "{'size': 512, 'state': 'active_allocated'}, {'size': 2048, 'state': 'inactive'}]}",
         "\x1b[31mERROR\x1b[0m ",
         " 45%|####5     | ",
+        "\r\x1b[K",
+        "température ✓ 日本 ",
     ];
 
     fn arb_text() -> impl Strategy<Value = String> {
-        let piece = (0..FRAGMENTS.len(), 0usize..4, any::<u16>());
+        let piece = (0..FRAGMENTS.len(), 0usize..4, any::<bool>(), any::<u16>());
         proptest::collection::vec(piece, 0..60).prop_map(|parts| {
             let mut t = String::new();
-            for (f, end, cut) in parts {
+            for (f, end, wrap, cut) in parts {
                 let mut frag = FRAGMENTS[f].to_string();
                 // A terminal wrap anywhere in it, sometimes.
-                if cut % 3 == 0 && !frag.is_empty() {
+                if wrap && !frag.is_empty() {
                     let mut at = usize::from(cut) % frag.len();
                     while !frag.is_char_boundary(at) {
                         at -= 1;
