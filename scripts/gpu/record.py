@@ -57,6 +57,8 @@ SETTINGS = {
 }
 
 MAX_ENTRIES = 2_000_000
+# The device size a dry run's metadata names.
+DRY_TOTAL = 80 * GIB
 
 
 # ---------------------------------------------------------------- workloads
@@ -334,7 +336,12 @@ def child(args):
             meta["allowed_memory_maximum"] = int(fraction * float(total))
         torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES, stacks="python")
     else:
+        # The same keys as on a GPU, for a device of DRY_TOTAL bytes, so that
+        # a dry run's files exercise what reads them (never a recording).
         meta["capacity"] = args.capacity
+        meta["device_total"] = DRY_TOTAL
+        if args.capacity:
+            meta["memory_fraction"] = args.capacity / DRY_TOTAL
 
     oom_path = os.path.join(out, f"{name}.oom.pickle.gz")
     ctx = Ctx(torch, device, args.scale, lambda: snapshot_to(oom_path), dry)
