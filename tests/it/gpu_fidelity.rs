@@ -266,3 +266,30 @@ fn gpu_recordings_table_matches_docs() {
         "docs/fidelity.md's GPU table differs; FRAGSCOPE_BLESS=1 rewrites it"
     );
 }
+
+/// The recorder runs only where a GPU is, so here its scripts are at least
+/// read by Python and answer `--help` (neither imports PyTorch for it).
+#[test]
+fn the_gpu_recorder_scripts_load_without_a_gpu() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    for script in ["scripts/gpu/record.py", "scripts/gpu/device_run.py"] {
+        let out = match std::process::Command::new("python3")
+            .arg(format!("{root}/{script}"))
+            .arg("--help")
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("note: python3 cannot run ({e}); {script} is not checked");
+                return;
+            }
+        };
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{script} --help: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(help.contains("--dry-run"), "{script} --help: {help}");
+    }
+}
