@@ -383,13 +383,14 @@ def write_json(path, obj):
 # ---------------------------------------------------------------- driver
 
 
-def run_child(args, workload, setting, conf, capacity, name, out, timeout):
+def run_child(args, workload, setting, conf, capacity, name, out, timeout, extra=()):
     env = dict(os.environ)
     env["PYTORCH_CUDA_ALLOC_CONF"] = conf
     env["PYTHONUNBUFFERED"] = "1"
     cmd = [sys.executable, os.path.abspath(__file__), "--child",
            "--workload", workload, "--setting", setting, "--child-name", name,
-           "--child-out", out, "--capacity", str(capacity or 0), "--scale", str(args.scale)]
+           "--child-out", out, "--capacity", str(capacity or 0), "--scale", str(args.scale),
+           *extra]
     if args.dry_run:
         cmd.append("--dry-run")
     t0 = time.time()
@@ -499,7 +500,8 @@ def main():
     if args.large:
         d = os.path.join(args.out, "large")
         os.makedirs(d, exist_ok=True)
-        r = run_child_large(args, d)
+        r = run_child(args, "large", "defaults", "", 0, "large", d, args.timeout * 2,
+                      extra=["--large-steps", str(args.large)])
         print(f"[{time.time() - t0:6.1f}s] large: rc={r['rc']} ({r['seconds']} s)", flush=True)
         runs.append(r)
 
@@ -529,25 +531,6 @@ def large_run(torch, ctx, steps):
         opt.step()
         opt.zero_grad(set_to_none=True)
         del x, loss
-
-
-def run_child_large(args, out):
-    env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="", PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--workload", "large",
-           "--setting", "defaults", "--child-name", "large", "--child-out", out,
-           "--capacity", "0", "--scale", str(args.scale), "--large-steps", str(args.large)]
-    if args.dry_run:
-        cmd.append("--dry-run")
-    t0 = time.time()
-    try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout * 2)
-        rc, log = p.returncode, p.stdout + p.stderr
-    except subprocess.TimeoutExpired:
-        rc, log = "timeout", "timed out"
-    with open(os.path.join(out, "large.log"), "w") as f:
-        f.write(log)
-    return {"workload": "large", "setting": "defaults", "conf": "", "capacity": 0,
-            "rc": rc, "seconds": round(time.time() - t0, 1), "name": "large"}
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 //! `fragscope explain [TEXT|FILE|-]`
 
 use super::common::{Exit, Global, print};
-use crate::analysis::explain::{explain_parsed, parse_reader};
-use crate::input::{self, Compression};
+use crate::analysis::explain::{explain_parsed, parse, parse_reader};
+use crate::input;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -19,10 +19,9 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     // A file or stdin is read as a stream, a line at a time: a long log is
     // never held whole.
     let (name, parsed) = match a.input.as_deref() {
-        Some(t) if t != "-" && !std::path::Path::new(t).is_file() => (
-            "the text given".to_string(),
-            parse_reader(t.as_bytes()).map_err(|e| input::read_error(e, t, Compression::None))?,
-        ),
+        Some(t) if t != "-" && !std::path::Path::new(t).is_file() => {
+            ("the text given".to_string(), parse(t))
+        }
         p => {
             let path = p.unwrap_or("-");
             let (r, compression) = input::open_stream(path, &g.load)?;

@@ -69,18 +69,12 @@ fn read_bounded(
     Ok(buf)
 }
 
-/// Reads a path (or `-` for stdin) with the size bound, undoing gzip/zstd.
-pub fn read_input(path: &str, opts: &LoadOptions) -> Result<(Vec<u8>, Compression), LoadError> {
-    let raw = if path == "-" {
-        read_bounded(std::io::stdin().lock(), path, opts.max_input_size, "")?
-    } else {
-        let f = std::fs::File::open(Path::new(path)).map_err(|e| LoadError::Io {
-            file: path.to_string(),
-            source: e,
-        })?;
-        read_bounded(f, path, opts.max_input_size, "")?
-    };
-    decompress(raw, path, opts)
+/// Opens a file for reading; the error names it.
+fn open_file(path: &str) -> Result<std::fs::File, LoadError> {
+    std::fs::File::open(Path::new(path)).map_err(|e| LoadError::Io {
+        file: path.to_string(),
+        source: e,
+    })
 }
 
 /// Undoes gzip or zstd compression (detected by magic bytes), bounded.
@@ -219,10 +213,7 @@ pub fn load_observed(
     let file: Box<dyn Read> = if path == "-" {
         Box::new(std::io::stdin().lock())
     } else {
-        let f = std::fs::File::open(Path::new(path)).map_err(|e| LoadError::Io {
-            file: path.to_string(),
-            source: e,
-        })?;
+        let f = open_file(path)?;
         // An uncompressed pickle file within the bound is read where it
         // lies, mapped; anything else (or a file that cannot be mapped) as
         // a stream, from its first byte: mapping moves no file offset.
@@ -260,12 +251,7 @@ pub fn open_stream(
     let file: Box<dyn Read> = if path == "-" {
         Box::new(std::io::stdin().lock())
     } else {
-        Box::new(
-            std::fs::File::open(Path::new(path)).map_err(|e| LoadError::Io {
-                file: path.to_string(),
-                source: e,
-            })?,
-        )
+        Box::new(open_file(path)?)
     };
     stream_of(file, path, opts.max_input_size)
 }

@@ -28,7 +28,7 @@ pub use crate::model::MSGPACK_MAGIC;
 use crate::model::MSGPACK_PREFIX;
 pub use load::{
     DEFAULT_MAX_INPUT, LoadOptions, decompress, load, load_observed, load_snapshot, open_stream,
-    read_error, read_input,
+    read_error,
 };
 
 #[derive(Debug, thiserror::Error)]

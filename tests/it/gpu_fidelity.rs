@@ -58,10 +58,26 @@ fn recorded(snap: &Snapshot, device: i64) -> Outcome {
     }
 }
 
-/// What the model predicts under `cfg` from `snap`'s requests.
+/// What the model predicts under `cfg` from `snap`'s requests, read for
+/// `device` of a device of `capacity` bytes.
 fn predicted(snap: &Snapshot, device: i64, cfg: &SimConfig, capacity: u64) -> Outcome {
-    let input = sim::run::prepare(snap, device, Some(capacity));
-    let run = sim::run::run(&input, cfg).expect("the model runs");
+    predicted_from(
+        snap,
+        device,
+        &sim::run::prepare(snap, device, Some(capacity)),
+        cfg,
+    )
+}
+
+/// [`predicted`] from requests already read (one workload's defaults
+/// recording serves every setting).
+fn predicted_from(
+    snap: &Snapshot,
+    device: i64,
+    input: &sim::run::DeviceInput,
+    cfg: &SimConfig,
+) -> Outcome {
+    let run = sim::run::run(input, cfg).expect("the model runs");
     let s = summarize(&run);
     Outcome {
         peak_reserved: s.peak_reserved,
@@ -192,10 +208,11 @@ fn table_of(ws: &[Workload]) -> (String, (usize, usize, usize)) {
     );
     let (mut pairs, mut within, mut oom_right) = (0, 0, 0);
     for w in ws {
-        let Some((_, base, _)) = w.runs.iter().find(|r| r.0 == "defaults") else {
+        let Some((_, base, base_meta)) = w.runs.iter().find(|r| r.0 == "defaults") else {
             eprintln!("note: {} has no capped defaults recording; skipped", w.name);
             continue;
         };
+        let base_input = sim::run::prepare(base, 0, Some(setting(base_meta).1));
         for (name, snap, meta) in &w.runs {
             let (cfg, total) = setting(meta);
             // Each recording's own replay reproduces it.
@@ -205,7 +222,16 @@ fn table_of(ws: &[Workload]) -> (String, (usize, usize, usize)) {
                 "{}/{name}: the model does not reproduce its own recording",
                 w.name
             );
-            let (p, r) = (predicted(base, 0, &cfg, total), recorded(snap, 0));
+            assert_eq!(
+                total,
+                setting(base_meta).1,
+                "{}/{name}: another device",
+                w.name
+            );
+            let (p, r) = (
+                predicted_from(base, 0, &base_input, &cfg),
+                recorded(snap, 0),
+            );
             let err =
                 p.peak_reserved.abs_diff(r.peak_reserved) as f64 / r.peak_reserved.max(1) as f64;
             pairs += 1;

@@ -25,7 +25,7 @@ pub(super) const OVERLAP: usize = 64 << 10;
 
 /// A line, or a window of a long one.
 pub(super) struct Piece {
-    /// The text, normalised.
+    /// The text, without colour codes or line ends.
     pub text: String,
     /// 0-based number of the line it is (part of).
     pub line: usize,
@@ -250,11 +250,8 @@ pub(super) struct Glued {
     /// text): the end of the last one handled.
     resume: [usize; 4],
     stats: MemoryStats,
-    totals: u64,
-    reserved: u64,
-    allocated: Option<u64>,
-    blocks: u64,
-    largest_inactive_block: Option<u64>,
+    /// The segment dicts' figures so far.
+    seg: SegmentsPaste,
 }
 
 impl Glued {
@@ -287,20 +284,18 @@ impl Glued {
             let key = m[1..].split(['\'', '"']).next().unwrap_or("");
             super::reading::stat_kv(stats, key, trailing_number(m));
         });
-        let (totals, reserved) = (&mut self.totals, &mut self.reserved);
+        let seg = &mut self.seg;
         each(&SEG_TOTAL, buf, base, own, r_total, |m| {
             if let Ok(v) = trailing_number(m).parse::<u64>() {
-                *totals += 1;
-                *reserved = reserved.saturating_add(v);
+                seg.segments += 1;
+                seg.reserved = seg.reserved.saturating_add(v);
             }
         });
-        let allocated = &mut self.allocated;
         each(&SEG_ALLOCATED, buf, base, own, r_alloc, |m| {
             if let Ok(v) = trailing_number(m).parse::<u64>() {
-                *allocated = Some(allocated.unwrap_or(0).saturating_add(v));
+                seg.allocated = Some(seg.allocated.unwrap_or(0).saturating_add(v));
             }
         });
-        let (blocks, largest) = (&mut self.blocks, &mut self.largest_inactive_block);
         each(&BLOCK_DICT, buf, base, own, r_dict, |d| {
             if !d.contains("state") {
                 return;
@@ -308,11 +303,11 @@ impl Glued {
             let (Some(sz), Some(st)) = (BLOCK_SIZE.captures(d), BLOCK_STATE.captures(d)) else {
                 return;
             };
-            *blocks += 1;
+            seg.blocks += 1;
             if &st[1] == "inactive"
                 && let Ok(b) = sz[1].parse::<u64>()
             {
-                *largest = Some(largest.unwrap_or(0).max(b));
+                seg.largest_inactive_block = Some(seg.largest_inactive_block.unwrap_or(0).max(b));
             }
         });
         if !last {
@@ -321,19 +316,13 @@ impl Glued {
         }
     }
 
-    /// The dump and the segments found, as [`super::reading::parse_stats`]
-    /// and [`super::reading::parse_segments`] read them.
+    /// The `memory_stats()` dump (at least three of the allocator's keys)
+    /// and the segment dicts found.
     pub fn finish(mut self) -> (Option<MemoryStats>, Option<SegmentsPaste>) {
         self.scan(true);
         // One or two matches could be prose; a dump has many keys.
         let stats = (self.stats.values.len() >= 3).then_some(self.stats);
-        let segments = (self.totals > 0).then_some(SegmentsPaste {
-            segments: self.totals,
-            reserved: self.reserved,
-            allocated: self.allocated,
-            blocks: self.blocks,
-            largest_inactive_block: self.largest_inactive_block,
-        });
+        let segments = (self.seg.segments > 0).then_some(self.seg);
         (stats, segments)
     }
 }
