@@ -14,6 +14,7 @@
 //! there is one ([`Keys::start_table`]), else to nothing. The numbering
 //! needs no start state, so it is made while the requests are read.
 
+use super::allocator::Slot;
 use super::trace::{Request, StartState};
 use crate::model::BlockState;
 use std::collections::{HashMap, HashSet};
@@ -106,7 +107,7 @@ impl Keys {
         let mut held = vec![Held::None; self.count as usize];
         for &(n, k) in &self.from_start {
             if live.contains(&k) {
-                held[n as usize] = Held::At(k);
+                held[n as usize] = Held::At(k, Slot::UNKNOWN);
             }
         }
         held
@@ -118,8 +119,9 @@ impl Keys {
 pub enum Held {
     /// Not bound (or freed).
     None,
-    /// The model's address of its block.
-    At(u64),
+    /// The model's address of its block, and where the model keeps it
+    /// (which spares it a lookup by address).
+    At(u64, Slot),
     /// The model refused its allocation.
     Refused,
 }
@@ -175,7 +177,7 @@ mod tests {
                 Request::Alloc { key: Some(_), .. } => {
                     let h = h.expect("an allocation has its number");
                     if served[i] {
-                        *h = Held::At(1000 + i as u64);
+                        *h = Held::At(1000 + i as u64, Slot::UNKNOWN);
                         "served".to_string()
                     } else {
                         *h = Held::Refused;
@@ -185,13 +187,13 @@ mod tests {
                 Request::FreeRequested { .. } => format!(
                     "requested {:?}",
                     match h {
-                        Some(&mut Held::At(a)) => Some(a),
+                        Some(&mut Held::At(a, _)) => Some(a),
                         _ => None,
                     }
                 ),
                 Request::FreeCompleted { .. } => {
                     match h.map(|h| std::mem::replace(h, Held::None)) {
-                        Some(Held::At(a)) => format!("completed {a}"),
+                        Some(Held::At(a, _)) => format!("completed {a}"),
                         Some(Held::Refused) => "of refused".to_string(),
                         _ => "skipped".to_string(),
                     }

@@ -538,10 +538,10 @@ fn apply(
             size,
             stream,
             pool,
-        } => match sim.malloc_in(size, stream, pool) {
-            Ok(addr) => match key {
+        } => match sim.malloc_slot(size, stream, pool) {
+            Ok((addr, slot)) => match key {
                 // Every allocation with a key has its number.
-                Some(_) => held.into_iter().for_each(|h| *h = Held::At(addr)),
+                Some(_) => held.into_iter().for_each(|h| *h = Held::At(addr, slot)),
                 None => {
                     out.recorded_oom_avoided.push((i, true));
                     sim.free(addr).expect("just allocated");
@@ -560,14 +560,14 @@ fn apply(
             }
         },
         Request::FreeRequested { .. } => {
-            if let Some(&mut Held::At(a)) = held {
+            if let Some(&mut Held::At(a, slot)) = held {
                 // A block already pending stays pending.
-                let _ = sim.free_requested(a);
+                let _ = sim.free_requested_at(a, slot);
             }
         }
         Request::FreeCompleted { .. } => match held.map(|h| std::mem::replace(h, Held::None)) {
-            Some(Held::At(a)) => {
-                if sim.free_completed(a).is_err() {
+            Some(Held::At(a, slot)) => {
+                if sim.free_completed_at(a, slot).is_err() {
                     out.skipped_frees += 1;
                 }
             }

@@ -80,7 +80,7 @@ impl Simulator {
             self.event(SimAction::FreeCompleted, addr, req, stream);
         }
         self.fig.pending -= size;
-        self.pending.remove(&addr);
+        self.pending.remove(id);
         self.blk_mut(id).state = St::Free;
         self.merge_neighbours(id);
         self.insert_free(id);
@@ -131,6 +131,10 @@ impl Simulator {
     // ---- bookkeeping ------------------------------------------------------
 
     pub(super) fn pool(&mut self, pool_id: (i64, i64), small: bool) -> usize {
+        // The default pools are made first (`Simulator::new`).
+        if pool_id == (0, 0) && self.pools.len() >= 2 {
+            return small as usize;
+        }
         if let Some(&i) = self.pool_ix.get(&(pool_id, small)) {
             return i;
         }
@@ -138,9 +142,9 @@ impl Simulator {
         self.pools.push(Pool {
             pool_id,
             small,
-            free: BTreeSet::new(),
+            free: Default::default(),
             unmapped: BTreeSet::new(),
-            flushable: HashSet::default(),
+            flushable: Default::default(),
             searches: 0,
         });
         self.pool_ix.insert((pool_id, small), i);
@@ -201,17 +205,16 @@ impl Simulator {
         if b.state != St::Free || !b.mapped {
             return;
         }
-        let key = (sk(b.stream), b.size, b.addr, id);
         let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
-        let pool = b.pool;
+        let (pool, stream, size, addr) = (b.pool, sk(b.stream), b.size, b.addr);
         let p = &mut self.pools[pool];
-        if !p.free.contains(&key) {
+        if !p.free.contains(stream, size, addr, id) {
             return;
         }
         if flushable {
             p.flushable.insert(id);
         } else {
-            p.flushable.remove(&id);
+            p.flushable.remove(id);
         }
     }
 
@@ -256,14 +259,14 @@ impl Simulator {
 
     pub(super) fn insert_free(&mut self, id: BlockId) {
         let b = self.blk(id);
-        let (pool, key, size) = (b.pool, (sk(b.stream), b.size, b.addr, id), b.size);
+        let (pool, stream, size, addr) = (b.pool, sk(b.stream), b.size, b.addr);
         debug_assert!(b.mapped && b.state == St::Free);
         let searches = self.pools[pool].searches;
         // Splits and merges take a block out of the set first; `link`
         // refreshes one that gains a neighbour while cached.
         let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
         self.blk_mut(id).gc_base = searches;
-        self.pools[pool].free.insert(key);
+        self.pools[pool].free.insert(stream, size, addr, id);
         if flushable {
             self.pools[pool].flushable.insert(id);
         }
@@ -276,13 +279,13 @@ impl Simulator {
 
     pub(super) fn remove_free(&mut self, id: BlockId) {
         let b = self.blk(id);
-        let (pool, key, size) = (b.pool, (sk(b.stream), b.size, b.addr, id), b.size);
+        let (pool, stream, size, addr) = (b.pool, sk(b.stream), b.size, b.addr);
         // In the flushable index only as `refresh_flushable` keeps it.
         let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
-        let was = self.pools[pool].free.remove(&key);
+        let was = self.pools[pool].free.remove(stream, size, addr);
         debug_assert!(was, "block {id} was not cached");
         if flushable {
-            self.pools[pool].flushable.remove(&id);
+            self.pools[pool].flushable.remove(id);
         }
         if self.largest_free.get() == Some(size) {
             self.largest_free.set(None);

@@ -109,7 +109,7 @@ impl Simulator {
                     b.res.is_some() || (b.prev.is_none() && b.next.is_none())
                 })
                 .collect();
-            if want != p.flushable.iter().copied().collect() {
+            if want != p.flushable.iter().collect() {
                 return Err(format!("pool {i}: the flushable index is out of step"));
             }
         }
@@ -151,7 +151,7 @@ impl Simulator {
             }
         }
         let pool = &self.pools[b.pool];
-        let in_free = pool.free.contains(&(sk(b.stream), b.size, b.addr, id));
+        let in_free = pool.free.contains(sk(b.stream), b.size, b.addr, id);
         let in_unmapped = pool.unmapped.contains(&(sk(b.stream), b.addr, id));
         if !b.mapped {
             if !in_unmapped || b.state != St::Free {

@@ -21,8 +21,10 @@
 
 mod blocks;
 mod expandable;
+mod ids;
 mod invariants;
 mod layout;
+mod ordered;
 mod release;
 mod search;
 mod start;
@@ -34,7 +36,7 @@ use crate::model::policy::{
 };
 use crate::model::{Block, BlockState, Segment, SegmentType, StackId};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Hashing for the maps keyed by block address: foldhash, seeded per map
 /// (addresses are multiples of 512, which a multiply-only hash leaves with
@@ -173,6 +175,16 @@ pub struct Counters {
 
 type BlockId = usize;
 
+/// Where the model keeps a block it placed ([`Simulator::malloc_slot`]): a
+/// hint that spares a lookup by address while the block stays there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot(u32);
+
+impl Slot {
+    /// No hint: the block is looked up by its address.
+    pub const UNKNOWN: Slot = Slot(u32::MAX);
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum St {
     Free,
@@ -218,7 +230,7 @@ struct Pool {
     pool_id: (i64, i64),
     small: bool,
     /// Free mapped blocks by (stream, size, address).
-    free: BTreeSet<(u64, u64, u64, BlockId)>,
+    free: ordered::FreeIndex,
     /// Unmapped expandable ranges by (stream, address).
     unmapped: BTreeSet<(u64, u64, BlockId)>,
     /// The blocks in `free` a cache flush acts on: whole segments and
@@ -226,21 +238,15 @@ struct Pool {
     /// free block cost the trace length times the free blocks; a flush
     /// sorts them into `free`'s order, so the index itself is hashed (an
     /// ordered set cost a second ordered update per cached segment).
-    flushable: HashSet<BlockId, AddrHashing>,
+    flushable: ids::IdSet,
     /// `get_free_blocks_call_count` (only counted while GC is active).
     searches: u64,
 }
 
 impl Pool {
-    /// The largest size in `free`: the last key of each stream's run.
+    /// The largest size in `free`.
     fn largest_free(&self) -> u64 {
-        let mut best = 0;
-        let mut cur = self.free.last();
-        while let Some(&(stream, size, _, _)) = cur {
-            best = best.max(size);
-            cur = self.free.range(..(stream, 0, 0, 0)).next_back();
-        }
-        best
+        self.free.largest()
     }
 }
 
@@ -266,10 +272,10 @@ pub struct Simulator {
     blocks: Vec<Option<Blk>>,
     spare: Vec<BlockId>,
     by_addr: HashMap<u64, BlockId, AddrHashing>,
-    /// Addresses of pending-free blocks: a cache flush completes them (in
-    /// address order), and finding them by a walk over every block made
-    /// each OOM cost the whole layout.
-    pending: HashSet<u64, AddrHashing>,
+    /// Pending-free blocks: a cache flush completes them (in address
+    /// order), and finding them by a walk over every block made each OOM
+    /// cost the whole layout.
+    pending: ids::IdSet,
     pools: Vec<Pool>,
     pool_ix: BTreeMap<((i64, i64), bool), usize>,
     /// Non-expandable segments by start address.
@@ -321,7 +327,7 @@ impl Simulator {
             blocks: Vec::new(),
             spare: Vec::new(),
             by_addr: HashMap::default(),
-            pending: HashSet::default(),
+            pending: Default::default(),
             pools: Vec::new(),
             pool_ix: BTreeMap::new(),
             segs: BTreeMap::new(),
@@ -338,9 +344,10 @@ impl Simulator {
             record_block_events: true,
             split_probe: 0,
         };
-        // The default pool first, so its index is stable.
-        s.pool((0, 0), false);
-        s.pool((0, 0), true);
+        // The default pools first, so their indexes are stable: `pool`
+        // answers them without a lookup.
+        let made = (s.pool((0, 0), false), s.pool((0, 0), true));
+        debug_assert_eq!(made, (0, 1));
         s
     }
 }
@@ -402,6 +409,18 @@ impl Simulator {
         stream: i64,
         pool_id: (i64, i64),
     ) -> Result<u64, OomInfo> {
+        self.malloc_slot(orig, stream, pool_id)
+            .map(|(addr, _)| addr)
+    }
+
+    /// [`Simulator::malloc_in`], also telling where the block is kept, for
+    /// [`Simulator::free_requested_at`] and [`Simulator::free_completed_at`].
+    pub fn malloc_slot(
+        &mut self,
+        orig: u64,
+        stream: i64,
+        pool_id: (i64, i64),
+    ) -> Result<(u64, Slot), OomInfo> {
         let size = round_size(orig, &self.cfg.roundup_power2_divisions);
         let pool = self.pool(pool_id, is_small(size));
         let alloc_size = allocation_size_with(size, self.cfg.large_segment_size);
@@ -448,13 +467,30 @@ impl Simulator {
                 capacity: self.capacity,
             });
         };
-        Ok(self.alloc_found_block(id, size, orig))
+        Ok((self.alloc_found_block(id, size, orig), Slot(id as u32)))
+    }
+
+    /// The live block at `addr`, found from `slot` when the block is still
+    /// kept there, else by its address: the same block either way, since
+    /// every live block is indexed at its address.
+    #[inline]
+    fn live_at_slot(&self, addr: u64, slot: Slot) -> Result<BlockId, SimError> {
+        match self.blocks.get(slot.0 as usize) {
+            Some(Some(b)) if b.addr == addr && b.mapped => Ok(slot.0 as usize),
+            _ => self.live_at(addr),
+        }
     }
 
     /// The program frees a block (`free_requested`); it stays unusable
     /// until [`Simulator::free_completed`].
     pub fn free_requested(&mut self, addr: u64) -> Result<(), SimError> {
-        let id = self.live_at(addr)?;
+        self.free_requested_at(addr, Slot::UNKNOWN)
+    }
+
+    /// [`Simulator::free_requested`] of the block [`Simulator::malloc_slot`]
+    /// placed at `addr` and `slot`.
+    pub fn free_requested_at(&mut self, addr: u64, slot: Slot) -> Result<(), SimError> {
+        let id = self.live_at_slot(addr, slot)?;
         let b = self.blk(id);
         if b.state != St::Allocated {
             return Err(SimError::WrongState {
@@ -465,7 +501,7 @@ impl Simulator {
         }
         let (size, req, stream) = (b.size, b.requested, b.stream);
         self.blk_mut(id).state = St::Pending;
-        self.pending.insert(addr);
+        self.pending.insert(id);
         self.fig.allocated -= size;
         self.fig.requested -= req;
         self.fig.pending += size;
@@ -479,10 +515,16 @@ impl Simulator {
     /// with free neighbours. Returns false when it had already been
     /// returned (a cache flush synchronises pending frees).
     pub fn free_completed(&mut self, addr: u64) -> Result<bool, SimError> {
-        let id = self.live_at(addr)?;
+        self.free_completed_at(addr, Slot::UNKNOWN)
+    }
+
+    /// [`Simulator::free_completed`] of the block [`Simulator::malloc_slot`]
+    /// placed at `addr` and `slot`.
+    pub fn free_completed_at(&mut self, addr: u64, slot: Slot) -> Result<bool, SimError> {
+        let id = self.live_at_slot(addr, slot)?;
         match self.blk(id).state {
             St::Allocated => {
-                self.free_requested(addr)?;
+                self.free_requested_at(addr, Slot(id as u32))?;
             }
             St::Pending => {}
             St::Free => return Ok(false),

@@ -37,35 +37,30 @@ impl Simulator {
         };
         let s = sk(stream);
         let key = size.max(max_split);
-        let hit = self.pools[pool]
-            .free
-            .range((s, key, 0, 0)..)
-            .next()
-            .copied();
+        // (size, address, block) of this stream's blocks.
+        let hit = self.pools[pool].free.from(s, key).next();
         match hit {
-            Some(h) if h.0 == s && self.blk(h.3).res.is_none() => {
-                if !self.is_whole_segment(h.3) {
+            Some(h) if self.blk(h.2).res.is_none() => {
+                if !self.is_whole_segment(h.2) {
                     return false;
                 }
-                self.release_block(h.3);
+                self.release_block(h.2);
                 true
             }
             _ => {
-                let below: Vec<(u64, u64, u64, BlockId)> = self.pools[pool]
+                let below: Vec<(u64, u64, BlockId)> = self.pools[pool]
                     .free
-                    .range(..(s, key, 0, 0))
-                    .rev()
-                    .take_while(|b| b.0 == s && b.1 >= max_split)
-                    .copied()
+                    .below(s, key)
+                    .take_while(|b| b.0 >= max_split)
                     .collect();
                 let mut released = 0u64;
                 for b in below {
                     if released >= key {
                         break;
                     }
-                    if self.blk(b.3).res.is_none() && self.is_whole_segment(b.3) {
-                        released += b.1;
-                        self.release_block(b.3);
+                    if self.blk(b.2).res.is_none() && self.is_whole_segment(b.2) {
+                        released += b.0;
+                        self.release_block(b.2);
                     }
                 }
                 released >= key
@@ -77,11 +72,12 @@ impl Simulator {
     /// cached whole segment (large pool, then small) and unmap the free
     /// pages of expandable segments.
     pub(super) fn release_cached_blocks(&mut self) {
-        let mut pending: Vec<u64> = self.pending.iter().copied().collect();
+        let mut pending: Vec<(u64, BlockId)> =
+            self.pending.iter().map(|i| (self.blk(i).addr, i)).collect();
         pending.sort_unstable();
         let pending: Vec<BlockId> = pending
-            .iter()
-            .filter_map(|a| self.by_addr.get(a).copied())
+            .into_iter()
+            .map(|(_, i)| i)
             .filter(|&i| self.blk(i).state == St::Pending)
             .collect();
         for id in pending {
@@ -93,7 +89,7 @@ impl Simulator {
             let mut cached: Vec<(u64, u64, u64, BlockId)> = self.pools[pool]
                 .flushable
                 .iter()
-                .map(|&id| {
+                .map(|id| {
                     let b = self.blk(id);
                     (sk(b.stream), b.size, b.addr, id)
                 })
@@ -130,7 +126,7 @@ impl Simulator {
         let age = |s: &Self, id: BlockId| searches - s.blk(id).gc_base;
         let mut total_age = 0u64;
         let mut freeable = 0u64;
-        for b in &self.pools[pool].free {
+        for b in self.pools[pool].free.iter() {
             let blk = self.blk(b.3);
             if blk.prev.is_none() && blk.next.is_none() {
                 total_age += age(self, b.3);

@@ -15,42 +15,37 @@ impl Simulator {
             self.pools[pool].searches += 1;
         }
         let s = sk(stream);
-        let mut it = self.pools[pool].free.range((s, size, 0, 0)..);
-        let mut cur = *it.next()?;
-        if cur.0 != s {
-            return None;
-        }
-        if self.blk(cur.3).res.is_some() {
+        // (size, address, block) of this stream's blocks, best fit first.
+        let mut it = self.pools[pool].free.from(s, size);
+        let mut cur = it.next()?;
+        if self.blk(cur.2).res.is_some() {
             if self.cfg.expandable_segments {
                 // Best fit counts what a block at the mapped frontier could
                 // grow into, so blocks that cannot grow are preferred.
-                for next in it {
-                    if next.0 != s
-                        || self.blk(cur.3).res.is_none()
-                        || self.expandable_size(next.3) >= self.expandable_size(cur.3)
+                for next in it.by_ref() {
+                    if self.blk(cur.2).res.is_none()
+                        || self.expandable_size(next.2) >= self.expandable_size(cur.2)
                     {
                         break;
                     }
-                    cur = *next;
+                    cur = next;
                 }
             } else {
-                cur = *it.find(|n| n.0 != s || self.blk(n.3).res.is_none())?;
-                if cur.0 != s {
-                    return None;
-                }
+                cur = it.find(|n| self.blk(n.2).res.is_none())?;
             }
         }
-        self.split_probe = self.split_probe.max(cur.1);
+        drop(it);
+        self.split_probe = self.split_probe.max(cur.0);
         if oversize_refuses(
-            cur.1,
+            cur.0,
             size,
             self.cfg.max_split(),
             self.cfg.max_non_split_rounding,
         ) {
             return None;
         }
-        self.remove_free(cur.3);
-        Some(cur.3)
+        self.remove_free(cur.2);
+        Some(cur.2)
     }
 
     pub(super) fn expandable_size(&self, id: BlockId) -> u64 {

@@ -200,7 +200,7 @@ impl Simulator {
                 }
                 St::Pending => {
                     self.fig.pending += b.size;
-                    self.pending.insert(b.address);
+                    self.pending.insert(id);
                 }
             }
             first.get_or_insert(id);

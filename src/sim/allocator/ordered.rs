@@ -1,0 +1,430 @@
+//! The ordered set the pools keep their cached blocks in: the operations of
+//! a `BTreeSet` the model uses (insert, remove, the first key at or after
+//! one, the keys before one backwards), over keys kept sorted in chunks of
+//! at most [`CAP`] beside the largest key of each chunk.
+//!
+//! A request costs two or three updates of a pool's set, and a run makes
+//! one per request of the trace. A B-tree walks four or five nodes of
+//! eleven keys each for one update; here one binary search over the
+//! chunks' largest keys (contiguous) and one in a chunk find the place, and
+//! an update moves at most a chunk's keys along, about three times fewer
+//! instructions on the pools of thousands of blocks that fragmented runs
+//! keep.
+
+/// The most keys a chunk holds: a full one is split in two halves.
+const CAP: usize = 32;
+/// A chunk left with fewer keys is merged into a neighbour that has room.
+const LOW: usize = CAP / 4;
+
+/// Keys of 128 bits (one comparison each) with a value each, ascending.
+#[derive(Debug, Clone)]
+pub(super) struct ChunkedMap<V> {
+    /// Chunk after chunk; no chunk is empty.
+    chunks: Vec<Chunk<V>>,
+    /// The last (largest) key of each chunk.
+    maxes: Vec<u128>,
+    len: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Chunk<V> {
+    keys: Vec<u128>,
+    vals: Vec<V>,
+}
+
+impl<V: Copy> Chunk<V> {
+    fn with(keys: &[u128], vals: &[V]) -> Chunk<V> {
+        let mut c = Chunk {
+            keys: Vec::with_capacity(CAP + 1),
+            vals: Vec::with_capacity(CAP + 1),
+        };
+        c.keys.extend_from_slice(keys);
+        c.vals.extend_from_slice(vals);
+        c
+    }
+    fn last(&self) -> u128 {
+        self.keys[self.keys.len() - 1]
+    }
+    fn append(&mut self, o: &Chunk<V>) {
+        self.keys.extend_from_slice(&o.keys);
+        self.vals.extend_from_slice(&o.vals);
+    }
+}
+
+impl<V> Default for ChunkedMap<V> {
+    fn default() -> Self {
+        ChunkedMap {
+            chunks: Vec::new(),
+            maxes: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<V: Copy> ChunkedMap<V> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The first chunk whose largest key is at least `k` (the number of
+    /// chunks when none is).
+    #[inline]
+    fn chunk_at(&self, k: u128) -> usize {
+        self.maxes.partition_point(|&m| m < k)
+    }
+
+    pub fn get(&self, k: u128) -> Option<V> {
+        let ch = self.chunks.get(self.chunk_at(k))?;
+        ch.keys.binary_search(&k).ok().map(|i| ch.vals[i])
+    }
+
+    /// The largest key and its value.
+    pub fn last(&self) -> Option<(u128, V)> {
+        let ch = self.chunks.last()?;
+        Some((ch.last(), ch.vals[ch.vals.len() - 1]))
+    }
+
+    /// Adds `k` with `v`; false (and nothing changed) when `k` was there.
+    pub fn insert(&mut self, k: u128, v: V) -> bool {
+        if self.chunks.is_empty() {
+            self.chunks.push(Chunk::with(&[k], &[v]));
+            self.maxes.push(k);
+            self.len = 1;
+            return true;
+        }
+        // Past every key: the last chunk takes it.
+        let c = self.chunk_at(k).min(self.chunks.len() - 1);
+        let ch = &mut self.chunks[c];
+        let pos = match ch.keys.binary_search(&k) {
+            Ok(_) => return false,
+            Err(p) => p,
+        };
+        ch.keys.insert(pos, k);
+        ch.vals.insert(pos, v);
+        if pos + 1 == ch.keys.len() {
+            self.maxes[c] = k;
+        }
+        self.len += 1;
+        if ch.keys.len() > CAP {
+            let tail = Chunk::with(&ch.keys[CAP / 2..], &ch.vals[CAP / 2..]);
+            ch.keys.truncate(CAP / 2);
+            ch.vals.truncate(CAP / 2);
+            self.maxes[c] = ch.last();
+            self.maxes.insert(c + 1, tail.last());
+            self.chunks.insert(c + 1, tail);
+        }
+        true
+    }
+
+    /// Takes `k` out, with its value.
+    pub fn remove(&mut self, k: u128) -> Option<V> {
+        let c = self.chunk_at(k);
+        let ch = self.chunks.get_mut(c)?;
+        let pos = ch.keys.binary_search(&k).ok()?;
+        ch.keys.remove(pos);
+        let v = ch.vals.remove(pos);
+        self.len -= 1;
+        let left = ch.keys.len();
+        if left == 0 {
+            self.chunks.remove(c);
+            self.maxes.remove(c);
+        } else {
+            if pos == left {
+                self.maxes[c] = ch.last();
+            }
+            if left < LOW {
+                self.merge_small(c);
+            }
+        }
+        Some(v)
+    }
+
+    /// Chunk `c` is small: moves it into a neighbour with room for it.
+    fn merge_small(&mut self, c: usize) {
+        let n = self.chunks[c].keys.len();
+        if c + 1 < self.chunks.len() && self.chunks[c + 1].keys.len() + n <= CAP {
+            let next = self.chunks.remove(c + 1);
+            self.chunks[c].append(&next);
+            self.maxes.remove(c);
+        } else if c > 0 && self.chunks[c - 1].keys.len() + n <= CAP {
+            let cur = self.chunks.remove(c);
+            self.chunks[c - 1].append(&cur);
+            self.maxes.remove(c - 1);
+        }
+    }
+
+    /// The entries at or after `k`, ascending.
+    pub fn range_from(&self, k: u128) -> Forward<'_, V> {
+        let c = self.chunk_at(k);
+        let pos = self
+            .chunks
+            .get(c)
+            .map_or(0, |ch| ch.keys.partition_point(|&x| x < k));
+        Forward {
+            chunks: &self.chunks,
+            c,
+            pos,
+        }
+    }
+
+    /// The entries before `k`, descending.
+    pub fn range_below(&self, k: u128) -> Backward<'_, V> {
+        let c = self.chunk_at(k);
+        let end = self
+            .chunks
+            .get(c)
+            .map_or(0, |ch| ch.keys.partition_point(|&x| x < k));
+        Backward {
+            chunks: &self.chunks,
+            c,
+            end,
+        }
+    }
+
+    /// Every entry, ascending.
+    pub fn iter(&self) -> Forward<'_, V> {
+        Forward {
+            chunks: &self.chunks,
+            c: 0,
+            pos: 0,
+        }
+    }
+}
+
+/// [`ChunkedMap::range_from`].
+pub(super) struct Forward<'a, V> {
+    chunks: &'a [Chunk<V>],
+    c: usize,
+    pos: usize,
+}
+
+impl<V> Forward<'_, V> {
+    const EMPTY: Self = Forward {
+        chunks: &[],
+        c: 0,
+        pos: 0,
+    };
+}
+
+impl<V: Copy> Iterator for Forward<'_, V> {
+    type Item = (u128, V);
+    #[inline]
+    fn next(&mut self) -> Option<(u128, V)> {
+        loop {
+            let ch = self.chunks.get(self.c)?;
+            if let Some(&k) = ch.keys.get(self.pos) {
+                let v = ch.vals[self.pos];
+                self.pos += 1;
+                return Some((k, v));
+            }
+            self.c += 1;
+            self.pos = 0;
+        }
+    }
+}
+
+/// [`ChunkedMap::range_below`]: chunk `c`'s entries before `end`, then the
+/// chunks before it.
+pub(super) struct Backward<'a, V> {
+    chunks: &'a [Chunk<V>],
+    c: usize,
+    end: usize,
+}
+
+impl<V> Backward<'_, V> {
+    const EMPTY: Self = Backward {
+        chunks: &[],
+        c: 0,
+        end: 0,
+    };
+}
+
+impl<V: Copy> Iterator for Backward<'_, V> {
+    type Item = (u128, V);
+    #[inline]
+    fn next(&mut self) -> Option<(u128, V)> {
+        loop {
+            if self.end > 0 {
+                self.end -= 1;
+                let ch = &self.chunks[self.c];
+                return Some((ch.keys[self.end], ch.vals[self.end]));
+            }
+            self.c = self.c.checked_sub(1)?;
+            self.end = self.chunks[self.c].keys.len();
+        }
+    }
+}
+
+/// A pool's cached blocks in the order of PyTorch's `BlockComparatorSize`
+/// (stream as an unsigned number, size, address): one map a stream (a pool
+/// seldom sees more than two), keyed by size and address.
+#[derive(Debug, Clone, Default)]
+pub(super) struct FreeIndex {
+    /// Ascending by stream.
+    streams: Vec<(u64, ChunkedMap<BlockId>)>,
+}
+
+type BlockId = usize;
+
+#[inline]
+fn key(size: u64, addr: u64) -> u128 {
+    ((size as u128) << 64) | addr as u128
+}
+
+#[inline]
+fn entry((k, id): (u128, BlockId)) -> (u64, u64, BlockId) {
+    ((k >> 64) as u64, k as u64, id)
+}
+
+impl FreeIndex {
+    pub fn len(&self) -> usize {
+        self.streams.iter().map(|(_, m)| m.len()).sum()
+    }
+
+    #[inline]
+    fn stream(&self, s: u64) -> Option<&ChunkedMap<BlockId>> {
+        self.streams.iter().find(|(x, _)| *x == s).map(|(_, m)| m)
+    }
+
+    /// Adds block `id`; false when its key was there.
+    pub fn insert(&mut self, s: u64, size: u64, addr: u64, id: BlockId) -> bool {
+        let i = match self.streams.iter().position(|(x, _)| *x >= s) {
+            Some(i) if self.streams[i].0 == s => i,
+            at => {
+                let i = at.unwrap_or(self.streams.len());
+                self.streams.insert(i, (s, ChunkedMap::default()));
+                i
+            }
+        };
+        self.streams[i].1.insert(key(size, addr), id)
+    }
+
+    /// Takes the block at (stream, size, address) out; false when none was.
+    pub fn remove(&mut self, s: u64, size: u64, addr: u64) -> bool {
+        self.streams
+            .iter_mut()
+            .find(|(x, _)| *x == s)
+            .is_some_and(|(_, m)| m.remove(key(size, addr)).is_some())
+    }
+
+    pub fn contains(&self, s: u64, size: u64, addr: u64, id: BlockId) -> bool {
+        self.stream(s)
+            .and_then(|m| m.get(key(size, addr)))
+            .is_some_and(|x| x == id)
+    }
+
+    /// Stream `s`'s blocks of at least `size` bytes as (size, address,
+    /// block), best fit first.
+    pub fn from(&self, s: u64, size: u64) -> impl Iterator<Item = (u64, u64, BlockId)> + '_ {
+        self.stream(s)
+            .map_or(Forward::EMPTY, |m| m.range_from(key(size, 0)))
+            .map(entry)
+    }
+
+    /// Stream `s`'s blocks of fewer than `size` bytes, largest first.
+    pub fn below(&self, s: u64, size: u64) -> impl Iterator<Item = (u64, u64, BlockId)> + '_ {
+        self.stream(s)
+            .map_or(Backward::EMPTY, |m| m.range_below(key(size, 0)))
+            .map(entry)
+    }
+
+    /// The largest size cached (0 with none).
+    pub fn largest(&self) -> u64 {
+        self.streams
+            .iter()
+            .filter_map(|(_, m)| m.last())
+            .map(|e| entry(e).0)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Every block as (stream, size, address, block), in the pool's order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, u64, BlockId)> + '_ {
+        self.streams.iter().flat_map(|(s, m)| {
+            m.iter().map(move |e| {
+                let (size, addr, id) = entry(e);
+                (*s, size, addr, id)
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn check(s: &ChunkedMap<u32>, b: &BTreeMap<u128, u32>) {
+        assert_eq!(s.len(), b.len());
+        assert!(s.iter().eq(b.iter().map(|(&k, &v)| (k, v))));
+        assert_eq!(s.last(), b.last_key_value().map(|(&k, &v)| (k, v)));
+        for (c, ch) in s.chunks.iter().enumerate() {
+            assert!(!ch.keys.is_empty() && ch.keys.len() <= CAP);
+            assert_eq!(ch.keys.len(), ch.vals.len());
+            assert_eq!(s.maxes[c], ch.last());
+        }
+    }
+
+    /// Random inserts and removes, keys drawn from small and wide ranges,
+    /// against `BTreeMap`: the same answers, entries and ranges.
+    #[test]
+    fn answers_as_a_btree_map() {
+        let mut next = crate::model::test_support::below(0x2545_f491_4f6c_dd1d);
+        for round in 0..60 {
+            let span = [3u64, 40, 1000, 1 << 40][round % 4];
+            let ops = [50usize, 400, 3000][round % 3];
+            let mut s = ChunkedMap::default();
+            let mut b = BTreeMap::new();
+            let key = |hi: u64, lo: u64| ((hi as u128) << 64) | lo as u128;
+            for i in 0..ops {
+                let k = key(next(3), next(span));
+                // Grow for a while, then shrink, then mix.
+                let grow = match next(3) {
+                    0 => next(10) < 8,
+                    1 => next(10) < 2,
+                    _ => next(2) == 0,
+                };
+                if grow {
+                    let fresh = !b.contains_key(&k);
+                    assert_eq!(s.insert(k, i as u32), fresh);
+                    b.entry(k).or_insert(i as u32);
+                } else {
+                    let k = if next(2) == 0 {
+                        b.keys()
+                            .nth(next(b.len() as u64 + 1) as usize)
+                            .copied()
+                            .unwrap_or(k)
+                    } else {
+                        k
+                    };
+                    assert_eq!(s.remove(k), b.remove(&k));
+                }
+                let q = key(next(4), next(span + 1));
+                assert_eq!(s.get(q), b.get(&q).copied());
+                let want = |(&k, &v): (&u128, &u32)| (k, v);
+                assert!(s.range_from(q).take(70).eq(b.range(q..).map(want).take(70)));
+                assert!(
+                    s.range_below(q)
+                        .take(70)
+                        .eq(b.range(..q).rev().map(want).take(70))
+                );
+            }
+            check(&s, &b);
+            assert!(s.range_from(0).eq(s.iter()));
+            assert!(
+                s.range_below(u128::MAX)
+                    .eq(b.iter().rev().map(|(&k, &v)| (k, v)))
+            );
+            while let Some((&k, _)) = b.iter().next() {
+                assert!(s.remove(k).is_some() && b.remove(&k).is_some());
+            }
+            check(&s, &b);
+            assert!(s.chunks.is_empty() && s.is_empty());
+        }
+    }
+}
