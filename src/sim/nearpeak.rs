@@ -13,16 +13,19 @@ pub(super) struct NearPeak {
     /// Reserved level → (worst fragmentation, smallest largest gap).
     levels: BTreeMap<u64, (f64, u64)>,
     /// The level of the latest steps, not yet in `levels` (reserved changes
-    /// only at segment events, so most steps land here): the level, its
-    /// most fragmented step as (largest free, inactive), the smallest
-    /// largest gap.
-    cur: Option<(u64, Worst, u64)>,
+    /// only at segment events, so most steps land here; 0 = none, a level
+    /// never kept): the level, its most fragmented step as (largest free,
+    /// inactive), the smallest largest gap. Plain fields, read and written
+    /// at every step.
+    cur_level: u64,
+    cur_worst: Worst,
+    cur_gap: u64,
 }
 
 /// The most fragmented of some steps, as the (largest free, inactive) pair
 /// that [`crate::model::fragmentation`] reads, found without dividing at
 /// every step.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Worst(u64, u64);
 
 impl Worst {
@@ -54,43 +57,49 @@ impl Worst {
 }
 
 impl NearPeak {
+    #[inline]
     pub fn add(&mut self, s: &Step) {
         if s.reserved > self.peak {
-            self.peak = s.reserved;
-            self.store();
-            // Reserved climbs in many small steps (a page mapped at a
-            // time): drop levels only when some lie below the new half.
-            let half = self.peak.div_ceil(2);
-            if self
-                .levels
-                .first_key_value()
-                .is_some_and(|(&r, _)| r < half)
-            {
-                let keep = self.levels.split_off(&half);
-                self.levels = keep;
-            }
+            self.raise(s.reserved);
         }
         if s.reserved == 0 {
             return;
         }
         let f = Worst(s.largest_free, s.inactive);
-        match &mut self.cur {
-            Some((r, w, g)) if *r == s.reserved => {
-                *w = w.worse(f);
-                *g = (*g).min(s.largest_free);
-            }
-            _ => {
-                self.store();
-                self.cur = Some((s.reserved, f, s.largest_free));
-            }
+        if self.cur_level == s.reserved {
+            self.cur_worst = self.cur_worst.worse(f);
+            self.cur_gap = self.cur_gap.min(s.largest_free);
+        } else {
+            self.store();
+            (self.cur_level, self.cur_worst, self.cur_gap) = (s.reserved, f, s.largest_free);
+        }
+    }
+
+    /// A new peak: the current level is stored, and levels below half the
+    /// new peak dropped.
+    #[cold]
+    fn raise(&mut self, reserved: u64) {
+        self.peak = reserved;
+        self.store();
+        // Reserved climbs in many small steps (a page mapped at a time):
+        // drop levels only when some lie below the new half.
+        let half = self.peak.div_ceil(2);
+        if self
+            .levels
+            .first_key_value()
+            .is_some_and(|(&r, _)| r < half)
+        {
+            let keep = self.levels.split_off(&half);
+            self.levels = keep;
         }
     }
 
     fn store(&mut self) {
-        if let Some((r, w, g)) = self.cur.take() {
-            let e = self.levels.entry(r).or_insert((0.0, u64::MAX));
-            e.0 = e.0.max(w.value());
-            e.1 = e.1.min(g);
+        if self.cur_level != 0 {
+            let e = self.levels.entry(self.cur_level).or_insert((0.0, u64::MAX));
+            e.0 = e.0.max(self.cur_worst.value());
+            e.1 = e.1.min(self.cur_gap);
+            self.cur_level = 0;
         }
     }
 

@@ -25,10 +25,24 @@ impl Blk {
 }
 
 impl Simulator {
-    pub(super) fn alloc_found_block(&mut self, id: BlockId, size: u64, orig: u64) -> u64 {
-        let (bsize, small) = {
+    /// Allocates block `id` for a request of `size` rounded bytes (`orig`
+    /// asked for), splitting off what it does not need: a block its pool
+    /// caches `at` ([`Simulator::get_free_block`]) leaves the cache, its
+    /// remainder taking its entry's place; a new one (`None`) is in no
+    /// pool.
+    pub(super) fn alloc_found_block(
+        &mut self,
+        id: BlockId,
+        at: Option<ordered::FreePos>,
+        size: u64,
+        orig: u64,
+    ) -> u64 {
+        if at.is_some() {
+            self.uncached(id);
+        }
+        let (bsize, small, pool) = {
             let b = self.blk(id);
-            (b.size, self.pools[b.pool].small)
+            (b.size, self.pools[b.pool].small, b.pool)
         };
         self.split_probe = self.split_probe.max(size);
         if should_split(
@@ -57,7 +71,16 @@ impl Simulator {
             self.blk_mut(id).next = Some(rest);
             self.blk_mut(rest).prev = Some(id);
             self.blk_mut(id).size = size;
-            self.insert_free(rest);
+            match at {
+                Some(at) => {
+                    let (_, _, rsize, raddr) = self.cached(rest);
+                    self.pools[pool].free.replace_at(at, rsize, raddr, rest);
+                }
+                None => self.insert_free(rest),
+            }
+        } else if let Some(at) = at {
+            let was = self.pools[pool].free.remove_at(at);
+            debug_assert_eq!(was, id, "the block found is the block taken");
         }
         let b = self.blk_mut(id);
         b.state = St::Allocated;
@@ -82,12 +105,29 @@ impl Simulator {
         self.fig.pending -= size;
         self.pending.remove(id);
         self.blk_mut(id).state = St::Free;
-        self.merge_neighbours(id);
-        self.insert_free(id);
+        // The merged block takes the place of a neighbour it absorbed.
+        match self.merge_neighbours_at(id) {
+            Some(at) => {
+                let (pool, _, size, addr) = self.cached(id);
+                self.pools[pool].free.replace_at(at, size, addr, id);
+            }
+            None => self.insert_free(id),
+        }
     }
 
     /// Merges `id` (in no pool set) with free neighbours of equal mapping.
     pub(super) fn merge_neighbours(&mut self, id: BlockId) {
+        if let Some(at) = self.merge_neighbours_at(id) {
+            let pool = self.blk(id).pool;
+            self.pools[pool].free.remove_at(at);
+        }
+    }
+
+    /// [`Simulator::merge_neighbours`], but the last cached neighbour merged
+    /// is left in its pool's index (out of the cache otherwise): where it
+    /// is, for the caller to take it out or put another block there.
+    fn merge_neighbours_at(&mut self, id: BlockId) -> Option<ordered::FreePos> {
+        let mut left: Option<ordered::FreePos> = None;
         for before in [true, false] {
             let b = self.blk(id);
             let Some(src) = (if before { b.prev } else { b.next }) else {
@@ -98,7 +138,13 @@ impl Simulator {
                 continue;
             }
             if s.mapped {
-                self.remove_free(src);
+                let (pool, stream, size, addr) = (s.pool, sk(s.stream), s.size, s.addr);
+                if let Some(at) = left.take() {
+                    self.pools[pool].free.remove_at(at);
+                }
+                left = self.pools[pool].free.find(stream, size, addr);
+                debug_assert!(left.is_some(), "block {src} was not cached");
+                self.uncached(src);
             } else {
                 let key = (sk(s.stream), s.addr, src);
                 let pool = s.pool;
@@ -126,6 +172,7 @@ impl Simulator {
             self.blk_mut(id).size += s.size;
             self.free_slot(src);
         }
+        left
     }
 
     // ---- bookkeeping ------------------------------------------------------
@@ -258,6 +305,13 @@ impl Simulator {
     }
 
     pub(super) fn insert_free(&mut self, id: BlockId) {
+        let (pool, stream, size, addr) = self.cached(id);
+        self.pools[pool].free.insert(stream, size, addr, id);
+    }
+
+    /// What caching block `id` changes besides its pool's index (which the
+    /// caller updates); returns its (pool, stream key, size, address).
+    fn cached(&mut self, id: BlockId) -> (usize, u64, u64, u64) {
         let b = self.blk(id);
         let (pool, stream, size, addr) = (b.pool, sk(b.stream), b.size, b.addr);
         debug_assert!(b.mapped && b.state == St::Free);
@@ -266,7 +320,6 @@ impl Simulator {
         // refreshes one that gains a neighbour while cached.
         let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
         self.blk_mut(id).gc_base = searches;
-        self.pools[pool].free.insert(stream, size, addr, id);
         if flushable {
             self.pools[pool].flushable.insert(id);
         }
@@ -275,15 +328,24 @@ impl Simulator {
         }
         self.fig.inactive += size;
         self.fig.free_blocks += 1;
+        (pool, stream, size, addr)
     }
 
     pub(super) fn remove_free(&mut self, id: BlockId) {
         let b = self.blk(id);
         let (pool, stream, size, addr) = (b.pool, sk(b.stream), b.size, b.addr);
-        // In the flushable index only as `refresh_flushable` keeps it.
-        let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
         let was = self.pools[pool].free.remove(stream, size, addr);
         debug_assert!(was, "block {id} was not cached");
+        self.uncached(id);
+    }
+
+    /// What taking block `id` out of the cache changes besides its pool's
+    /// index (which the caller updates).
+    fn uncached(&mut self, id: BlockId) {
+        let b = self.blk(id);
+        let (pool, size) = (b.pool, b.size);
+        // In the flushable index only as `refresh_flushable` keeps it.
+        let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
         if flushable {
             self.pools[pool].flushable.remove(id);
         }

@@ -424,25 +424,35 @@ impl Simulator {
         let size = round_size(orig, &self.cfg.roundup_power2_divisions);
         let pool = self.pool(pool_id, is_small(size));
         let alloc_size = allocation_size_with(size, self.cfg.large_segment_size);
-        let mut found = self.get_free_block(pool, stream, size);
+        // A cached block comes with where its pool keeps it.
+        let mut found = self
+            .get_free_block(pool, stream, size)
+            .map(|(id, at)| (id, Some(at)));
         if found.is_none() {
             if self.gc_active() {
                 self.garbage_collect();
             }
-            found = self.alloc_block(pool, stream, size, alloc_size, false);
+            let fresh = |id| (id, None);
+            found = self
+                .alloc_block(pool, stream, size, alloc_size, false)
+                .map(fresh);
             if found.is_none() {
                 // The oversize release below depends on max_split_size.
                 self.split_probe = u64::MAX;
             }
             if found.is_none() && self.release_available_cached_blocks(pool, stream, size) {
-                found = self.alloc_block(pool, stream, size, alloc_size, false);
+                found = self
+                    .alloc_block(pool, stream, size, alloc_size, false)
+                    .map(fresh);
             }
             if found.is_none() {
                 self.release_cached_blocks();
-                found = self.alloc_block(pool, stream, size, alloc_size, true);
+                found = self
+                    .alloc_block(pool, stream, size, alloc_size, true)
+                    .map(fresh);
             }
         }
-        let Some(id) = found else {
+        let Some((id, at)) = found else {
             self.counters.ooms += 1;
             let reserved = self.fig.reserved;
             self.events.push(SimEvent {
@@ -467,7 +477,7 @@ impl Simulator {
                 capacity: self.capacity,
             });
         };
-        Ok((self.alloc_found_block(id, size, orig), Slot(id as u32)))
+        Ok((self.alloc_found_block(id, at, size, orig), Slot(id as u32)))
     }
 
     /// The live block at `addr`, found from `slot` when the block is still

@@ -123,9 +123,22 @@ impl<V: Copy> ChunkedMap<V> {
 
     /// Takes `k` out, with its value.
     pub fn remove(&mut self, k: u128) -> Option<V> {
+        let at = self.find(k)?;
+        Some(self.remove_at(at))
+    }
+
+    /// Where `k` is.
+    pub fn find(&self, k: u128) -> Option<Pos> {
         let c = self.chunk_at(k);
-        let ch = self.chunks.get_mut(c)?;
-        let pos = ch.keys.binary_search(&k).ok()?;
+        let pos = self.chunks.get(c)?.keys.binary_search(&k).ok()?;
+        Some(Pos { c, pos })
+    }
+
+    /// Takes out the entry at `at` (from an iterator of this map, with no
+    /// change since), returning its value.
+    pub fn remove_at(&mut self, at: Pos) -> V {
+        let Pos { c, pos } = at;
+        let ch = &mut self.chunks[c];
         ch.keys.remove(pos);
         let v = ch.vals.remove(pos);
         self.len -= 1;
@@ -141,7 +154,48 @@ impl<V: Copy> ChunkedMap<V> {
                 self.merge_small(c);
             }
         }
-        Some(v)
+        v
+    }
+
+    /// Takes out the entry at `at` (as [`ChunkedMap::remove_at`]) and adds
+    /// `k` with `v` (which must not be there): in one move within the
+    /// chunk when `k` belongs there, as a split block's remainder or a
+    /// block merged with its neighbour mostly does.
+    pub fn replace_at(&mut self, at: Pos, k: u128, v: V) {
+        let Pos { c, pos } = at;
+        let last = self.chunks.len() - 1;
+        let ch = &mut self.chunks[c];
+        let old = ch.keys[pos];
+        debug_assert_ne!(old, k);
+        let n = ch.keys.len();
+        if k < old {
+            if c > 0 && self.maxes[c - 1] >= k {
+                self.remove_at(at);
+                self.insert(k, v);
+                return;
+            }
+            // k's place is among the keys before `pos`: those after it
+            // move one along, onto the entry taken out.
+            let p = ch.keys[..pos].partition_point(|&x| x < k);
+            ch.keys.copy_within(p..pos, p + 1);
+            ch.vals.copy_within(p..pos, p + 1);
+            ch.keys[p] = k;
+            ch.vals[p] = v;
+        } else {
+            if k > self.maxes[c] && c < last {
+                self.remove_at(at);
+                self.insert(k, v);
+                return;
+            }
+            // k's place is among the keys after `pos`: those before it
+            // move one back, onto the entry taken out.
+            let p = pos + 1 + ch.keys[pos + 1..].partition_point(|&x| x < k);
+            ch.keys.copy_within(pos + 1..p, pos);
+            ch.vals.copy_within(pos + 1..p, pos);
+            ch.keys[p - 1] = k;
+            ch.vals[p - 1] = v;
+        }
+        self.maxes[c] = ch.keys[n - 1];
     }
 
     /// Chunk `c` is small: moves it into a neighbour with room for it.
@@ -196,6 +250,13 @@ impl<V: Copy> ChunkedMap<V> {
     }
 }
 
+/// Where an entry is: its chunk and its place in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Pos {
+    c: usize,
+    pos: usize,
+}
+
 /// [`ChunkedMap::range_from`].
 pub(super) struct Forward<'a, V> {
     chunks: &'a [Chunk<V>],
@@ -209,6 +270,15 @@ impl<V> Forward<'_, V> {
         c: 0,
         pos: 0,
     };
+
+    /// Where the entry `next` returned last is.
+    fn last_at(&self) -> Pos {
+        debug_assert!(self.pos > 0, "an entry was returned");
+        Pos {
+            c: self.c,
+            pos: self.pos - 1,
+        }
+    }
 }
 
 impl<V: Copy> Iterator for Forward<'_, V> {
@@ -271,6 +341,37 @@ pub(super) struct FreeIndex {
 
 type BlockId = usize;
 
+/// [`FreeIndex::from`]: (size, address, block), ascending.
+pub(super) struct FreeCursor<'a> {
+    stream: usize,
+    it: Forward<'a, BlockId>,
+}
+
+impl Iterator for FreeCursor<'_> {
+    type Item = (u64, u64, BlockId);
+    #[inline]
+    fn next(&mut self) -> Option<(u64, u64, BlockId)> {
+        self.it.next().map(entry)
+    }
+}
+
+impl FreeCursor<'_> {
+    /// Where the block `next` returned last is, for [`FreeIndex::remove_at`].
+    pub fn last_at(&self) -> FreePos {
+        FreePos {
+            stream: self.stream,
+            pos: self.it.last_at(),
+        }
+    }
+}
+
+/// Where a cached block is in its pool's index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FreePos {
+    stream: usize,
+    pos: Pos,
+}
+
 #[inline]
 fn key(size: u64, addr: u64) -> u128 {
     ((size as u128) << 64) | addr as u128
@@ -320,10 +421,39 @@ impl FreeIndex {
 
     /// Stream `s`'s blocks of at least `size` bytes as (size, address,
     /// block), best fit first.
-    pub fn from(&self, s: u64, size: u64) -> impl Iterator<Item = (u64, u64, BlockId)> + '_ {
-        self.stream(s)
-            .map_or(Forward::EMPTY, |m| m.range_from(key(size, 0)))
-            .map(entry)
+    pub fn from(&self, s: u64, size: u64) -> FreeCursor<'_> {
+        match self.streams.iter().position(|(x, _)| *x == s) {
+            Some(i) => FreeCursor {
+                stream: i,
+                it: self.streams[i].1.range_from(key(size, 0)),
+            },
+            None => FreeCursor {
+                stream: 0,
+                it: Forward::EMPTY,
+            },
+        }
+    }
+
+    /// Takes out the block a cursor of this index returned last (with no
+    /// change since).
+    pub fn remove_at(&mut self, at: FreePos) -> BlockId {
+        self.streams[at.stream].1.remove_at(at.pos)
+    }
+
+    /// Where stream `s`'s block of `size` bytes at `addr` is (`None` when
+    /// it is not cached).
+    pub fn find(&self, s: u64, size: u64, addr: u64) -> Option<FreePos> {
+        let stream = self.streams.iter().position(|(x, _)| *x == s)?;
+        let pos = self.streams[stream].1.find(key(size, addr))?;
+        Some(FreePos { stream, pos })
+    }
+
+    /// Takes out the block at `at` (with no change since it was found) and
+    /// adds block `id`, of the same stream, in one move where it can.
+    pub fn replace_at(&mut self, at: FreePos, size: u64, addr: u64, id: BlockId) {
+        self.streams[at.stream]
+            .1
+            .replace_at(at.pos, key(size, addr), id);
     }
 
     /// Stream `s`'s blocks of fewer than `size` bytes, largest first.
@@ -389,7 +519,28 @@ mod tests {
                     1 => next(10) < 2,
                     _ => next(2) == 0,
                 };
-                if grow {
+                if next(4) == 0 && !b.is_empty() {
+                    // An entry found by a range or by its key, replaced by
+                    // a key not there (either side of it).
+                    let q = key(next(3), next(span));
+                    let at = if next(2) == 0 {
+                        s.find(q)
+                    } else {
+                        let mut it = s.range_from(q);
+                        it.next().map(|_| it.last_at())
+                    };
+                    if let Some(at) = at {
+                        let old = s.chunks[at.c].keys[at.pos];
+                        let new = key(next(3), next(span));
+                        if !b.contains_key(&new) {
+                            let v = b.remove(&old).expect("the entry found");
+                            b.insert(new, v + 1);
+                            s.replace_at(at, new, v + 1);
+                        } else if next(2) == 0 {
+                            assert_eq!(s.remove_at(at), b.remove(&old).expect("there"));
+                        }
+                    }
+                } else if grow {
                     let fresh = !b.contains_key(&k);
                     assert_eq!(s.insert(k, i as u32), fresh);
                     b.entry(k).or_insert(i as u32);

@@ -10,7 +10,7 @@ impl Simulator {
         pool: usize,
         stream: i64,
         size: u64,
-    ) -> Option<BlockId> {
+    ) -> Option<(BlockId, ordered::FreePos)> {
         if self.gc_active() {
             self.pools[pool].searches += 1;
         }
@@ -18,23 +18,24 @@ impl Simulator {
         // (size, address, block) of this stream's blocks, best fit first.
         let mut it = self.pools[pool].free.from(s, size);
         let mut cur = it.next()?;
+        let mut at = it.last_at();
         if self.blk(cur.2).res.is_some() {
             if self.cfg.expandable_segments {
                 // Best fit counts what a block at the mapped frontier could
                 // grow into, so blocks that cannot grow are preferred.
-                for next in it.by_ref() {
+                while let Some(next) = it.next() {
                     if self.blk(cur.2).res.is_none()
                         || self.expandable_size(next.2) >= self.expandable_size(cur.2)
                     {
                         break;
                     }
-                    cur = next;
+                    (cur, at) = (next, it.last_at());
                 }
             } else {
                 cur = it.find(|n| self.blk(n.2).res.is_none())?;
+                at = it.last_at();
             }
         }
-        drop(it);
         self.split_probe = self.split_probe.max(cur.0);
         if oversize_refuses(
             cur.0,
@@ -44,8 +45,8 @@ impl Simulator {
         ) {
             return None;
         }
-        self.remove_free(cur.2);
-        Some(cur.2)
+        // Left in the cache for `alloc_found_block`, which takes it out.
+        Some((cur.2, at))
     }
 
     pub(super) fn expandable_size(&self, id: BlockId) -> u64 {
