@@ -7,7 +7,6 @@
 //!
 //!     cargo run --release --example replay_times -- snapshot.pickle [ROUNDS]
 
-use fragscope::input::{self, Content, LoadOptions};
 use std::time::Instant;
 
 mod common;
@@ -18,15 +17,9 @@ use common::cpu;
 static ALLOC: fragscope::core::alloc::HugePages = fragscope::core::alloc::HugePages;
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let path = args.next().expect("usage: replay_times FILE [ROUNDS]");
-    let rounds: usize = args
-        .next()
-        .map_or(3, |r| r.parse().expect("a number of rounds"));
-    let l = input::load(&path, &LoadOptions::default()).expect("a readable snapshot");
-    let Content::Snapshot(snap) = &l.content else {
-        panic!("{path}: not a snapshot")
-    };
+    let (path, rounds) = common::file_and_rounds("replay_times");
+    let l = common::load(&path);
+    let snap = common::snapshot(&l, &path);
     let events: usize = snap.traces().iter().map(|t| t.len()).sum();
     let mut walls = Vec::new();
     for _ in 0..rounds.max(1) {

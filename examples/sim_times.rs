@@ -8,25 +8,20 @@
 //!
 //!     cargo run --release --example sim_times -- snapshot.pickle [ROUNDS]
 
-use fragscope::input::{self, Content, LoadOptions};
 use fragscope::sim::{self, SimConfig};
 use std::time::Instant;
+
+mod common;
 
 /// The allocator of the binary, so that the figures are the binary's.
 #[global_allocator]
 static ALLOC: fragscope::core::alloc::HugePages = fragscope::core::alloc::HugePages;
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let path = args.next().expect("usage: sim_times FILE [ROUNDS]");
-    let rounds: usize = args
-        .next()
-        .map_or(3, |r| r.parse().expect("a number of rounds"));
-    let l = input::load(&path, &LoadOptions::default()).expect("a readable snapshot");
-    let Content::Snapshot(snap) = &l.content else {
-        panic!("{path}: not a snapshot")
-    };
-    let device = sim::trace::simulable_devices(&snap)
+    let (path, rounds) = common::file_and_rounds("sim_times");
+    let l = common::load(&path);
+    let snap = common::snapshot(&l, &path);
+    let device = sim::trace::simulable_devices(snap)
         .into_iter()
         .max_by_key(|&d| snap.trace_of(d).len())
         .expect("a device the model can run");

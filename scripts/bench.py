@@ -134,8 +134,8 @@ def generate(exe, out_dir, size_mb, seed):
     return path
 
 
-def stage_times(example, path):
-    r = subprocess.run([example, path], capture_output=True, text=True)
+def stage_times(example, path, pin=()):
+    r = subprocess.run(list(pin) + [example, path], capture_output=True, text=True)
     vals = dict(kv.split("=") for kv in r.stdout.split())
     out = {k: float(v) for k, v in vals.items()}
     if r.returncode != 0:
@@ -261,6 +261,14 @@ def run_matrix(a, exe, example):
             sys.exit(f"--shapes: unknown shape {sh!r} (known: {', '.join(MATRIX_SHAPES)})")
     sizes = [parse_mb(x) for x in (a.sizes or "100MB,1GB").split(",") if x.strip()]
     rounds = a.rounds
+    labels = [label for label, *_ in MATRIX_COMMANDS]
+    wanted = [x.strip() for x in a.commands.split(",")] if a.commands else labels
+    for w in wanted:
+        if w not in labels:
+            sys.exit(f"--commands: unknown command {w!r} (known: {', '.join(labels)})")
+    commands = [c for c in MATRIX_COMMANDS if c[0] in wanted]
+    # Every timed process, pickle.load included, on the same CPUs.
+    pin = ["taskset", "-c", a.cpus] if a.cpus else []
     scratch = tempfile.mkdtemp(prefix="fragscope-bench-")
     out = []
     say = out.append
@@ -269,7 +277,10 @@ def run_matrix(a, exe, example):
                             capture_output=True, text=True).stdout.strip() or "?"
     say(f"Shape matrix: `{' '.join(['scripts/bench.py'] + sys.argv[1:])}`, "
         f"started {started}, commit {commit}; {machine()}; load average "
-        f"{os.getloadavg()[0]:.2f} at the start. Medians of {rounds} "
+        f"{os.getloadavg()[0]:.2f} at the start"
+        + (f"; every command, `pickle.load` and `stage_times` pinned to CPU(s) {a.cpus} "
+           f"(`taskset -c {a.cpus}`)" if a.cpus else "")
+        + f". Medians of {rounds} "
         f"round{'s' if rounds != 1 else ''}; each ratio is "
         "taken within one round, against Python's `pickle.load` of the same file in that round; "
         "the file is read through once before each command, so that every one finds it in the "
@@ -281,25 +292,25 @@ def run_matrix(a, exe, example):
         rows = []
         for path, events, said, mb in files:
             size = os.path.getsize(path)
-            res = {label: [] for label, *_ in MATRIX_COMMANDS}
-            ratio = {label: [] for label, *_ in MATRIX_COMMANDS}
+            res = {label: [] for label, *_ in commands}
+            ratio = {label: [] for label, *_ in commands}
             py = []
-            base = {label: [] for label, *_ in MATRIX_COMMANDS}
+            base = {label: [] for label, *_ in commands}
             stages = []
             for r in range(rounds):
                 print(f"{os.path.basename(path)}: round {r + 1}/{rounds}", file=sys.stderr)
                 this = {}
-                for label, args, ok, _ in MATRIX_COMMANDS:
+                for label, args, ok, _ in commands:
                     cmd = [exe] + [x.format(f=path, d=scratch) for x in args]
                     warm(path)
-                    this[label] = timed(cmd, ok=ok)
+                    this[label] = timed(pin + cmd, ok=ok)
                     if a.baseline:
                         warm(path)
-                        old = timed([a.baseline] + cmd[1:], ok=ok)
+                        old = timed(pin + [a.baseline] + cmd[1:], ok=ok)
                         if old and this[label]:
                             base[label].append(this[label][0] / old[0])
                 warm(path)
-                p = timed([sys.executable, "-c", PY_LOAD, path])
+                p = timed(pin + [sys.executable, "-c", PY_LOAD, path])
                 if p:
                     py.append(p)
                 for label, v in this.items():
@@ -309,7 +320,7 @@ def run_matrix(a, exe, example):
                             ratio[label].append(v[0] / p[0])
                 for _ in range(max(a.stage_runs, 1)):
                     warm(path)
-                    stages.append(stage_times(example, path))
+                    stages.append(stage_times(example, path, pin))
             stage = {k: median([s[k] for s in stages if k in s]) for k in stages[0]} if stages else {}
             rows.append((path, events, said, mb, size, res, ratio, py, stage, base))
         load1 = os.getloadavg()[0]
@@ -331,7 +342,7 @@ def run_matrix(a, exe, example):
             say(f"| {mib(size):.0f} MiB | Python `pickle.load` | {pw:.2f} s | 1.00x | | "
                 f"{mib(prss):.0f} MiB | {prss / size:.2f}x | {pw / mib(size) * 100:.2f} |"
                 + (" |" if a.baseline else ""))
-            for label, _, _, target in MATRIX_COMMANDS:
+            for label, _, _, target in commands:
                 if not res[label]:
                     say(f"| {mib(size):.0f} MiB | `{label}` | failed | | | | | |" + (" |" if a.baseline else ""))
                     continue
@@ -395,6 +406,12 @@ def main():
                     help="the fragscope binary to measure (default: build target/release)")
     ap.add_argument("--out-md", default=None,
                     help="with --matrix: also write the tables to this Markdown file")
+    ap.add_argument("--cpus", default=None,
+                    help="with --matrix: run every timed process on these CPUs "
+                         "(`taskset -c CPUS`, e.g. 0 for one core)")
+    ap.add_argument("--commands", default=None,
+                    help="with --matrix: only these commands of the matrix, comma-separated "
+                         "by their labels (e.g. 'report -o x.html,simulate')")
     a = ap.parse_args()
 
     if not a.no_build:

@@ -1,4 +1,8 @@
-//! What the timing examples share.
+//! What the timing examples share (each uses some of it).
+#![allow(dead_code)]
+
+use fragscope::input::{self, LoadOptions, Loaded};
+use fragscope::model::Snapshot;
 
 /// User + system CPU seconds of this process so far (Linux; 0 elsewhere).
 pub fn cpu() -> f64 {
@@ -15,4 +19,29 @@ pub fn cpu() -> f64 {
         .map(|t| t.iter().filter_map(|x| x.parse::<f64>().ok()).sum())
         .unwrap_or(0.0);
     ticks / 100.0
+}
+
+/// `FILE [ROUNDS]` of `name`'s command line (3 rounds when not given).
+pub fn file_and_rounds(name: &str) -> (String, usize) {
+    let mut args = std::env::args().skip(1);
+    let path = args
+        .next()
+        .unwrap_or_else(|| panic!("usage: {name} FILE [ROUNDS]"));
+    let rounds = args
+        .next()
+        .map_or(3, |r| r.parse().expect("a number of rounds"));
+    (path, rounds)
+}
+
+/// The snapshot in `path`, decoded whole.
+pub fn load(path: &str) -> Loaded {
+    input::load(path, &LoadOptions::default()).expect("a readable snapshot")
+}
+
+/// The snapshot `l` holds.
+pub fn snapshot<'a>(l: &'a Loaded, path: &str) -> &'a Snapshot {
+    match &l.content {
+        input::Content::Snapshot(s) => s,
+        _ => panic!("{path}: not a snapshot"),
+    }
 }
