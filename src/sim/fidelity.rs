@@ -140,10 +140,9 @@ pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
         .map(|(a, s)| (a.as_str(), *s))
         .collect();
     let sim: Vec<(&str, u64)> = run
-        .events
+        .segment_events
         .iter()
-        .filter(|(_, e)| e.action.is_segment_event())
-        .map(|(_, e)| (e.action.name(), e.size))
+        .map(|&(a, size)| (a.name(), size))
         .collect();
     let matched = lcs_len(&rec, &sim);
     let first_divergence = rec

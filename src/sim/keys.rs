@@ -41,43 +41,55 @@ pub struct Keys {
 impl Keys {
     /// Numbers the key of the next request.
     pub fn push(&mut self, r: &Request) {
+        use std::collections::hash_map::Entry;
+        // One lookup of the key a request: the entry is read and written
+        // in place.
         let n = match *r {
-            Request::Alloc { key: Some(k), .. } => match self.seen.get(&k).copied() {
-                Some(n) if n != UNBOUND => n,
-                _ => {
-                    let n = self.new_number();
-                    self.seen.insert(k, n);
+            Request::Alloc { key: Some(k), .. } => match self.seen.entry(k) {
+                Entry::Occupied(e) if *e.get() != UNBOUND => *e.get(),
+                Entry::Occupied(mut e) => {
+                    let n = Self::new_number(&mut self.spare, &mut self.count);
+                    e.insert(n);
                     n
                 }
+                Entry::Vacant(e) => *e.insert(Self::new_number(&mut self.spare, &mut self.count)),
             },
             Request::FreeRequested { key } | Request::FreeCompleted { key } => {
-                let n = match self.seen.get(&key).copied() {
-                    Some(n) => n,
-                    None => {
+                let completes = matches!(r, Request::FreeCompleted { .. });
+                match self.seen.entry(key) {
+                    Entry::Occupied(mut e) => {
+                        let n = *e.get();
+                        if completes && n != UNBOUND {
+                            e.insert(UNBOUND);
+                            self.spare.push(n);
+                        }
+                        n
+                    }
+                    Entry::Vacant(e) => {
                         // A number no request used before: a run sets it
                         // from the start state before its first request.
                         let n = self.count;
                         self.count += 1;
-                        self.seen.insert(key, n);
                         self.from_start.push((n, key));
+                        if completes {
+                            e.insert(UNBOUND);
+                            self.spare.push(n);
+                        } else {
+                            e.insert(n);
+                        }
                         n
                     }
-                };
-                if matches!(r, Request::FreeCompleted { .. }) && n != UNBOUND {
-                    self.seen.insert(key, UNBOUND);
-                    self.spare.push(n);
                 }
-                n
             }
             Request::Alloc { key: None, .. } | Request::EmptyCache => UNBOUND,
         };
         self.of_request.push(n);
     }
 
-    fn new_number(&mut self) -> u32 {
-        self.spare.pop().unwrap_or_else(|| {
-            self.count += 1;
-            self.count - 1
+    fn new_number(spare: &mut Vec<u32>, count: &mut u32) -> u32 {
+        spare.pop().unwrap_or_else(|| {
+            *count += 1;
+            *count - 1
         })
     }
 

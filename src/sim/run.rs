@@ -6,7 +6,7 @@
 //! Owns the per-run bookkeeping; the policy itself is `allocator.rs`, the
 //! comparison with the recording `fidelity.rs`.
 
-use super::allocator::{AddressOrder, Counters, SimError, SimEvent, Simulator};
+use super::allocator::{AddressOrder, Counters, SimAction, SimError, Simulator};
 use super::config::SimConfig;
 use super::keys::{Held, Keys};
 use super::nearpeak::NearPeak;
@@ -381,8 +381,10 @@ pub struct SimRun {
     /// Reserved bytes at the start (index 0) and after each trace event
     /// (index i + 1), downsampled to [`super::SERIES_POINTS`].
     pub reserved_points: Vec<(u32, u64)>,
-    /// Segment and OOM events, with the trace event they happened at.
-    pub events: Vec<(usize, SimEvent)>,
+    /// The segment events (cudaMalloc, cudaFree, page mappings) in order,
+    /// each as its action and size: what [`super::fidelity`] compares with
+    /// the recording.
+    pub segment_events: Vec<(SimAction, u64)>,
     pub ooms: Vec<SimOom>,
     /// Per recorded `oom` (trace index): whether the model served it.
     pub recorded_oom_avoided: Vec<(usize, bool)>,
@@ -460,7 +462,7 @@ pub fn run_observed(
         smallest_largest_gap: 0,
         reserved_error: ReservedError::default(),
         reserved_points: Vec::new(),
-        events: Vec::new(),
+        segment_events: Vec::new(),
         ooms: Vec::new(),
         recorded_oom_avoided: Vec::new(),
         skipped_frees: 0,
@@ -483,8 +485,11 @@ pub fn run_observed(
             next += 1;
         }
         if !sim.events().is_empty() {
-            out.events
-                .extend(sim.take_events().into_iter().map(|e| (i, e)));
+            out.segment_events.extend(
+                sim.drain_events()
+                    .filter(|e| e.action.is_segment_event())
+                    .map(|e| (e.action, e.size)),
+            );
         }
         let s = step(&sim);
         if completes {

@@ -389,6 +389,11 @@ impl Simulator {
     pub fn take_events(&mut self) -> Vec<SimEvent> {
         std::mem::take(&mut self.events)
     }
+    /// Takes the events recorded since the last call, keeping the room
+    /// they took for the next ones.
+    pub fn drain_events(&mut self) -> std::vec::Drain<'_, SimEvent> {
+        self.events.drain(..)
+    }
     /// Whether alloc/free events are recorded (segment and OOM events always are).
     pub fn set_record_block_events(&mut self, on: bool) {
         self.record_block_events = on;
