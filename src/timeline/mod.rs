@@ -736,7 +736,10 @@ struct Extremes {
 /// have it; with `layout`, also the smallest largest gap under pressure.
 fn extremes(samples: &Series, layout: bool) -> Extremes {
     let mut best: [Option<(usize, f64)>; 4] = [None; 4];
-    let mut peak = 0u64;
+    // The smallest largest gap under pressure, as `min_gap_under` finds
+    // it, in the same read: the peak is known before.
+    let peak = samples.peak_reserved();
+    let mut gap: Option<(usize, u64)> = None;
     for (i, s) in samples.iter().enumerate() {
         let v = [
             Some(s.allocated as f64),
@@ -751,14 +754,19 @@ fn extremes(samples: &Series, layout: bool) -> Extremes {
                 best[k] = Some((i, v));
             }
         }
-        peak = peak.max(s.reserved_bytes());
+        if layout && s.reserved_bytes().saturating_mul(2) >= peak {
+            let g = s.lay().largest_free_gap;
+            if gap.is_none_or(|(_, top)| g < top) {
+                gap = Some((i, g));
+            }
+        }
     }
     let at = |k: usize| best[k].map(|(i, _)| i);
     Extremes {
         peak_allocated: at(0),
         peak_reserved: at(1),
         max_fragmentation: at(2),
-        min_largest_gap: layout.then(|| min_gap_under(samples, peak)),
+        min_largest_gap: layout.then(|| gap.map_or(0, |(i, _)| i)),
         peak_external: at(3),
     }
 }
@@ -766,12 +774,7 @@ fn extremes(samples: &Series, layout: bool) -> Extremes {
 /// Index of the first sample with the smallest largest free gap among those
 /// whose reserved bytes are at least half the peak.
 fn min_gap_under_pressure(samples: &Series) -> usize {
-    let peak = samples
-        .iter()
-        .map(|s| s.reserved_bytes())
-        .max()
-        .unwrap_or(0);
-    min_gap_under(samples, peak)
+    min_gap_under(samples, samples.peak_reserved())
 }
 
 /// [`min_gap_under_pressure`] with the peak of reserved bytes known.

@@ -400,12 +400,16 @@ enum Store {
 #[derive(Debug, Clone)]
 pub struct Series {
     store: Store,
+    /// The largest reserved figure pushed (0 for none): what the moments
+    /// near the peak are measured against, known before any read.
+    peak_reserved: u64,
 }
 
 impl Default for Series {
     fn default() -> Self {
         Series {
             store: Store::Compact(Packed::default()),
+            peak_reserved: 0,
         }
     }
 }
@@ -414,6 +418,7 @@ impl Series {
     pub fn with_capacity(n: usize) -> Series {
         Series {
             store: Store::Compact(Packed::with_capacity(n)),
+            peak_reserved: 0,
         }
     }
 
@@ -421,8 +426,15 @@ impl Series {
     /// samples have no layout to encode.
     pub fn plain(v: Vec<Sample>) -> Series {
         Series {
+            peak_reserved: v.iter().map(|s| s.reserved_bytes()).max().unwrap_or(0),
             store: Store::Plain(v),
         }
+    }
+
+    /// The largest reserved figure of the samples (0 for none; a sample
+    /// without one counts as 0).
+    pub fn peak_reserved(&self) -> u64 {
+        self.peak_reserved
     }
 
     pub fn len(&self) -> usize {
@@ -444,6 +456,7 @@ impl Series {
 
     /// Appends a sample (the event index it carries is the position's).
     pub fn push(&mut self, s: Sample) {
+        self.peak_reserved = self.peak_reserved.max(s.reserved_bytes());
         let plain = match &mut self.store {
             Store::Compact(p) => match Row::of(&s, p.len) {
                 Some(r) => return p.push(r),
@@ -470,6 +483,7 @@ impl Series {
         if let Store::Compact(p) = &mut self.store
             && let Some(r) = f.row(pos)
         {
+            self.peak_reserved = self.peak_reserved.max(f.reserved);
             return p.push(r);
         }
         self.push(f.sample(pos.checked_sub(1).map(|e| e as u32)));
