@@ -15,13 +15,13 @@ pub struct SeriesBuilder {
     /// Index the next value gets.
     next: usize,
     points: Vec<(u32, u64)>,
-    bucket: Option<Bucket>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
+    /// The bucket being filled (none before the first value, and while
+    /// every value is kept), in plain fields: a value lands in it at
+    /// every step.
+    bucket: bool,
+    /// Its first index, and the index past its last.
     first: usize,
-    last: usize,
+    end: usize,
     lo: u64,
     hi: u64,
     /// First index of the minimum, last index of the maximum (the ties
@@ -45,61 +45,67 @@ impl SeriesBuilder {
             per,
             next: 0,
             points: Vec::with_capacity(cap),
-            bucket: None,
+            bucket: false,
+            first: 0,
+            end: 0,
+            lo: 0,
+            hi: 0,
+            imin: 0,
+            imax: 0,
         }
     }
 
+    #[inline]
     pub fn push(&mut self, v: u64) {
         let i = self.next;
         self.next += 1;
+        if i < self.end {
+            if v < self.lo {
+                self.lo = v;
+                self.imin = i;
+            }
+            if v >= self.hi {
+                self.hi = v;
+                self.imax = i;
+            }
+        } else {
+            self.start(i, v);
+        }
+    }
+
+    /// Value `i` begins a bucket (or, while every value is kept, is a
+    /// point).
+    #[cold]
+    fn start(&mut self, i: usize, v: u64) {
         if self.per == 0 {
             self.points.push((i as u32, v));
             return;
         }
-        match &mut self.bucket {
-            Some(b) if i - b.first < self.per => {
-                b.last = i;
-                if v < b.lo {
-                    b.lo = v;
-                    b.imin = i;
-                }
-                if v >= b.hi {
-                    b.hi = v;
-                    b.imax = i;
-                }
-            }
-            _ => {
-                self.flush();
-                self.bucket = Some(Bucket {
-                    first: i,
-                    last: i,
-                    lo: v,
-                    hi: v,
-                    imin: i,
-                    imax: i,
-                });
-            }
-        }
+        self.flush(i.wrapping_sub(1));
+        self.bucket = true;
+        (self.first, self.end) = (i, i + self.per);
+        (self.lo, self.hi, self.imin, self.imax) = (v, v, i, i);
     }
 
-    fn flush(&mut self) {
-        let Some(b) = self.bucket.take() else {
+    /// Writes the bucket being filled, whose last value is `last`.
+    fn flush(&mut self, last: usize) {
+        if !std::mem::take(&mut self.bucket) {
             return;
-        };
-        let (a, z) = if b.imax < b.imin {
-            (b.hi, b.lo)
+        }
+        let (a, z) = if self.imax < self.imin {
+            (self.hi, self.lo)
         } else {
-            (b.lo, b.hi)
+            (self.lo, self.hi)
         };
-        self.points.push((b.first as u32, a));
-        if b.last > b.first {
-            self.points.push((b.last as u32, z));
+        self.points.push((self.first as u32, a));
+        if last > self.first {
+            self.points.push((last as u32, z));
         }
     }
 
     /// The points: (index of the value, value).
     pub fn finish(mut self) -> Vec<(u32, u64)> {
-        self.flush();
+        self.flush(self.next.wrapping_sub(1));
         self.points
     }
 }
