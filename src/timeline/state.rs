@@ -521,6 +521,28 @@ impl Layout {
         self.idx.remove_gap(class, cur, sa + seg.size);
     }
 
+    /// Grows (or, `by` negative, shrinks) segment `sa` at its end, by a
+    /// range no block lies in: the index changes as `unindex_seg` then
+    /// `index_seg` around the resize would change it, in a few steps
+    /// instead of one a block.
+    fn resize_tail(&mut self, sa: u64, by: i128) {
+        let seg = &self.segs[&sa];
+        let (class, old_end) = (seg.class(), sa + seg.size);
+        let new_end = (old_end as i128 + by) as u64;
+        // Where the last block ends (the segment's start when it has none).
+        let tail = seg
+            .blocks
+            .last_before(old_end)
+            .map_or(sa, |(a, b)| a + b.size);
+        debug_assert!(tail <= new_end, "a block lies in the range");
+        if self.idx.on {
+            self.idx.remove_gap(class, tail, old_end);
+            self.idx.add_gap(class, tail, new_end);
+            self.idx.reserved = (self.idx.reserved as i128 + by) as u64;
+        }
+        self.segs.get_mut(&sa).expect("segment").size = new_end - sa;
+    }
+
     pub fn insert_seg(&mut self, sa: u64, seg: Seg) {
         self.segs.insert(sa, seg);
         self.index_seg(sa);
@@ -567,6 +589,12 @@ impl Layout {
             .get(&(x + size))
             .filter(|s| joins(s))
             .map(|_| x + size);
+        if let (Some(l), None) = (left, right) {
+            // The run grows at its end: only its last free range and the
+            // reserved bytes change, not every block of it.
+            self.resize_tail(l, size as i128);
+            return Ok(());
+        }
         let start = match left {
             Some(l) => {
                 self.unindex_seg(l);
@@ -629,6 +657,12 @@ impl Layout {
                 AnomalyKind::SegmentMismatch,
                 format!("unmapping {size} bytes at {x:#x} would drop the live block at {a:#x}"),
             ));
+        }
+        if end == sa + seg.size && x > sa {
+            // Trimmed at its end (the range holds no block, checked above):
+            // only its last free range and the reserved bytes change.
+            self.resize_tail(sa, -(size as i128));
+            return Ok(());
         }
         self.unindex_seg(sa);
         let mut seg = self.segs.remove(&sa).expect("segment");

@@ -359,6 +359,7 @@ impl Simulator {
     pub fn capacity(&self) -> Option<u64> {
         self.capacity
     }
+    #[inline]
     pub fn figures(&self) -> Figures {
         let mut f = self.fig;
         f.largest_free = self.largest_free();
@@ -366,10 +367,18 @@ impl Simulator {
     }
 
     /// The size of the largest cached block (0 with none).
+    #[inline]
     fn largest_free(&self) -> u64 {
         if let Some(l) = self.largest_free.get() {
             return l;
         }
+        self.find_largest_free()
+    }
+
+    /// [`Simulator::largest_free`] once the block it was taken from left
+    /// the cache: found again from the pools, and kept.
+    #[cold]
+    fn find_largest_free(&self) -> u64 {
         let l = self
             .pools
             .iter()
