@@ -584,3 +584,27 @@ fn recorded_expandable_runs_not_whole_pages_apart_are_two_reservations() {
     let e = Simulator::with_initial(SimConfig::parse(conf).unwrap(), None, &[short]);
     assert!(e.unwrap_err().to_string().contains("pages"));
 }
+
+/// A recorded block of no bytes (PyTorch's smallest is 512) would start
+/// where its neighbour starts; the model refuses such a start state, by
+/// the segment and the block, instead of keeping one of the two.
+#[test]
+fn a_recorded_block_of_no_bytes_is_refused() {
+    let mut first = sim("", None);
+    let a = first.malloc(MIB, 0).unwrap();
+    first.free(a).unwrap();
+    let b = first.malloc(MIB, 0).unwrap();
+    let mut segs = first.segments();
+    let at = segs[0].blocks[0].address;
+    assert_eq!(at, b);
+    let mut empty = segs[0].blocks[0].clone();
+    empty.size = 0;
+    empty.state = BlockState::ActivePendingFree;
+    segs[0].blocks.insert(0, empty);
+    let e = Simulator::with_initial(SimConfig::parse("").unwrap(), None, &segs).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("a block of 0 bytes at {at:#x}")),
+        "{e}"
+    );
+}

@@ -240,6 +240,8 @@ pub(super) fn initial_free_ranges(extents: &[(u64, u64)]) -> (BTreeMap<u64, u64>
 }
 
 /// Refuses a recorded segment (`i`, the `seg` of the file) that is empty,
+/// that holds a block of no bytes (PyTorch's smallest is 512: two blocks
+/// would start at one address, which the model keeps one block each),
 /// whose blocks are not contiguous or do not cover it, or that overlaps an
 /// earlier one (which ends at `top`).
 fn check_recorded(i: usize, seg: &Segment, top: u64) -> Result<(), SimError> {
@@ -250,6 +252,9 @@ fn check_recorded(i: usize, seg: &Segment, top: u64) -> Result<(), SimError> {
     };
     if seg.total_size == 0 {
         return Err(bad("empty segment".into()));
+    }
+    if let Some(b) = seg.blocks.iter().find(|b| b.size == 0) {
+        return Err(bad(format!("a block of 0 bytes at {:#x}", b.address)));
     }
     if let Some(b) = seg
         .blocks
