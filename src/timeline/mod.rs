@@ -28,6 +28,7 @@
 mod backward;
 pub mod checkpoints;
 pub mod downsample;
+mod extremes;
 mod forward;
 mod gaps;
 mod lifetimes;
@@ -45,6 +46,7 @@ use resolve::{event_index, last_at_or_before};
 
 pub use crate::model::Moment;
 use crate::model::*;
+use extremes::{extremes, first_max_by, min_gap_under_pressure};
 pub use lifetimes::Lifetime;
 pub use sample::{LayoutFigures, Sample};
 use serde::Serialize;
@@ -703,91 +705,3 @@ pub const RECORDED_STATE: &str = "recorded state";
 /// What to do about a snapshot without a trace, for every output that says
 /// only its recorded state is known.
 pub const RECORD_A_TRACE: &str = "record the trace with torch.cuda.memory._record_memory_history() before the steps you snapshot";
-
-/// Index of the first sample with the largest figure.
-fn first_max_by(samples: &Series, f: impl Fn(&Sample) -> f64) -> usize {
-    let mut best = 0;
-    let mut top = f64::NAN;
-    for (i, s) in samples.iter().enumerate() {
-        let v = f(&s);
-        // `top` is the figure of sample `best` (NaN before the first).
-        if i == 0 {
-            top = v;
-        } else if v > top {
-            best = i;
-            top = v;
-        }
-    }
-    best
-}
-
-/// Indices of the samples of the moments [`first_max_by`] and
-/// [`min_gap_under_pressure`] find, as they find them, from two reads of
-/// the series instead of five; `None` where no sample has the figure.
-struct Extremes {
-    peak_allocated: Option<usize>,
-    peak_reserved: Option<usize>,
-    max_fragmentation: Option<usize>,
-    min_largest_gap: Option<usize>,
-    peak_external: Option<usize>,
-}
-
-/// The first sample with the highest value of each figure, among those that
-/// have it; with `layout`, also the smallest largest gap under pressure.
-fn extremes(samples: &Series, layout: bool) -> Extremes {
-    let mut best: [Option<(usize, f64)>; 4] = [None; 4];
-    // The smallest largest gap under pressure, as `min_gap_under` finds
-    // it, in the same read: the peak is known before.
-    let peak = samples.peak_reserved();
-    let mut gap: Option<(usize, u64)> = None;
-    for (i, s) in samples.iter().enumerate() {
-        let v = [
-            Some(s.allocated as f64),
-            s.reserved.map(|r| r as f64),
-            s.layout.map(|l| l.fragmentation),
-            s.external_free.map(|e| e as f64),
-        ];
-        for k in 0..4 {
-            if let Some(v) = v[k]
-                && best[k].is_none_or(|(_, top)| v > top)
-            {
-                best[k] = Some((i, v));
-            }
-        }
-        if layout && s.reserved_bytes().saturating_mul(2) >= peak {
-            let g = s.lay().largest_free_gap;
-            if gap.is_none_or(|(_, top)| g < top) {
-                gap = Some((i, g));
-            }
-        }
-    }
-    let at = |k: usize| best[k].map(|(i, _)| i);
-    Extremes {
-        peak_allocated: at(0),
-        peak_reserved: at(1),
-        max_fragmentation: at(2),
-        min_largest_gap: layout.then(|| gap.map_or(0, |(i, _)| i)),
-        peak_external: at(3),
-    }
-}
-
-/// Index of the first sample with the smallest largest free gap among those
-/// whose reserved bytes are at least half the peak.
-fn min_gap_under_pressure(samples: &Series) -> usize {
-    min_gap_under(samples, samples.peak_reserved())
-}
-
-/// [`min_gap_under_pressure`] with the peak of reserved bytes known.
-fn min_gap_under(samples: &Series, peak: u64) -> usize {
-    let mut best: Option<(usize, u64)> = None;
-    for (i, s) in samples.iter().enumerate() {
-        if s.reserved_bytes().saturating_mul(2) < peak {
-            continue;
-        }
-        let gap = s.lay().largest_free_gap;
-        if best.is_none_or(|(_, g)| gap < g) {
-            best = Some((i, gap));
-        }
-    }
-    best.map_or(0, |(i, _)| i)
-}
