@@ -387,9 +387,15 @@ impl FreeIndex {
         self.streams.iter().map(|(_, m)| m.len()).sum()
     }
 
+    /// The place of stream `s`'s map in `streams`.
+    #[inline]
+    fn stream_ix(&self, s: u64) -> Option<usize> {
+        self.streams.iter().position(|(x, _)| *x == s)
+    }
+
     #[inline]
     fn stream(&self, s: u64) -> Option<&ChunkedMap<BlockId>> {
-        self.streams.iter().find(|(x, _)| *x == s).map(|(_, m)| m)
+        self.stream_ix(s).map(|i| &self.streams[i].1)
     }
 
     /// Adds block `id`; false when its key was there.
@@ -407,10 +413,8 @@ impl FreeIndex {
 
     /// Takes the block at (stream, size, address) out; false when none was.
     pub fn remove(&mut self, s: u64, size: u64, addr: u64) -> bool {
-        self.streams
-            .iter_mut()
-            .find(|(x, _)| *x == s)
-            .is_some_and(|(_, m)| m.remove(key(size, addr)).is_some())
+        self.stream_ix(s)
+            .is_some_and(|i| self.streams[i].1.remove(key(size, addr)).is_some())
     }
 
     pub fn contains(&self, s: u64, size: u64, addr: u64, id: BlockId) -> bool {
@@ -422,7 +426,7 @@ impl FreeIndex {
     /// Stream `s`'s blocks of at least `size` bytes as (size, address,
     /// block), best fit first.
     pub fn from(&self, s: u64, size: u64) -> FreeCursor<'_> {
-        match self.streams.iter().position(|(x, _)| *x == s) {
+        match self.stream_ix(s) {
             Some(i) => FreeCursor {
                 stream: i,
                 it: self.streams[i].1.range_from(key(size, 0)),
@@ -443,7 +447,7 @@ impl FreeIndex {
     /// Where stream `s`'s block of `size` bytes at `addr` is (`None` when
     /// it is not cached).
     pub fn find(&self, s: u64, size: u64, addr: u64) -> Option<FreePos> {
-        let stream = self.streams.iter().position(|(x, _)| *x == s)?;
+        let stream = self.stream_ix(s)?;
         let pos = self.streams[stream].1.find(key(size, addr))?;
         Some(FreePos { stream, pos })
     }
