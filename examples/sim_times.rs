@@ -64,6 +64,19 @@ fn main() {
         input.requests.len(),
         configs.len()
     );
+    // The sweep as `simulate` makes it: runs shared as `run_configs`
+    // shares them (see `sim::plan`).
+    let t = Instant::now();
+    let runs = sim::run_configs(&input, &configs).expect("runs");
+    println!(
+        "simulate's sweep ({} configurations, shared): {:.4} s; the recorded run's split probe: {}",
+        runs.len(),
+        t.elapsed().as_secs_f64(),
+        match runs[0].split_probe {
+            u64::MAX => "a cudaMalloc failed".to_string(),
+            p => format!("{p} B"),
+        }
+    );
     // What `report` runs: the recorded settings and its what-if
     // configurations, runs shared as `run_configs` shares them.
     let what_if = fragscope::pipeline::what_if_configs(snap);

@@ -99,49 +99,129 @@ pub fn downsample_series(samples: &Series, max_points: usize) -> Vec<Sample> {
 /// Buckets of `per` consecutive samples out of `n`, each read once.
 fn downsample_iter(
     n: usize,
-    mut samples: impl Iterator<Item = Sample>,
+    samples: impl Iterator<Item = Sample>,
     max_points: usize,
     order: Order,
 ) -> Vec<Sample> {
-    let max_points = max_points.max(2);
-    if n <= max_points {
-        return samples.collect();
+    let mut d = Downsampler::new(n, max_points, order);
+    samples.for_each(|s| d.push(s));
+    d.finish()
+}
+
+/// [`downsample_series`] fed a sample at a time, so that a caller reading
+/// the series for other figures cuts it in the same read: `n` samples
+/// pushed in order give the points the function gives.
+pub struct Downsampler {
+    /// Samples per bucket; 0 keeps every sample (`n` is few enough).
+    per: usize,
+    /// Samples not yet in a bucket.
+    left: usize,
+    order: Order,
+    out: Vec<Sample>,
+    bucket: Option<Bucket>,
+}
+
+/// The bucket being read: its length, how many of its samples are in, its
+/// first and last samples, their element-wise extremes, and where reserved
+/// peaks (its last maximum) and dips (its first minimum).
+struct Bucket {
+    len: usize,
+    seen: usize,
+    first: Sample,
+    last: Sample,
+    lo: Sample,
+    hi: Sample,
+    imax: usize,
+    imin: usize,
+    rmax: u64,
+    rmin: u64,
+}
+
+impl Downsampler {
+    pub fn new(n: usize, max_points: usize, order: Order) -> Downsampler {
+        let max_points = max_points.max(2);
+        let (per, cap) = if n <= max_points {
+            (0, n)
+        } else {
+            let buckets = max_points / 2;
+            (n.div_ceil(buckets), buckets * 2)
+        };
+        Downsampler {
+            per,
+            left: n,
+            order,
+            out: Vec::with_capacity(cap),
+            bucket: None,
+        }
     }
-    let buckets = max_points / 2;
-    let per = n.div_ceil(buckets);
-    let mut out = Vec::with_capacity(buckets * 2);
-    let mut left = n;
-    while left > 0 {
-        let len = per.min(left);
-        left -= len;
-        let first = samples.next().expect("as many samples as counted");
-        let (mut lo, mut hi, mut last) = (first, first, first);
-        // Where reserved peaks (its last maximum) and dips (its first
-        // minimum) in the bucket.
-        let (mut imax, mut imin) = (0, 0);
-        let (mut rmax, mut rmin) = (first.reserved_bytes(), first.reserved_bytes());
-        for j in 1..len {
-            let s = samples.next().expect("as many samples as counted");
-            fold(&mut lo, &mut hi, &s);
+
+    #[inline]
+    pub fn push(&mut self, s: Sample) {
+        if self.per == 0 {
+            return self.out.push(s);
+        }
+        let Some(b) = &mut self.bucket else {
+            let len = self.per.min(self.left);
+            self.left = self.left.saturating_sub(len);
             let r = s.reserved_bytes();
-            if r >= rmax {
-                (rmax, imax) = (r, j);
-            }
-            if r < rmin {
-                (rmin, imin) = (r, j);
-            }
-            last = s;
+            self.bucket = Some(Bucket {
+                len,
+                seen: 1,
+                first: s,
+                last: s,
+                lo: s,
+                hi: s,
+                imax: 0,
+                imin: 0,
+                rmax: r,
+                rmin: r,
+            });
+            return self.close_if_full();
+        };
+        fold(&mut b.lo, &mut b.hi, &s);
+        let r = s.reserved_bytes();
+        if r >= b.rmax {
+            (b.rmax, b.imax) = (r, b.seen);
         }
-        let high_first = order == Order::ReservedFirst && imax < imin;
-        let (mut a, mut b) = if high_first { (hi, lo) } else { (lo, hi) };
-        (a.event, a.time_us) = (first.event, first.time_us);
-        (b.event, b.time_us) = (last.event, last.time_us);
-        out.push(a);
-        if len > 1 {
-            out.push(b);
+        if r < b.rmin {
+            (b.rmin, b.imin) = (r, b.seen);
+        }
+        b.last = s;
+        b.seen += 1;
+        self.close_if_full();
+    }
+
+    fn close_if_full(&mut self) {
+        if self.bucket.as_ref().is_some_and(|b| b.seen >= b.len) {
+            self.close();
         }
     }
-    out
+
+    /// The bucket's two points (one for a bucket of one sample).
+    fn close(&mut self) {
+        let Some(b) = self.bucket.take() else {
+            return;
+        };
+        let high_first = self.order == Order::ReservedFirst && b.imax < b.imin;
+        let (mut x, mut y) = if high_first {
+            (b.hi, b.lo)
+        } else {
+            (b.lo, b.hi)
+        };
+        (x.event, x.time_us) = (b.first.event, b.first.time_us);
+        (y.event, y.time_us) = (b.last.event, b.last.time_us);
+        self.out.push(x);
+        if b.seen > 1 {
+            self.out.push(y);
+        }
+    }
+
+    /// The points: a bucket left short (fewer samples pushed than counted)
+    /// is cut where it stands.
+    pub fn finish(mut self) -> Vec<Sample> {
+        self.close();
+        self.out
+    }
 }
 
 /// A memory-timeline export's series cut to at most `max_points` samples

@@ -23,7 +23,7 @@ pub(super) fn first_max_by(samples: &Series, f: impl Fn(&Sample) -> f64) -> usiz
 
 /// Indices of the samples of the moments [`first_max_by`] and
 /// [`min_gap_under_pressure`] find, as they find them, from one read of
-/// the series instead of five; `None` where no sample has the figure.
+/// the series ([`ExtremesFold`]) instead of five; `None` where no sample has the figure.
 pub(super) struct Extremes {
     pub(super) peak_allocated: Option<usize>,
     pub(super) peak_reserved: Option<usize>,
@@ -33,11 +33,25 @@ pub(super) struct Extremes {
 }
 
 /// The first sample with the highest value of each figure, among those that
-/// have it; with `layout`, also the smallest largest gap under pressure.
-pub(super) fn extremes(samples: &Series, layout: bool) -> Extremes {
-    let mut best: [Option<(usize, f64)>; 4] = [None; 4];
-    let mut gap = MinGapUnderPressure::of(samples);
-    for (i, s) in samples.iter().enumerate() {
+/// have it; with `layout`, also the smallest largest gap under pressure:
+/// [`Extremes`] folded a sample at a time.
+pub(super) struct ExtremesFold {
+    best: [Option<(usize, f64)>; 4],
+    gap: MinGapUnderPressure,
+    layout: bool,
+}
+
+impl ExtremesFold {
+    pub(super) fn new(samples: &Series, layout: bool) -> Self {
+        ExtremesFold {
+            best: [None; 4],
+            gap: MinGapUnderPressure::of(samples),
+            layout,
+        }
+    }
+
+    #[inline]
+    pub(super) fn add(&mut self, i: usize, s: &Sample) {
         let v = [
             Some(s.allocated as f64),
             s.reserved.map(|r| r as f64),
@@ -46,22 +60,56 @@ pub(super) fn extremes(samples: &Series, layout: bool) -> Extremes {
         ];
         for k in 0..4 {
             if let Some(v) = v[k]
-                && best[k].is_none_or(|(_, top)| v > top)
+                && self.best[k].is_none_or(|(_, top)| v > top)
             {
-                best[k] = Some((i, v));
+                self.best[k] = Some((i, v));
             }
         }
-        if layout {
-            gap.add(i, &s);
+        if self.layout {
+            self.gap.add(i, s);
         }
     }
-    let at = |k: usize| best[k].map(|(i, _)| i);
-    Extremes {
-        peak_allocated: at(0),
-        peak_reserved: at(1),
-        max_fragmentation: at(2),
-        min_largest_gap: layout.then(|| gap.index()),
-        peak_external: at(3),
+
+    pub(super) fn finish(&self) -> Extremes {
+        let at = |k: usize| self.best[k].map(|(i, _)| i);
+        Extremes {
+            peak_allocated: at(0),
+            peak_reserved: at(1),
+            max_fragmentation: at(2),
+            min_largest_gap: self.layout.then(|| self.gap.index()),
+            peak_external: at(3),
+        }
+    }
+}
+
+/// The key moments of a series ([`super::key_moments`]) folded a sample at
+/// a time, so that a caller reading the series for other figures finds
+/// them in the same read: fed every sample in order, then handed to
+/// [`super::DeviceReplay::key_moments_from`].
+pub struct KeyMomentsFold {
+    x: ExtremesFold,
+}
+
+impl KeyMomentsFold {
+    pub fn new(samples: &Series) -> Self {
+        let layout = samples.first().is_some_and(|s| s.layout.is_some());
+        KeyMomentsFold {
+            x: ExtremesFold::new(samples, layout),
+        }
+    }
+
+    #[inline]
+    pub fn add(&mut self, i: usize, s: &Sample) {
+        self.x.add(i, s);
+    }
+
+    /// Whether the series has a layout (its first sample's).
+    pub(super) fn layout(&self) -> bool {
+        self.x.layout
+    }
+
+    pub(super) fn extremes(&self) -> Extremes {
+        self.x.finish()
     }
 }
 

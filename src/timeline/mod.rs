@@ -46,7 +46,8 @@ use resolve::{event_index, last_at_or_before};
 
 pub use crate::model::Moment;
 use crate::model::*;
-use extremes::{extremes, first_max_by, min_gap_under_pressure};
+pub use extremes::KeyMomentsFold;
+use extremes::{first_max_by, min_gap_under_pressure};
 pub use lifetimes::Lifetime;
 pub use sample::{LayoutFigures, Sample};
 use serde::Serialize;
@@ -623,6 +624,16 @@ impl DeviceReplay {
     /// The key moments of this device ([`key_moments`]): its OOMs are the
     /// trace's `oom` events.
     pub fn key_moments(&self, snap: &Snapshot) -> Vec<KeyMoment> {
+        let mut f = KeyMomentsFold::new(&self.samples);
+        for (i, s) in self.samples.iter().enumerate() {
+            f.add(i, &s);
+        }
+        self.key_moments_from(snap, &f)
+    }
+
+    /// [`DeviceReplay::key_moments`] from a fold fed every sample of this
+    /// replay's series, in order.
+    pub fn key_moments_from(&self, snap: &Snapshot, f: &KeyMomentsFold) -> Vec<KeyMoment> {
         // Listed once: resolving `Moment::Oom(k)` scans the trace, and a
         // file may hold an OOM per event.
         let ooms = snap
@@ -631,7 +642,7 @@ impl DeviceReplay {
             .enumerate()
             .filter(|(_, e)| e.action == Action::Oom)
             .map(|(i, _)| Some(i));
-        key_moments(&self.samples, ooms, |_| None)
+        key_moments_with(&self.samples, f, ooms, |_| None)
     }
 }
 
@@ -660,7 +671,21 @@ pub fn key_moments(
     ooms: impl IntoIterator<Item = Option<usize>>,
     op: impl Fn(usize) -> Option<String>,
 ) -> Vec<KeyMoment> {
-    let layout = samples.first().is_some_and(|s| s.layout.is_some());
+    let mut f = KeyMomentsFold::new(samples);
+    for (i, s) in samples.iter().enumerate() {
+        f.add(i, &s);
+    }
+    key_moments_with(samples, &f, ooms, op)
+}
+
+/// [`key_moments`] with the series folded already.
+fn key_moments_with(
+    samples: &Series,
+    f: &KeyMomentsFold,
+    ooms: impl IntoIterator<Item = Option<usize>>,
+    op: impl Fn(usize) -> Option<String>,
+) -> Vec<KeyMoment> {
+    let layout = f.layout();
     let moment = |label: String, at: Option<usize>| KeyMoment {
         label,
         at,
@@ -671,8 +696,7 @@ pub fn key_moments(
         return vec![moment(RECORDED_STATE.into(), None)];
     }
     let mut out = vec![moment("start".into(), None)];
-    // The moments read off the series, found together in one read.
-    let x = extremes(samples, layout);
+    let x = f.extremes();
     let mut peaks = vec![
         ("peak allocated", x.peak_allocated),
         ("peak reserved", x.peak_reserved),

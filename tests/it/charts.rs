@@ -379,14 +379,14 @@ fn fixture() -> Fixture {
         |b, s| if s.allocated > b.allocated { s } else { b },
     );
     let (peak_alloc, peak_alloc_at) = (peak.allocated, peak.event.map(|e| e as usize));
-    let dev0_input = DeviceInput {
-        key_moments: vec![
-            key("start", None, &samples),
-            key("peak reserved", Some(81), &samples),
-            key("out of memory #1", Some(oom_at), &samples),
-            key("end", Some(n - 1), &samples),
-        ],
-        replay: DeviceReplay {
+    let dev0_key_moments = vec![
+        key("start", None, &samples),
+        key("peak reserved", Some(81), &samples),
+        key("out of memory #1", Some(oom_at), &samples),
+        key("end", Some(n - 1), &samples),
+    ];
+    let dev0_input = DeviceInput::new(
+        DeviceReplay {
             device: 0,
             samples: samples.into(),
             report: ReplayReport {
@@ -404,7 +404,8 @@ fn fixture() -> Fixture {
                 ..Default::default()
             },
         },
-        moment: MomentState {
+        dev0_key_moments,
+        MomentState {
             device: 0,
             at: Some(oom_at),
             time_us: Some(T0 + oom_at as i64 * 1500),
@@ -412,19 +413,13 @@ fn fixture() -> Fixture {
             origins: HashMap::new(),
             failed_request: Some(96 * MIB),
         },
-        moment_label: "first out-of-memory event".into(),
-    };
+        "first out-of-memory event".into(),
+    );
     // No trace on device 1: the one moment is the recorded state, as the
     // replay and report::default_moment give it.
     let dev1_sample = sample_of(&dev1, None, None);
-    let dev1_input = DeviceInput {
-        key_moments: vec![KeyMoment {
-            label: fragscope::timeline::RECORDED_STATE.into(),
-            at: None,
-            sample: dev1_sample,
-            op: None,
-        }],
-        replay: DeviceReplay {
+    let dev1_input = DeviceInput::new(
+        DeviceReplay {
             device: 1,
             samples: vec![dev1_sample].into(),
             report: ReplayReport {
@@ -432,7 +427,13 @@ fn fixture() -> Fixture {
                 ..Default::default()
             },
         },
-        moment: MomentState {
+        vec![KeyMoment {
+            label: fragscope::timeline::RECORDED_STATE.into(),
+            at: None,
+            sample: dev1_sample,
+            op: None,
+        }],
+        MomentState {
             device: 1,
             at: None,
             time_us: None,
@@ -440,8 +441,8 @@ fn fixture() -> Fixture {
             origins: HashMap::new(),
             failed_request: None,
         },
-        moment_label: "no trace recorded".into(),
-    };
+        "no trace recorded".into(),
+    );
     let inputs = vec![dev0_input, dev1_input];
     let culprits = device_culprits(&snap, &inputs);
     Fixture {
@@ -721,19 +722,19 @@ fn real(name: &str) -> Option<Snapshot> {
 fn final_state_input(snap: &Snapshot, device: i64) -> DeviceInput {
     let segs: Vec<Segment> = snap.segments_of(device).cloned().collect();
     let sample = sample_of(&segs, None, None);
-    DeviceInput {
-        replay: DeviceReplay {
+    DeviceInput::new(
+        DeviceReplay {
             device,
             samples: vec![sample].into(),
             report: ReplayReport::default(),
         },
-        key_moments: vec![KeyMoment {
+        vec![KeyMoment {
             label: fragscope::timeline::RECORDED_STATE.into(),
             at: None,
             sample,
             op: None,
         }],
-        moment: MomentState {
+        MomentState {
             device,
             at: None,
             time_us: None,
@@ -741,8 +742,8 @@ fn final_state_input(snap: &Snapshot, device: i64) -> DeviceInput {
             origins: HashMap::new(),
             failed_request: None,
         },
-        moment_label: "no trace recorded".into(),
-    }
+        "no trace recorded".into(),
+    )
 }
 
 #[test]

@@ -28,8 +28,10 @@ use crate::analysis::stats::{StateStats, consistency_warnings, trace_coverage};
 use crate::core::style::Style;
 use crate::model::OomMark;
 use crate::model::*;
-use crate::timeline::downsample::downsample_series;
-use crate::timeline::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample, Series};
+use crate::timeline::downsample::{Downsampler, Order};
+use crate::timeline::{
+    DeviceReplay, KeyMoment, KeyMomentsFold, Moment, MomentState, ReplayReport, Sample,
+};
 use std::collections::HashMap;
 
 /// One call site and the memory it holds at the shown moment.
@@ -72,6 +74,70 @@ pub struct DeviceInput {
     pub moment: MomentState,
     /// How that moment was chosen, e.g. `first out-of-memory event`.
     pub moment_label: String,
+    /// The chart's points and the peaks, where the gathering found them in
+    /// its one read of `replay.samples`; with `None` (as
+    /// [`DeviceInput::new`] leaves it) [`build`] reads them.
+    read: Option<SeriesRead>,
+}
+
+/// What the report reads off a device's series besides its moments.
+#[derive(Debug, Clone)]
+struct SeriesRead {
+    /// The series cut to [`REPORT_POINTS`] for the charts.
+    points: Vec<Sample>,
+    peaks: Peaks,
+}
+
+/// [`SeriesRead`] folded a sample at a time.
+struct SeriesReader {
+    peaks: PeaksFold,
+    points: Downsampler,
+}
+
+impl SeriesReader {
+    fn new(samples: &crate::timeline::Series) -> Self {
+        SeriesReader {
+            peaks: PeaksFold::default(),
+            points: Downsampler::new(samples.len(), REPORT_POINTS, Order::ReservedFirst),
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, s: Sample) {
+        self.peaks.add(&s);
+        self.points.push(s);
+    }
+
+    fn finish(self) -> SeriesRead {
+        SeriesRead {
+            points: self.points.finish(),
+            peaks: self.peaks.finish(),
+        }
+    }
+
+    fn read(samples: &crate::timeline::Series) -> SeriesRead {
+        let mut r = SeriesReader::new(samples);
+        samples.iter().for_each(|s| r.add(s));
+        r.finish()
+    }
+}
+
+impl DeviceInput {
+    /// A device's input from its replay, key moments and moment.
+    pub fn new(
+        replay: DeviceReplay,
+        key_moments: Vec<KeyMoment>,
+        moment: MomentState,
+        moment_label: String,
+    ) -> DeviceInput {
+        DeviceInput {
+            replay,
+            key_moments,
+            moment,
+            moment_label,
+            read: None,
+        }
+    }
 }
 
 impl Report {
@@ -91,8 +157,14 @@ impl Report {
 /// The moment shown when the user names none: the first out-of-memory event
 /// of the device, else the sample where the most reserved memory sat free
 /// in the cache (reserved − allocated − pending free: blocks still waiting
-/// on a stream are about to be free anyway; earliest on ties).
-pub fn default_moment(snap: &Snapshot, device: i64, samples: &Series) -> (Option<usize>, String) {
+/// on a stream are about to be free anyway; earliest on ties), which
+/// `cached` was fed every sample of the series to find.
+fn default_moment(
+    snap: &Snapshot,
+    device: i64,
+    samples: usize,
+    cached: MostCached,
+) -> (Option<usize>, String) {
     if let Some(i) = snap
         .trace_of(device)
         .iter()
@@ -100,27 +172,40 @@ pub fn default_moment(snap: &Snapshot, device: i64, samples: &Series) -> (Option
     {
         return (Some(i), "first out-of-memory event".into());
     }
-    let cached = |s: &Sample| {
-        s.reserved_bytes()
-            .saturating_sub(s.allocated)
-            .saturating_sub(s.lay().pending_free)
-    };
-    let mut best: Option<Sample> = None;
-    for s in samples {
-        if best.is_none_or(|b| cached(&s) > cached(&b)) {
-            best = Some(s);
-        }
-    }
-    match best {
-        Some(s) if samples.len() > 1 => (
+    match (cached.best, cached.last) {
+        (Some(s), _) if samples > 1 => (
             s.event.map(|e| e as usize),
             "most reserved memory free in the cache".into(),
         ),
         // No trace events: the one state there is.
-        _ => (
-            samples.last().and_then(|s| s.event.map(|e| e as usize)),
+        (_, last) => (
+            last.and_then(|s| s.event.map(|e| e as usize)),
             "no trace recorded".into(),
         ),
+    }
+}
+
+/// The first sample with the most reserved memory free in the cache, and
+/// the last sample, folded a sample at a time.
+#[derive(Default)]
+struct MostCached {
+    best: Option<Sample>,
+    last: Option<Sample>,
+}
+
+impl MostCached {
+    fn cached(s: &Sample) -> u64 {
+        s.reserved_bytes()
+            .saturating_sub(s.allocated)
+            .saturating_sub(s.lay().pending_free)
+    }
+
+    #[inline]
+    fn add(&mut self, s: &Sample) {
+        if self.best.is_none_or(|b| Self::cached(s) > Self::cached(&b)) {
+            self.best = Some(*s);
+        }
+        self.last = Some(*s);
     }
 }
 
@@ -164,7 +249,18 @@ pub fn gather_with(
         on_start(d, &replayer);
         let replay = replayer.replay();
         on_replay(&replay);
-        let key_moments = replay.key_moments(snap);
+        // One read of the series serves the key moments, the default
+        // moment, the peaks and the chart's points.
+        let samples = &replay.samples;
+        let mut moments = KeyMomentsFold::new(samples);
+        let mut cached = MostCached::default();
+        let mut reader = SeriesReader::new(samples);
+        for (i, s) in samples.iter().enumerate() {
+            moments.add(i, &s);
+            cached.add(&s);
+            reader.add(s);
+        }
+        let key_moments = replay.key_moments_from(snap, &moments);
         let (at, label) = match at {
             Some(m) => (
                 replay.resolve(snap, m).map_err(|e| {
@@ -176,7 +272,7 @@ pub fn gather_with(
                 })?,
                 moment_name(m),
             ),
-            None => default_moment(snap, d, &replay.samples),
+            None => default_moment(snap, d, samples.len(), cached),
         };
         let moment = replayer.state_at(at);
         out.push(DeviceInput {
@@ -184,6 +280,7 @@ pub fn gather_with(
             key_moments,
             moment,
             moment_label: label,
+            read: Some(reader.finish()),
         });
     }
     Ok(out)
@@ -202,36 +299,45 @@ fn list_devices(snap: &Snapshot) -> String {
 }
 
 /// The first samples where reserved, allocated and the fragmentation ratio
-/// peak, in one read of the series.
-fn peaks(samples: &Series) -> Peaks {
-    let mut it = samples.iter();
-    let Some(first) = it.next() else {
-        return Peaks::default();
-    };
-    let mut p = Peaks {
-        reserved: first,
-        allocated: first,
-        fragmentation: first,
-    };
-    for s in it {
-        if s.reserved > p.reserved.reserved {
-            p.reserved = s;
-        }
-        if s.allocated > p.allocated.allocated {
-            p.allocated = s;
-        }
-        if s.lay().fragmentation > p.fragmentation.lay().fragmentation {
-            p.fragmentation = s;
-        }
-    }
-    p
-}
-
-#[derive(Default)]
-struct Peaks {
+/// peak (the first sample of an empty series: none).
+#[derive(Debug, Clone, Default)]
+pub struct Peaks {
     reserved: Sample,
     allocated: Sample,
     fragmentation: Sample,
+}
+
+/// [`Peaks`] folded a sample at a time.
+#[derive(Default)]
+struct PeaksFold {
+    p: Option<Peaks>,
+}
+
+impl PeaksFold {
+    #[inline]
+    fn add(&mut self, s: &Sample) {
+        let Some(p) = &mut self.p else {
+            self.p = Some(Peaks {
+                reserved: *s,
+                allocated: *s,
+                fragmentation: *s,
+            });
+            return;
+        };
+        if s.reserved > p.reserved.reserved {
+            p.reserved = *s;
+        }
+        if s.allocated > p.allocated.allocated {
+            p.allocated = *s;
+        }
+        if s.lay().fragmentation > p.fragmentation.lay().fragmentation {
+            p.fragmentation = *s;
+        }
+    }
+
+    fn finish(self) -> Peaks {
+        self.p.unwrap_or_default()
+    }
 }
 
 fn setting_text(s: &Setting) -> String {
@@ -274,10 +380,9 @@ pub fn build(
     for w in consistency_warnings(snap) {
         quality.push(w);
     }
-    for inp in inputs {
+    for mut inp in inputs {
         let d = inp.replay.device;
         let trace = snap.trace_of(d);
-        let samples = &inp.replay.samples;
         let ooms = oom_findings(st, snap, &inp);
         let recorded_ooms = trace.iter().filter(|e| e.action == Action::Oom).count();
         if recorded_ooms > crate::analysis::oom::MAX_DIAGNOSED_OOMS {
@@ -289,7 +394,11 @@ pub fn build(
         let rr = &inp.replay.report;
         replay_notes(d, rr, &mut quality);
         let moment_stats = StateStats::of(&inp.moment.segments);
-        let peaks = peaks(samples);
+        let read = inp
+            .read
+            .take()
+            .unwrap_or_else(|| SeriesReader::read(&inp.replay.samples));
+        let peaks = read.peaks;
         let peak_allocated_incl_pending = PeakInclPending {
             bytes: rr.peak_allocated_incl_pending,
             at: rr.peak_allocated_incl_pending_at,
@@ -302,7 +411,7 @@ pub fn build(
             device: d,
             events: trace.len(),
             first_time_us: trace.iter().find_map(|e| e.time_us()),
-            samples: downsample_series(samples, REPORT_POINTS),
+            samples: read.points,
             key_moments: inp.key_moments,
             ooms,
             moment_label: inp.moment_label,
