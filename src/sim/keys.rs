@@ -109,8 +109,9 @@ impl Keys {
 
     /// What a run knows of each number at its start: the keys bound from
     /// before the trace at their blocks' addresses, where `start` holds a
-    /// live block there.
-    pub fn start_table(&self, start: &StartState) -> Vec<Held> {
+    /// live block there, with where the model keeps it (`slot_of`, which
+    /// may not know).
+    pub fn start_table(&self, start: &StartState, slot_of: impl Fn(u64) -> Slot) -> Vec<Held> {
         let live: HashSet<u64, foldhash::fast::RandomState> = (start.segments.iter())
             .flat_map(|s| &s.blocks)
             .filter(|b| b.state != BlockState::Inactive)
@@ -119,7 +120,7 @@ impl Keys {
         let mut held = vec![Held::None; self.count as usize];
         for &(n, k) in &self.from_start {
             if live.contains(&k) {
-                held[n as usize] = Held::At(k, Slot::UNKNOWN);
+                held[n as usize] = Held::At(k, slot_of(k));
             }
         }
         held
@@ -181,7 +182,7 @@ mod tests {
         let mut keys = Keys::default();
         reqs.iter().for_each(|r| keys.push(r));
         keys.finish();
-        let mut held = keys.start_table(start);
+        let mut held = keys.start_table(start, |_| Slot::UNKNOWN);
         let mut out = Vec::new();
         for (i, r) in reqs.iter().enumerate() {
             let h = held.get_mut(keys.of(i) as usize);

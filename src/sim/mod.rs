@@ -25,7 +25,7 @@ pub mod series;
 pub mod trace;
 
 pub use allocator::{
-    AddressOrder, Counters, Figures, OomInfo, SimAction, SimError, SimEvent, Simulator,
+    AddressOrder, Counters, Figures, OomInfo, SimAction, SimError, SimEvent, Simulator, Slot,
 };
 pub use config::{ConfigError, SimConfig};
 pub use fidelity::Fidelity;

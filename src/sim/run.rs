@@ -6,7 +6,7 @@
 //! Owns the per-run bookkeeping; the policy itself is `allocator.rs`, the
 //! comparison with the recording `fidelity.rs`.
 
-use super::allocator::{AddressOrder, Counters, SimAction, SimError, Simulator};
+use super::allocator::{AddressOrder, Counters, SimAction, SimError, Simulator, Slot};
 use super::config::SimConfig;
 use super::keys::{Held, Keys};
 use super::nearpeak::NearPeak;
@@ -436,7 +436,11 @@ pub fn run_observed(
     sim.set_address_order(input.address_order);
     // What the run knows of each bound key, by its number.
     let keys = &input.requests.keys;
-    let mut held = keys.start_table(&input.start);
+    let slots = sim.slots();
+    let mut held = keys.start_table(&input.start, |a| {
+        slots.get(&a).copied().unwrap_or(Slot::UNKNOWN)
+    });
+    drop(slots);
     let start = step(&sim);
     let start_err = start.reserved.abs_diff(input.recorded_start_reserved);
     let mut err = ReservedError {
@@ -549,7 +553,9 @@ fn apply(
                 Some(_) => held.into_iter().for_each(|h| *h = Held::At(addr, slot)),
                 None => {
                     out.recorded_oom_avoided.push((i, true));
-                    sim.free(addr).expect("just allocated");
+                    sim.free_requested_at(addr, slot)
+                        .and_then(|_| sim.free_completed_at(addr, slot))
+                        .expect("just allocated");
                 }
             },
             Err(oom) => {

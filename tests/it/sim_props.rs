@@ -5,7 +5,7 @@
 
 use fragscope::model::policy::{SMALL_BUFFER, is_small, round_size};
 use fragscope::model::{BlockState, Segment, SegmentType};
-use fragscope::sim::{AddressOrder, SimAction, SimConfig, Simulator};
+use fragscope::sim::{AddressOrder, SimAction, SimConfig, Simulator, Slot};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -326,24 +326,51 @@ proptest! {
 /// probe at the end. Frees pick among the live allocations by position,
 /// so two models that answer alike are driven alike.
 fn transcript(cfg: &SimConfig, capacity: Option<u64>, ops: &[Op]) -> (Vec<String>, u64) {
+    transcript_with(cfg, capacity, ops, false).expect("no invariant checked")
+}
+
+/// [`transcript`], freeing by address, or (`by_slot`) where
+/// `malloc_slot` placed each block, as a run of the model does, checking
+/// the layout's invariants after each op.
+fn transcript_with(
+    cfg: &SimConfig,
+    capacity: Option<u64>,
+    ops: &[Op],
+    by_slot: bool,
+) -> Result<(Vec<String>, u64), String> {
     let mut s = Simulator::new(cfg.clone(), capacity);
-    let mut live: Vec<u64> = Vec::new();
+    let mut live: Vec<(u64, Slot)> = Vec::new();
     let mut out = Vec::new();
     for op in ops {
         let r = match *op {
             Op::Alloc(size, stream) => {
-                let r = s.malloc(size, stream);
+                let r = s.malloc_slot(size, stream, (0, 0));
                 if let Ok(a) = r {
                     live.push(a);
                 }
-                format!("{r:?}")
+                format!("{:?}", r.map(|(a, _)| a))
             }
             Op::Free(n) | Op::Complete(n) if !live.is_empty() => {
-                let a = live.remove(n % live.len());
-                format!("{:?}", s.free_completed(a))
+                let (a, slot) = live.remove(n % live.len());
+                format!(
+                    "{:?}",
+                    if by_slot {
+                        s.free_completed_at(a, slot)
+                    } else {
+                        s.free_completed(a)
+                    }
+                )
             }
             Op::FreeRequested(n) if !live.is_empty() => {
-                format!("{:?}", s.free_requested(live[n % live.len()]))
+                let (a, slot) = live[n % live.len()];
+                format!(
+                    "{:?}",
+                    if by_slot {
+                        s.free_requested_at(a, slot)
+                    } else {
+                        s.free_requested(a)
+                    }
+                )
             }
             Op::EmptyCache => {
                 s.empty_cache();
@@ -351,6 +378,10 @@ fn transcript(cfg: &SimConfig, capacity: Option<u64>, ops: &[Op]) -> (Vec<String
             }
             _ => continue,
         };
+        if by_slot {
+            s.check_invariants()
+                .map_err(|e| format!("after {op:?}: {e}"))?;
+        }
         out.push(format!(
             "{r} {:?} {:?} {:?}",
             s.figures(),
@@ -358,7 +389,22 @@ fn transcript(cfg: &SimConfig, capacity: Option<u64>, ops: &[Op]) -> (Vec<String
             s.events()
         ));
     }
-    (out, s.split_probe())
+    Ok((out, s.split_probe()))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+    /// A model freed by where it placed each block (a run's way, which
+    /// keeps no address index) answers as one freed by address (which
+    /// builds the index at its first free and keeps it).
+    #[test]
+    fn freeing_by_slot_or_by_address_is_the_same_model((c, capacity, ops) in setup()) {
+        let cfg = SimConfig::parse(CONFIGS[c % CONFIGS.len()]).unwrap();
+        let by_addr = transcript_with(&cfg, capacity, &ops, false).map_err(TestCaseError::fail)?;
+        let by_slot = transcript_with(&cfg, capacity, &ops, true).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(by_slot, by_addr);
+    }
 }
 
 proptest! {

@@ -154,7 +154,7 @@ impl Simulator {
             if before {
                 // `id` now starts where `src` did: its entry takes that one's place.
                 let old = self.blk(id).addr;
-                self.by_addr.remove(&old);
+                self.by_addr.remove(old);
                 self.by_addr.insert(s.addr, id);
                 let b = self.blk_mut(id);
                 b.addr = s.addr;
@@ -163,7 +163,7 @@ impl Simulator {
                     self.blk_mut(p).next = Some(id);
                 }
             } else {
-                self.by_addr.remove(&s.addr);
+                self.by_addr.remove(s.addr);
                 self.blk_mut(id).next = s.next;
                 if let Some(n) = s.next {
                     self.blk_mut(n).prev = Some(id);
@@ -228,11 +228,8 @@ impl Simulator {
 
     pub(super) fn set_addr(&mut self, id: BlockId, addr: u64) {
         let old = self.blk(id).addr;
-        if self.by_addr.get(&old) == Some(&id) {
-            self.by_addr.remove(&old);
-        }
+        self.by_addr.moved(id, old, addr);
         self.blk_mut(id).addr = addr;
-        self.by_addr.insert(addr, id);
     }
 
     pub(super) fn link(&mut self, a: Option<BlockId>, b: BlockId) {
@@ -356,9 +353,9 @@ impl Simulator {
         self.fig.free_blocks -= 1;
     }
 
-    pub(super) fn live_at(&self, addr: u64) -> Result<BlockId, SimError> {
-        match self.by_addr.get(&addr) {
-            Some(&id) if self.blk(id).mapped => Ok(id),
+    pub(super) fn live_at(&mut self, addr: u64) -> Result<BlockId, SimError> {
+        match self.by_addr.get(addr, &self.blocks) {
+            Some(id) if self.blk(id).mapped => Ok(id),
             _ => Err(SimError::UnknownAddress { addr }),
         }
     }

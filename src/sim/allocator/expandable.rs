@@ -171,7 +171,7 @@ impl Simulator {
         if b.prev.is_none() && b.next.is_none() {
             // A reservation with nothing mapped is released without a trace event.
             let addr = b.addr;
-            self.by_addr.remove(&addr);
+            self.by_addr.remove(addr);
             self.free_slot(id);
             let rsize = self.res(r).size;
             self.release_address(addr, rsize);

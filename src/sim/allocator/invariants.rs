@@ -10,7 +10,15 @@ impl Simulator {
         let mut fig = Figures::default();
         let mut seen = 0usize;
         let mut end = 0u64;
-        let mut by_addr: Vec<(u64, BlockId)> = self.by_addr.iter().map(|(&a, &i)| (a, i)).collect();
+        // Every live block at its address; the index, where kept, holds
+        // exactly those entries.
+        let index = super::addrs::of_blocks(&self.blocks);
+        if let Some(kept) = self.by_addr.kept()
+            && *kept != index
+        {
+            return Err("the address index differs from the blocks' addresses".into());
+        }
+        let mut by_addr: Vec<(u64, BlockId)> = index.iter().map(|(&a, &i)| (a, i)).collect();
         by_addr.sort_unstable();
         for (addr, id) in by_addr {
             let b = self.blocks[id]
@@ -34,8 +42,7 @@ impl Simulator {
             .iter()
             .map(|p| p.free.len() + p.unmapped.len())
             .sum();
-        let live_free = self
-            .by_addr
+        let live_free = index
             .values()
             .filter(|&&i| self.blk(i).state == St::Free)
             .count();
@@ -45,7 +52,7 @@ impl Simulator {
             ));
         }
         if seen != self.blocks.iter().flatten().count() {
-            return Err("a live block is missing from the address index".into());
+            return Err("two live blocks start at one address".into());
         }
         if reserved != self.fig.reserved {
             return Err(format!(
@@ -54,8 +61,7 @@ impl Simulator {
             ));
         }
         let segs: u64 = self.segs.values().map(|s| s.size).sum();
-        let mapped_exp: u64 = self
-            .by_addr
+        let mapped_exp: u64 = index
             .values()
             .map(|&i| self.blk(i))
             .filter(|b| b.mapped && b.res.is_some())
@@ -85,8 +91,7 @@ impl Simulator {
                 "running figures {f:?} differ from the layout's {fig:?}"
             ));
         }
-        let largest = self
-            .by_addr
+        let largest = index
             .values()
             .map(|&i| self.blk(i))
             .filter(|b| b.mapped && b.state == St::Free)

@@ -57,9 +57,17 @@ impl Simulator {
                 blocks,
             }
         };
+        let built;
+        let index = match self.by_addr.kept() {
+            Some(m) => m,
+            None => {
+                built = super::addrs::of_blocks(&self.blocks);
+                &built
+            }
+        };
         for &addr in self.segs.keys() {
             let mut ids = Vec::new();
-            let mut cur = self.by_addr.get(&addr).copied();
+            let mut cur = index.get(&addr).copied();
             while let Some(i) = cur {
                 ids.push(i);
                 cur = self.blk(i).next;
@@ -67,7 +75,7 @@ impl Simulator {
             out.push(mk(addr, &ids));
         }
         for r in self.reservations.iter().flatten() {
-            let mut cur = self.by_addr.get(&r.base).copied();
+            let mut cur = index.get(&r.base).copied();
             let mut run: Vec<BlockId> = Vec::new();
             while let Some(i) = cur {
                 if self.blk(i).mapped {

@@ -19,6 +19,7 @@
 //! [`layout`] (the layout as snapshot segments) and [`invariants`] (the
 //! structural checks of the property tests).
 
+mod addrs;
 mod blocks;
 mod expandable;
 mod ids;
@@ -36,13 +37,7 @@ use crate::model::policy::{
 };
 use crate::model::{Block, BlockState, Segment, SegmentType, StackId};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-
-/// Hashing for the maps keyed by block address: foldhash, seeded per map
-/// (addresses are multiples of 512, which a multiply-only hash leaves with
-/// the low bits, the bucket, at zero). Their order is never observed:
-/// what walks them sorts first.
-type AddrHashing = foldhash::fast::RandomState;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the allocator would write into its trace ring buffer.
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -271,7 +266,8 @@ pub struct Simulator {
     capacity: Option<u64>,
     blocks: Vec<Option<Blk>>,
     spare: Vec<BlockId>,
-    by_addr: HashMap<u64, BlockId, AddrHashing>,
+    /// The blocks by address, kept once asked for ([`addrs`]).
+    by_addr: addrs::AddrIndex,
     /// Pending-free blocks: a cache flush completes them (in address
     /// order), and finding them by a walk over every block made each OOM
     /// cost the whole layout.
@@ -326,7 +322,7 @@ impl Simulator {
             capacity,
             blocks: Vec::new(),
             spare: Vec::new(),
-            by_addr: HashMap::default(),
+            by_addr: Default::default(),
             pending: Default::default(),
             pools: Vec::new(),
             pool_ix: BTreeMap::new(),
@@ -498,7 +494,7 @@ impl Simulator {
     /// kept there, else by its address: the same block either way, since
     /// every live block is indexed at its address.
     #[inline]
-    fn live_at_slot(&self, addr: u64, slot: Slot) -> Result<BlockId, SimError> {
+    fn live_at_slot(&mut self, addr: u64, slot: Slot) -> Result<BlockId, SimError> {
         match self.blocks.get(slot.0 as usize) {
             Some(Some(b)) if b.addr == addr && b.mapped => Ok(slot.0 as usize),
             _ => self.live_at(addr),
@@ -555,6 +551,18 @@ impl Simulator {
         }
         self.free_block(id);
         Ok(true)
+    }
+
+    /// Where the model keeps each block in use (allocated or pending
+    /// free), by address: for a caller that knows such blocks by their
+    /// addresses alone (the start state's), so that it frees them with
+    /// [`Simulator::free_completed_at`].
+    pub fn slots(&self) -> std::collections::HashMap<u64, Slot, foldhash::fast::RandomState> {
+        (self.blocks.iter().enumerate())
+            .filter_map(|(id, b)| Some((id, b.as_ref()?)))
+            .filter(|(_, b)| b.state != St::Free)
+            .map(|(id, b)| (b.addr, Slot(id as u32)))
+            .collect()
     }
 
     /// `free`: request and completion at once (no cross-stream use).

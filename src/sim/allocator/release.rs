@@ -12,7 +12,7 @@ impl Simulator {
             (b.addr, b.size, b.stream)
         };
         self.remove_free(id);
-        self.by_addr.remove(&addr);
+        self.by_addr.remove(addr);
         self.free_slot(id);
         self.segs.remove(&addr);
         self.release_address(addr, size);
