@@ -60,7 +60,8 @@ fn main() {
     std::hint::black_box(&r);
     drop(r);
     let inputs = phase("gather", || {
-        fragscope::analysis::report::gather(snap, None, None).expect("replayable devices")
+        fragscope::analysis::report::gather(&Style::default(), snap, None, None)
+            .expect("replayable devices")
     });
     let culprits = phase("culprits", || device_culprits(snap, &inputs));
     let mut rep = fragscope::analysis::report::build(

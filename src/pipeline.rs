@@ -236,7 +236,7 @@ pub fn build_report_with(
     on_start: impl FnMut(i64, &crate::timeline::Replayer),
     on_replay: impl FnMut(&crate::timeline::DeviceReplay),
 ) -> anyhow::Result<Report> {
-    let inputs = report::gather_with(snap, device, at, on_start, on_replay)
+    let inputs = report::gather_with(st, snap, device, at, on_start, on_replay)
         .map_err(|e| anyhow::anyhow!("{}: {e}", loaded.name))?;
     let culprits = device_culprits(snap, &inputs);
     Ok(report::build(

@@ -297,6 +297,28 @@ impl<'a> Replayer<'a> {
         moment_state(run, &l, self.device, at)
     }
 
+    /// What [`for_each_state_at`] gives, from this replayer's start.
+    pub fn for_each_state_at(&self, events: &[usize], mut f: impl FnMut(MomentState)) {
+        let run = &self.run;
+        let mut l = run.start.clone_unindexed();
+        let mut problems = BTreeMap::new();
+        let mut done = 0;
+        for &at in events {
+            let upto = (at + 1).min(run.trace.len());
+            // Earlier moments come out of a replay already past them.
+            let state = if upto < done {
+                self.state_at(Some(at))
+            } else {
+                for i in done..upto {
+                    run.step(&mut l, i, &mut problems);
+                }
+                done = upto;
+                moment_state(run, &l, self.device, Some(at))
+            };
+            f(state);
+        }
+    }
+
     fn forward(&self, keep_samples: bool) -> (Series, ReplayReport) {
         let (run, snap, device) = (&self.run, self.snap, self.device);
         let n = run.trace.len();
@@ -352,27 +374,13 @@ pub fn for_each_state_at(
     snap: &Snapshot,
     device: i64,
     events: &[usize],
-    mut f: impl FnMut(MomentState),
+    f: impl FnMut(MomentState),
 ) {
-    let replayer = Replayer::new(snap, device);
-    let run = &replayer.run;
-    let mut l = run.start.clone_unindexed();
-    let mut problems = BTreeMap::new();
-    let mut done = 0;
-    for &at in events {
-        let upto = (at + 1).min(run.trace.len());
-        // Earlier moments come out of a replay already past them.
-        let state = if upto < done {
-            replayer.state_at(Some(at))
-        } else {
-            for i in done..upto {
-                run.step(&mut l, i, &mut problems);
-            }
-            done = upto;
-            moment_state(run, &l, device, Some(at))
-        };
-        f(state);
+    // No state asked for: no start to rebuild.
+    if events.is_empty() {
+        return;
     }
+    Replayer::new(snap, device).for_each_state_at(events, f)
 }
 
 fn moment_state(run: &Run, l: &Layout, device: i64, at: Option<usize>) -> MomentState {

@@ -852,7 +852,7 @@ fn real_reports_through_the_replay() {
         let Some(snap) = real(name) else {
             return;
         };
-        let inputs = report::gather(&snap, None, None).unwrap();
+        let inputs = report::gather(&Style::default(), &snap, None, None).unwrap();
         let culprits = device_culprits(&snap, &inputs);
         let mut r = report::build(&Style::default(), &snap, name, "pickle", inputs, culprits);
         attach_what_if(&mut r, &snap);

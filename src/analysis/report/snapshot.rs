@@ -78,6 +78,9 @@ pub struct DeviceInput {
     /// its one read of `replay.samples`; with `None` (as
     /// [`DeviceInput::new`] leaves it) [`build`] reads them.
     read: Option<SeriesRead>,
+    /// The diagnosed OOMs, where the gathering found them in the replay
+    /// that found the moment; with `None` [`build`] replays for them.
+    ooms: Option<Vec<OomFinding>>,
 }
 
 /// What the report reads off a device's series besides its moments.
@@ -136,6 +139,7 @@ impl DeviceInput {
             moment,
             moment_label,
             read: None,
+            ooms: None,
         }
     }
 }
@@ -212,11 +216,12 @@ impl MostCached {
 /// Replays every device (or one) and picks its moment: `at` when given,
 /// else [`default_moment`]. Errors name the device and the moment.
 pub fn gather(
+    st: &Style,
     snap: &Snapshot,
     device: Option<i64>,
     at: Option<Moment>,
 ) -> Result<Vec<DeviceInput>, String> {
-    gather_with(snap, device, at, |_, _| {}, |_| {})
+    gather_with(st, snap, device, at, |_, _| {}, |_| {})
 }
 
 /// [`gather`], handing `on_start` each device's replayer as soon as it has
@@ -224,6 +229,7 @@ pub fn gather(
 /// (the what-if model's start state) reuse them instead of replaying the
 /// trace again, and may start while the rest is gathered.
 pub fn gather_with(
+    st: &Style,
     snap: &Snapshot,
     device: Option<i64>,
     at: Option<Moment>,
@@ -274,13 +280,14 @@ pub fn gather_with(
             ),
             None => default_moment(snap, d, samples.len(), cached),
         };
-        let moment = replayer.state_at(at);
+        let (moment, ooms) = moment_and_ooms(st, snap, &replayer, &replay, at);
         out.push(DeviceInput {
             replay,
             key_moments,
             moment,
             moment_label: label,
             read: Some(reader.finish()),
+            ooms: Some(ooms),
         });
     }
     Ok(out)
@@ -383,7 +390,10 @@ pub fn build(
     for mut inp in inputs {
         let d = inp.replay.device;
         let trace = snap.trace_of(d);
-        let ooms = oom_findings(st, snap, &inp);
+        let ooms = match inp.ooms.take() {
+            Some(o) => o,
+            None => oom_findings(st, snap, &inp),
+        };
         let recorded_ooms = trace.iter().filter(|e| e.action == Action::Oom).count();
         if recorded_ooms > crate::analysis::oom::MAX_DIAGNOSED_OOMS {
             quality.push(format!(
@@ -497,42 +507,85 @@ fn replay_notes(d: i64, rr: &ReplayReport, quality: &mut Vec<String>) {
 /// Every OOM of a device as `fragscope oom` diagnoses it ([`crate::analysis::oom`]),
 /// so the report and the command phrase the same moment identically. The
 /// shown moment's state serves when it is that OOM; other OOMs are replayed.
-fn oom_findings(st: &Style, snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
-    let d = inp.replay.device;
-    let trace = snap.trace_of(d);
-    let ooms: Vec<usize> = (0..trace.len())
+/// The OOM events of a trace that the report diagnoses.
+fn diagnosed_ooms(trace: &[TraceEvent]) -> Vec<usize> {
+    (0..trace.len())
         .filter(|&i| trace[i].action == Action::Oom)
         .take(crate::analysis::oom::MAX_DIAGNOSED_OOMS)
-        .collect();
+        .collect()
+}
+
+/// The finding of OOM event `i` of device `state.device`, from the state
+/// the replay reached there.
+fn oom_finding(
+    st: &Style,
+    snap: &Snapshot,
+    state: &MomentState,
+    i: usize,
+    report: &ReplayReport,
+) -> Option<OomFinding> {
+    let ev = &snap.trace_of(state.device)[i];
+    let f = crate::analysis::oom::finding_at(st, snap, state, i, report, None)?;
+    Some(OomFinding {
+        mark: OomMark {
+            event: i,
+            time_us: ev.time_us(),
+            request: ev.size,
+            largest_gap: Some(f.largest_usable_gap.as_ref().map_or(0, |g| g.gap_size)),
+            device_free: snap.extras(ev).device_free,
+        },
+        diagnosis: f.diagnosis,
+    })
+}
+
+/// The diagnosed OOMs of an input gathered without them: one replay for
+/// all (a file may hold an OOM per event).
+fn oom_findings(st: &Style, snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
+    let d = inp.replay.device;
+    let ooms = diagnosed_ooms(snap.trace_of(d));
     let mut out = Vec::new();
-    let mut add = |state: &crate::timeline::MomentState, i: usize| {
-        let ev = &trace[i];
-        let Some(f) =
-            crate::analysis::oom::finding_at(st, snap, state, i, &inp.replay.report, None)
-        else {
-            return;
-        };
-        out.push(OomFinding {
-            mark: OomMark {
-                event: i,
-                time_us: ev.time_us(),
-                request: ev.size,
-                largest_gap: Some(f.largest_usable_gap.as_ref().map_or(0, |g| g.gap_size)),
-                device_free: snap.extras(ev).device_free,
-            },
-            diagnosis: f.diagnosis,
-        });
-    };
-    // One replay for all of them (a file may hold an OOM per event).
-    crate::timeline::for_each_state_at(snap, d, &ooms, |st| {
-        let i = st.at.expect("an event");
-        if inp.moment.at == Some(i) {
-            add(&inp.moment, i);
+    crate::timeline::for_each_state_at(snap, d, &ooms, |state| {
+        let i = state.at.expect("an event");
+        let state = if inp.moment.at == Some(i) {
+            &inp.moment
         } else {
-            add(&st, i);
-        }
+            &state
+        };
+        out.extend(oom_finding(st, snap, state, i, &inp.replay.report));
     });
     out
+}
+
+/// The state at the moment `at` and the diagnosed OOMs, from one partial
+/// replay of `replayer`'s start (the moment is often the first OOM).
+fn moment_and_ooms(
+    st: &Style,
+    snap: &Snapshot,
+    replayer: &crate::timeline::Replayer,
+    replay: &DeviceReplay,
+    at: Option<usize>,
+) -> (MomentState, Vec<OomFinding>) {
+    let ooms = diagnosed_ooms(snap.trace_of(replay.device));
+    let mut events = ooms.clone();
+    events.extend(at);
+    events.sort_unstable();
+    events.dedup();
+    let mut moment = None;
+    let mut findings = Vec::new();
+    let mut k = 0;
+    replayer.for_each_state_at(&events, |state| {
+        let e = events[k];
+        k += 1;
+        if ooms.binary_search(&e).is_ok() {
+            findings.extend(oom_finding(st, snap, &state, e, &replay.report));
+        }
+        if at == Some(e) {
+            moment = Some(state);
+        }
+    });
+    // The start (`at` none) is no event's state.
+    let moment = moment.unwrap_or_else(|| replayer.state_at(at));
+    (moment, findings)
 }
 
 /// The culprit analysis as rows by call site, for the report's tables and
