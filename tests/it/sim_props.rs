@@ -339,6 +339,9 @@ fn transcript_with(
     by_slot: bool,
 ) -> Result<(Vec<String>, u64), String> {
     let mut s = Simulator::new(cfg.clone(), capacity);
+    // Without a slot the model looks the block up by its address, as
+    // `free_requested` and `free_completed` do.
+    let hint = |slot: Slot| if by_slot { slot } else { Slot::UNKNOWN };
     let mut live: Vec<(u64, Slot)> = Vec::new();
     let mut out = Vec::new();
     for op in ops {
@@ -352,25 +355,11 @@ fn transcript_with(
             }
             Op::Free(n) | Op::Complete(n) if !live.is_empty() => {
                 let (a, slot) = live.remove(n % live.len());
-                format!(
-                    "{:?}",
-                    if by_slot {
-                        s.free_completed_at(a, slot)
-                    } else {
-                        s.free_completed(a)
-                    }
-                )
+                format!("{:?}", s.free_completed_at(a, hint(slot)))
             }
             Op::FreeRequested(n) if !live.is_empty() => {
                 let (a, slot) = live[n % live.len()];
-                format!(
-                    "{:?}",
-                    if by_slot {
-                        s.free_requested_at(a, slot)
-                    } else {
-                        s.free_requested(a)
-                    }
-                )
+                format!("{:?}", s.free_requested_at(a, hint(slot)))
             }
             Op::EmptyCache => {
                 s.empty_cache();
