@@ -504,9 +504,6 @@ fn replay_notes(d: i64, rr: &ReplayReport, quality: &mut Vec<String>) {
     }
 }
 
-/// Every OOM of a device as `fragscope oom` diagnoses it ([`crate::analysis::oom`]),
-/// so the report and the command phrase the same moment identically. The
-/// shown moment's state serves when it is that OOM; other OOMs are replayed.
 /// The OOM events of a trace that the report diagnoses.
 fn diagnosed_ooms(trace: &[TraceEvent]) -> Vec<usize> {
     (0..trace.len())
@@ -538,8 +535,11 @@ fn oom_finding(
     })
 }
 
-/// The diagnosed OOMs of an input gathered without them: one replay for
-/// all (a file may hold an OOM per event).
+/// Every diagnosed OOM of a device as `fragscope oom` diagnoses it
+/// ([`crate::analysis::oom`]), so the report and the command phrase the same
+/// moment identically, for an input gathered without them: one replay for
+/// all (a file may hold an OOM per event); the shown moment's state serves
+/// when it is that OOM.
 fn oom_findings(st: &Style, snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFinding> {
     let d = inp.replay.device;
     let ooms = diagnosed_ooms(snap.trace_of(d));
@@ -556,8 +556,9 @@ fn oom_findings(st: &Style, snap: &Snapshot, inp: &DeviceInput) -> Vec<OomFindin
     out
 }
 
-/// The state at the moment `at` and the diagnosed OOMs, from one partial
-/// replay of `replayer`'s start (the moment is often the first OOM).
+/// The state at the moment `at` and the diagnosed OOMs (as
+/// [`oom_findings`] finds them), from one partial replay of `replayer`'s
+/// start (the moment is often the first OOM).
 fn moment_and_ooms(
     st: &Style,
     snap: &Snapshot,
