@@ -1029,3 +1029,79 @@ fn a_long_title_is_drawn_small_enough_to_fit() {
         "{title:?} at {size} in {width}"
     );
 }
+
+/// A report gathered by `report::gather` reads each device's series once
+/// (moments, peaks, chart points) and reaches its moment and its OOMs in
+/// one partial replay of its own start; an input made with
+/// `DeviceInput::new` has `build` read the series and replay for the OOMs
+/// on its own. Both give the same report, whatever the moment.
+#[test]
+fn one_read_and_one_partial_replay_give_the_same_report() {
+    let fixture = |name: &str| {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(name);
+        fragscope::input::load_snapshot(p.to_str().unwrap(), &Default::default())
+            .unwrap()
+            .0
+    };
+    let mut files = vec![
+        (
+            "expandable_oom_proto5.pickle",
+            fixture("expandable_oom_proto5.pickle"),
+        ),
+        (
+            "view_oom_two_devices.pickle",
+            fixture("view_oom_two_devices.pickle"),
+        ),
+        (
+            "worked_example_proto2.pickle",
+            fixture("worked_example_proto2.pickle"),
+        ),
+    ];
+    let name = "constructor-sun_code-location_oom_expandable_3dev.pickle";
+    if let Some(snap) = real(name) {
+        files.push((name, snap));
+    }
+    let st = Style::default();
+    let mut with_ooms = 0;
+    for (name, snap) in &files {
+        for at in [
+            None,
+            Some(Moment::Start),
+            Some(Moment::Event(3)),
+            Some(Moment::PeakReserved),
+            Some(Moment::End),
+        ] {
+            let Ok(gathered) = report::gather(&st, snap, None, at) else {
+                continue;
+            };
+            let plain: Vec<DeviceInput> = gathered
+                .iter()
+                .cloned()
+                .map(|i| DeviceInput::new(i.replay, i.key_moments, i.moment, i.moment_label))
+                .collect();
+            let build = |inputs: Vec<DeviceInput>| {
+                let culprits = device_culprits(snap, &inputs);
+                report::build(&st, snap, name, "pickle", inputs, culprits)
+            };
+            let (a, b) = (build(gathered), build(plain));
+            with_ooms += a.devices.iter().filter(|d| !d.ooms.is_empty()).count();
+            assert_eq!(
+                markdown::markdown(&st, &a, None),
+                markdown::markdown(&st, &b, None),
+                "{name} at {at:?}"
+            );
+            assert_eq!(
+                html::html(&st, &a).unwrap(),
+                html::html(&st, &b).unwrap(),
+                "{name} at {at:?}"
+            );
+        }
+    }
+    eprintln!(
+        "{} files, {with_ooms} reports with diagnosed OOMs",
+        files.len()
+    );
+    assert!(with_ooms > 0, "no report diagnosed an OOM");
+}
