@@ -34,13 +34,7 @@ impl SeriesBuilder {
     /// For `len` values and at most `max_points` points (rounded up to an
     /// even count, as the downsampler does).
     pub fn new(len: usize, max_points: usize) -> SeriesBuilder {
-        let max_points = max_points.max(2);
-        let (per, cap) = if len <= max_points {
-            (0, len)
-        } else {
-            let buckets = max_points / 2;
-            (len.div_ceil(buckets), buckets * 2)
-        };
+        let (per, cap) = crate::timeline::downsample::buckets(len, max_points);
         SeriesBuilder {
             per,
             next: 0,

@@ -137,15 +137,22 @@ struct Bucket {
     rmin: u64,
 }
 
+/// How `n` samples are cut into buckets for at most `max_points` points
+/// (rounded up to an even count): the samples a bucket holds (0 when every
+/// sample is kept) and the points there will be at most.
+pub fn buckets(n: usize, max_points: usize) -> (usize, usize) {
+    let max_points = max_points.max(2);
+    if n <= max_points {
+        (0, n)
+    } else {
+        let buckets = max_points / 2;
+        (n.div_ceil(buckets), buckets * 2)
+    }
+}
+
 impl Downsampler {
     pub fn new(n: usize, max_points: usize, order: Order) -> Downsampler {
-        let max_points = max_points.max(2);
-        let (per, cap) = if n <= max_points {
-            (0, n)
-        } else {
-            let buckets = max_points / 2;
-            (n.div_ceil(buckets), buckets * 2)
-        };
+        let (per, cap) = buckets(n, max_points);
         Downsampler {
             per,
             left: n,
