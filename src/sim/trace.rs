@@ -83,8 +83,9 @@ pub fn start_state_from(
 ) -> StartState {
     let trace = snap.trace_of(device);
     // Completed frees of addresses the trace never allocated: blocks older
-    // than the trace, which only the replay can put back.
-    let mut live: HashSet<u64> = HashSet::new();
+    // than the trace, which only the replay can put back. (foldhash: a
+    // lookup an event; the set is never walked.)
+    let mut live: HashSet<u64, foldhash::fast::RandomState> = HashSet::default();
     let mut older = 0u64;
     let mut first_older = None;
     for (i, e) in trace.iter().enumerate() {

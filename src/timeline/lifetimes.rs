@@ -45,7 +45,8 @@ impl Replayer<'_> {
         let run = &self.run;
         let mut l = run.start.clone_unindexed();
         let mut out = Vec::new();
-        let mut open: HashMap<u64, usize> = HashMap::new();
+        // foldhash: a lookup an event; the map is never walked.
+        let mut open: HashMap<u64, usize, foldhash::fast::RandomState> = HashMap::default();
         for (_, s) in l.segs.iter() {
             for (a, b) in s.blocks.iter() {
                 if b.pending {
