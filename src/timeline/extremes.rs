@@ -23,7 +23,8 @@ pub(super) fn first_max_by(samples: &Series, f: impl Fn(&Sample) -> f64) -> usiz
 
 /// Indices of the samples of the moments [`first_max_by`] and
 /// [`min_gap_under_pressure`] find, as they find them, from one read of
-/// the series ([`ExtremesFold`]) instead of five; `None` where no sample has the figure.
+/// the series ([`KeyMomentsFold`]) instead of five; `None` where no sample
+/// has the figure.
 pub(super) struct Extremes {
     pub(super) peak_allocated: Option<usize>,
     pub(super) peak_reserved: Option<usize>,
@@ -32,26 +33,40 @@ pub(super) struct Extremes {
     pub(super) peak_external: Option<usize>,
 }
 
-/// The first sample with the highest value of each figure, among those that
-/// have it; with `layout`, also the smallest largest gap under pressure:
-/// [`Extremes`] folded a sample at a time.
-pub(super) struct ExtremesFold {
+/// The key moments of a series ([`super::key_moments`]) folded a sample at
+/// a time, so that a caller reading the series for other figures finds
+/// them in the same read: fed every sample in order, then handed to
+/// [`super::DeviceReplay::key_moments_from`]. It keeps the first sample
+/// with the highest value of each figure, among those that have it, and
+/// with a layout the smallest largest gap under pressure.
+pub struct KeyMomentsFold {
     best: [Option<(usize, f64)>; 4],
     gap: MinGapUnderPressure,
+    /// Whether the series has a layout (its first sample's).
     layout: bool,
 }
 
-impl ExtremesFold {
-    pub(super) fn new(samples: &Series, layout: bool) -> Self {
-        ExtremesFold {
+impl KeyMomentsFold {
+    pub fn new(samples: &Series) -> Self {
+        KeyMomentsFold {
             best: [None; 4],
             gap: MinGapUnderPressure::of(samples),
-            layout,
+            layout: samples.first().is_some_and(|s| s.layout.is_some()),
         }
     }
 
+    /// The fold of the whole series, for a caller that reads it for
+    /// nothing else.
+    pub(super) fn read(samples: &Series) -> Self {
+        let mut f = KeyMomentsFold::new(samples);
+        for (i, s) in samples.iter().enumerate() {
+            f.add(i, &s);
+        }
+        f
+    }
+
     #[inline]
-    pub(super) fn add(&mut self, i: usize, s: &Sample) {
+    pub fn add(&mut self, i: usize, s: &Sample) {
         let v = [
             Some(s.allocated as f64),
             s.reserved.map(|r| r as f64),
@@ -70,7 +85,11 @@ impl ExtremesFold {
         }
     }
 
-    pub(super) fn finish(&self) -> Extremes {
+    pub(super) fn layout(&self) -> bool {
+        self.layout
+    }
+
+    pub(super) fn extremes(&self) -> Extremes {
         let at = |k: usize| self.best[k].map(|(i, _)| i);
         Extremes {
             peak_allocated: at(0),
@@ -79,37 +98,6 @@ impl ExtremesFold {
             min_largest_gap: self.layout.then(|| self.gap.index()),
             peak_external: at(3),
         }
-    }
-}
-
-/// The key moments of a series ([`super::key_moments`]) folded a sample at
-/// a time, so that a caller reading the series for other figures finds
-/// them in the same read: fed every sample in order, then handed to
-/// [`super::DeviceReplay::key_moments_from`].
-pub struct KeyMomentsFold {
-    x: ExtremesFold,
-}
-
-impl KeyMomentsFold {
-    pub fn new(samples: &Series) -> Self {
-        let layout = samples.first().is_some_and(|s| s.layout.is_some());
-        KeyMomentsFold {
-            x: ExtremesFold::new(samples, layout),
-        }
-    }
-
-    #[inline]
-    pub fn add(&mut self, i: usize, s: &Sample) {
-        self.x.add(i, s);
-    }
-
-    /// Whether the series has a layout (its first sample's).
-    pub(super) fn layout(&self) -> bool {
-        self.x.layout
-    }
-
-    pub(super) fn extremes(&self) -> Extremes {
-        self.x.finish()
     }
 }
 
@@ -124,7 +112,8 @@ pub(super) fn min_gap_under_pressure(samples: &Series) -> usize {
 }
 
 /// [`min_gap_under_pressure`] folded a sample at a time (the series knows
-/// its peak before it is read), so that [`extremes`] finds it in its read.
+/// its peak before it is read), so that [`KeyMomentsFold`] finds it in its
+/// read.
 struct MinGapUnderPressure {
     peak: u64,
     /// The first sample with the smallest gap so far, and that gap.

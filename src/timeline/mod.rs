@@ -632,11 +632,7 @@ impl DeviceReplay {
     /// The key moments of this device ([`key_moments`]): its OOMs are the
     /// trace's `oom` events.
     pub fn key_moments(&self, snap: &Snapshot) -> Vec<KeyMoment> {
-        let mut f = KeyMomentsFold::new(&self.samples);
-        for (i, s) in self.samples.iter().enumerate() {
-            f.add(i, &s);
-        }
-        self.key_moments_from(snap, &f)
+        self.key_moments_from(snap, &KeyMomentsFold::read(&self.samples))
     }
 
     /// [`DeviceReplay::key_moments`] from a fold fed every sample of this
@@ -679,11 +675,7 @@ pub fn key_moments(
     ooms: impl IntoIterator<Item = Option<usize>>,
     op: impl Fn(usize) -> Option<String>,
 ) -> Vec<KeyMoment> {
-    let mut f = KeyMomentsFold::new(samples);
-    for (i, s) in samples.iter().enumerate() {
-        f.add(i, &s);
-    }
-    key_moments_with(samples, &f, ooms, op)
+    key_moments_with(samples, &KeyMomentsFold::read(samples), ooms, op)
 }
 
 /// [`key_moments`] with the series folded already.
