@@ -15,9 +15,8 @@
 //! needs no start state, so it is made while the requests are read.
 
 use super::allocator::Slot;
-use super::trace::{Request, StartState};
-use crate::model::BlockState;
-use std::collections::{HashMap, HashSet};
+use super::trace::Request;
+use std::collections::HashMap;
 
 /// No key bound: a request of a recorded `oom`, an `empty_cache`, or a
 /// free of a key already freed.
@@ -108,19 +107,14 @@ impl Keys {
     }
 
     /// What a run knows of each number at its start: the keys bound from
-    /// before the trace at their blocks' addresses, where `start` holds a
-    /// live block there, with where the model keeps it (`slot_of`, which
-    /// may not know).
-    pub fn start_table(&self, start: &StartState, slot_of: impl Fn(u64) -> Slot) -> Vec<Held> {
-        let live: HashSet<u64, foldhash::fast::RandomState> = (start.segments.iter())
-            .flat_map(|s| &s.blocks)
-            .filter(|b| b.state != BlockState::Inactive)
-            .map(|b| b.address)
-            .collect();
+    /// before the trace, at their blocks' addresses where the start holds
+    /// a live block there (`live_at` gives where the model keeps the live
+    /// block at an address, `None` where none starts).
+    pub fn start_table(&self, live_at: impl Fn(u64) -> Option<Slot>) -> Vec<Held> {
         let mut held = vec![Held::None; self.count as usize];
         for &(n, k) in &self.from_start {
-            if live.contains(&k) {
-                held[n as usize] = Held::At(k, slot_of(k));
+            if let Some(slot) = live_at(k) {
+                held[n as usize] = Held::At(k, slot);
             }
         }
         held
@@ -142,9 +136,12 @@ pub enum Held {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::BlockState;
     use crate::model::StackId;
     use crate::model::test_support::{block, segment};
+    use crate::sim::trace::StartState;
     use std::collections::HashMap;
+    use std::collections::HashSet;
 
     /// What a run sees at each request, one word each, given whether the
     /// model serves each allocation: kept by key in hash maps (the
@@ -182,7 +179,12 @@ mod tests {
         let mut keys = Keys::default();
         reqs.iter().for_each(|r| keys.push(r));
         keys.finish();
-        let mut held = keys.start_table(start, |_| Slot::UNKNOWN);
+        let live: HashSet<u64> = (start.segments.iter())
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state != BlockState::Inactive)
+            .map(|b| b.address)
+            .collect();
+        let mut held = keys.start_table(|a| live.contains(&a).then_some(Slot::UNKNOWN));
         let mut out = Vec::new();
         for (i, r) in reqs.iter().enumerate() {
             let h = held.get_mut(keys.of(i) as usize);

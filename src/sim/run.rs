@@ -6,7 +6,7 @@
 //! Owns the per-run bookkeeping; the policy itself is `allocator.rs`, the
 //! comparison with the recording `fidelity.rs`.
 
-use super::allocator::{AddressOrder, Counters, SimAction, SimError, Simulator, Slot};
+use super::allocator::{AddressOrder, Counters, SimAction, SimError, Simulator};
 use super::config::SimConfig;
 use super::keys::{Held, Keys};
 use super::nearpeak::NearPeak;
@@ -436,10 +436,10 @@ pub fn run_observed(
     sim.set_address_order(input.address_order);
     // What the run knows of each bound key, by its number.
     let keys = &input.requests.keys;
+    // The start state's live blocks are the model's blocks in use, at the
+    // same addresses.
     let slots = sim.slots();
-    let mut held = keys.start_table(&input.start, |a| {
-        slots.get(&a).copied().unwrap_or(Slot::UNKNOWN)
-    });
+    let mut held = keys.start_table(|a| slots.get(&a).copied());
     drop(slots);
     let start = step(&sim);
     let start_err = start.reserved.abs_diff(input.recorded_start_reserved);

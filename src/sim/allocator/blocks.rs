@@ -22,6 +22,13 @@ impl Blk {
             gc_base: 0,
         }
     }
+
+    /// Whether a cache flush acts on this block when it is cached: a whole
+    /// segment, or a range of an expandable reservation (the pool's
+    /// `flushable` index).
+    pub(super) fn flushable(&self) -> bool {
+        self.res.is_some() || (self.prev.is_none() && self.next.is_none())
+    }
 }
 
 impl Simulator {
@@ -249,7 +256,7 @@ impl Simulator {
         if b.state != St::Free || !b.mapped {
             return;
         }
-        let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
+        let flushable = b.flushable();
         let (pool, stream, size, addr) = (b.pool, sk(b.stream), b.size, b.addr);
         let p = &mut self.pools[pool];
         if !p.free.contains(stream, size, addr, id) {
@@ -315,7 +322,7 @@ impl Simulator {
         let searches = self.pools[pool].searches;
         // Splits and merges take a block out of the set first; `link`
         // refreshes one that gains a neighbour while cached.
-        let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
+        let flushable = b.flushable();
         self.blk_mut(id).gc_base = searches;
         if flushable {
             self.pools[pool].flushable.insert(id);
@@ -342,7 +349,7 @@ impl Simulator {
         let b = self.blk(id);
         let (pool, size) = (b.pool, b.size);
         // In the flushable index only as `refresh_flushable` keeps it.
-        let flushable = b.res.is_some() || (b.prev.is_none() && b.next.is_none());
+        let flushable = b.flushable();
         if flushable {
             self.pools[pool].flushable.remove(id);
         }

@@ -212,13 +212,20 @@ impl<V: Copy> ChunkedMap<V> {
         }
     }
 
-    /// The entries at or after `k`, ascending.
-    pub fn range_from(&self, k: u128) -> Forward<'_, V> {
+    /// Where the first key at or after `k` is, or would be: its chunk
+    /// (the number of chunks past every key) and its place in it.
+    fn lower_bound(&self, k: u128) -> Pos {
         let c = self.chunk_at(k);
         let pos = self
             .chunks
             .get(c)
             .map_or(0, |ch| ch.keys.partition_point(|&x| x < k));
+        Pos { c, pos }
+    }
+
+    /// The entries at or after `k`, ascending.
+    pub fn range_from(&self, k: u128) -> Forward<'_, V> {
+        let Pos { c, pos } = self.lower_bound(k);
         Forward {
             chunks: &self.chunks,
             c,
@@ -228,11 +235,7 @@ impl<V: Copy> ChunkedMap<V> {
 
     /// The entries before `k`, descending.
     pub fn range_below(&self, k: u128) -> Backward<'_, V> {
-        let c = self.chunk_at(k);
-        let end = self
-            .chunks
-            .get(c)
-            .map_or(0, |ch| ch.keys.partition_point(|&x| x < k));
+        let Pos { c, pos: end } = self.lower_bound(k);
         Backward {
             chunks: &self.chunks,
             c,
