@@ -81,6 +81,30 @@ fn model(c: usize, capacity: Option<u64>) -> (SimConfig, Simulator) {
     (cfg, s)
 }
 
+/// After a flush with expandable segments: no cached block of a mapped
+/// range holds a whole page (a range starts on a page boundary).
+fn no_whole_free_page(cfg: &SimConfig, s: &Simulator) -> Result<(), TestCaseError> {
+    for g in s
+        .segments()
+        .iter()
+        .filter(|g| g.is_expandable == Some(true))
+    {
+        let page = match g.segment_type {
+            SegmentType::Small => SMALL_BUFFER,
+            _ => cfg.large_segment_size,
+        };
+        for b in g.blocks.iter().filter(|b| b.state == BlockState::Inactive) {
+            let (begin, end) = (b.address - g.address, b.address - g.address + b.size);
+            prop_assert!(
+                begin.div_ceil(page) >= end / page,
+                "a free page at {:#x} survived the flush",
+                b.address
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs the ops, checking the invariants after each; returns the events.
 fn drive(
     c: usize,
@@ -143,6 +167,8 @@ fn drive(
                                 g.address
                             );
                         }
+                    } else {
+                        no_whole_free_page(&cfg, &s)?;
                     }
                 }
             },
@@ -179,6 +205,8 @@ fn drive(
                             "empty_cache left a cached whole segment"
                         );
                     }
+                } else {
+                    no_whole_free_page(&cfg, &s)?;
                 }
             }
             _ => {}

@@ -22,16 +22,27 @@ impl Blk {
             gc_base: 0,
         }
     }
-
-    /// Whether a cache flush acts on this block when it is cached: a whole
-    /// segment, or a range of an expandable reservation (the pool's
-    /// `flushable` index).
-    pub(super) fn flushable(&self) -> bool {
-        self.res.is_some() || (self.prev.is_none() && self.next.is_none())
-    }
 }
 
 impl Simulator {
+    /// Whether a cache flush acts on block `id` when it is cached (the
+    /// pool's `flushable` index): a whole segment, which it releases, or a
+    /// range of an expandable reservation holding a whole page, which it
+    /// unmaps. Under memory pressure a flush comes at every retry, and most
+    /// cached ranges of a reservation hold no whole page: kept out of the
+    /// index, they cost a flush nothing. Whether a block is in it depends on
+    /// its links, address and size, none of which change while it is cached
+    /// but through [`Simulator::link`].
+    pub(super) fn flushable(&self, id: BlockId) -> bool {
+        let b = self.blk(id);
+        if b.res.is_some() {
+            let (begin, end) = self.whole_pages(id);
+            begin < end
+        } else {
+            b.prev.is_none() && b.next.is_none()
+        }
+    }
+
     /// Allocates block `id` for a request of `size` rounded bytes (`orig`
     /// asked for), splitting off what it does not need: a block its pool
     /// caches `at` ([`Simulator::get_free_block`]) leaves the cache, its
@@ -256,8 +267,8 @@ impl Simulator {
         if b.state != St::Free || !b.mapped {
             return;
         }
-        let flushable = b.flushable();
         let (pool, stream, size, addr) = (b.pool, sk(b.stream), b.size, b.addr);
+        let flushable = self.flushable(id);
         let p = &mut self.pools[pool];
         if !p.free.contains(stream, size, addr, id) {
             return;
@@ -322,7 +333,7 @@ impl Simulator {
         let searches = self.pools[pool].searches;
         // Splits and merges take a block out of the set first; `link`
         // refreshes one that gains a neighbour while cached.
-        let flushable = b.flushable();
+        let flushable = self.flushable(id);
         self.blk_mut(id).gc_base = searches;
         if flushable {
             self.pools[pool].flushable.insert(id);
@@ -349,7 +360,7 @@ impl Simulator {
         let b = self.blk(id);
         let (pool, size) = (b.pool, b.size);
         // In the flushable index only as `refresh_flushable` keeps it.
-        let flushable = b.flushable();
+        let flushable = self.flushable(id);
         if flushable {
             self.pools[pool].flushable.remove(id);
         }

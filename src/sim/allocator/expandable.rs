@@ -122,6 +122,17 @@ impl Simulator {
         true
     }
 
+    /// The whole pages inside a block of an expandable reservation, as the
+    /// reservation's page numbers `begin..end` (empty when it holds none).
+    pub(super) fn whole_pages(&self, id: BlockId) -> (u64, u64) {
+        let b = self.blk(id);
+        let r = b.res.expect("expandable");
+        let Reservation { base, page, .. } = *self.res(r);
+        let begin = (b.addr - base).div_ceil(page);
+        let end = (b.addr + b.size - base) / page;
+        (begin, end)
+    }
+
     /// Unmaps the whole pages inside a free mapped block.
     pub(super) fn unmap_block(&mut self, id: BlockId) {
         let r = self.blk(id).res.expect("expandable");
@@ -130,8 +141,7 @@ impl Simulator {
             let b = self.blk(id);
             (b.addr, b.size, b.stream, b.pool)
         };
-        let begin = (addr - base).div_ceil(page);
-        let end = (addr + size - base) / page;
+        let (begin, end) = self.whole_pages(id);
         if begin >= end {
             return;
         }

@@ -109,10 +109,7 @@ impl Simulator {
                 .free
                 .iter()
                 .map(|k| k.3)
-                .filter(|&id| {
-                    let b = self.blk(id);
-                    b.res.is_some() || (b.prev.is_none() && b.next.is_none())
-                })
+                .filter(|&id| self.flushable(id))
                 .collect();
             if want != p.flushable.iter().collect() {
                 return Err(format!("pool {i}: the flushable index is out of step"));

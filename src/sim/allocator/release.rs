@@ -85,7 +85,8 @@ impl Simulator {
         }
         for small in [false, true] {
             let pool = self.pool_ix[&((0, 0), small)];
-            // In `free`'s order: (stream, size, address).
+            // In `free`'s order: (stream, size, address), of the blocks the
+            // flush acts on (the `flushable` index holds no other).
             let mut cached: Vec<(u64, u64, u64, BlockId)> = self.pools[pool]
                 .flushable
                 .iter()
