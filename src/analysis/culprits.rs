@@ -13,7 +13,7 @@
 //! final segments (with the replay's origins); every other moment comes from
 //! the replay stage.
 
-use crate::analysis::frames::{CallSite, SiteKind, call_site};
+use crate::analysis::frames::{CallSite, FrameFacts, SiteKind};
 use crate::model::*;
 use crate::timeline::{MomentState, Origin};
 use serde::Serialize;
@@ -483,6 +483,7 @@ fn find_blocks(
 ) -> Found {
     let trace = snap.trace_of(state.device);
     let mut sites: HashMap<StackId, CallSite> = HashMap::new();
+    let facts = FrameFacts::new(snap);
     let mut found = Found {
         blocks: Vec::new(),
         free: 0,
@@ -516,7 +517,7 @@ fn find_blocks(
             };
             let site = sites
                 .entry(stack)
-                .or_insert_with(|| call_site(snap, stack))
+                .or_insert_with(|| facts.call_site(stack))
                 .clone();
             let (age_events, age_us) = match origin {
                 Origin::Event(i) => (

@@ -12,7 +12,7 @@
 //! collected, so a listing of millions of events holds no more than the
 //! model and the replay's compact series. Formatting is `render::events`.
 
-use crate::analysis::frames::{call_site, filtered, frame_label};
+use crate::analysis::frames::{FrameFacts, frame_label};
 use crate::input::profiler::{ProfilerTrace, TraceDevice};
 use crate::model::{Action, Snapshot, StackId};
 use crate::timeline::DeviceReplay;
@@ -98,10 +98,11 @@ impl<'a> SnapshotEvents<'a> {
         let trace = snap.trace_of(replay.device);
         let (from, to) = sel.range(trace.len());
         let mut sites: Vec<Option<Site>> = vec![None; snap.stacks.len()];
+        let facts = FrameFacts::new(snap);
         for e in &trace[from..to] {
             let slot = &mut sites[e.frames.0 as usize];
             if slot.is_none() {
-                *slot = Some(stack_site(snap, e.frames, sel.grep.as_deref()));
+                *slot = Some(stack_site(&facts, e.frames, sel.grep.as_deref()));
             }
         }
         SnapshotEvents {
@@ -159,15 +160,14 @@ impl<'a> SnapshotEvents<'a> {
     }
 }
 
-fn stack_site(snap: &Snapshot, stack: StackId, grep: Option<&str>) -> Site {
-    let label = call_site(snap, stack).label();
+fn stack_site(facts: &FrameFacts, stack: StackId, grep: Option<&str>) -> Site {
+    let label = facts.call_site(stack).label();
     let keep = match grep {
         None => true,
         Some(g) => {
             label.contains(g)
-                || filtered(snap, stack)
-                    .into_iter()
-                    .any(|f| frame_label(snap, f, true).contains(g))
+                || (facts.filtered(stack).into_iter())
+                    .any(|f| frame_label(facts.snap(), f, true).contains(g))
         }
     };
     Site { label, keep }

@@ -47,16 +47,94 @@ pub fn viewer_keeps(name: &str, filename: &str) -> bool {
         && !OMIT_FILENAMES.iter().any(|o| filename.contains(o))
 }
 
+/// Whether the viewer shows frame `f`.
+fn frame_kept(snap: &Snapshot, f: FrameId) -> bool {
+    let fr = snap.frame(f);
+    viewer_keeps(snap.str(fr.name), snap.str(fr.filename))
+}
+
 /// The frames of a stack the viewer would show, innermost first.
 pub fn filtered(snap: &Snapshot, stack: StackId) -> Vec<FrameId> {
     snap.stack(stack)
         .iter()
         .copied()
-        .filter(|&f| {
-            let fr = snap.frame(f);
-            viewer_keeps(snap.str(fr.name), snap.str(fr.filename))
-        })
+        .filter(|&f| frame_kept(snap, f))
         .collect()
+}
+
+/// What the call-site rules read of each frame of a snapshot (whether the
+/// viewer shows it, and its [`FrameKind`]), worked out once a frame.
+/// Stacks share frames (every stack of a program has the same outermost
+/// ones, and C++ stacks the same innermost), so a command that names the
+/// sites of thousands of deep stacks reads each frame's strings once
+/// instead of once a stack. [`FrameFacts::filtered`] and
+/// [`FrameFacts::call_site`] answer as [`filtered`] and [`call_site`] do.
+pub struct FrameFacts<'a> {
+    snap: &'a Snapshot,
+    /// Per frame: 0 until worked out, else `KNOWN`, `KEPT` and the kind.
+    facts: Vec<std::cell::Cell<u8>>,
+}
+
+impl<'a> FrameFacts<'a> {
+    const KNOWN: u8 = 0x80;
+    const KEPT: u8 = 0x40;
+    const KINDS: [FrameKind; 4] = [
+        FrameKind::User,
+        FrameKind::Torch,
+        FrameKind::PythonInternal,
+        FrameKind::Native,
+    ];
+
+    pub fn new(snap: &'a Snapshot) -> Self {
+        FrameFacts {
+            snap,
+            facts: vec![std::cell::Cell::new(0); snap.frames.len()],
+        }
+    }
+
+    fn facts(&self, f: FrameId) -> u8 {
+        let cell = &self.facts[f.0 as usize];
+        let mut v = cell.get();
+        if v == 0 {
+            let kind = classify(self.snap.str(self.snap.frame(f).filename));
+            let k = Self::KINDS.iter().position(|&x| x == kind).unwrap_or(0) as u8;
+            v = Self::KNOWN
+                | if frame_kept(self.snap, f) {
+                    Self::KEPT
+                } else {
+                    0
+                }
+                | k;
+            cell.set(v);
+        }
+        v
+    }
+
+    pub fn snap(&self) -> &'a Snapshot {
+        self.snap
+    }
+
+    /// Whether the viewer shows frame `f`.
+    pub fn kept(&self, f: FrameId) -> bool {
+        self.facts(f) & Self::KEPT != 0
+    }
+
+    /// [`classify`] of frame `f`.
+    pub fn kind(&self, f: FrameId) -> FrameKind {
+        Self::KINDS[(self.facts(f) & 3) as usize]
+    }
+
+    /// [`filtered`].
+    pub fn filtered(&self, stack: StackId) -> Vec<FrameId> {
+        (self.snap.stack(stack).iter().copied())
+            .filter(|&f| self.kept(f))
+            .collect()
+    }
+
+    /// [`call_site`].
+    pub fn call_site(&self, stack: StackId) -> CallSite {
+        call_site_by(self.snap, &self.filtered(stack), |f| self.kind(f))
+    }
 }
 
 /// What kind of code a frame belongs to.
@@ -306,11 +384,17 @@ pub fn call_site(snap: &Snapshot, stack: StackId) -> CallSite {
 
 /// [`call_site`] of a stack whose shown frames, `kept`, are at hand.
 pub fn call_site_in(snap: &Snapshot, kept: &[FrameId]) -> CallSite {
+    call_site_by(snap, kept, |f| classify(snap.str(snap.frame(f).filename)))
+}
+
+/// [`call_site_in`] with each frame's kind from `kind`.
+fn call_site_by(
+    snap: &Snapshot,
+    kept: &[FrameId],
+    kind: impl Fn(FrameId) -> FrameKind,
+) -> CallSite {
     let frames: Vec<&Frame> = kept.iter().map(|&f| snap.frame(f)).collect();
-    let kinds: Vec<FrameKind> = frames
-        .iter()
-        .map(|f| classify(snap.str(f.filename)))
-        .collect();
+    let kinds: Vec<FrameKind> = kept.iter().map(|&f| kind(f)).collect();
     if let Some(i) = kinds.iter().position(|k| *k == FrameKind::User) {
         return site_of(snap, SiteKind::User, frames[i]);
     }
@@ -461,5 +545,62 @@ mod tests {
         assert_eq!(call_site(&s, st).kind, SiteKind::Unknown);
         let (s, st) = snap_with(&[("foo.cu", 3, "launch(int)")]);
         assert_eq!(call_site(&s, st).label(), "launch (native)");
+    }
+
+    #[test]
+    fn frame_facts_answer_as_the_functions_do() {
+        // Stacks of every kind sharing frames, so that later stacks find
+        // their frames worked out by earlier ones.
+        let pool: &[(&str, i64, &str)] = &[
+            ("??", 0, "torch::unwind::unwind()"),
+            ("CUDACachingAllocator.cpp", 0, "c10::cuda::malloc"),
+            ("??", 0, "at::_ops::mm::call(at::Tensor const&)"),
+            ("/x/site-packages/torch/_tensor.py", 99, "backward"),
+            (
+                "/x/site-packages/torch/nn/modules/linear.py",
+                125,
+                "forward",
+            ),
+            ("/usr/lib/python3.10/threading.py", 1016, "run"),
+            ("/home/u/proj/model.py", 524, "forward"),
+            ("<frozen importlib._bootstrap>", 1, "_call"),
+            ("??", 0, "_PyEval_EvalFrameDefault"),
+            ("??", 0, "__libc_start_main"),
+        ];
+        let mut i = Interner::new();
+        let ids: Vec<FrameId> = pool
+            .iter()
+            .map(|(file, line, name)| {
+                let f = Frame {
+                    filename: i.string(file).unwrap(),
+                    line: *line,
+                    name: i.string(name).unwrap(),
+                };
+                i.frame(f)
+            })
+            .collect();
+        let mut next = crate::model::test_support::below(0x5eed);
+        let stacks: Vec<StackId> = (0..200)
+            .map(|_| {
+                let n = next(12) as usize;
+                i.stack(
+                    (0..n)
+                        .map(|_| ids[next(ids.len() as u64) as usize])
+                        .collect(),
+                )
+            })
+            .collect();
+        let mut s = Snapshot::default();
+        i.finish(&mut s);
+        let facts = FrameFacts::new(&s);
+        let mut kinds = std::collections::BTreeSet::new();
+        for &st in &stacks {
+            assert_eq!(facts.filtered(st), filtered(&s, st));
+            let c = facts.call_site(st);
+            kinds.insert(c.kind);
+            assert_eq!(c, call_site(&s, st));
+        }
+        // Every kind of site was asked for.
+        assert_eq!(kinds.len(), 5, "{kinds:?}");
     }
 }

@@ -14,7 +14,7 @@
 //! its [`crate::analysis::frames::CallSite::label_without_line`] form: the line is left out so that an
 //! edit above a function does not make every site below it "new".
 
-use crate::analysis::frames::call_site;
+use crate::analysis::frames::FrameFacts;
 use crate::analysis::metrics::{MetricId, Metrics, Quantity, Source, Unit};
 use crate::input::profiler::ProfilerTrace;
 use crate::model::{BlockState, Segment, Snapshot, StackId, TraceEvent};
@@ -54,8 +54,12 @@ pub fn call_sites(snap: &Snapshot, device: Option<i64>) -> (Vec<SiteFigures>, u6
     let mut acc: BTreeMap<String, SiteFigures> = BTreeMap::new();
     let mut contradictions = 0;
     let mut names: HashMap<StackId, String> = HashMap::new();
-    let mut site =
-        |id: StackId| -> String { names.entry(id).or_insert_with(|| site_of(snap, id)).clone() };
+    let facts = FrameFacts::new(snap);
+    let mut site = |id: StackId| -> String {
+        (names.entry(id))
+            .or_insert_with(|| site_of(&facts, id))
+            .clone()
+    };
     for d in snap.devices() {
         if device.is_some_and(|x| x != d) {
             continue;
@@ -193,8 +197,8 @@ fn trace_peaks(
 }
 
 /// The call site of a stack (see the module doc).
-fn site_of(snap: &Snapshot, id: StackId) -> String {
-    call_site(snap, id).label_without_line()
+fn site_of(facts: &FrameFacts, id: StackId) -> String {
+    facts.call_site(id).label_without_line()
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]

@@ -117,7 +117,7 @@ pub(super) fn segment_figures(
                 live += 1;
                 let site = names
                     .entry(b.frames)
-                    .or_insert_with(|| call_site(snap, b.frames).label());
+                    .or_insert_with(|| crate::analysis::frames::call_site(snap, b.frames).label());
                 let e = by_site.entry(site.clone()).or_default();
                 *e = e.saturating_add(bytes);
             }

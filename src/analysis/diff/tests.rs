@@ -276,12 +276,18 @@ fn sites_are_named_like_every_other_command() {
     let (cpp, py) = (i.stack(cpp), i.stack(py));
     let mut s = Snapshot::default();
     i.finish(&mut s);
-    assert_eq!(site_of(&s, cpp), "aten::sum_dim_IntList (no Python frame)");
-    assert_eq!(site_of(&s, py), "model.py (forward)");
+    assert_eq!(
+        site_of(&FrameFacts::new(&s), cpp),
+        "aten::sum_dim_IntList (no Python frame)"
+    );
+    assert_eq!(site_of(&FrameFacts::new(&s), py), "model.py (forward)");
     // The same frame `culprits` names, without its line.
     assert_eq!(
         crate::analysis::frames::call_site(&s, py).label(),
         "model.py:524 (forward)"
     );
-    assert_eq!(site_of(&s, StackId::EMPTY), CallSite::unknown().label());
+    assert_eq!(
+        site_of(&FrameFacts::new(&s), StackId::EMPTY),
+        CallSite::unknown().label()
+    );
 }
