@@ -40,6 +40,12 @@ not disk. One Markdown table per shape, with the machine and its load:
     scripts/bench.py --matrix                                  # 5 shapes x 100MB,1GB, 3 rounds
     scripts/bench.py --matrix --sizes 100MB,250MB --rounds 1   # a quick run
     scripts/bench.py --matrix --shapes fragmented --out-md /tmp/matrix.md
+    scripts/bench.py --matrix --shapes py --sizes 100MB   # the shapes of scripts/make_snapshot.py
+
+--shapes also takes the shapes of scripts/make_snapshot.py (PY_SHAPES:
+py-training, py-shallow, py-deep, py-pressure, py-ring, py-ranks; `py` for
+all of them): files written by Python's own pickler from an allocator model
+and a workload that share no code with `fragscope synth`.
 
 --baseline BIN runs every command of the matrix with a second binary too
 (an older build), in the same round, and adds its wall time and the ratio
@@ -167,6 +173,18 @@ def median(xs):
 # ---- the shape matrix (--matrix) --------------------------------------------
 
 MATRIX_SHAPES = ["narrow", "many-sites", "fragmented", "expandable", "multi-device"]
+# Shapes written by scripts/make_snapshot.py (Python's own pickler, a model of
+# the allocator of its own, no code shared with `fragscope synth`): its
+# arguments besides --events, --seed and -o.
+PY_SHAPES = {
+    "py-training": [],
+    "py-shallow": ["--depth", "2-12", "--sites", "200", "--streams", "16", "--side-rate", "0.97"],
+    "py-deep": ["--depth", "30-300", "--sites", "5000", "--limit-gb", "24", "--side-rate", "0.8"],
+    "py-pressure": ["--devices", "4", "--limit-gb", "16", "--side-rate", "0.9", "--depth", "10-60"],
+    "py-ring": ["--depth", "5-30", "--sites", "3000", "--streams", "4", "--keep", "0.83"],
+    "py-ranks": ["--devices", "8", "--busy", "8", "--depth", "8-40"],
+}
+ALL_SHAPES = MATRIX_SHAPES + list(PY_SHAPES)
 # (label, arguments with {f} the input and {d} a scratch folder, exit codes
 # that are a success, the issue-24 target as a fraction of pickle.load).
 MATRIX_COMMANDS = [
@@ -197,9 +215,24 @@ def fmt_size(mb):
     return f"{mb // 1000} GB" if mb >= 1000 and mb % 1000 == 0 else f"{mb} MB"
 
 
+def shape_command(exe, shape, events, seed, path):
+    """The command that writes `shape` with `events` events to `path`."""
+    if shape in PY_SHAPES:
+        return ([sys.executable, os.path.join(ROOT, "scripts", "make_snapshot.py")]
+                + PY_SHAPES[shape] + ["--events", str(events), "--seed", str(seed), "-o", path])
+    return [exe, "synth", "--shape", shape, "--events", str(events), "--seed", str(seed), "-o", path]
+
+
+def shape_label(shape, events, seed):
+    """How the docs name the command that made a file."""
+    if shape in PY_SHAPES:
+        return " ".join(["scripts/make_snapshot.py"] + PY_SHAPES[shape]
+                        + ["--seed", str(seed), "--events", str(events)])
+    return f"fragscope synth --shape {shape} --seed {seed} --events {events}"
+
+
 def synth_shape(exe, shape, events, seed, path):
-    r = subprocess.run([exe, "synth", "--shape", shape, "--events", str(events),
-                        "--seed", str(seed), "-o", path],
+    r = subprocess.run(shape_command(exe, shape, events, seed, path),
                        check=True, capture_output=True, text=True)
     return os.path.getsize(path), r.stdout.strip()
 
@@ -256,9 +289,10 @@ def machine():
 
 def run_matrix(a, exe, example):
     shapes = [x.strip() for x in a.shapes.split(",") if x.strip()]
+    shapes = [y for x in shapes for y in (list(PY_SHAPES) if x == "py" else [x])]
     for sh in shapes:
-        if sh not in MATRIX_SHAPES:
-            sys.exit(f"--shapes: unknown shape {sh!r} (known: {', '.join(MATRIX_SHAPES)})")
+        if sh not in ALL_SHAPES:
+            sys.exit(f"--shapes: unknown shape {sh!r} (known: {', '.join(ALL_SHAPES)})")
     sizes = [parse_mb(x) for x in (a.sizes or "100MB,1GB").split(",") if x.strip()]
     rounds = a.rounds
     labels = [label for label, *_ in MATRIX_COMMANDS]
@@ -327,10 +361,9 @@ def run_matrix(a, exe, example):
         say(f"### {shape}")
         say("")
         for path, events, said, mb, size, *_ in rows:
-            # synth's summary without its file name and size.
-            said = said.split(" bytes), ", 1)[-1]
-            say(f"* {fmt_size(mb)}: `fragscope synth --shape {shape} --seed {a.seed} "
-                f"--events {events}` ({said})")
+            # The generator's summary without its file name and size.
+            said = said.split(" bytes), ", 1)[-1].split(".pickle: ", 1)[-1]
+            say(f"* {fmt_size(mb)}: `{shape_label(shape, events, a.seed)}` ({said})")
         say(f"* load average {load0:.2f} before this shape's runs, {load1:.2f} after")
         say("")
         extra = " new / old |" if a.baseline else ""
@@ -398,7 +431,9 @@ def main():
     ap.add_argument("--matrix", action="store_true",
                     help="every shape of `fragscope synth --shape` at every size, every command")
     ap.add_argument("--shapes", default=",".join(MATRIX_SHAPES),
-                    help="with --matrix: the shapes, comma-separated")
+                    help="with --matrix: the shapes, comma-separated: those of `fragscope "
+                         "synth --shape` and, written by scripts/make_snapshot.py, "
+                         + ", ".join(PY_SHAPES) + " (or `py` for all of these)")
     ap.add_argument("--seed", type=int, default=1, help="with --matrix: synth's seed")
     ap.add_argument("--baseline", default=None,
                     help="with --matrix: an older fragscope binary, run beside the new one")

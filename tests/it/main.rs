@@ -30,6 +30,7 @@ mod gpu_fidelity;
 mod guide;
 mod hostile;
 mod hostile_commands;
+mod independent;
 mod json_schema;
 mod layers;
 mod memory;
