@@ -236,7 +236,7 @@ def make_stacks(rng, sites, depth):
     return stacks
 
 
-def workload(dev, rng, stacks, events, streams, side_rate):
+def workload(dev, rng, stacks, events, streams, side_rate, recover=True):
     hidden = rng.choice((1024, 2048, 4096, 5120))
     # Parameters and optimizer state take 60 bytes per hidden² a layer:
     # at most two fifths of the device.
@@ -276,11 +276,13 @@ def workload(dev, rng, stacks, events, streams, side_rate):
                     dev.free_block(b, b.frames)
             # Side allocations: random sizes and lifetimes, some on other streams.
             # (At most a quarter of the device; a failed one is given up.)
-            while rng.random() < side_rate and side_bytes < dev.limit // 4:
+            while rng.random() < side_rate and (side_bytes < dev.limit // 4 or not recover):
                 s = rng.choice(streams)
                 b = dev.malloc(int(2 ** rng.uniform(9, side_log2)), s, site(9000 + rng.randrange(3000)))
                 if b is None:
-                    break
+                    if recover:
+                        break
+                    continue
                 side_bytes += b.size
                 side.append((len(dev.trace) + int(2 ** rng.uniform(2, 16)), b, s != 0 and rng.random() < 0.5))
         if oom:
@@ -289,7 +291,8 @@ def workload(dev, rng, stacks, events, streams, side_rate):
             for b in reversed(acts):
                 dev.free_block(b, b.frames)
             dev.release_cached(site(7001))
-            max_batch = max(1, batch * 3 // 4)
+            if recover:
+                max_batch = max(1, batch * 3 // 4)
             continue
         rng.shuffle(acts[len(acts) // 2:])
         for b in reversed(acts):
@@ -333,6 +336,9 @@ def main():
                     help="devices with --events events each (the others have a twentieth)")
     ap.add_argument("--side-rate", type=float, default=0.6, help="chance of each further side allocation")
     ap.add_argument("--limit-gb", type=float, default=70.0, help="the device's memory")
+    ap.add_argument("--no-recover", action="store_true",
+                    help="a script that keeps its batch size after an OOM and retries its side "
+                         "allocations: a trace that runs into the device's limit over and over")
     ap.add_argument("--ring", type=int, default=0, help="keep the last N events of each trace")
     ap.add_argument("--keep", type=float, default=1.0, help="keep the last fraction of each trace")
     ap.add_argument("-o", "--out", required=True)
@@ -345,7 +351,8 @@ def main():
     segments, traces = [], []
     for d in range(a.devices):
         dev = Device(d, int(a.limit_gb * (1 << 30)), rng, clock)
-        workload(dev, rng, stacks, a.events if d < a.busy else a.events // 20, streams, a.side_rate)
+        workload(dev, rng, stacks, a.events if d < a.busy else a.events // 20, streams, a.side_rate,
+                 recover=not a.no_recover)
         trace = dev.trace[-a.ring:] if a.ring else dev.trace
         if a.keep < 1.0:
             trace = trace[len(trace) - int(len(trace) * a.keep):]
