@@ -119,7 +119,15 @@ fn recorded_run(st: &Style, r: &SimReport) -> String {
     let recorded_ooms = if r.recorded_ooms.is_empty() {
         "no OOM".to_string()
     } else {
-        let idx: Vec<String> = r.recorded_ooms.iter().map(|i| i.to_string()).collect();
+        // The first ones: a program that catches its OOMs may record one
+        // at most events (the JSON form holds each).
+        let shown = crate::analysis::oom::MAX_DIAGNOSED_OOMS;
+        let mut idx: Vec<String> = (r.recorded_ooms.iter().take(shown))
+            .map(|i| i.to_string())
+            .collect();
+        if r.recorded_ooms.len() > shown {
+            idx.push(format!("… ({} more)", r.recorded_ooms.len() - shown));
+        }
         format!(
             "{} OOM(s) at event {}",
             r.recorded_ooms.len(),
@@ -287,7 +295,10 @@ pub fn answer(st: &Style, r: &SimReport) -> Option<String> {
         list(&not)
     );
     if let Some(c) = r.capacity {
-        for d in &r.oom_demand {
+        // As many as the OOMs diagnosed elsewhere: a program that catches
+        // its OOMs may record one at most events.
+        let shown = crate::analysis::oom::MAX_DIAGNOSED_OOMS;
+        for d in r.oom_demand.iter().take(shown) {
             let need = d.held.saturating_add(d.request);
             let _ = write!(
                 a,
@@ -310,6 +321,13 @@ pub fn answer(st: &Style, r: &SimReport) -> Option<String> {
                     st.bytes(c - need)
                 );
             }
+        }
+        if r.oom_demand.len() > shown {
+            let _ = write!(
+                a,
+                " The other {} recorded OOMs are not listed here (the JSON form holds each).",
+                r.oom_demand.len() - shown
+            );
         }
     }
     if r.capacity_source == CapacitySource::RecordedOom {

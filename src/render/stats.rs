@@ -16,6 +16,9 @@ use crate::model::profiler::{
 use comfy_table::Cell;
 use serde_json::json;
 
+/// Out-of-memory events the text lists per device.
+const OOMS_LISTED: u64 = 20;
+
 pub fn stat_cells(st: &Style, s: &StateStats) -> Vec<Cell> {
     vec![
         Cell::new(s.segments),
@@ -62,7 +65,16 @@ pub fn render(st: &Style, fs: &FileStats, segmap: &str) -> String {
     out.push_str(&coverage_table(st, fs));
     if !fs.oom_events.is_empty() {
         out.push_str("\nOut-of-memory events:\n");
+        // A program that catches its OOMs and goes on may record one at
+        // most steps: the first few of each device tell the story, and
+        // `oom` lists each (the JSON form holds them all).
+        let mut shown: std::collections::BTreeMap<i64, u64> = Default::default();
         for o in &fs.oom_events {
+            let n = shown.entry(o.device).or_default();
+            *n += 1;
+            if *n > OOMS_LISTED {
+                continue;
+            }
             out.push_str(&format!(
                 "  device {} event #{}: tried {} with {} free on the device\n",
                 o.device,
@@ -71,6 +83,12 @@ pub fn render(st: &Style, fs: &FileStats, segmap: &str) -> String {
                 o.device_free
                     .map(|b| st.bytes(b))
                     .unwrap_or_else(|| "unknown".into())
+            ));
+        }
+        for (d, n) in shown.into_iter().filter(|&(_, n)| n > OOMS_LISTED) {
+            out.push_str(&format!(
+                "  device {d}: {} more (`fragscope oom` explains each)\n",
+                n - OOMS_LISTED
             ));
         }
     }

@@ -638,6 +638,17 @@ impl DeviceReplay {
     /// [`DeviceReplay::key_moments`] from a fold fed every sample of this
     /// replay's series, in order.
     pub fn key_moments_from(&self, snap: &Snapshot, f: &KeyMomentsFold) -> Vec<KeyMoment> {
+        self.key_moments_first(snap, f, usize::MAX)
+    }
+
+    /// [`DeviceReplay::key_moments_from`] with only the first `max_ooms`
+    /// OOMs among them.
+    pub fn key_moments_first(
+        &self,
+        snap: &Snapshot,
+        f: &KeyMomentsFold,
+        max_ooms: usize,
+    ) -> Vec<KeyMoment> {
         // Listed once: resolving `Moment::Oom(k)` scans the trace, and a
         // file may hold an OOM per event.
         let ooms = snap
@@ -645,7 +656,8 @@ impl DeviceReplay {
             .iter()
             .enumerate()
             .filter(|(_, e)| e.action == Action::Oom)
-            .map(|(i, _)| Some(i));
+            .map(|(i, _)| Some(i))
+            .take(max_ooms);
         key_moments_with(&self.samples, f, ooms, |_| None)
     }
 }

@@ -324,6 +324,36 @@ fn every_command_stays_bounded_on_traces_full_of_ooms() {
         assert_eq!(shown, 100, "the first 100 OOMs are diagnosed");
         let total = if name == "ooms.json" { 40_000 } else { 20_000 };
         assert_eq!(v["undiagnosed_ooms"], json!(total - 100));
+        // The text of `stats` lists the first 20 and counts the rest; the
+        // report's key moments hold the OOMs it diagnoses.
+        let r = run(&["stats", &f]);
+        r.assert_ok();
+        let listed = r.stdout.lines().filter(|l| l.contains(": tried ")).count();
+        assert_eq!(listed, 20, "{}", r.stdout);
+        assert!(
+            r.stdout.contains(&format!("device 0: {} more", total - 20)),
+            "{}",
+            r.stdout
+        );
+        let md = path_str(&d.path().join("r.md"));
+        run(&["report", &f, "-o", &md]).assert_ok();
+        let md = std::fs::read_to_string(&md).unwrap();
+        assert!(md.contains("oom #100"), "{md}");
+        assert!(!md.contains("oom #101"));
+        assert!(md.contains(&format!("{total} oom events; the first 100 are diagnosed")));
+        // `simulate` names the first 100 recorded OOMs and counts the rest
+        // (of a trace with allocations: the other holds none to replay).
+        if name == "ooms.json" {
+            continue;
+        }
+        let r = run(&["simulate", &f]);
+        r.assert_ok();
+        assert!(
+            r.stdout.contains(&format!("… ({} more)", total - 100)),
+            "{}",
+            r.stdout
+        );
+        assert!(r.stdout.matches(" At event ").count() <= 100);
     }
 }
 

@@ -266,7 +266,10 @@ pub fn gather_with(
             cached.add(&s);
             reader.add(s);
         }
-        let key_moments = replay.key_moments_from(snap, &moments);
+        // The OOMs it diagnoses, no more: a program that catches its OOMs
+        // and goes on may record one at most events.
+        let key_moments =
+            replay.key_moments_first(snap, &moments, crate::analysis::oom::MAX_DIAGNOSED_OOMS);
         let (at, label) = match at {
             Some(m) => (
                 replay.resolve(snap, m).map_err(|e| {
@@ -397,7 +400,8 @@ pub fn build(
         let recorded_ooms = trace.iter().filter(|e| e.action == Action::Oom).count();
         if recorded_ooms > crate::analysis::oom::MAX_DIAGNOSED_OOMS {
             quality.push(format!(
-                "device {d}: {recorded_ooms} oom events; the first {} are diagnosed",
+                "device {d}: {recorded_ooms} oom events; the first {} are diagnosed and \
+                 listed among the key moments",
                 crate::analysis::oom::MAX_DIAGNOSED_OOMS
             ));
         }
