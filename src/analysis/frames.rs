@@ -429,9 +429,9 @@ mod tests {
     use super::*;
     use crate::model::{Interner, Snapshot};
 
-    fn snap_with(frames: &[(&str, i64, &str)]) -> (Snapshot, StackId) {
-        let mut i = Interner::new();
-        let ids: Vec<FrameId> = frames
+    /// Each (file, line, function) interned as a frame.
+    fn frame_ids(i: &mut Interner, frames: &[(&str, i64, &str)]) -> Vec<FrameId> {
+        frames
             .iter()
             .map(|(file, line, name)| {
                 let f = Frame {
@@ -441,7 +441,12 @@ mod tests {
                 };
                 i.frame(f)
             })
-            .collect();
+            .collect()
+    }
+
+    fn snap_with(frames: &[(&str, i64, &str)]) -> (Snapshot, StackId) {
+        let mut i = Interner::new();
+        let ids = frame_ids(&mut i, frames);
         let st = i.stack(ids);
         let mut s = Snapshot::default();
         i.finish(&mut s);
@@ -568,17 +573,7 @@ mod tests {
             ("??", 0, "__libc_start_main"),
         ];
         let mut i = Interner::new();
-        let ids: Vec<FrameId> = pool
-            .iter()
-            .map(|(file, line, name)| {
-                let f = Frame {
-                    filename: i.string(file).unwrap(),
-                    line: *line,
-                    name: i.string(name).unwrap(),
-                };
-                i.frame(f)
-            })
-            .collect();
+        let ids = frame_ids(&mut i, pool);
         let mut next = crate::model::test_support::below(0x5eed);
         let stacks: Vec<StackId> = (0..200)
             .map(|_| {

@@ -55,7 +55,13 @@ pub fn verdict(st: &Style, r: &Report) -> Vec<VerdictLine> {
     }
 }
 
-/// One line per out-of-memory event of every device, diagnosed.
+/// Out-of-memory events the verdict names per device; the device's own
+/// section lists each one diagnosed.
+const VERDICT_OOMS: usize = 5;
+
+/// One line per out-of-memory event of every device, diagnosed: the first
+/// [`VERDICT_OOMS`] of a device, then how many more (a program that catches
+/// its OOMs may record one at most events).
 fn oom_lines(r: &Report) -> Vec<VerdictLine> {
     let mut v = Vec::new();
     for d in &r.devices {
@@ -63,13 +69,22 @@ fn oom_lines(r: &Report) -> Vec<VerdictLine> {
             Some(t) => t.label.clone(),
             None => format!("Device {}", d.device),
         };
-        for o in &d.ooms {
+        for o in d.ooms.iter().take(VERDICT_OOMS) {
             v.push(VerdictLine::Oom {
                 device: d.device,
                 text: format!(
                     "{name}: out of memory at {}. {}.",
                     moment_text(Some(o.mark.event), o.mark.time_us, d.first_time_us),
                     upper_first(&o.diagnosis.headline),
+                ),
+            });
+        }
+        if d.ooms.len() > VERDICT_OOMS {
+            v.push(VerdictLine::Oom {
+                device: d.device,
+                text: format!(
+                    "{name}: the device's section diagnoses {} more out-of-memory events.",
+                    d.ooms.len() - VERDICT_OOMS
                 ),
             });
         }

@@ -341,6 +341,11 @@ fn every_command_stays_bounded_on_traces_full_of_ooms() {
         assert!(md.contains("oom #100"), "{md}");
         assert!(!md.contains("oom #101"));
         assert!(md.contains(&format!("{total} oom events; the first 100 are diagnosed")));
+        // The verdict names five and counts the other diagnosed ones.
+        assert!(
+            md.contains("Device 0: the device's section diagnoses 95 more out-of-memory events."),
+            "{md}"
+        );
         // `simulate` names the first 100 recorded OOMs and counts the rest
         // (of a trace with allocations: the other holds none to replay).
         if name == "ooms.json" {
