@@ -36,7 +36,7 @@ pub(super) struct Extremes {
 /// The key moments of a series ([`super::key_moments`]) folded a sample at
 /// a time, so that a caller reading the series for other figures finds
 /// them in the same read: fed every sample in order, then handed to
-/// [`super::DeviceReplay::key_moments_from`]. It keeps the first sample
+/// [`super::DeviceReplay::key_moments_first`]. It keeps the first sample
 /// with the highest value of each figure, among those that have it, and
 /// with a layout the smallest largest gap under pressure.
 pub struct KeyMomentsFold {

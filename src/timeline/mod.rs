@@ -632,17 +632,12 @@ impl DeviceReplay {
     /// The key moments of this device ([`key_moments`]): its OOMs are the
     /// trace's `oom` events.
     pub fn key_moments(&self, snap: &Snapshot) -> Vec<KeyMoment> {
-        self.key_moments_from(snap, &KeyMomentsFold::read(&self.samples))
+        self.key_moments_first(snap, &KeyMomentsFold::read(&self.samples), usize::MAX)
     }
 
     /// [`DeviceReplay::key_moments`] from a fold fed every sample of this
-    /// replay's series, in order.
-    pub fn key_moments_from(&self, snap: &Snapshot, f: &KeyMomentsFold) -> Vec<KeyMoment> {
-        self.key_moments_first(snap, f, usize::MAX)
-    }
-
-    /// [`DeviceReplay::key_moments_from`] with only the first `max_ooms`
-    /// OOMs among them.
+    /// replay's series, in order, with only the first `max_ooms` OOMs
+    /// among them.
     pub fn key_moments_first(
         &self,
         snap: &Snapshot,

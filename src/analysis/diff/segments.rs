@@ -62,10 +62,11 @@ pub fn segment_diff(
     let (kb, ka) = (keys(&b), keys(&a));
     let only = |snap: &Snapshot, v: &[&Segment], other: &BTreeSet<(u64, u64)>| {
         let mut names: HashMap<StackId, String> = HashMap::new();
+        let facts = FrameFacts::new(snap);
         let mut out: Vec<SegmentFigures> = v
             .iter()
             .filter(|x| !other.contains(&(x.address, x.total_size)))
-            .map(|x| segment_figures(snap, x, &mut names))
+            .map(|x| segment_figures(&facts, x, &mut names))
             .collect();
         out.sort_by(|p, q| {
             q.total_size
@@ -103,7 +104,7 @@ pub(super) fn segments_of(s: &Snapshot, device: Option<i64>) -> Vec<&Segment> {
 }
 
 pub(super) fn segment_figures(
-    snap: &Snapshot,
+    facts: &FrameFacts,
     seg: &Segment,
     names: &mut HashMap<StackId, String>,
 ) -> SegmentFigures {
@@ -117,7 +118,7 @@ pub(super) fn segment_figures(
                 live += 1;
                 let site = names
                     .entry(b.frames)
-                    .or_insert_with(|| crate::analysis::frames::call_site(snap, b.frames).label());
+                    .or_insert_with(|| facts.call_site(b.frames).label());
                 let e = by_site.entry(site.clone()).or_default();
                 *e = e.saturating_add(bytes);
             }

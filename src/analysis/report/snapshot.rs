@@ -166,7 +166,7 @@ impl Report {
 fn default_moment(
     snap: &Snapshot,
     device: i64,
-    samples: usize,
+    samples: &crate::timeline::Series,
     cached: MostCached,
 ) -> (Option<usize>, String) {
     if let Some(i) = snap
@@ -176,25 +176,24 @@ fn default_moment(
     {
         return (Some(i), "first out-of-memory event".into());
     }
-    match (cached.best, cached.last) {
-        (Some(s), _) if samples > 1 => (
+    match cached.best {
+        Some(s) if samples.len() > 1 => (
             s.event.map(|e| e as usize),
             "most reserved memory free in the cache".into(),
         ),
         // No trace events: the one state there is.
-        (_, last) => (
-            last.and_then(|s| s.event.map(|e| e as usize)),
+        _ => (
+            samples.last().and_then(|s| s.event.map(|e| e as usize)),
             "no trace recorded".into(),
         ),
     }
 }
 
-/// The first sample with the most reserved memory free in the cache, and
-/// the last sample, folded a sample at a time.
+/// The first sample with the most reserved memory free in the cache,
+/// folded a sample at a time.
 #[derive(Default)]
 struct MostCached {
     best: Option<Sample>,
-    last: Option<Sample>,
 }
 
 impl MostCached {
@@ -209,7 +208,6 @@ impl MostCached {
         if self.best.is_none_or(|b| Self::cached(s) > Self::cached(&b)) {
             self.best = Some(*s);
         }
-        self.last = Some(*s);
     }
 }
 
@@ -281,7 +279,7 @@ pub fn gather_with(
                 })?,
                 moment_name(m),
             ),
-            None => default_moment(snap, d, samples.len(), cached),
+            None => default_moment(snap, d, samples, cached),
         };
         let (moment, ooms) = moment_and_ooms(st, snap, &replayer, &replay, at);
         out.push(DeviceInput {

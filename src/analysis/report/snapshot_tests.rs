@@ -110,7 +110,7 @@ fn default_moment_prefers_oom_then_most_free() {
         for s in &samples {
             cached.add(&s);
         }
-        default_moment(snap, 0, samples.len(), cached)
+        default_moment(snap, 0, &samples, cached)
     };
     snap.device_traces = Some(vec![vec![
         ev(Action::Alloc),
