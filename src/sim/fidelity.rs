@@ -167,7 +167,7 @@ pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
     let denom = peak.max(1) as f64;
 
     let fin = sorted_intersection(&input.recorded_final_segments, &run.final_segments);
-    let reproduced = run.ooms.iter().filter(|o| o.recorded).count();
+    let reproduced = run.ooms.reproduced as usize;
     Fidelity {
         device: input.device,
         start_exact: input.start.exact,
@@ -193,7 +193,7 @@ pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
         ),
         recorded_ooms: input.recorded_ooms.len(),
         recorded_ooms_reproduced: reproduced,
-        spurious_ooms: run.ooms.len() - reproduced,
+        spurious_ooms: (run.ooms.refused - run.ooms.reproduced) as usize,
         skipped_frees: run.skipped_frees,
     }
 }

@@ -336,13 +336,31 @@ pub struct Step {
     pub largest_free: u64,
 }
 
-/// An allocation the model could not serve.
-#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SimOom {
-    pub event: usize,
-    pub requested: u64,
-    /// The recording failed here too (an `oom` event).
-    pub recorded: bool,
+/// The allocations a run could not serve, and the recorded `oom` events it
+/// met, counted: a trace may hold an `oom` at most events, and a run keeps
+/// no list of them.
+#[derive(Serialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OomCounts {
+    /// Allocations the model refused.
+    pub refused: u64,
+    /// Trace index of the first.
+    pub first: Option<usize>,
+    /// Recorded `oom` events the model refused too.
+    pub reproduced: u64,
+    /// Recorded `oom` events the model served.
+    pub avoided: u64,
+}
+
+impl OomCounts {
+    /// Recorded `oom` events the run met.
+    pub fn recorded(&self) -> u64 {
+        self.reproduced + self.avoided
+    }
+    fn refuse(&mut self, i: usize, recorded: bool) {
+        self.refused += 1;
+        self.first.get_or_insert(i);
+        self.reproduced += recorded as u64;
+    }
 }
 
 /// The run's reserved bytes against the recording, at the start and after
@@ -385,9 +403,7 @@ pub struct SimRun {
     /// each as its action and size: what [`super::fidelity`] compares with
     /// the recording.
     pub segment_events: Vec<(SimAction, u64)>,
-    pub ooms: Vec<SimOom>,
-    /// Per recorded `oom` (trace index): whether the model served it.
-    pub recorded_oom_avoided: Vec<(usize, bool)>,
+    pub ooms: OomCounts,
     /// Frees of blocks the model does not hold (older than the start state).
     pub skipped_frees: u64,
     /// Frees of allocations the model itself refused.
@@ -467,8 +483,7 @@ pub fn run_observed(
         reserved_error: ReservedError::default(),
         reserved_points: Vec::new(),
         segment_events: Vec::new(),
-        ooms: Vec::new(),
-        recorded_oom_avoided: Vec::new(),
+        ooms: OomCounts::default(),
         skipped_frees: 0,
         frees_of_refused: 0,
         counters: Counters::default(),
@@ -552,21 +567,16 @@ fn apply(
                 // Every allocation with a key has its number.
                 Some(_) => held.into_iter().for_each(|h| *h = Held::At(addr, slot)),
                 None => {
-                    out.recorded_oom_avoided.push((i, true));
+                    out.ooms.avoided += 1;
                     sim.free_requested_at(addr, slot)
                         .and_then(|_| sim.free_completed_at(addr, slot))
                         .expect("just allocated");
                 }
             },
-            Err(oom) => {
-                out.ooms.push(SimOom {
-                    event: i,
-                    requested: oom.requested,
-                    recorded: key.is_none(),
-                });
-                match key {
-                    Some(_) => held.into_iter().for_each(|h| *h = Held::Refused),
-                    None => out.recorded_oom_avoided.push((i, false)),
+            Err(_) => {
+                out.ooms.refuse(i, key.is_none());
+                if key.is_some() {
+                    held.into_iter().for_each(|h| *h = Held::Refused);
                 }
             }
         },
@@ -642,10 +652,10 @@ pub fn summarize(run: &SimRun) -> Summary {
         smallest_largest_gap: run.smallest_largest_gap,
         device_allocs: run.counters.device_allocs,
         device_frees: run.counters.device_frees,
-        ooms: run.ooms.len() as u64,
-        first_oom_event: run.ooms.first().map(|o| o.event),
-        recorded_ooms: run.recorded_oom_avoided.len(),
-        recorded_ooms_avoided: run.recorded_oom_avoided.iter().filter(|(_, a)| *a).count(),
+        ooms: run.ooms.refused,
+        first_oom_event: run.ooms.first,
+        recorded_ooms: run.ooms.recorded() as usize,
+        recorded_ooms_avoided: run.ooms.avoided as usize,
     }
 }
 
