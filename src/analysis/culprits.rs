@@ -66,7 +66,7 @@ pub fn recorded_origins(
     let mut last_alloc: HashMap<u64, u32> = HashMap::new();
     for (i, e) in snap.trace_of(device).iter().enumerate() {
         if e.action == Action::Alloc {
-            last_alloc.insert(e.addr, i as u32);
+            last_alloc.insert(e.addr(), i as u32);
         }
     }
     let mut origins = HashMap::new();

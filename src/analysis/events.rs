@@ -142,16 +142,12 @@ impl<'a> SnapshotEvents<'a> {
                 event: Some(self.from + i),
                 time_us: e.time_us(),
                 action: e.action.name(snap),
-                address: (!oom).then_some(e.addr),
+                address: (!oom).then_some(e.addr()),
                 size: e.size,
                 stream: Some(e.stream),
                 allocated: s.allocated,
                 reserved: s.reserved,
-                device_free: if oom {
-                    snap.extras(e).device_free
-                } else {
-                    None
-                },
+                device_free: if oom { snap.device_free(e) } else { None },
                 call_site: &site.label,
             })?;
             listed += 1;

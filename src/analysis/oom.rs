@@ -330,7 +330,7 @@ fn finding(
             None
         }
     };
-    let device_free = snap.extras(e).device_free;
+    let device_free = snap.device_free(e);
     let figs = OomFigures {
         requested: Some(rounded),
         alloc_size: None,

@@ -223,7 +223,7 @@ pub fn snapshot_oom_events(snap: &Snapshot) -> Vec<OomEvent> {
                     device: d as i64,
                     index: i as u64,
                     size: e.size,
-                    device_free: snap.extras(e).device_free,
+                    device_free: snap.device_free(e),
                     time_us: e.time_us(),
                 });
             }

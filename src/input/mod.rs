@@ -716,7 +716,7 @@ fn check_ids(snap: &Snapshot) -> Result<(), String> {
             if let Some(x) = e.extras().filter(|x| x.0 as usize >= nx) {
                 return Err(at(bad("extras", x.0, nx)));
             }
-            if let Some(what) = e.canonical_error() {
+            if let Some(what) = e.canonical_error(&snap.extras(e)) {
                 return Err(at(what.into()));
             }
             if e.frames.0 as usize >= nk {

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 /// `convert --to msgpack` writes and the input stage reads back). The last
 /// byte is the version of the form: the serde form of this model, so it
 /// changes whenever the model does.
-pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x03";
+pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x04";
 
 /// The prefix of every version of the MessagePack form, [`MSGPACK_MAGIC`]
 /// without its version byte.
@@ -239,10 +239,15 @@ fn opt_id(raw: u32) -> Option<u32> {
 pub struct ExtrasIdx(pub u32);
 
 /// The fields of a trace event that most events lack or share with many
-/// others: `device_free` (only on `oom`), the compile context, user
-/// metadata and category strings, and the pool. A snapshot keeps each
-/// distinct combination once ([`Snapshot::event_extras`]); an event names
-/// its combination, or none when every field is absent.
+/// others: the compile context, user metadata and category strings, the
+/// pool, and a `device_free` that the event cannot hold itself. A snapshot
+/// keeps each distinct combination once ([`Snapshot::event_extras`]); an
+/// event names its combination, or none when every field is absent.
+///
+/// An `oom` entry's `device_free` differs from one OOM to the next, so it
+/// would make a combination of its own for each; an `oom` without an
+/// address holds it in place of the address instead
+/// ([`TraceEvent::hold_device_free`]), as PyTorch's own trace entry does.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct EventExtras {
     pub device_free: Option<u64>,
@@ -273,17 +278,20 @@ impl EventExtras {
 /// inline only what nearly every event has its own value of: `time_us` as
 /// its raw value with a presence bit (exact for every value, `i64::MIN`
 /// included), and the rest of its fields as the index of their interned
-/// combination ([`EventExtras`], `u32::MAX` for none). Build one with
-/// [`TraceEvent::new`] and the setters; an absent value is always stored as
-/// zero (or `u32::MAX`), so equal events of one snapshot compare equal.
+/// combination ([`EventExtras`], `u32::MAX` for none), an `oom` without an
+/// address its `device_free` in the address's place. Build one with
+/// [`TraceEvent::new`] and the setters, and give it its extras through
+/// [`Interner::event_extras`]; an absent value is always stored as zero (or
+/// `u32::MAX`), so equal events of one snapshot compare equal.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct TraceEvent {
     pub action: Action,
     flags: u8,
     pub frames: StackId,
     extras: u32,
-    /// Absent for `oom` (0 here).
-    pub addr: u64,
+    /// The address ([`TraceEvent::addr`]); absent for `oom` (0 there), or
+    /// its `device_free` when it holds one ([`TraceEvent::OOM_FREE`]).
+    addr: u64,
     pub size: u64,
     pub stream: i64,
     time_us: i64,
@@ -293,8 +301,10 @@ const _: () = assert!(std::mem::size_of::<TraceEvent>() <= 48);
 
 impl TraceEvent {
     const HAS_TIME: u8 = 1;
+    /// An `oom` whose `addr` field holds its `device_free`.
+    const OOM_FREE: u8 = 2;
     /// Every flag bit a valid event may carry.
-    pub const FLAGS: u8 = Self::HAS_TIME;
+    pub const FLAGS: u8 = Self::HAS_TIME | Self::OOM_FREE;
 
     /// An event with no optional field; the setters add them.
     pub fn new(action: Action, addr: u64, size: u64, stream: i64, frames: StackId) -> TraceEvent {
@@ -312,6 +322,37 @@ impl TraceEvent {
 
     pub fn time_us(&self) -> Option<i64> {
         (self.flags & Self::HAS_TIME != 0).then_some(self.time_us)
+    }
+    /// The address; 0 for an `oom`, which has none.
+    pub fn addr(&self) -> u64 {
+        if self.flags & Self::OOM_FREE != 0 {
+            0
+        } else {
+            self.addr
+        }
+    }
+    /// The `device_free` an `oom` holds itself; [`Snapshot::device_free`]
+    /// reads it wherever it is.
+    pub fn held_device_free(&self) -> Option<u64> {
+        (self.flags & Self::OOM_FREE != 0).then_some(self.addr)
+    }
+    /// Sets the address of an event that holds no `device_free`.
+    pub fn set_addr(&mut self, a: u64) {
+        debug_assert!(self.flags & Self::OOM_FREE == 0, "the address of an oom");
+        self.addr = a;
+    }
+    /// Moves `x.device_free` into the event when it can hold it: an `oom`
+    /// without an address. Every builder of events does this before it
+    /// interns `x` ([`Interner::event_extras`]), so an event has one form.
+    pub fn hold_device_free(&mut self, x: &mut EventExtras) {
+        if self.action == Action::Oom
+            && self.flags & Self::OOM_FREE == 0
+            && self.addr == 0
+            && let Some(v) = x.device_free.take()
+        {
+            self.addr = v;
+            self.flags |= Self::OOM_FREE;
+        }
     }
     /// The index of the event's [`EventExtras`]; [`Snapshot::extras`] reads
     /// them.
@@ -345,15 +386,26 @@ impl TraceEvent {
         }
     }
 
-    /// What a MessagePack reader must check beyond the ids: no unknown flag
-    /// bit, and zero behind an absent value, so that the event equals the
-    /// one the setters would build.
-    pub fn canonical_error(&self) -> Option<&'static str> {
+    /// What a MessagePack reader must check beyond the ids, given the
+    /// event's extras `x`: no unknown flag bit, zero behind an absent value,
+    /// and `device_free` where [`TraceEvent::hold_device_free`] puts it, so
+    /// that the event equals the one the setters would build.
+    pub fn canonical_error(&self, x: &EventExtras) -> Option<&'static str> {
         if self.flags & !Self::FLAGS != 0 {
             return Some("unknown flag bits");
         }
         if self.time_us().is_none() && self.time_us != 0 {
             return Some("a value behind an absent time_us");
+        }
+        if self.held_device_free().is_some() && self.action != Action::Oom {
+            return Some("a device_free held by an event that is not an oom");
+        }
+        if x.device_free.is_some() {
+            let mut held = self.clone();
+            held.hold_device_free(&mut x.clone());
+            if held != *self {
+                return Some("the device_free of an oom without an address kept apart from it");
+            }
         }
         None
     }
@@ -477,6 +529,10 @@ impl Snapshot {
     pub fn extras(&self, e: &TraceEvent) -> EventExtras {
         e.extras()
             .map_or(EventExtras::NONE, |x| self.event_extras[x.0 as usize])
+    }
+    /// A trace event's `device_free` (an `oom`'s), held or in its extras.
+    pub fn device_free(&self, e: &TraceEvent) -> Option<u64> {
+        e.held_device_free().or_else(|| self.extras(e).device_free)
     }
     /// A trace event's `pool_id`.
     pub fn pool_of(&self, e: &TraceEvent) -> Option<(i64, i64)> {
@@ -617,6 +673,17 @@ impl Interner {
         self.extras.push(x);
         self.extras_ids.insert(x, id);
         Ok(Some(id))
+    }
+    /// Gives `e` its extras `x`: `device_free` held by the event when it
+    /// can hold it ([`TraceEvent::hold_device_free`]), the rest interned.
+    pub fn event_extras(
+        &mut self,
+        e: &mut TraceEvent,
+        mut x: EventExtras,
+    ) -> Result<(), TableFull> {
+        e.hold_device_free(&mut x);
+        e.set_extras(self.extras(x)?);
+        Ok(())
     }
     /// The action named `name`: a known one, or the next unknown one.
     pub fn action(&mut self, name: &str) -> Result<Action, TableFull> {

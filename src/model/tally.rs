@@ -69,7 +69,7 @@ impl TraceTally {
     pub fn of(snap: &Snapshot, trace: &[TraceEvent]) -> TraceTally {
         let mut t = Tallier::default();
         for e in trace {
-            t.add(e, || snap.extras(e).device_free);
+            t.add(e, || snap.device_free(e));
         }
         t.finish()
     }

@@ -10,13 +10,13 @@ fn bare() -> TraceEvent {
 fn an_event_without_optional_fields_reads_back_none() {
     let e = bare();
     assert_eq!(
-        (e.action, e.addr, e.size, e.stream, e.frames),
+        (e.action, e.addr(), e.size, e.stream, e.frames),
         (Action::Alloc, 0x7f00_0000_0000, 512, -3, StackId(2))
     );
     assert_eq!(e.time_us(), None);
     assert_eq!(e.extras(), None);
     assert_eq!(Snapshot::default().extras(&e), EventExtras::NONE);
-    assert_eq!(e.canonical_error(), None);
+    assert_eq!(e.canonical_error(&EventExtras::NONE), None);
 }
 
 #[test]
@@ -36,7 +36,70 @@ fn each_optional_field_reads_back_exactly_at_its_extremes() {
         .with_extras(Some(ExtrasIdx(4)));
     assert_eq!(all.time_us(), Some(i64::MIN));
     assert_eq!(all.extras(), Some(ExtrasIdx(4)));
-    assert_eq!(all.canonical_error(), None);
+    assert_eq!(all.canonical_error(&EventExtras::NONE), None);
+}
+
+/// PyTorch writes an `oom` with `device_free` and no address; the event
+/// holds it in the address's place, so a trace of many OOMs, each with its
+/// own figure, interns no combination of extras for them.
+#[test]
+fn an_oom_without_an_address_holds_its_device_free() {
+    let free = |v| EventExtras {
+        device_free: Some(v),
+        ..EventExtras::NONE
+    };
+    let mut i = Interner::new();
+    let mut oom = TraceEvent::new(Action::Oom, 0, 1 << 30, 0, StackId::EMPTY);
+    for v in [0, 1, u64::MAX] {
+        let mut e = oom.clone();
+        i.event_extras(&mut e, free(v)).unwrap();
+        assert_eq!(
+            (e.held_device_free(), e.addr(), e.extras()),
+            (Some(v), 0, None)
+        );
+        assert_eq!(e.canonical_error(&EventExtras::NONE), None);
+        // The same event with its device_free apart is not canonical.
+        assert!(oom.clone().canonical_error(&free(v)).is_some());
+    }
+    // Held with other extras: those alone are interned.
+    let cat = i.string("activation").unwrap();
+    i.event_extras(
+        &mut oom,
+        EventExtras {
+            category: Some(cat),
+            ..free(5)
+        },
+    )
+    .unwrap();
+    assert_eq!(oom.held_device_free(), Some(5));
+    let mut snap = Snapshot::default();
+    i.finish(&mut snap);
+    assert_eq!(
+        snap.event_extras,
+        [EventExtras {
+            category: Some(cat),
+            ..EventExtras::NONE
+        }]
+    );
+    assert_eq!(snap.device_free(&oom), Some(5));
+    // Where the event cannot hold it (another action, or an `oom` with an
+    // address), device_free stays in the extras, and is canonical there.
+    for e in [
+        TraceEvent::new(Action::Alloc, 0, 512, 0, StackId::EMPTY),
+        TraceEvent::new(Action::Oom, 0x7f00, 512, 0, StackId::EMPTY),
+    ] {
+        let mut x = free(7);
+        let mut held = e.clone();
+        held.hold_device_free(&mut x);
+        assert_eq!((held.held_device_free(), x.device_free), (None, Some(7)));
+        assert_eq!(held, e);
+        assert_eq!(e.canonical_error(&free(7)), None);
+    }
+    // A held device_free on an event that is not an oom is refused.
+    let mut moved = TraceEvent::new(Action::Oom, 0, 512, 0, StackId::EMPTY);
+    moved.hold_device_free(&mut free(3));
+    moved.action = Action::Alloc;
+    assert!(moved.canonical_error(&EventExtras::NONE).is_some());
 }
 
 #[test]

@@ -172,8 +172,8 @@ impl Serialize for EventJson<'_> {
         let snap = enc.snap;
         let mut m = ser.serialize_map(None)?;
         m.serialize_entry("action", e.action.name(snap))?;
-        if e.action != Action::Oom || e.addr != 0 {
-            m.serialize_entry("addr", &e.addr)?;
+        if e.action != Action::Oom || e.addr() != 0 {
+            m.serialize_entry("addr", &e.addr())?;
         }
         m.serialize_entry("size", &e.size)?;
         m.serialize_entry("stream", &e.stream)?;
@@ -184,7 +184,7 @@ impl Serialize for EventJson<'_> {
             m.serialize_entry("frames", &Frames(enc, e.frames))?;
         }
         let x = snap.extras(e);
-        if let Some(v) = x.device_free {
+        if let Some(v) = snap.device_free(e) {
             m.serialize_entry("device_free", &v)?;
         }
         if let Some(v) = x.compile_context {

@@ -91,9 +91,9 @@ pub fn start_state_from(
     for (i, e) in trace.iter().enumerate() {
         match e.action {
             Action::Alloc => {
-                live.insert(e.addr);
+                live.insert(e.addr());
             }
-            Action::FreeCompleted if !live.remove(&e.addr) => {
+            Action::FreeCompleted if !live.remove(&e.addr()) => {
                 older += 1;
                 first_older.get_or_insert(i);
             }
@@ -291,7 +291,7 @@ pub fn capacity_from_ooms_with(
         .iter()
         .enumerate()
         .filter(|(_, e)| e.action == Action::Oom)
-        .filter_map(|(i, e)| snap.extras(e).device_free.map(|f| rec[i].saturating_add(f)))
+        .filter_map(|(i, e)| snap.device_free(e).map(|f| rec[i].saturating_add(f)))
         .min()
 }
 
@@ -328,7 +328,7 @@ pub fn requests_into(
             Action::Alloc => out(TracedRequest {
                 event: i,
                 request: Request::Alloc {
-                    key: Some(e.addr),
+                    key: Some(e.addr()),
                     size: e.size,
                     stream: e.stream,
                     pool: snap.pool_of(e).unwrap_or((0, 0)),
@@ -345,11 +345,11 @@ pub fn requests_into(
             }),
             Action::FreeRequested => out(TracedRequest {
                 event: i,
-                request: Request::FreeRequested { key: e.addr },
+                request: Request::FreeRequested { key: e.addr() },
             }),
             Action::FreeCompleted => out(TracedRequest {
                 event: i,
-                request: Request::FreeCompleted { key: e.addr },
+                request: Request::FreeCompleted { key: e.addr() },
             }),
             Action::SegmentFree | Action::SegmentUnmap => {
                 // A flush may complete pending frees between its releases.
@@ -380,7 +380,7 @@ pub fn requests_into(
                     if ev.action == Action::FreeCompleted {
                         out(TracedRequest {
                             event: k,
-                            request: Request::FreeCompleted { key: ev.addr },
+                            request: Request::FreeCompleted { key: ev.addr() },
                         });
                     }
                 }
@@ -432,14 +432,14 @@ pub fn address_order(events: &[TraceEvent]) -> super::allocator::AddressOrder {
     let (mut below, mut above) = (0u64, 0u64);
     for e in events.iter().filter(|e| e.action == Action::SegmentAlloc) {
         if lo <= hi {
-            if e.addr < lo {
+            if e.addr() < lo {
                 below += 1;
-            } else if e.addr > hi {
+            } else if e.addr() > hi {
                 above += 1;
             }
         }
-        lo = lo.min(e.addr);
-        hi = hi.max(e.addr);
+        lo = lo.min(e.addr());
+        hi = hi.max(e.addr());
     }
     if below > above {
         AddressOrder::Down

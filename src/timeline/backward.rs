@@ -70,7 +70,7 @@ pub(crate) fn start_state(
     problems: &mut BTreeMap<usize, Problem>,
 ) -> Layout {
     for (i, e) in trace.iter().enumerate().rev() {
-        let x = e.addr;
+        let x = e.addr();
         if let Err(p) = super::forward::wraps(e) {
             record(problems, i, Err(p));
             continue;
@@ -130,7 +130,7 @@ pub(crate) fn start_state(
 /// if its `alloc` is, undoing that removes it, so only blocks freed before
 /// the trace began keep the state, which is then the right one.
 fn unfree(l: &mut Layout, ctx: &Ctx, e: &TraceEvent) -> Result<(), Problem> {
-    let x = e.addr;
+    let x = e.addr();
     let Some(sa) = l.seg_containing(x) else {
         return Err(Problem::new(
             AnomalyKind::FreeOfUnknownAddress,

@@ -122,12 +122,13 @@ pub(crate) fn wraps(e: &TraceEvent) -> Result<(), Problem> {
             | Action::SegmentMap
             | Action::SegmentUnmap
     );
-    if names_memory && e.addr.checked_add(e.size).is_none() {
+    if names_memory && e.addr().checked_add(e.size).is_none() {
         return anomaly(
             AnomalyKind::Other,
             format!(
                 "an event of {} bytes at {:#x} runs past the end of the address space (skipped)",
-                e.size, e.addr
+                e.size,
+                e.addr()
             ),
         );
     }
@@ -136,7 +137,7 @@ pub(crate) fn wraps(e: &TraceEvent) -> Result<(), Problem> {
 
 pub(crate) fn step(l: &mut Layout, ctx: &Ctx, i: usize, e: &TraceEvent) -> Result<(), Problem> {
     wraps(e)?;
-    let x = e.addr;
+    let x = e.addr();
     match &e.action {
         Action::Alloc => alloc(l, ctx, i, e),
         Action::FreeRequested => {
@@ -199,7 +200,7 @@ pub(crate) fn step(l: &mut Layout, ctx: &Ctx, i: usize, e: &TraceEvent) -> Resul
 
 /// `segment_alloc` forward, `segment_free` backward: a new, empty segment.
 pub(crate) fn add_segment(l: &mut Layout, ctx: &Ctx, e: &TraceEvent) -> Result<(), Problem> {
-    let (x, size) = (e.addr, e.size);
+    let (x, size) = (e.addr(), e.size);
     if size == 0 || l.overlaps_any(x, size) {
         return anomaly(
             AnomalyKind::SegmentMismatch,
@@ -214,7 +215,7 @@ pub(crate) fn add_segment(l: &mut Layout, ctx: &Ctx, e: &TraceEvent) -> Result<(
 /// `segment_free` forward, `segment_alloc` backward: the segment goes away,
 /// which the allocator only does with segments that are entirely free.
 pub(crate) fn drop_segment(l: &mut Layout, e: &TraceEvent, what: &str) -> Result<(), Problem> {
-    let (x, size) = (e.addr, e.size);
+    let (x, size) = (e.addr(), e.size);
     let Some(seg) = l.segs.get(&x) else {
         return anomaly(
             AnomalyKind::SegmentMismatch,
@@ -239,7 +240,7 @@ pub(crate) fn drop_segment(l: &mut Layout, e: &TraceEvent, what: &str) -> Result
 }
 
 fn alloc(l: &mut Layout, ctx: &Ctx, i: usize, e: &TraceEvent) -> Result<(), Problem> {
-    let x = e.addr;
+    let x = e.addr();
     let Some(sa) = l.seg_containing(x) else {
         return anomaly(
             AnomalyKind::OverlappingAlloc,

@@ -72,14 +72,14 @@ impl Replayer<'_> {
             match e.action {
                 Action::Alloc => {
                     let placed = l
-                        .seg_containing(e.addr)
-                        .and_then(|sa| l.segs.get(&sa).map(|s| (s, s.blocks.get(&e.addr))));
+                        .seg_containing(e.addr())
+                        .and_then(|sa| l.segs.get(&sa).map(|s| (s, s.blocks.get(&e.addr()))));
                     if let Some((s, Some(b))) = placed
                         && b.origin == Origin::Event(at)
                     {
-                        open.insert(e.addr, out.len());
+                        open.insert(e.addr(), out.len());
                         out.push(Lifetime {
-                            address: e.addr,
+                            address: e.addr(),
                             size: b.size,
                             requested: b.requested,
                             frames: b.frames,
@@ -91,14 +91,14 @@ impl Replayer<'_> {
                     }
                 }
                 Action::FreeRequested => {
-                    if let Some(&k) = open.get(&e.addr)
+                    if let Some(&k) = open.get(&e.addr())
                         && out[k].end.is_none()
                     {
                         out[k].end = Some(at);
                     }
                 }
                 Action::FreeCompleted => {
-                    if let Some(k) = open.remove(&e.addr) {
+                    if let Some(k) = open.remove(&e.addr()) {
                         out[k].end.get_or_insert(at);
                         out[k].freed = Some(at);
                     }

@@ -551,7 +551,7 @@ fn inferences(run: &Run, snap: &Snapshot) -> Vec<String> {
             .trace
             .iter()
             .filter(|e| e.action == Action::SegmentAlloc)
-            .filter(|e| !run.ctx.finals.contains_key(&e.addr))
+            .filter(|e| !run.ctx.finals.contains_key(&e.addr()))
             .count();
     if guessed > 0 {
         out.push(format!(

@@ -94,6 +94,15 @@ fn messagepack_keeps_every_optional_event_field() {
     let default = i.pool((0, 0)).unwrap();
     let odd = i.action("mystery").unwrap();
     let ev = |a| TraceEvent::new(a, 0x7f00_0000_0000, 512, 7, StackId::EMPTY);
+    // An `oom` as PyTorch writes it, without an address: it holds its own
+    // device_free; the one above, with an address, keeps it in its extras.
+    let mut held = TraceEvent::new(Action::Oom, 0, 1 << 30, 0, StackId::EMPTY);
+    let free = EventExtras {
+        device_free: Some(u64::MAX - 1),
+        pool: Some(private),
+        ..EventExtras::NONE
+    };
+    i.event_extras(&mut held, free).unwrap();
     let mut x = |x: EventExtras| i.extras(x).unwrap();
     let in_private = x(EventExtras {
         pool: Some(private),
@@ -119,6 +128,7 @@ fn messagepack_keeps_every_optional_event_field() {
             pool: None,
         })),
         ev(Action::FreeCompleted).with_extras(in_private),
+        held,
     ];
     let mut snap = Snapshot {
         device_traces: Some(vec![events]),
@@ -133,13 +143,23 @@ fn messagepack_keeps_every_optional_event_field() {
     assert!(back == snap, "MessagePack round trip changed the model");
     let t = back.trace_of(0);
     assert_eq!(t[1].time_us(), Some(i64::MIN));
-    assert_eq!(back.extras(&t[2]).device_free, Some(u64::MAX));
-    assert_eq!(back.extras(&t[3]).device_free, Some(0));
+    assert_eq!(back.device_free(&t[2]), Some(u64::MAX));
+    assert_eq!(back.device_free(&t[3]), Some(0));
+    assert_eq!(back.device_free(&t[5]), Some(u64::MAX - 1));
+    assert_eq!((t[5].addr(), back.extras(&t[5]).device_free), (0, None));
+    assert_eq!(back.pool_of(&t[5]), Some((1, 5)));
     assert_eq!(back.extras(&t[0]), EventExtras::NONE);
     let pools: Vec<_> = t.iter().map(|e| back.pool_of(e)).collect();
     assert_eq!(
         pools,
-        [None, Some((1, 5)), Some((0, 0)), None, Some((1, 5))]
+        [
+            None,
+            Some((1, 5)),
+            Some((0, 0)),
+            None,
+            Some((1, 5)),
+            Some((1, 5))
+        ]
     );
     assert_eq!(t[3].action.name(&back), "mystery");
     let x = back.extras(&t[3]);

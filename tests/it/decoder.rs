@@ -305,6 +305,86 @@ fn optional_fields_pickle() -> Vec<u8> {
     p.finish().unwrap().0
 }
 
+/// A trace that runs into its limit at every other request, each `oom`
+/// with the free memory of its own moment, as PyTorch writes them (no
+/// address). Both reading paths give the same model; no `oom` makes a
+/// combination of extras of its own (the memory of such a file would grow
+/// with its OOMs, not its events); `stats` counts each one's figure.
+#[test]
+fn many_ooms_each_with_its_own_device_free_intern_nothing() {
+    use fragscope::synth::pickle_writer::{Ident, Pickler};
+    const N: usize = 500;
+    let free = |k: usize| (k as i64 + 1) * 4096 + 7;
+    let mut p = Pickler::new(Vec::new());
+    p.dict(Ident::Fresh, 2, |p, i| match i {
+        0 => {
+            p.str(Ident::Fresh, "segments")?;
+            p.list(Ident::Fresh, 0, |_, _| Ok(()))
+        }
+        _ => {
+            p.str(Ident::Fresh, "device_traces")?;
+            p.list(Ident::Fresh, 1, |p, _| {
+                p.list(Ident::Fresh, N, |p, k| {
+                    let oom = k % 2 == 1;
+                    p.dict(Ident::Fresh, 4, |p, f| match f {
+                        0 => {
+                            p.str(Ident::Shared(0), "action")?;
+                            match oom {
+                                true => p.str(Ident::Shared(1), "oom"),
+                                false => p.str(Ident::Shared(2), "alloc"),
+                            }
+                        }
+                        1 if oom => {
+                            p.str(Ident::Shared(3), "device_free")?;
+                            p.int(free(k))
+                        }
+                        1 => {
+                            p.str(Ident::Shared(4), "addr")?;
+                            p.int((k as i64 + 1) << 20)
+                        }
+                        2 => {
+                            p.str(Ident::Shared(5), "size")?;
+                            p.int(1 << 30)
+                        }
+                        _ => {
+                            p.str(Ident::Shared(6), "stream")?;
+                            p.int(0)
+                        }
+                    })
+                })
+            })
+        }
+    })
+    .unwrap();
+    let bytes = p.finish().unwrap().0;
+    let a = slow(&bytes).unwrap();
+    let (b, taken) = fast(&bytes).unwrap();
+    assert!(a == b, "the two paths give different models");
+    assert_eq!(taken, N);
+    assert!(a.event_extras.is_empty(), "{} extras", a.event_extras.len());
+    let t = a.trace_of(0);
+    for (k, e) in t.iter().enumerate() {
+        let want = (k % 2 == 1).then(|| free(k) as u64);
+        assert_eq!(a.device_free(e), want, "event {k}");
+        assert_eq!(e.addr(), if k % 2 == 1 { 0 } else { (k as u64 + 1) << 20 });
+    }
+    // `stats` tallies the trace without keeping it.
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("ooms.pickle");
+    std::fs::write(&f, &bytes).unwrap();
+    let r = crate::util::run(["stats", "--json", f.to_str().unwrap()]);
+    r.expect_code(0);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
+    let got: Vec<u64> = v["oom_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["device_free"].as_u64().unwrap())
+        .collect();
+    let want: Vec<u64> = (1..N).step_by(2).map(|k| free(k) as u64).collect();
+    assert_eq!(got, want);
+}
+
 #[test]
 fn optional_trace_fields_read_the_same_both_ways_and_round_trip() {
     use fragscope::input::{Content, load_bytes};
@@ -357,7 +437,12 @@ fn optional_trace_fields_read_the_same_both_ways_and_round_trip() {
     assert_eq!(t[1].time_us(), Some(i64::MIN));
     assert_eq!(t[5].time_us(), Some(-1));
     let x = |i: usize| a.extras(&t[i]);
-    assert_eq!(x(2).device_free, Some(i64::MAX as u64));
+    // The oom, without an address, holds its device_free itself.
+    assert_eq!(a.device_free(&t[2]), Some(i64::MAX as u64));
+    assert_eq!(
+        (t[2].held_device_free(), x(2).device_free),
+        (Some(i64::MAX as u64), None)
+    );
     assert_eq!(x(1).device_free, None);
     assert_eq!(s(x(1).compile_context), Some("N/A"));
     assert_eq!(s(x(1).user_metadata), Some(""));
@@ -824,7 +909,7 @@ fn entries_whose_keys_change_read_as_the_general_machine_reads_them() {
     assert_eq!(records.filter(|n| matches!(n, Node::Record(..))).count(), 1);
     let fields: Vec<(u64, u64, Option<u64>)> = s.traces()[0]
         .iter()
-        .map(|e| (e.addr, e.size, s.extras(e).device_free))
+        .map(|e| (e.addr(), e.size, s.device_free(e)))
         .collect();
     assert_eq!(
         fields,
@@ -881,7 +966,7 @@ fn a_frame_opcode_anywhere_in_a_trace_entry_changes_nothing() {
     let (want, taken) = fast(&file(None)).unwrap();
     assert_eq!(taken, 5);
     assert_eq!(want.traces()[0].len(), 5);
-    assert_eq!(want.traces()[0][3].addr, 3);
+    assert_eq!(want.traces()[0][3].addr(), 3);
     for k in 1..ops.len() {
         let p = file(Some(k));
         assert!(fast_path_agrees(&format!("FRAME before op {k}"), &p));

@@ -949,17 +949,18 @@ fn absurd_sizes_and_times_neither_overflow_nor_allocate() {
 #[test]
 fn messagepack_of_an_earlier_version_is_refused_with_what_to_do() {
     // Version 1 was the serde form of the model before trace events were
-    // packed, version 2 before their rarely present fields were interned:
-    // their events cannot be read as the current ones.
+    // packed, version 2 before their rarely present fields were interned,
+    // version 3 before an `oom` held its own `device_free`: their events
+    // cannot be read as the current ones.
     let snap = fragscope::model::Snapshot {
         stacks: vec![vec![]],
         ..Default::default()
     };
     let now = fragscope::render::encode::to_msgpack_bytes(&snap);
     let version = fragscope::input::MSGPACK_MAGIC.len() - 1;
-    assert_eq!(now[version], 3);
+    assert_eq!(now[version], 4);
     let d = tmp();
-    for old in [1u8, 2] {
+    for old in [1u8, 2, 3] {
         let mut bytes = now.clone();
         bytes[version] = old;
         let f = write(d.path(), &format!("v{old}.msgpack"), &bytes);
@@ -1020,6 +1021,25 @@ fn messagepack_ids_are_checked_before_use() {
         ..one(ev.clone())
     };
     let no_empty_stack = Snapshot::default();
+    // An `oom` without an address holds its own device_free; kept apart
+    // from it, the same event would have two forms.
+    let oom = TraceEvent::new(Action::Oom, 0, 1 << 20, 0, StackId::EMPTY);
+    let free_apart = Snapshot {
+        event_extras: vec![EventExtras {
+            device_free: Some(9),
+            ..EventExtras::NONE
+        }],
+        ..one(oom.clone().with_extras(Some(ExtrasIdx(0))))
+    };
+    let mut held = oom.clone();
+    held.hold_device_free(&mut EventExtras {
+        device_free: Some(9),
+        ..EventExtras::NONE
+    });
+    assert_eq!(held.held_device_free(), Some(9));
+    let mut not_oom = held.clone();
+    not_oom.action = Action::Alloc;
+    let held_by_alloc = one(not_oom);
     let d = tmp();
     for (name, snap, want) in [
         (
@@ -1066,6 +1086,16 @@ fn messagepack_ids_are_checked_before_use() {
             "empty.msgpack",
             no_empty_stack,
             "stack 0 must be the empty stack",
+        ),
+        (
+            "free-apart.msgpack",
+            free_apart,
+            "device_traces[0][0]: the device_free of an oom without an address kept apart from it",
+        ),
+        (
+            "held-by-alloc.msgpack",
+            held_by_alloc,
+            "device_traces[0][0]: a device_free held by an event that is not an oom",
         ),
     ] {
         let f = write(

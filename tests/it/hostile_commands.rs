@@ -208,9 +208,9 @@ fn contradictions_msgpack() -> Vec<u8> {
     };
     snap.segments[2].address = u64::MAX - 100;
     let t = &mut snap.device_traces.as_mut().unwrap()[0];
-    t[5].addr = u64::MAX - 10;
+    t[5].set_addr(u64::MAX - 10);
     t[5].size = u64::MAX;
-    t[6].addr = u64::MAX - 4096;
+    t[6].set_addr(u64::MAX - 4096);
     t[9].size = u64::MAX;
     fragscope::render::encode::to_msgpack_bytes(&snap)
 }

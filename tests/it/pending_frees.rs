@@ -35,11 +35,11 @@ fn memory_viz_peak(snap: &Snapshot, device: i64) -> (u64, Option<usize>) {
     for e in trace {
         match e.action {
             Action::Alloc => {
-                open.insert(e.addr, e.size);
+                open.insert(e.addr(), e.size);
             }
             Action::FreeCompleted => {
                 // Nothing open: allocated before the trace.
-                let before_the_trace = open.remove(&e.addr).is_none();
+                let before_the_trace = open.remove(&e.addr()).is_none();
                 if before_the_trace {
                     initial += e.size;
                 }
@@ -60,11 +60,11 @@ fn memory_viz_peak(snap: &Snapshot, device: i64) -> (u64, Option<usize>) {
     for (i, e) in trace.iter().enumerate() {
         match e.action {
             Action::Alloc => {
-                open.insert(e.addr, e.size);
+                open.insert(e.addr(), e.size);
                 cur += e.size;
             }
             Action::FreeCompleted => {
-                cur -= open.remove(&e.addr).unwrap_or(e.size);
+                cur -= open.remove(&e.addr()).unwrap_or(e.size);
             }
             _ => {}
         }
@@ -117,7 +117,7 @@ fn generated_runs_with_record_stream_frees() {
             .windows(2)
             .filter(|w| {
                 w[0].action == Action::FreeRequested
-                    && !(w[1].action == Action::FreeCompleted && w[1].addr == w[0].addr)
+                    && !(w[1].action == Action::FreeCompleted && w[1].addr() == w[0].addr())
             })
             .count();
         assert!(deferred > 0, "seed {seed}: no deferred free");

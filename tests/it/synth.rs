@@ -258,9 +258,9 @@ fn segments_blocks_and_trace_agree() {
     let mut live = std::collections::HashSet::new();
     for e in trace {
         match e.action {
-            Action::Alloc => assert!(live.insert(e.addr), "alloc of a live address"),
+            Action::Alloc => assert!(live.insert(e.addr()), "alloc of a live address"),
             Action::FreeCompleted => {
-                live.remove(&e.addr);
+                live.remove(&e.addr());
             }
             _ => {}
         }
@@ -407,9 +407,9 @@ fn fragmented_has_thousands_of_segments_and_live_blocks() {
     for e in trace {
         match e.action {
             Action::SegmentFree => {
-                released.insert(e.addr);
+                released.insert(e.addr());
             }
-            Action::SegmentAlloc if released.contains(&e.addr) => reused += 1,
+            Action::SegmentAlloc if released.contains(&e.addr()) => reused += 1,
             _ => {}
         }
     }

@@ -157,9 +157,9 @@ fn trace_peaks(
             Action::Alloc => {
                 let s = site(e.frames);
                 step(&s, e.size as i128);
-                blocks.insert(e.addr, (s, e.size, false));
+                blocks.insert(e.addr(), (s, e.size, false));
             }
-            Action::FreeRequested => match blocks.get_mut(&e.addr) {
+            Action::FreeRequested => match blocks.get_mut(&e.addr()) {
                 Some((s, size, freed)) if !*freed => {
                     *freed = true;
                     step(s, -(*size as i128));
@@ -167,10 +167,10 @@ fn trace_peaks(
                 Some(_) => {}
                 None => {
                     step(BEFORE_TRACE, -(e.size as i128));
-                    blocks.insert(e.addr, (BEFORE_TRACE.into(), e.size, true));
+                    blocks.insert(e.addr(), (BEFORE_TRACE.into(), e.size, true));
                 }
             },
-            Action::FreeCompleted => match blocks.remove(&e.addr) {
+            Action::FreeCompleted => match blocks.remove(&e.addr()) {
                 Some((_, _, true)) => {}
                 // No `free_requested` recorded (skip_actions, or a cut ring buffer).
                 Some((s, size, false)) => step(&s, -(size as i128)),

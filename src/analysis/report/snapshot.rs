@@ -531,7 +531,7 @@ fn oom_finding(
             time_us: ev.time_us(),
             request: ev.size,
             largest_gap: Some(f.largest_usable_gap.as_ref().map_or(0, |g| g.gap_size)),
-            device_free: snap.extras(ev).device_free,
+            device_free: snap.device_free(ev),
         },
         diagnosis: f.diagnosis,
     })

@@ -297,10 +297,9 @@ impl<'a> Cx<'a> {
             category,
             pool,
         };
-        let extras = full(self.intern.extras(extras), p)?;
-        Ok(TraceEvent::new(action, addr, size, stream, frames)
-            .with_time_us(time_us)
-            .with_extras(extras))
+        let mut e = TraceEvent::new(action, addr, size, stream, frames).with_time_us(time_us);
+        full(self.intern.event_extras(&mut e, extras), p)?;
+        Ok(e)
     }
 
     /// The sink's entry `i` of list `l`, with final ids.

@@ -162,7 +162,8 @@ impl SinkList {
         }
     }
 
-    /// Takes `e`: its index in the list. `device_free` reads its extras.
+    /// Takes `e`: its index in the list. `device_free` reads its extras
+    /// (for a `device_free` the event does not hold).
     #[inline]
     fn push(&mut self, e: TraceEvent, device_free: impl FnOnce(ExtrasIdx) -> Option<u64>) -> u32 {
         match self {
@@ -184,7 +185,10 @@ impl SinkList {
                 if new_stack || new_extras {
                     t.firsts.push((j, e.clone()));
                 }
-                t.tally.add(&e, || e.extras().and_then(device_free));
+                t.tally.add(&e, || {
+                    e.held_device_free()
+                        .or_else(|| e.extras().and_then(device_free))
+                });
                 j
             }
         }
@@ -456,9 +460,6 @@ impl TraceSink {
         if let Some(pair) = pool {
             x.pool = Some(self.intern_pool(pair));
         }
-        if !x.is_none() {
-            e.set_extras(Some(self.intern_extras(x)));
-        }
         let Val::Node(action) = action? else {
             return None;
         };
@@ -477,6 +478,10 @@ impl TraceSink {
             self.actions[slot] = (action, parsed);
             parsed
         };
+        e.hold_device_free(&mut x);
+        if !x.is_none() {
+            e.set_extras(Some(self.intern_extras(x)));
+        }
         if let Some(v) = frames {
             e.frames = StackId(self.frames(a, v)?);
         }
@@ -538,7 +543,7 @@ fn field(f: &mut Fields, a: &Arena, key: Key, v: Val) -> Option<()> {
     let x = &mut f.x;
     match key {
         Key::Action => f.action = Some(v),
-        Key::Addr => e.addr = uint(a, v)?,
+        Key::Addr => e.set_addr(uint(a, v)?),
         Key::Size => e.size = uint(a, v)?,
         Key::Stream => e.stream = int(a, v)?,
         Key::TimeUs if !is_none(a, v) => e.set_time_us(Some(int(a, v)?)),
