@@ -13,7 +13,9 @@ use super::stats::FileStats;
 use crate::model::memtimeline::{CategorySample, MemoryTimeline};
 use crate::model::profiler::ProfilerTrace;
 use crate::model::{Segment, Snapshot};
-use crate::timeline::{DeviceReplay, KeyMoment, Moment, MomentState, ReplayReport, Sample};
+use crate::timeline::{
+    DeviceReplay, KeyMoment, KeyMomentsAt, Moment, MomentState, ReplayReport, Sample,
+};
 
 /// What `stats` finds in one input.
 pub enum Stats {
@@ -96,8 +98,9 @@ pub enum Timeline {
 /// One replayed device of a snapshot.
 pub struct ReplayedDevice {
     pub replay: DeviceReplay,
-    /// Empty when the output shows none (CSV).
-    pub key_moments: Vec<KeyMoment>,
+    /// `None` when the output shows none (CSV); each one's sample is read
+    /// from `replay.samples` as it is written.
+    pub key_moments: Option<KeyMomentsAt>,
     /// The downsampled points (`--max-points`); `None`: the whole series,
     /// read from the compact one as it is written.
     pub points: Option<Vec<Sample>>,

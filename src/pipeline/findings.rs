@@ -15,7 +15,7 @@ use crate::model::Snapshot;
 use crate::model::profiler::{ProfilerTrace, TraceDevice};
 use crate::timeline::downsample::{Order, downsample_categories, downsample_in, downsample_series};
 use crate::timeline::trace::{trace_key_moments, trace_series};
-use crate::timeline::{self, Moment};
+use crate::timeline::{self, KeyMomentsFold, Moment};
 
 /// `stats`: a snapshot's figures with its final segments, or the summary
 /// of a profiler trace or memory-timeline export.
@@ -174,11 +174,10 @@ pub fn timeline_of(l: Loaded, o: &TimelineOptions) -> anyhow::Result<Timeline> {
     let replays = devs.iter().map(|&d| {
         let replay = timeline::replay_device(&snap, d);
         ReplayedDevice {
-            key_moments: if o.key_moments {
-                replay.key_moments(&snap)
-            } else {
-                Vec::new()
-            },
+            key_moments: o.key_moments.then(|| {
+                let f = KeyMomentsFold::read(&replay.samples);
+                replay.key_moments_at(&snap, &f, usize::MAX)
+            }),
             points: o.max_points.map(|n| downsample_series(&replay.samples, n)),
             downsampled: o
                 .max_points

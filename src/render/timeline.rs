@@ -107,7 +107,17 @@ pub fn replay_line(device: i64, rep: &ReplayReport) -> String {
 }
 
 /// One device: headline, key-moment table, anomalies and inferences.
-pub fn device_text(st: &Style, r: &DeviceReplay, moments: &[KeyMoment]) -> String {
+/// The OOMs a device's table of key moments shows (the text form).
+const OOM_MOMENTS_LISTED: usize = 20;
+
+/// A device's replay and its table of key moments; `more_ooms` OOMs left
+/// out of the table are counted under it.
+pub fn device_text(
+    st: &Style,
+    r: &DeviceReplay,
+    moments: &[KeyMoment],
+    more_ooms: usize,
+) -> String {
     let rep = &r.report;
     let mut out = if rep.events == 0 {
         format!(
@@ -133,6 +143,11 @@ pub fn device_text(st: &Style, r: &DeviceReplay, moments: &[KeyMoment]) -> Strin
     align_numbers(&mut t, 1);
     out.push_str(&t.to_string());
     out.push('\n');
+    if more_ooms > 0 {
+        out.push_str(&format!(
+            "{more_ooms} more out-of-memory events (`--json` lists every one, `fragscope oom` explains each)\n"
+        ));
+    }
     let peak_allocated = moments
         .iter()
         .find(|k| k.label == "peak allocated")
@@ -647,7 +662,17 @@ fn write_replays(
             }
             for r in replays {
                 out.push('\n');
-                out.push_str(&device_text(st, &r.replay, &r.key_moments));
+                // A program that catches its OOMs and goes on may record one
+                // at most steps: the table shows the first few.
+                let (moments, more) = match &r.key_moments {
+                    Some(k) => (
+                        k.iter_first(&r.replay.samples, OOM_MOMENTS_LISTED)
+                            .collect(),
+                        k.ooms().saturating_sub(OOM_MOMENTS_LISTED),
+                    ),
+                    None => (Vec::new(), 0),
+                };
+                out.push_str(&device_text(st, &r.replay, &moments, more));
             }
             w.write_all(out.as_bytes())
         }

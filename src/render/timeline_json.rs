@@ -6,6 +6,7 @@
 use super::encode::Chunked;
 use super::timeline::TIMELINE_SCHEMA;
 use crate::analysis::findings::ReplayedDevice;
+use crate::core::serial::Seq;
 use crate::timeline::Sample;
 
 /// A snapshot's replayed devices as JSON (schema [`TIMELINE_SCHEMA`]):
@@ -37,7 +38,10 @@ pub fn write_replays_json(
         o.write_all(b",\n      \"report\": ")?;
         value(&mut o, 3, &r.replay.report)?;
         o.write_all(b",\n      \"key_moments\": ")?;
-        value(&mut o, 3, &r.key_moments)?;
+        match &r.key_moments {
+            Some(k) => value(&mut o, 3, &Seq::new(k.iter(&r.replay.samples)))?,
+            None => value(&mut o, 3, &[0u8; 0])?,
+        }
         o.write_all(b",\n      \"downsampled\": ")?;
         value(&mut o, 3, &r.downsampled)?;
         o.write_all(b",\n      \"samples\": [")?;

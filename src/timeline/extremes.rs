@@ -57,7 +57,7 @@ impl KeyMomentsFold {
 
     /// The fold of the whole series, for a caller that reads it for
     /// nothing else.
-    pub(super) fn read(samples: &Series) -> Self {
+    pub fn read(samples: &Series) -> Self {
         let mut f = KeyMomentsFold::new(samples);
         for (i, s) in samples.iter().enumerate() {
             f.add(i, &s);

@@ -644,6 +644,18 @@ impl DeviceReplay {
         f: &KeyMomentsFold,
         max_ooms: usize,
     ) -> Vec<KeyMoment> {
+        let at = self.key_moments_at(snap, f, max_ooms);
+        at.iter(&self.samples).collect()
+    }
+
+    /// Where [`DeviceReplay::key_moments_first`] falls, each moment's
+    /// sample left in the series until it is read.
+    pub fn key_moments_at(
+        &self,
+        snap: &Snapshot,
+        f: &KeyMomentsFold,
+        max_ooms: usize,
+    ) -> KeyMomentsAt {
         // Listed once: resolving `Moment::Oom(k)` scans the trace, and a
         // file may hold an OOM per event.
         let ooms = snap
@@ -653,7 +665,7 @@ impl DeviceReplay {
             .filter(|(_, e)| e.action == Action::Oom)
             .map(|(i, _)| Some(i))
             .take(max_ooms);
-        key_moments_with(&self.samples, f, ooms, |_| None)
+        KeyMomentsAt::new(&self.samples, f, ooms)
     }
 }
 
@@ -692,42 +704,111 @@ fn key_moments_with(
     ooms: impl IntoIterator<Item = Option<usize>>,
     op: impl Fn(usize) -> Option<String>,
 ) -> Vec<KeyMoment> {
-    let layout = f.layout();
-    let moment = |label: String, at: Option<usize>| KeyMoment {
-        label,
-        at,
-        sample: samples.after(at),
-        op: at.and_then(&op),
-    };
-    if layout && samples.len() == 1 {
-        return vec![moment(RECORDED_STATE.into(), None)];
-    }
-    let mut out = vec![moment("start".into(), None)];
-    let x = f.extremes();
-    let mut peaks = vec![
-        ("peak allocated", x.peak_allocated),
-        ("peak reserved", x.peak_reserved),
-    ];
-    if layout {
-        peaks.push(("max fragmentation", x.max_fragmentation));
-        peaks.push(("min largest gap", x.min_largest_gap));
-    } else {
-        peaks.push(("peak free external", x.peak_external));
-    }
-    for (label, i) in peaks {
-        if let Some(i) = i {
-            out.push(moment(
-                label.into(),
-                samples.at(i).event.map(|e| e as usize),
-            ));
+    let at = KeyMomentsAt::new(samples, f, ooms);
+    (at.iter(samples))
+        .map(|mut k| {
+            k.op = k.at.and_then(&op);
+            k
+        })
+        .collect()
+}
+
+/// Where the [`key_moments`] of a series fall, without their samples: each
+/// is read from the series when it is asked for. A trace may hold an OOM at
+/// most events; a list of whole samples would then outgrow the series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyMomentsAt {
+    /// The start and the series' extremes (or the recorded state alone):
+    /// label and event.
+    head: Vec<(&'static str, Option<usize>)>,
+    /// The event after which each OOM met the state, in order.
+    ooms: Vec<Option<usize>>,
+    /// The end's event; `None` for the recorded state alone.
+    end: Option<Option<usize>>,
+}
+
+impl KeyMomentsAt {
+    fn new(
+        samples: &Series,
+        f: &KeyMomentsFold,
+        ooms: impl IntoIterator<Item = Option<usize>>,
+    ) -> KeyMomentsAt {
+        let layout = f.layout();
+        if layout && samples.len() == 1 {
+            return KeyMomentsAt {
+                head: vec![(RECORDED_STATE, None)],
+                ooms: Vec::new(),
+                end: None,
+            };
+        }
+        let mut head = vec![("start", None)];
+        let x = f.extremes();
+        let mut peaks = vec![
+            ("peak allocated", x.peak_allocated),
+            ("peak reserved", x.peak_reserved),
+        ];
+        if layout {
+            peaks.push(("max fragmentation", x.max_fragmentation));
+            peaks.push(("min largest gap", x.min_largest_gap));
+        } else {
+            peaks.push(("peak free external", x.peak_external));
+        }
+        for (label, i) in peaks {
+            if let Some(i) = i {
+                head.push((label, samples.at(i).event.map(|e| e as usize)));
+            }
+        }
+        let events = samples.len().saturating_sub(1);
+        KeyMomentsAt {
+            head,
+            ooms: ooms.into_iter().collect(),
+            end: Some(events.checked_sub(1)),
         }
     }
-    for (k, at) in ooms.into_iter().enumerate() {
-        out.push(moment(format!("oom #{}", k + 1), at));
+
+    pub fn len(&self) -> usize {
+        self.head.len() + self.ooms.len() + usize::from(self.end.is_some())
     }
-    let events = samples.len().saturating_sub(1);
-    out.push(moment("end".into(), events.checked_sub(1)));
-    out
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The OOMs among the moments.
+    pub fn ooms(&self) -> usize {
+        self.ooms.len()
+    }
+
+    /// Each moment in order, its sample read from `samples` (the series
+    /// they were found in) as it comes.
+    pub fn iter<'a>(
+        &'a self,
+        samples: &'a Series,
+    ) -> impl ExactSizeIterator<Item = KeyMoment> + 'a {
+        self.iter_first(samples, usize::MAX)
+    }
+
+    /// [`KeyMomentsAt::iter`] with only the first `max_ooms` OOMs.
+    pub fn iter_first<'a>(
+        &'a self,
+        samples: &'a Series,
+        max_ooms: usize,
+    ) -> impl ExactSizeIterator<Item = KeyMoment> + 'a {
+        let ooms = self.ooms.len().min(max_ooms);
+        let n = self.head.len() + ooms + usize::from(self.end.is_some());
+        (0..n).map(move |i| {
+            let (label, at) = match i.checked_sub(self.head.len()) {
+                None => (self.head[i].0.to_string(), self.head[i].1),
+                Some(k) if k < ooms => (format!("oom #{}", k + 1), self.ooms[k]),
+                Some(_) => ("end".to_string(), self.end.flatten()),
+            };
+            KeyMoment {
+                label,
+                at,
+                sample: samples.after(at),
+                op: None,
+            }
+        })
+    }
 }
 
 /// The one key moment of a device without trace events.

@@ -469,6 +469,34 @@ fn oom_snapshot_and_annotate_leave_the_layout_alone() {
     assert!(r.key_moments(&s).iter().any(|k| k.label == "oom #1"));
 }
 
+/// The key moments' places keep no sample; listing the first few OOMs
+/// gives those of the whole list, then the end.
+#[test]
+fn key_moments_at_lists_the_first_ooms_as_the_whole_list_does() {
+    use SegmentType::Large;
+    let mut trace = vec![alloc(B, 8 * MIB)];
+    for _ in 0..5 {
+        trace.push(ev(Action::Oom, 0, 16 * MIB));
+    }
+    let s = snap(
+        vec![seg(B, 20 * MIB, Large, false, &[(0, 8 * MIB, 8 * MIB, A)])],
+        trace,
+    );
+    let r = run(&s);
+    let all = r.key_moments(&s);
+    let f = KeyMomentsFold::read(&r.samples);
+    let at = r.key_moments_at(&s, &f, usize::MAX);
+    assert_eq!((at.len(), at.ooms()), (all.len(), 5));
+    assert_eq!(at.iter(&r.samples).collect::<Vec<_>>(), all);
+    let first: Vec<KeyMoment> = at.iter_first(&r.samples, 2).collect();
+    let labels: Vec<&str> = first.iter().map(|k| k.label.as_str()).collect();
+    assert_eq!(labels.iter().filter(|l| l.starts_with("oom #")).count(), 2);
+    assert_eq!(labels.last(), Some(&"end"));
+    let mut want = all.clone();
+    want.retain(|k| !matches!(k.label.as_str(), "oom #3" | "oom #4" | "oom #5"));
+    assert_eq!(first, want);
+}
+
 #[test]
 fn unknown_actions_are_counted_and_skipped() {
     use SegmentType::Large;

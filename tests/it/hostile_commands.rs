@@ -346,6 +346,28 @@ fn every_command_stays_bounded_on_traces_full_of_ooms() {
             md.contains("Device 0: the device's section diagnoses 95 more out-of-memory events."),
             "{md}"
         );
+        // The text of `timeline` shows the first 20 in its table and counts
+        // the rest; its JSON form holds every one.
+        let r = run(&["timeline", &f]);
+        r.assert_ok();
+        assert!(r.stdout.contains("│ oom #20 "), "{}", r.stdout);
+        assert!(!r.stdout.contains("oom #21"));
+        assert!(
+            r.stdout
+                .contains(&format!("{} more out-of-memory events", total - 20)),
+            "{}",
+            r.stdout
+        );
+        let r = run(&["timeline", "--json", &f]);
+        r.assert_ok();
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        let labels: Vec<&str> = (v["devices"][0]["key_moments"].as_array().unwrap().iter())
+            .map(|k| k["label"].as_str().unwrap())
+            .collect();
+        let oom_labels: Vec<&&str> = labels.iter().filter(|l| l.starts_with("oom #")).collect();
+        assert_eq!(oom_labels.len(), total);
+        assert_eq!(*oom_labels[total - 1], format!("oom #{total}"));
+        assert_eq!(labels.last(), Some(&"end"));
         // `simulate` names the first 100 recorded OOMs and counts the rest
         // (of a trace with allocations: the other holds none to replay).
         if name == "ooms.json" {
