@@ -43,7 +43,7 @@ not disk. One Markdown table per shape, with the machine and its load:
     scripts/bench.py --matrix --shapes py --sizes 100MB   # the shapes of scripts/make_snapshot.py
 
 --shapes also takes the shapes of scripts/make_snapshot.py (PY_SHAPES:
-py-training, py-shallow, py-deep, py-pressure, py-ring, py-ranks; `py` for
+py-training, py-shallow, py-deep, py-pressure, py-ring, py-ranks, py-ooms; `py` for
 all of them): files written by Python's own pickler from an allocator model
 and a workload that share no code with `fragscope synth`.
 
@@ -183,6 +183,9 @@ PY_SHAPES = {
     "py-pressure": ["--devices", "4", "--limit-gb", "16", "--side-rate", "0.9", "--depth", "10-60"],
     "py-ring": ["--depth", "5-30", "--sites", "3000", "--streams", "4", "--keep", "0.83"],
     "py-ranks": ["--devices", "8", "--busy", "8", "--depth", "8-40"],
+    # A program that catches its OOMs and goes on: an `oom` at most steps.
+    "py-ooms": ["--devices", "4", "--limit-gb", "16", "--side-rate", "0.9", "--depth", "10-60",
+                "--no-recover"],
 }
 ALL_SHAPES = MATRIX_SHAPES + list(PY_SHAPES)
 # (label, arguments with {f} the input and {d} a scratch folder, exit codes

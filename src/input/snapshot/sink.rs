@@ -478,7 +478,10 @@ impl TraceSink {
             self.actions[slot] = (action, parsed);
             parsed
         };
-        e.hold_device_free(&mut x);
+        // An `oom` holds its own device_free.
+        if x.device_free.is_some() {
+            e.hold_device_free(&mut x);
+        }
         if !x.is_none() {
             e.set_extras(Some(self.intern_extras(x)));
         }
