@@ -290,7 +290,7 @@ pub struct TraceEvent {
     pub frames: StackId,
     extras: u32,
     /// The address ([`TraceEvent::addr`]); absent for `oom` (0 there), or
-    /// its `device_free` when it holds one ([`TraceEvent::OOM_FREE`]).
+    /// its `device_free` when it holds one (the flag `OOM_FREE`).
     addr: u64,
     pub size: u64,
     pub stream: i64,
