@@ -56,13 +56,6 @@ impl KeyMomentsAt {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.head.len() + self.ooms.len() + usize::from(self.end.is_some())
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The OOMs among the moments.
     pub fn ooms(&self) -> usize {
         self.ooms.len()
