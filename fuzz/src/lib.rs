@@ -150,8 +150,10 @@ pub fn check_profiler_trace(tr: &ProfilerTrace) {
         assert_eq!(max(&down), max(&samples), "downsampling lowered the peak");
     }
     fragscope::render::stats::trace_text(&Style::default(), NAME, "fuzz", tr);
-    let json = fragscope::render::stats::trace_json(NAME, "fuzz", tr);
-    serde_json::from_str::<serde_json::Value>(&json).expect("trace JSON report parses");
+    let mut json = Vec::new();
+    fragscope::render::stats::write_trace_json(&mut json, NAME, "fuzz", tr)
+        .expect("written to memory");
+    serde_json::from_slice::<serde_json::Value>(&json).expect("trace JSON report parses");
 }
 
 /// Memory-timeline export: the downsampled series keeps the peak total,
@@ -169,8 +171,10 @@ pub fn check_memory_timeline(tl: &MemoryTimeline) {
         assert_eq!(Some(p.total), max(&all), "peak is the highest total");
     }
     fragscope::render::stats::timeline_text(&Style::default(), NAME, "fuzz", tl);
-    let json = fragscope::render::stats::timeline_json(NAME, "fuzz", tl);
-    serde_json::from_str::<serde_json::Value>(&json).expect("timeline JSON report parses");
+    let mut json = Vec::new();
+    fragscope::render::stats::write_timeline_json(&mut json, NAME, "fuzz", tl)
+        .expect("written to memory");
+    serde_json::from_slice::<serde_json::Value>(&json).expect("timeline JSON report parses");
 }
 
 /// `check` configuration (fragscope.toml): errors are one line naming the

@@ -109,6 +109,17 @@ pub fn print(s: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes `value` to stdout in serde_json's pretty form and a line break,
+/// as it is serialized: a long document is never held whole. A closed pipe
+/// surfaces as an error that exits 0, as in [`print`].
+pub fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
+    super::output::write_atomic_with("-", &[], |w| {
+        crate::render::pretty::to_writer(&mut *w, value)?;
+        w.write_all(b"\n")
+    })?;
+    Ok(())
+}
+
 /// Expands directories into the files they hold (sorted, non-recursive,
 /// hidden files skipped); other arguments pass through.
 pub fn expand_inputs(inputs: &[String]) -> anyhow::Result<Vec<String>> {

@@ -1,6 +1,6 @@
 //! `fragscope simulate FILE [--conf SPEC]... [--capacity SIZE]`
 
-use super::common::{Exit, Global, print, warn};
+use super::common::{Exit, Global, print, print_json, warn};
 use crate::input;
 use crate::sim::{self, SimConfig};
 use anyhow::Context;
@@ -111,7 +111,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
             file: &a.file,
             report: &report,
         };
-        print(&(serde_json::to_string_pretty(&j)? + "\n"))?;
+        print_json(&j)?;
     } else {
         print(&crate::render::simulate::render(&g.style, &a.file, &report))?;
     }

@@ -1,6 +1,7 @@
 //! `fragscope stats FILE...`
 
 use super::common::{Exit, Global, expand_inputs, print, warn};
+use super::output::write_atomic_with;
 use crate::analysis::findings::Stats;
 use crate::analysis::ranks;
 use crate::analysis::stats::FileStats;
@@ -42,7 +43,7 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         let s = one(&files[0], g, &bars)?;
         if a.json {
             s.warnings().for_each(|w| warn(&w));
-            print(&crate::render::stats::json_of(&s))?;
+            write_atomic_with("-", &[], |w| crate::render::stats::write_json_of(w, &s))?;
         } else {
             print(&crate::render::stats::text_of(st, &s, a.map_rows))?;
         }
@@ -70,7 +71,9 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
     let refs: Vec<&FileStats> = ok.iter().collect();
     let flags = ranks::outliers(&refs);
     if a.json {
-        print(&crate::render::stats::files_json(&ok, &flags, failed))?;
+        write_atomic_with("-", &[], |w| {
+            crate::render::stats::write_files_json(w, &ok, &flags, failed)
+        })?;
     } else {
         print(&crate::render::stats::files_text(st, &ok, &flags))?;
     }

@@ -14,7 +14,9 @@ use crate::model::profiler::{
     DeviceSummary, MISSING_FIGURES, OpShare, Peak, ProfilerTrace, TraceDevice,
 };
 use comfy_table::Cell;
+use serde::Serialize;
 use serde_json::json;
+use std::io::{self, Write};
 
 /// Out-of-memory events the text lists per device.
 const OOMS_LISTED: u64 = 20;
@@ -494,21 +496,49 @@ fn device_details(st: &Style, out: &mut String, d: &TraceDevice, start: Option<i
 }
 
 /// `fragscope stats --json` on a profiler trace (schema
-/// `fragscope.trace-stats/1`).
-pub fn trace_json(file: &str, format: &str, tr: &ProfilerTrace) -> String {
-    let v = json!({
-        "schema": TRACE_STATS_SCHEMA,
-        "file": file,
-        "format": format,
-        "kind": "profiler_trace",
-        "trace": tr,
-        "notes": tr.no_gpu_memory().into_iter().collect::<Vec<_>>(),
-        "missing_figures": MISSING_FIGURES
+/// `fragscope.trace-stats/1`), written as it is serialized: a trace's list
+/// of OOMs is as long as the trace makes it.
+pub fn write_trace_json(
+    w: &mut dyn Write,
+    file: &str,
+    format: &str,
+    tr: &ProfilerTrace,
+) -> io::Result<()> {
+    #[derive(Serialize)]
+    struct Missing {
+        figure: &'static str,
+        why: &'static str,
+    }
+    #[derive(Serialize)]
+    struct TraceStats<'a> {
+        schema: &'static str,
+        file: &'a str,
+        format: &'a str,
+        kind: &'static str,
+        trace: &'a ProfilerTrace,
+        notes: Vec<String>,
+        missing_figures: Vec<Missing>,
+    }
+    let doc = TraceStats {
+        schema: TRACE_STATS_SCHEMA,
+        file,
+        format,
+        kind: "profiler_trace",
+        trace: tr,
+        notes: tr.no_gpu_memory().into_iter().collect(),
+        missing_figures: MISSING_FIGURES
             .iter()
-            .map(|(f, why)| json!({"figure": f, "why": why}))
-            .collect::<Vec<_>>(),
-    });
-    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+            .map(|&(figure, why)| Missing { figure, why })
+            .collect(),
+    };
+    json_line(w, &doc)
+}
+
+/// `value` in serde_json's pretty form and a line break, written as it is
+/// serialized.
+fn json_line<T: Serialize + ?Sized>(w: &mut dyn Write, value: &T) -> io::Result<()> {
+    super::pretty::to_writer(&mut *w, value)?;
+    w.write_all(b"\n")
 }
 
 /// `fragscope stats` on a memory-timeline export.
@@ -599,8 +629,13 @@ pub fn timeline_text(st: &Style, file: &str, format: &str, tl: &MemoryTimeline) 
 }
 
 /// `fragscope stats --json` on a memory timeline (schema
-/// `fragscope.timeline-stats/1`).
-pub fn timeline_json(file: &str, format: &str, tl: &MemoryTimeline) -> String {
+/// `fragscope.timeline-stats/1`): a few figures a category.
+pub fn write_timeline_json(
+    w: &mut dyn Write,
+    file: &str,
+    format: &str,
+    tl: &MemoryTimeline,
+) -> io::Result<()> {
     let named = |b: &[u64; 8]| {
         let mut m = serde_json::Map::new();
         for c in Category::ALL {
@@ -625,7 +660,7 @@ pub fn timeline_json(file: &str, format: &str, tl: &MemoryTimeline) -> String {
         "actions": tl.actions,
         "anomalies": tl.anomalies,
     });
-    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+    json_line(w, &v)
 }
 
 // ---------------------------------------------------------------------------
@@ -654,22 +689,21 @@ pub fn text_of(st: &Style, s: &Stats, map_rows: usize) -> String {
     }
 }
 
-/// `fragscope stats --json` on one input, whatever its kind.
-pub fn json_of(s: &Stats) -> String {
+/// `fragscope stats --json` on one input, whatever its kind, written as it
+/// is serialized: a snapshot's list of OOMs has an entry for each.
+pub fn write_json_of(w: &mut dyn Write, s: &Stats) -> io::Result<()> {
     match s {
-        Stats::Snapshot(fs, _) => {
-            serde_json::to_string_pretty(&**fs).expect("stats JSON always serialises") + "\n"
-        }
+        Stats::Snapshot(fs, _) => json_line(w, &**fs),
         Stats::Trace {
             file,
             format,
             trace,
-        } => trace_json(file, format, trace),
+        } => write_trace_json(w, file, format, trace),
         Stats::Categories {
             file,
             format,
             timeline,
-        } => timeline_json(file, format, timeline),
+        } => write_timeline_json(w, file, format, timeline),
     }
 }
 
@@ -722,16 +756,35 @@ pub fn files_text(st: &Style, files: &[FileStats], flags: &[Option<String>]) -> 
 }
 
 /// `fragscope stats --json` on several snapshots (schema
-/// `fragscope.stats-multi/1`).
-pub fn files_json(files: &[FileStats], flags: &[Option<String>], unreadable: usize) -> String {
-    let outliers: Vec<_> = (files.iter().zip(flags))
-        .filter_map(|(f, o)| o.as_ref().map(|w| json!({"file": f.file, "why": w})))
+/// `fragscope.stats-multi/1`), written as it is serialized.
+pub fn write_files_json(
+    w: &mut dyn Write,
+    files: &[FileStats],
+    flags: &[Option<String>],
+    unreadable: usize,
+) -> io::Result<()> {
+    #[derive(Serialize)]
+    struct Outlier<'a> {
+        file: &'a str,
+        why: &'a str,
+    }
+    #[derive(Serialize)]
+    struct Multi<'a> {
+        schema: &'static str,
+        files: &'a [FileStats],
+        outliers: Vec<Outlier<'a>>,
+        unreadable: usize,
+    }
+    let outliers = (files.iter().zip(flags))
+        .filter_map(|(f, o)| o.as_deref().map(|why| Outlier { file: &f.file, why }))
         .collect();
-    let v = json!({
-        "schema": "fragscope.stats-multi/1",
-        "files": files,
-        "outliers": outliers,
-        "unreadable": unreadable,
-    });
-    serde_json::to_string_pretty(&v).expect("stats JSON always serialises") + "\n"
+    json_line(
+        w,
+        &Multi {
+            schema: "fragscope.stats-multi/1",
+            files,
+            outliers,
+            unreadable,
+        },
+    )
 }

@@ -390,8 +390,9 @@ fn stats_wording_matches_snapshots() {
     // 121634816 bytes reserved, in the units snapshot stats use.
     assert!(tr.contains("116.00 MiB"), "{tr}");
     assert!(tr.contains("n/a: a profiler trace holds no segment or block layout"));
-    let j: serde_json::Value =
-        serde_json::from_str(&fragscope::render::stats::trace_json("trace", "JSON", &t)).unwrap();
+    let mut written = Vec::new();
+    fragscope::render::stats::write_trace_json(&mut written, "trace", "JSON", &t).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&written).unwrap();
     assert_eq!(j["schema"], "fragscope.trace-stats/1");
     assert_eq!(
         j["trace"]["devices"][0]["summary"]["peak_reserved"]["bytes"],
