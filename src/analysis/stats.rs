@@ -178,6 +178,17 @@ pub struct TraceCoverage {
     pub single_entry: bool,
 }
 
+/// [`trace_coverage`] of each trace of `snap`, counted without listing
+/// its `oom` entries ([`TraceTally::counts_of`]).
+pub fn snapshot_trace_coverage(snap: &Snapshot) -> Vec<TraceCoverage> {
+    let tallies: Vec<TraceTally> = snap
+        .traces()
+        .iter()
+        .map(|t| TraceTally::counts_of(t))
+        .collect();
+    trace_coverage(snap, &tallies)
+}
+
 /// What each trace covers, from its tally (`tallies[d]` counts
 /// `device_traces[d]`).
 pub fn trace_coverage(snap: &Snapshot, tallies: &[TraceTally]) -> Vec<TraceCoverage> {

@@ -61,6 +61,7 @@ pub struct TraceTally {
     pub last_time_us: Option<i64>,
     /// Frees whose allocation is not in the trace (it happened earlier).
     pub frees_without_alloc: u64,
+    /// Every `oom` entry, in order; empty from [`TraceTally::counts_of`].
     pub ooms: Vec<OomEntry>,
 }
 
@@ -70,6 +71,21 @@ impl TraceTally {
         let mut t = Tallier::default();
         for e in trace {
             t.add(e, || snap.device_free(e));
+        }
+        t.finish()
+    }
+
+    /// [`TraceTally::of`] without the list of `oom` entries (`ooms` is
+    /// empty; `actions` counts them): what a trace's coverage needs. A
+    /// program that catches its OOMs may record one at most events, 40
+    /// bytes each in the list.
+    pub fn counts_of(trace: &[TraceEvent]) -> TraceTally {
+        let mut t = Tallier {
+            counts_only: true,
+            ..Tallier::default()
+        };
+        for e in trace {
+            t.add(e, || None);
         }
         t.finish()
     }
@@ -99,6 +115,8 @@ pub struct Tallier {
     /// tens of thousands of addresses every insert probed a long run of full
     /// buckets.
     live: std::collections::HashSet<u64, foldhash::fast::RandomState>,
+    /// `oom` entries are counted, not listed ([`TraceTally::counts_of`]).
+    counts_only: bool,
 }
 
 impl Tallier {
@@ -127,7 +145,7 @@ impl Tallier {
             Action::FreeCompleted if !self.live.remove(&e.addr) => {
                 self.frees_without_alloc += 1;
             }
-            Action::Oom => self.ooms.push(OomEntry {
+            Action::Oom if !self.counts_only => self.ooms.push(OomEntry {
                 index: self.events,
                 size: e.size,
                 device_free: device_free(),
@@ -208,5 +226,31 @@ mod tests {
             }]
         );
         assert_eq!(Tallier::default().finish(), TraceTally::default());
+    }
+
+    #[test]
+    fn counts_alone_list_no_oom_entry() {
+        let ev = |a, addr, t: Option<i64>| {
+            TraceEvent::new(a, addr, 512, 0, StackId::EMPTY).with_time_us(t)
+        };
+        let trace = [
+            ev(Action::Alloc, 0x3000, Some(3)),
+            ev(Action::Oom, 0, Some(7)),
+            ev(Action::FreeCompleted, 0x2000, None),
+            ev(Action::Oom, 0, Some(9)),
+        ];
+        let snap = Snapshot::default();
+        let listed = TraceTally::of(&snap, &trace);
+        assert_eq!(listed.ooms.len(), 2);
+        let counted = TraceTally::counts_of(&trace);
+        assert!(counted.ooms.is_empty());
+        assert!(counted.actions.contains(&(Action::Oom, 2)));
+        assert_eq!(
+            counted,
+            TraceTally {
+                ooms: Vec::new(),
+                ..listed
+            }
+        );
     }
 }

@@ -24,7 +24,7 @@ use super::{
 };
 use crate::analysis::culprits::{self, Analysis};
 use crate::analysis::frames::{CallSite, filtered, frame_label};
-use crate::analysis::stats::{StateStats, consistency_warnings, trace_coverage};
+use crate::analysis::stats::{StateStats, consistency_warnings, snapshot_trace_coverage};
 use crate::core::style::Style;
 use crate::model::OomMark;
 use crate::model::*;
@@ -464,7 +464,7 @@ pub fn build(
         detail: ReportDetail::Snapshot {
             settings,
             settings_recorded,
-            coverage: trace_coverage(snap, &crate::model::tally::TraceTally::of_snapshot(snap)),
+            coverage: snapshot_trace_coverage(snap),
         },
     };
     report.verdict = crate::analysis::verdict::verdict(st, &report);
