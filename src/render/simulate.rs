@@ -122,7 +122,7 @@ fn recorded_run(st: &Style, r: &SimReport) -> String {
         // The first ones: a program that catches its OOMs may record one
         // at most events (the JSON form holds each).
         let shown = crate::analysis::oom::MAX_DIAGNOSED_OOMS;
-        let mut idx: Vec<String> = (r.recorded_ooms.iter().take(shown))
+        let mut idx: Vec<String> = (r.recorded_ooms.events().take(shown))
             .map(|i| i.to_string())
             .collect();
         if r.recorded_ooms.len() > shown {
@@ -298,7 +298,7 @@ pub fn answer(st: &Style, r: &SimReport) -> Option<String> {
         // As many as the OOMs diagnosed elsewhere: a program that catches
         // its OOMs may record one at most events.
         let shown = crate::analysis::oom::MAX_DIAGNOSED_OOMS;
-        for d in r.oom_demand.iter().take(shown) {
+        for d in r.recorded_ooms.demand().iter().take(shown) {
             let need = d.held.saturating_add(d.request);
             let _ = write!(
                 a,
@@ -322,11 +322,11 @@ pub fn answer(st: &Style, r: &SimReport) -> Option<String> {
                 );
             }
         }
-        if r.oom_demand.len() > shown {
+        if r.recorded_ooms.len() > shown {
             let _ = write!(
                 a,
                 " The other {} recorded OOMs are not listed here (the JSON form holds each).",
-                r.oom_demand.len() - shown
+                r.recorded_ooms.len() - shown
             );
         }
     }

@@ -191,7 +191,7 @@ pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
             input.recorded_final_segments.len(),
             run.final_segments.len(),
         ),
-        recorded_ooms: input.recorded_ooms.len(),
+        recorded_ooms: input.recorded_ooms,
         recorded_ooms_reproduced: reproduced,
         spurious_ooms: (run.ooms.refused - run.ooms.reproduced) as usize,
         skipped_frees: run.skipped_frees,

@@ -30,7 +30,8 @@ pub use allocator::{
 pub use config::{ConfigError, SimConfig};
 pub use fidelity::Fidelity;
 pub use run::{
-    CapacitySource, DeviceInput, OomDemand, Requests, ReservedError, SimRun, Step, Summary,
+    CapacitySource, DeviceInput, OomDemand, RecordedOoms, Requests, ReservedError, SimRun, Step,
+    Summary,
 };
 pub use trace::{
     Request, StartState, TracedRequest, start_state, start_state_from, start_state_unreported,
@@ -96,10 +97,10 @@ pub struct SimReport {
     /// out (`None` for an empty trace).
     pub recorded_peak_reserved_in_trace: Option<u64>,
     pub recorded_end_reserved: u64,
-    /// Trace indices of recorded `oom` events.
-    pub recorded_ooms: Vec<usize>,
-    /// What the program held and asked for at each recorded OOM.
-    pub oom_demand: Vec<OomDemand>,
+    /// The recorded `oom` events, with what the program held and asked
+    /// for at each (`recorded_ooms` and `oom_demand` in the JSON form).
+    #[serde(flatten)]
+    pub recorded_ooms: RecordedOoms,
     /// First the recorded settings, then each configuration tried.
     pub results: Vec<Summary>,
     /// The recording first, then one per result.
@@ -249,7 +250,7 @@ pub fn run_configs(input: &DeviceInput, configs: &[SimConfig]) -> Result<Vec<Sim
 pub fn report_of(input: DeviceInput, runs: Vec<SimRun>) -> SimReport {
     let device = input.device;
     let fidelity = fidelity::measure(&input, &runs[0]);
-    let (floor_peak_requested, oom_demand) = run::program_demand(&input);
+    let (floor_peak_requested, recorded_ooms) = run::program_demand(&input);
     let mut s = vec![series(
         "recorded".into(),
         input.recorded_start_reserved,
@@ -287,8 +288,7 @@ pub fn report_of(input: DeviceInput, runs: Vec<SimRun>) -> SimReport {
             .recorded_reserved
             .last()
             .unwrap_or(input.recorded_start_reserved),
-        recorded_ooms: input.recorded_ooms.clone(),
-        oom_demand,
+        recorded_ooms,
         results: runs.iter().map(run::summarize).collect(),
         series: s,
         notes: input.notes,

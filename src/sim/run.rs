@@ -43,8 +43,8 @@ pub struct DeviceInput {
     pub recorded_segment_event_index: Vec<usize>,
     /// Sizes of the final segments (mapped runs for expandable segments).
     pub recorded_final_segments: Vec<u64>,
-    /// Trace indices of recorded `oom` events.
-    pub recorded_ooms: Vec<usize>,
+    /// Recorded `oom` events (each a key-less allocation among `requests`).
+    pub recorded_ooms: usize,
     pub capacity: Option<u64>,
     pub capacity_source: CapacitySource,
     /// Where the recording's cudaMalloc put new segments.
@@ -260,12 +260,7 @@ pub fn prepare_from(
             .collect(),
         recorded_segment_event_index: seg.iter().map(|(i, _)| *i).collect(),
         recorded_final_segments,
-        recorded_ooms: events
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.action == Action::Oom)
-            .map(|(i, _)| i)
-            .collect(),
+        recorded_ooms: events.iter().filter(|e| e.action == Action::Oom).count(),
         start,
         requests,
         recorded_reserved,
@@ -668,10 +663,54 @@ pub struct OomDemand {
     pub request: u64,
 }
 
+/// A device's recorded `oom` events, in trace order, each with the
+/// program's demand there. Every one is a request of its own (a key-less
+/// allocation), so this one list gives both their trace indices and their
+/// demand: a program that catches its OOMs may record one at most events.
+/// Its JSON form is two entries of the object it is flattened into:
+/// `recorded_ooms` (the trace indices) and `oom_demand`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordedOoms(Vec<OomDemand>);
+
+impl RecordedOoms {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The trace index of each.
+    pub fn events(&self) -> impl ExactSizeIterator<Item = usize> + '_ {
+        self.0.iter().map(|d| d.event)
+    }
+
+    pub fn demand(&self) -> &[OomDemand] {
+        &self.0
+    }
+}
+
+impl Serialize for RecordedOoms {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct Events<'a>(&'a [OomDemand]);
+        impl Serialize for Events<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.iter().map(|d| d.event))
+            }
+        }
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("recorded_ooms", &Events(&self.0))?;
+        m.serialize_entry("oom_demand", &self.0)?;
+        m.end()
+    }
+}
+
 /// Walks the requests keeping the program's live requested bytes (from
 /// `alloc` to `free_requested`); returns the peak and the demand at each
 /// recorded OOM.
-pub fn program_demand(input: &DeviceInput) -> (u64, Vec<OomDemand>) {
+pub fn program_demand(input: &DeviceInput) -> (u64, RecordedOoms) {
     let mut live: AddrMap<u64> = AddrMap::default();
     let mut cur: u64 = 0;
     for s in &input.start.segments {
@@ -712,17 +751,16 @@ pub fn program_demand(input: &DeviceInput) -> (u64, Vec<OomDemand>) {
             _ => {}
         }
     }
-    (peak, ooms)
+    debug_assert_eq!(
+        ooms.len(),
+        input.recorded_ooms,
+        "a request for each recorded OOM"
+    );
+    (peak, RecordedOoms(ooms))
 }
 
 /// Peak of requested bytes held by the program: no configuration can
 /// reserve less.
 pub fn peak_requested(input: &DeviceInput) -> u64 {
     program_demand(input).0
-}
-
-/// The program's demand at each recorded OOM. When held + request exceeds
-/// the capacity, no allocator setting can avoid that OOM.
-pub fn oom_demand(input: &DeviceInput) -> Vec<OomDemand> {
-    program_demand(input).1
 }
