@@ -56,7 +56,8 @@ struct Loaded<'a> {
     style: Style,
     report: Report,
     series: HashMap<i64, Series>,
-    /// Each device's series cut into buckets, for zoomed windows.
+    /// Each device's series cut into buckets, for zoomed windows (served
+    /// only: a written page asks for none).
     zooms: HashMap<i64, rv::Zoom>,
     states: HashMap<i64, Vec<MomentState>>,
     peaks: HashMap<i64, HashMap<String, u64>>,
@@ -208,7 +209,11 @@ fn load<'a>(
         states,
         peaks,
         lifetimes,
-        zooms: series.iter().map(|(d, s)| (*d, rv::Zoom::new(s))).collect(),
+        // Served only: a written page carries its levels and asks nothing.
+        zooms: (series.iter())
+            .filter(|_| served)
+            .map(|(d, s)| (*d, rv::Zoom::new(s)))
+            .collect(),
         series,
         checkpoints,
         what_if,
