@@ -584,6 +584,7 @@ fn snapshot_api(
                 snap,
                 state: &st,
                 texts: Some(&scratch.stacks),
+                values: None,
             };
             (
                 200,

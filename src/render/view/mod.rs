@@ -31,7 +31,7 @@ mod inputs;
 mod state;
 mod zoom;
 pub use inputs::{categories_data, ranks_data, trace_data};
-pub use state::{StackTexts, StateJson};
+pub use state::{StackTexts, StackValues, StateJson};
 pub use zoom::Zoom;
 
 pub const VIEW_SCHEMA: &str = "fragscope.view/1";
@@ -133,6 +133,8 @@ impl Serialize for Data<'_, '_> {
             v.detail.budget / v.devices.len().max(1),
             v.detail.band_budget / v.devices.len().max(1),
         );
+        // One page's stacks entries, shared by every device's key moments.
+        let stacks = StackValues::default();
         let mut m = ser.serialize_map(Some(8))?;
         m.serialize_entry("schema", VIEW_SCHEMA)?;
         m.serialize_entry("file", &v.report.file)?;
@@ -143,7 +145,12 @@ impl Serialize for Data<'_, '_> {
         m.serialize_entry("quality", &v.report.quality)?;
         m.serialize_entry(
             "devices",
-            &Seq::new(v.devices.iter().map(|d| DeviceJson { v, d, budgets })),
+            &Seq::new(v.devices.iter().map(|d| DeviceJson {
+                v,
+                d,
+                budgets,
+                stacks: &stacks,
+            })),
         )?;
         m.end()
     }
@@ -154,6 +161,7 @@ struct DeviceJson<'v, 'a> {
     v: &'v View<'a>,
     d: &'v DeviceView<'a>,
     budgets: (usize, usize),
+    stacks: &'v StackValues,
 }
 
 impl Serialize for DeviceJson<'_, '_> {
@@ -172,6 +180,7 @@ impl Serialize for DeviceJson<'_, '_> {
                 r,
                 k,
                 st,
+                stacks: self.stacks,
             });
         let mut m = ser.serialize_map(Some(12))?;
         m.serialize_entry("device", &r.device)?;
@@ -213,6 +222,7 @@ struct MomentJson<'a> {
     r: &'a DeviceReport,
     k: &'a KeyMoment,
     st: &'a MomentState,
+    stacks: &'a StackValues,
 }
 
 impl Serialize for MomentJson<'_> {
@@ -230,6 +240,7 @@ impl Serialize for MomentJson<'_> {
                 snap: self.snap,
                 state: self.st,
                 texts: None,
+                values: Some(self.stacks),
             },
         )?;
         m.end()

@@ -26,6 +26,9 @@ pub struct StateJson<'a> {
     /// The stacks' entries already written, when the answer is compact
     /// JSON (a server's scrubs); `None` makes them afresh.
     pub texts: Option<&'a StackTexts>,
+    /// The stacks' entries already made, for any writer (a page's key
+    /// moments); used when `texts` is `None`.
+    pub values: Option<&'a StackValues>,
 }
 
 /// Each stack's entry of a state's `stacks` list as compact JSON text, made
@@ -36,18 +39,62 @@ pub struct StateJson<'a> {
 #[derive(Default)]
 pub struct StackTexts(RefCell<HashMap<StackId, Box<RawValue>>>);
 
+/// Each stack's entry of a page's `stacks` lists, made once and reused by
+/// every later key moment that names the stack, whatever the writer (the
+/// page's compact JSON, `view -o x.json`'s pretty form). A page's key
+/// moments (up to a hundred OOMs a device) name the same deep stacks again
+/// and again, and making an entry (the kept frames, the call site, a label
+/// a frame) was most of the writing of such a page. Entries are kept up to
+/// [`StackValues::BUDGET`] bytes; past it they are made afresh.
+#[derive(Default)]
+pub struct StackValues {
+    kept: RefCell<HashMap<StackId, serde_json::Value>>,
+    bytes: std::cell::Cell<usize>,
+}
+
+impl StackValues {
+    pub const BUDGET: usize = 16 << 20;
+
+    /// About the bytes an entry holds: its strings and their headers.
+    fn cost(v: &serde_json::Value) -> usize {
+        let text = |v: &serde_json::Value| v.as_str().map_or(0, str::len) + 56;
+        128 + text(&v["site"])
+            + v["frames"]
+                .as_array()
+                .map_or(0, |f| f.iter().map(text).sum())
+    }
+}
+
 struct StackList<'a> {
     snap: &'a Snapshot,
     named: &'a Named,
     texts: Option<&'a StackTexts>,
+    values: Option<&'a StackValues>,
 }
 
 impl Serialize for StackList<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let mut seq = ser.serialize_seq(Some(self.named.ids.len()))?;
         let Some(texts) = self.texts else {
+            let Some(values) = self.values else {
+                for &id in &self.named.ids {
+                    seq.serialize_element(&stack_value(self.snap, id))?;
+                }
+                return seq.end();
+            };
+            let mut kept = values.kept.borrow_mut();
             for &id in &self.named.ids {
-                seq.serialize_element(&stack_value(self.snap, id))?;
+                if let Some(v) = kept.get(&id) {
+                    seq.serialize_element(v)?;
+                    continue;
+                }
+                let v = stack_value(self.snap, id);
+                seq.serialize_element(&v)?;
+                let used = values.bytes.get() + StackValues::cost(&v);
+                if used <= StackValues::BUDGET {
+                    values.bytes.set(used);
+                    kept.insert(id, v);
+                }
             }
             return seq.end();
         };
@@ -101,6 +148,7 @@ impl Serialize for StateJson<'_> {
                 snap,
                 named: &stacks.borrow(),
                 texts: self.texts,
+                values: self.values,
             },
         )?;
         m.end()
