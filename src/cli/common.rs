@@ -114,8 +114,12 @@ pub fn print(s: &str) -> anyhow::Result<()> {
 /// surfaces as an error that exits 0, as in [`print`].
 pub fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
     super::output::write_atomic_with("-", &[], |w| {
-        crate::render::pretty::to_writer(&mut *w, value)?;
-        w.write_all(b"\n")
+        // A buffer of its own: the serializer's many small writes then go
+        // to a writer it knows, not through `dyn Write` one by one.
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
+        crate::render::pretty::to_writer(&mut w, value)?;
+        w.write_all(b"\n")?;
+        w.flush()
     })?;
     Ok(())
 }

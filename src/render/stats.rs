@@ -537,8 +537,12 @@ pub fn write_trace_json(
 /// `value` in serde_json's pretty form and a line break, written as it is
 /// serialized.
 fn json_line<T: Serialize + ?Sized>(w: &mut dyn Write, value: &T) -> io::Result<()> {
-    super::pretty::to_writer(&mut *w, value)?;
-    w.write_all(b"\n")
+    // A buffer of its own: the serializer's many small writes then go to a
+    // writer it knows, not through `dyn Write` one by one.
+    let mut w = io::BufWriter::with_capacity(1 << 16, w);
+    super::pretty::to_writer(&mut w, value)?;
+    w.write_all(b"\n")?;
+    w.flush()
 }
 
 /// `fragscope stats` on a memory-timeline export.
