@@ -133,7 +133,12 @@ impl<'a> FrameFacts<'a> {
 
     /// [`call_site`].
     pub fn call_site(&self, stack: StackId) -> CallSite {
-        call_site_by(self.snap, &self.filtered(stack), |f| self.kind(f))
+        self.call_site_in(&self.filtered(stack))
+    }
+
+    /// [`call_site_in`].
+    pub fn call_site_in(&self, kept: &[FrameId]) -> CallSite {
+        call_site_by(self.snap, kept, |f| self.kind(f))
     }
 }
 

@@ -14,7 +14,7 @@
 //! fits in one), as far as the byte budget allows; a served page asks
 //! `/api/bands` for a zoomed window instead.
 
-use crate::analysis::frames::{call_site_in, filtered, frame_label};
+use crate::analysis::frames::{FrameFacts, frame_label};
 use crate::core::serial::Seq;
 use crate::model::{Snapshot, StackId};
 use crate::timeline::{Lifetime, Series};
@@ -34,18 +34,26 @@ const BYTES_PER_WINDOW: usize = POINTS * 24 + TOP * 4 * 24 + TOP * 80;
 
 /// The distinct stacks a set of blocks names: its call site and the frames
 /// the viewer shows (the filter `culprits` uses), each listed once.
-#[derive(Default)]
-pub struct Stacks {
+pub struct Stacks<'a> {
+    facts: FrameFacts<'a>,
     list: Vec<Value>,
     named: Named,
 }
 
-impl Stacks {
+impl<'a> Stacks<'a> {
+    pub fn new(snap: &'a Snapshot) -> Self {
+        Stacks {
+            facts: FrameFacts::new(snap),
+            list: Vec::new(),
+            named: Named::default(),
+        }
+    }
+
     /// The index of `id` in the list; `None` for no stack.
-    pub fn of(&mut self, snap: &Snapshot, id: StackId) -> Option<usize> {
+    pub fn of(&mut self, id: StackId) -> Option<usize> {
         let i = self.named.of(id)?;
         if i == self.list.len() {
-            self.list.push(stack_value(snap, id));
+            self.list.push(stack_value(&self.facts, id));
         }
         Some(i)
     }
@@ -82,13 +90,15 @@ impl Named {
 }
 
 /// One entry of a `stacks` list: the stack's call site and the frames the
-/// viewer shows.
-pub fn stack_value(snap: &Snapshot, id: StackId) -> Value {
-    let kept = filtered(snap, id);
+/// viewer shows. `facts` reads each frame's kind and whether the viewer shows it once,
+/// however many stacks hold the frame.
+pub fn stack_value(facts: &FrameFacts, id: StackId) -> Value {
+    let snap = facts.snap();
+    let kept = facts.filtered(id);
     let frames: Vec<String> = (kept.iter())
         .map(|&f| frame_label(snap, f, false))
         .collect();
-    json!({"site": call_site_in(snap, &kept).label(), "frames": frames})
+    json!({"site": facts.call_site_in(&kept).label(), "frames": frames})
 }
 
 /// As `stats` prints a stream.
@@ -165,7 +175,6 @@ type Band = (
 
 /// One window: samples `lo..hi` of `series`, the bands of `chosen`.
 fn window(
-    snap: &Snapshot,
     series: &Series,
     lives: &[Lifetime],
     chosen: &[usize],
@@ -209,7 +218,7 @@ fn window(
                 l.end,
                 l.size,
                 l.requested,
-                stacks.of(snap, l.frames),
+                stacks.of(l.frames),
                 l.freed,
                 format!("{:#x}", l.address),
                 stream_text(l.stream),
@@ -238,7 +247,7 @@ pub struct Tiers<'a> {
 
 impl Serialize for Tiers<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let stacks = RefCell::new(Stacks::default());
+        let stacks = RefCell::new(Stacks::new(self.snap));
         let mut m = ser.serialize_map(Some(2))?;
         m.serialize_entry("tiers", &TierList(self, &stacks))?;
         m.serialize_entry("stacks", stacks.borrow().list())?;
@@ -247,12 +256,12 @@ impl Serialize for Tiers<'_> {
 }
 
 /// The `tiers` of [`Tiers`], naming their stacks in the second field.
-struct TierList<'a>(&'a Tiers<'a>, &'a RefCell<Stacks>);
+struct TierList<'a>(&'a Tiers<'a>, &'a RefCell<Stacks<'a>>);
 
 impl Serialize for TierList<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let t = self.0;
-        let (snap, series, lives) = (t.snap, t.series, t.lives);
+        let (series, lives) = (t.series, t.lives);
         let mut stacks = self.1.borrow_mut();
         let len = series.len();
         let mut seq = ser.serialize_seq(None)?;
@@ -283,7 +292,7 @@ impl Serialize for TierList<'_> {
             let windows = spans
                 .iter()
                 .zip(&chosen)
-                .map(|(&span, c)| window(snap, series, lives, c, span, &mut stacks));
+                .map(|(&span, c)| window(series, lives, c, span, &mut stacks));
             // Each window serialized as it is made: a tier is never held.
             seq.serialize_element(&Seq::new(windows))?;
             made += 1;
@@ -345,8 +354,8 @@ pub fn window_of(
     let lo = (from + 1).clamp(0, n - 1) as usize;
     let hi = (to + 2).clamp(lo as i64 + 1, n) as usize;
     let chosen = largest_in(lives, lo, hi);
-    let mut stacks = Stacks::default();
-    let mut w = serde_json::to_value(window(snap, series, lives, &chosen, (lo, hi), &mut stacks))
+    let mut stacks = Stacks::new(snap);
+    let mut w = serde_json::to_value(window(series, lives, &chosen, (lo, hi), &mut stacks))
         .expect("a window serializes");
     w["stacks"] = stacks.into_value();
     w

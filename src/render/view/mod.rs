@@ -134,7 +134,7 @@ impl Serialize for Data<'_, '_> {
             v.detail.band_budget / v.devices.len().max(1),
         );
         // One page's stacks entries, shared by every device's key moments.
-        let stacks = StackValues::default();
+        let stacks = StackValues::new(v.snap);
         let mut m = ser.serialize_map(Some(8))?;
         m.serialize_entry("schema", VIEW_SCHEMA)?;
         m.serialize_entry("file", &v.report.file)?;
@@ -161,7 +161,7 @@ struct DeviceJson<'v, 'a> {
     v: &'v View<'a>,
     d: &'v DeviceView<'a>,
     budgets: (usize, usize),
-    stacks: &'v StackValues,
+    stacks: &'v StackValues<'a>,
 }
 
 impl Serialize for DeviceJson<'_, '_> {
@@ -222,7 +222,7 @@ struct MomentJson<'a> {
     r: &'a DeviceReport,
     k: &'a KeyMoment,
     st: &'a MomentState,
-    stacks: &'a StackValues,
+    stacks: &'a StackValues<'a>,
 }
 
 impl Serialize for MomentJson<'_> {

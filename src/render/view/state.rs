@@ -6,6 +6,7 @@
 
 use super::bands::{Named, stack_value, stream_text};
 use super::event_num;
+use crate::analysis::frames::FrameFacts;
 use crate::core::style::Style;
 use crate::model::{Block, BlockState, Segment, SegmentType, Snapshot, StackId, TraceEvent};
 use crate::timeline::{MomentState, Origin};
@@ -28,7 +29,7 @@ pub struct StateJson<'a> {
     pub texts: Option<&'a StackTexts>,
     /// The stacks' entries already made, for any writer (a page's key
     /// moments); used when `texts` is `None`.
-    pub values: Option<&'a StackValues>,
+    pub values: Option<&'a StackValues<'a>>,
 }
 
 /// Each stack's entry of a state's `stacks` list as compact JSON text, made
@@ -46,14 +47,22 @@ pub struct StackTexts(RefCell<HashMap<StackId, Box<RawValue>>>);
 /// and again, and making an entry (the kept frames, the call site, a label
 /// a frame) was most of the writing of such a page. Entries are kept up to
 /// [`StackValues::BUDGET`] bytes; past it they are made afresh.
-#[derive(Default)]
-pub struct StackValues {
+pub struct StackValues<'a> {
+    facts: FrameFacts<'a>,
     kept: RefCell<HashMap<StackId, serde_json::Value>>,
     bytes: std::cell::Cell<usize>,
 }
 
-impl StackValues {
+impl<'a> StackValues<'a> {
     pub const BUDGET: usize = 16 << 20;
+
+    pub fn new(snap: &'a Snapshot) -> Self {
+        StackValues {
+            facts: FrameFacts::new(snap),
+            kept: RefCell::default(),
+            bytes: std::cell::Cell::default(),
+        }
+    }
 
     /// About the bytes an entry holds: its strings and their headers.
     fn cost(v: &serde_json::Value) -> usize {
@@ -69,7 +78,7 @@ struct StackList<'a> {
     snap: &'a Snapshot,
     named: &'a Named,
     texts: Option<&'a StackTexts>,
-    values: Option<&'a StackValues>,
+    values: Option<&'a StackValues<'a>>,
 }
 
 impl Serialize for StackList<'_> {
@@ -77,8 +86,9 @@ impl Serialize for StackList<'_> {
         let mut seq = ser.serialize_seq(Some(self.named.ids.len()))?;
         let Some(texts) = self.texts else {
             let Some(values) = self.values else {
+                let facts = FrameFacts::new(self.snap);
                 for &id in &self.named.ids {
-                    seq.serialize_element(&stack_value(self.snap, id))?;
+                    seq.serialize_element(&stack_value(&facts, id))?;
                 }
                 return seq.end();
             };
@@ -88,7 +98,7 @@ impl Serialize for StackList<'_> {
                     seq.serialize_element(v)?;
                     continue;
                 }
-                let v = stack_value(self.snap, id);
+                let v = stack_value(&values.facts, id);
                 seq.serialize_element(&v)?;
                 let used = values.bytes.get() + StackValues::cost(&v);
                 if used <= StackValues::BUDGET {
@@ -99,9 +109,10 @@ impl Serialize for StackList<'_> {
             return seq.end();
         };
         let mut texts = texts.0.borrow_mut();
+        let facts = FrameFacts::new(self.snap);
         for &id in &self.named.ids {
             let text = texts.entry(id).or_insert_with(|| {
-                let v = serde_json::to_string(&stack_value(self.snap, id));
+                let v = serde_json::to_string(&stack_value(&facts, id));
                 RawValue::from_string(v.expect("a stack serializes")).expect("JSON text")
             });
             seq.serialize_element(&**text)?;
