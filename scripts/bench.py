@@ -29,8 +29,9 @@ is measured too when that folder exists.
 --matrix runs instead every shape of `fragscope synth --shape` (narrow,
 many-sites, fragmented, expandable, multi-device) at every size (default
 100MB,1GB), and on each file every command of MATRIX_COMMANDS (stats,
-report -o x.html, check, simulate, timeline --json, convert --to json,
-events --csv, culprits, oom, diff, flamegraph), Python's pickle.load of the
+stats --json, report -o x.html, check, simulate, simulate --json,
+timeline --json, convert --to json, events --csv, culprits, oom, diff,
+flamegraph, view -o x.html), Python's pickle.load of the
 same file in the same round, and the stages (`stage_times`: the decoder
 alone, counting each trace entry as `stats` does, and decoding into the
 whole model, each in MiB/s; replay events/s). Long outputs go to /dev/null through a pipe-less stdout
@@ -192,9 +193,11 @@ ALL_SHAPES = MATRIX_SHAPES + list(PY_SHAPES)
 # that are a success, the issue-24 target as a fraction of pickle.load).
 MATRIX_COMMANDS = [
     ("stats", ["stats", "{f}"], (0,), 0.05),
+    ("stats --json", ["stats", "--json", "{f}"], (0,), 0.25),
     ("report -o x.html", ["report", "{f}", "-o", "{d}/x.html"], (0,), 0.2),
     ("check", ["check", "{f}"], (0, 1), 0.25),
     ("simulate", ["simulate", "{f}"], (0,), 0.25),
+    ("simulate --json", ["simulate", "--json", "{f}"], (0,), 0.25),
     ("timeline --json", ["timeline", "--json", "{f}"], (0,), 0.25),
     ("convert --to json", ["convert", "{f}", "--to", "json", "-o", "-"], (0,), 0.25),
     ("events --csv", ["events", "--csv", "{f}"], (0,), 0.25),
@@ -202,6 +205,7 @@ MATRIX_COMMANDS = [
     ("oom", ["oom", "{f}"], (0,), 0.25),
     ("diff FILE FILE", ["diff", "{f}", "{f}"], (0, 1), 0.25),
     ("flamegraph -o x.svg", ["flamegraph", "{f}", "-o", "{d}/x.svg"], (0,), 0.25),
+    ("view -o x.html", ["view", "{f}", "-o", "{d}/v.html"], (0,), 0.25),
 ]
 
 
