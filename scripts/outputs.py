@@ -65,6 +65,8 @@ SNAPSHOT_CASES = [
     ("events.json", ["events", "--json", "FILE"]),
     ("oom", ["oom", "FILE"]),
     ("oom.json", ["oom", "--json", "FILE"]),
+    ("view.html", ["view", "FILE", "-o", "OUT/v.html"]),
+    ("view.json", ["view", "FILE", "-o", "OUT/v.json"]),
 ]
 TEXT_CASES = [
     ("explain", ["explain", "FILE"]),
