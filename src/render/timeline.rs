@@ -106,12 +106,11 @@ pub fn replay_line(device: i64, rep: &ReplayReport) -> String {
     )
 }
 
-/// One device: headline, key-moment table, anomalies and inferences.
 /// The OOMs a device's table of key moments shows (the text form).
 const OOM_MOMENTS_LISTED: usize = 20;
 
-/// A device's replay and its table of key moments; `more_ooms` OOMs left
-/// out of the table are counted under it.
+/// One device: headline, key-moment table, anomalies and inferences;
+/// `more_ooms` OOMs left out of the table are counted under it.
 pub fn device_text(
     st: &Style,
     r: &DeviceReplay,
