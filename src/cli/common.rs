@@ -113,14 +113,7 @@ pub fn print(s: &str) -> anyhow::Result<()> {
 /// as it is serialized: a long document is never held whole. A closed pipe
 /// surfaces as an error that exits 0, as in [`print`].
 pub fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
-    super::output::write_atomic_with("-", &[], |w| {
-        // A buffer of its own: the serializer's many small writes then go
-        // to a writer it knows, not through `dyn Write` one by one.
-        let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
-        crate::render::pretty::to_writer(&mut w, value)?;
-        w.write_all(b"\n")?;
-        w.flush()
-    })?;
+    super::output::write_atomic_with("-", &[], |w| crate::render::pretty::write_line(w, value))?;
     Ok(())
 }
 

@@ -133,6 +133,17 @@ pub fn to_writer<W: Write, T: ?Sized + Serialize>(w: W, value: &T) -> serde_json
     ))
 }
 
+/// [`to_writer`] and a line break: a `--json` document as a command prints
+/// it, written as it is serialized. Through a buffer of its own, so the
+/// serializer's many small writes go to a writer it knows, not through
+/// `dyn Write` one by one.
+pub fn write_line<T: ?Sized + Serialize>(w: &mut dyn Write, value: &T) -> io::Result<()> {
+    let mut w = io::BufWriter::with_capacity(1 << 16, w);
+    to_writer(&mut w, value)?;
+    w.write_all(b"\n")?;
+    w.flush()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};

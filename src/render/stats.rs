@@ -3,6 +3,7 @@
 //! units and wording; figures a format cannot give read `n/a` and a note
 //! says why.
 
+use super::pretty::write_line;
 use super::table::{Tone, align_numbers, fragmentation_tone, new_table, toned};
 use crate::analysis::findings::Stats;
 use crate::analysis::ranks::{OUTLIER_FRAGMENTATION_MARGIN, OUTLIER_RESERVED_FACTOR};
@@ -531,18 +532,7 @@ pub fn write_trace_json(
             .map(|&(figure, why)| Missing { figure, why })
             .collect(),
     };
-    json_line(w, &doc)
-}
-
-/// `value` in serde_json's pretty form and a line break, written as it is
-/// serialized.
-fn json_line<T: Serialize + ?Sized>(w: &mut dyn Write, value: &T) -> io::Result<()> {
-    // A buffer of its own: the serializer's many small writes then go to a
-    // writer it knows, not through `dyn Write` one by one.
-    let mut w = io::BufWriter::with_capacity(1 << 16, w);
-    super::pretty::to_writer(&mut w, value)?;
-    w.write_all(b"\n")?;
-    w.flush()
+    write_line(w, &doc)
 }
 
 /// `fragscope stats` on a memory-timeline export.
@@ -664,7 +654,7 @@ pub fn write_timeline_json(
         "actions": tl.actions,
         "anomalies": tl.anomalies,
     });
-    json_line(w, &v)
+    write_line(w, &v)
 }
 
 // ---------------------------------------------------------------------------
@@ -697,7 +687,7 @@ pub fn text_of(st: &Style, s: &Stats, map_rows: usize) -> String {
 /// is serialized: a snapshot's list of OOMs has an entry for each.
 pub fn write_json_of(w: &mut dyn Write, s: &Stats) -> io::Result<()> {
     match s {
-        Stats::Snapshot(fs, _) => json_line(w, &**fs),
+        Stats::Snapshot(fs, _) => write_line(w, &**fs),
         Stats::Trace {
             file,
             format,
@@ -782,7 +772,7 @@ pub fn write_files_json(
     let outliers = (files.iter().zip(flags))
         .filter_map(|(f, o)| o.as_deref().map(|why| Outlier { file: &f.file, why }))
         .collect();
-    json_line(
+    write_line(
         w,
         &Multi {
             schema: "fragscope.stats-multi/1",
