@@ -583,8 +583,7 @@ fn snapshot_api(
                 style: &v.style,
                 snap,
                 state: &st,
-                texts: Some(&scratch.stacks),
-                values: None,
+                stacks: rv::KeptStacks::Texts(&scratch.stacks),
             };
             (
                 200,

@@ -31,7 +31,7 @@ mod inputs;
 mod state;
 mod zoom;
 pub use inputs::{categories_data, ranks_data, trace_data};
-pub use state::{StackTexts, StackValues, StateJson};
+pub use state::{KeptStacks, StackTexts, StackValues, StateJson};
 pub use zoom::Zoom;
 
 pub const VIEW_SCHEMA: &str = "fragscope.view/1";
@@ -239,8 +239,7 @@ impl Serialize for MomentJson<'_> {
                 style: self.sty,
                 snap: self.snap,
                 state: self.st,
-                texts: None,
-                values: Some(self.stacks),
+                stacks: KeptStacks::Values(self.stacks),
             },
         )?;
         m.end()

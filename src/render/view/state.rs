@@ -24,12 +24,17 @@ pub struct StateJson<'a> {
     pub style: &'a Style,
     pub snap: &'a Snapshot,
     pub state: &'a MomentState,
-    /// The stacks' entries already written, when the answer is compact
-    /// JSON (a server's scrubs); `None` makes them afresh.
-    pub texts: Option<&'a StackTexts>,
-    /// The stacks' entries already made, for any writer (a page's key
-    /// moments); used when `texts` is `None`.
-    pub values: Option<&'a StackValues<'a>>,
+    /// Where the stacks' entries made earlier are kept.
+    pub stacks: KeptStacks<'a>,
+}
+
+/// The stacks' entries a [`StateJson`] reuses and adds to.
+#[derive(Clone, Copy)]
+pub enum KeptStacks<'a> {
+    /// As compact JSON text: a server's scrubs, each answer compact JSON.
+    Texts(&'a StackTexts),
+    /// As values, for any writer: a page's key moments.
+    Values(&'a StackValues<'a>),
 }
 
 /// Each stack's entry of a state's `stacks` list as compact JSON text, made
@@ -77,45 +82,43 @@ impl<'a> StackValues<'a> {
 struct StackList<'a> {
     snap: &'a Snapshot,
     named: &'a Named,
-    texts: Option<&'a StackTexts>,
-    values: Option<&'a StackValues<'a>>,
+    kept: KeptStacks<'a>,
 }
 
 impl Serialize for StackList<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let mut seq = ser.serialize_seq(Some(self.named.ids.len()))?;
-        let Some(texts) = self.texts else {
-            let Some(values) = self.values else {
-                let facts = FrameFacts::new(self.snap);
+        match self.kept {
+            KeptStacks::Values(values) => {
+                let mut kept = values.kept.borrow_mut();
                 for &id in &self.named.ids {
-                    seq.serialize_element(&stack_value(&facts, id))?;
-                }
-                return seq.end();
-            };
-            let mut kept = values.kept.borrow_mut();
-            for &id in &self.named.ids {
-                if let Some(v) = kept.get(&id) {
-                    seq.serialize_element(v)?;
-                    continue;
-                }
-                let v = stack_value(&values.facts, id);
-                seq.serialize_element(&v)?;
-                let used = values.bytes.get() + StackValues::cost(&v);
-                if used <= StackValues::BUDGET {
-                    values.bytes.set(used);
-                    kept.insert(id, v);
+                    if let Some(v) = kept.get(&id) {
+                        seq.serialize_element(v)?;
+                        continue;
+                    }
+                    let v = stack_value(&values.facts, id);
+                    seq.serialize_element(&v)?;
+                    let used = values.bytes.get() + StackValues::cost(&v);
+                    if used <= StackValues::BUDGET {
+                        values.bytes.set(used);
+                        kept.insert(id, v);
+                    }
                 }
             }
-            return seq.end();
-        };
-        let mut texts = texts.0.borrow_mut();
-        let facts = FrameFacts::new(self.snap);
-        for &id in &self.named.ids {
-            let text = texts.entry(id).or_insert_with(|| {
-                let v = serde_json::to_string(&stack_value(&facts, id));
-                RawValue::from_string(v.expect("a stack serializes")).expect("JSON text")
-            });
-            seq.serialize_element(&**text)?;
+            KeptStacks::Texts(texts) => {
+                let mut texts = texts.0.borrow_mut();
+                // Made at the first stack not written yet: most scrubs name
+                // none.
+                let mut facts = None;
+                for &id in &self.named.ids {
+                    let text = texts.entry(id).or_insert_with(|| {
+                        let facts = facts.get_or_insert_with(|| FrameFacts::new(self.snap));
+                        let v = serde_json::to_string(&stack_value(facts, id));
+                        RawValue::from_string(v.expect("a stack serializes")).expect("JSON text")
+                    });
+                    seq.serialize_element(&**text)?;
+                }
+            }
         }
         seq.end()
     }
@@ -158,8 +161,7 @@ impl Serialize for StateJson<'_> {
             &StackList {
                 snap,
                 named: &stacks.borrow(),
-                texts: self.texts,
-                values: self.values,
+                kept: self.stacks,
             },
         )?;
         m.end()
