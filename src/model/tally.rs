@@ -184,11 +184,13 @@ mod tests {
     use super::*;
     use crate::model::{ActionName, StackId};
 
+    /// A 512-byte entry of `a` at `addr`, at time `t`.
+    fn ev(a: Action, addr: u64, t: Option<i64>) -> TraceEvent {
+        TraceEvent::new(a, addr, 512, 0, StackId::EMPTY).with_time_us(t)
+    }
+
     #[test]
     fn counts_actions_times_and_frees_of_blocks_never_allocated() {
-        let ev = |a, addr, t: Option<i64>| {
-            TraceEvent::new(a, addr, 512, 0, StackId::EMPTY).with_time_us(t)
-        };
         let trace = [
             ev(Action::FreeCompleted, 0x3000, Some(25)),
             ev(Action::Alloc, 0x3000, None),
@@ -230,9 +232,6 @@ mod tests {
 
     #[test]
     fn counts_alone_list_no_oom_entry() {
-        let ev = |a, addr, t: Option<i64>| {
-            TraceEvent::new(a, addr, 512, 0, StackId::EMPTY).with_time_us(t)
-        };
         let trace = [
             ev(Action::Alloc, 0x3000, Some(3)),
             ev(Action::Oom, 0, Some(7)),
