@@ -84,30 +84,61 @@ fn lcs_bits<T: Eq + Hash>(a: &[T], b: &[T]) -> usize {
         positions[id].push(j);
     }
     let words = b.len().div_ceil(64);
+    // An element found at least once a word has its bits made once (at
+    // most 64 such elements: 8 bytes an element of `b` in all); any other
+    // sets its few bits in `scratch` for each element of `a` that names it,
+    // and clears them after. Setting every position for every element of
+    // `a` cost the product of the two counts of each element: quadratic on
+    // a recording whose segments are mostly of one size.
+    let dense: Vec<Option<Vec<u64>>> = positions
+        .iter()
+        .map(|p| (p.len() >= words).then(|| bits_of(p, words)))
+        .collect();
     // The bits above `b.len()` stay ones: they never match, and a carry
     // into them is ORed back with the ones of V & !M.
     let mut v = vec![u64::MAX; words];
-    let mut m = vec![0u64; words];
+    let mut scratch = vec![0u64; words];
     for x in a {
         let Some(&id) = ids.get(x) else {
             continue; // M = 0 leaves V as it is.
         };
-        for &j in &positions[id] {
-            m[j / 64] |= 1 << (j % 64);
-        }
-        let mut carry = false;
-        for (vk, mk) in v.iter_mut().zip(&m) {
-            let u = *vk & mk;
-            let (s, c1) = vk.overflowing_add(u);
-            let (s, c2) = s.overflowing_add(carry as u64);
-            carry = c1 || c2;
-            *vk = s | (*vk & !mk);
-        }
-        for &j in &positions[id] {
-            m[j / 64] = 0;
+        // Words below the first match take no carry and stay as they are.
+        let lo = positions[id][0] / 64;
+        match &dense[id] {
+            Some(m) => step(&mut v[lo..], &m[lo..]),
+            None => {
+                for &j in &positions[id] {
+                    scratch[j / 64] |= 1 << (j % 64);
+                }
+                step(&mut v[lo..], &scratch[lo..]);
+                for &j in &positions[id] {
+                    scratch[j / 64] = 0;
+                }
+            }
         }
     }
     v.iter().map(|w| w.count_zeros() as usize).sum()
+}
+
+/// The positions `p` as a vector of `words` words.
+fn bits_of(p: &[usize], words: usize) -> Vec<u64> {
+    let mut m = vec![0u64; words];
+    for &j in p {
+        m[j / 64] |= 1 << (j % 64);
+    }
+    m
+}
+
+/// V = (V + (V & M)) | (V & !M), one word at a time, the carry rippling up.
+fn step(v: &mut [u64], m: &[u64]) {
+    let mut carry = false;
+    for (vk, mk) in v.iter_mut().zip(m) {
+        let u = *vk & mk;
+        let (s, c1) = vk.overflowing_add(u);
+        let (s, c2) = s.overflowing_add(carry as u64);
+        carry = c1 || c2;
+        *vk = s | (*vk & !mk);
+    }
 }
 
 /// Size of the multiset intersection of two ascending lists.
@@ -232,6 +263,18 @@ mod tests {
             let a: Vec<u8> = pre.iter().chain(&a).chain(&suf).copied().collect();
             let b: Vec<u8> = pre.iter().chain(&b).chain(&suf).copied().collect();
             proptest::prop_assert_eq!(lcs_len(&a, &b), lcs_table(&a, &b));
+            proptest::prop_assert_eq!(lcs_bits(&a, &b), lcs_table(&a, &b));
+        }
+    }
+
+    proptest::proptest! {
+        /// A few frequent elements among many rare ones: the two ways of
+        /// making an element's bits (made once, or set for each use).
+        #[test]
+        fn lcs_of_rare_and_frequent_elements_matches_the_table(
+            a in proptest::collection::vec(proptest::prop_oneof![0u16..2, 0u16..300], 0..400),
+            b in proptest::collection::vec(proptest::prop_oneof![0u16..2, 0u16..300], 0..400),
+        ) {
             proptest::prop_assert_eq!(lcs_bits(&a, &b), lcs_table(&a, &b));
         }
     }
