@@ -228,6 +228,9 @@ pub(crate) fn decode_mapped(
     progress: &dyn Fn(u64),
     tally: bool,
 ) -> Option<Result<Loaded, LoadError>> {
+    if !map.bytes().starts_with(MSGPACK_PREFIX) && first_non_ws(map.bytes()) == Some(b'{') {
+        return Some(json_mapped(map, path, progress));
+    }
     if !map.bytes().first().copied().is_some_and(starts_pickle) {
         return None;
     }
@@ -266,6 +269,37 @@ pub(crate) fn decode_mapped(
         d.map_err(|e| decode_error(e, path))
             .and_then(|d| pickle_loaded(d, sink, path, Compression::None, 0)),
     )
+}
+
+#[cfg(target_os = "linux")]
+/// A JSON object in a mapped file, parsed where it lies; the pages behind
+/// the strings the parser hands over are released as it goes.
+fn json_mapped(
+    map: &crate::core::mapped::Mapped,
+    path: &str,
+    progress: &dyn Fn(u64),
+) -> Result<Loaded, LoadError> {
+    let bytes = map.bytes();
+    let base = bytes.as_ptr() as usize;
+    let shown = std::cell::Cell::new(0u64);
+    let read_to = |p: *const u8| {
+        // A string the parser unescaped lies in a buffer of its own.
+        let at = (p as usize).wrapping_sub(base) as u64;
+        if at < bytes.len() as u64 && at >= shown.get() + (1 << 20) {
+            map.release(at);
+            progress(at);
+            shown.set(at);
+        }
+    };
+    let content = json::load_json_in_place(bytes, path, &read_to)?;
+    Ok(Loaded {
+        name: path.to_string(),
+        format: Format::Json,
+        compression: Compression::None,
+        bytes: bytes.len() as u64,
+        content,
+        tallies: None,
+    })
 }
 
 fn decode_error(e: pickle::PickleError, path: &str) -> LoadError {

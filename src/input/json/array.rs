@@ -71,7 +71,7 @@ macro_rules! others {
 pub(super) enum Array {
     Timeline(MemoryTimeline),
     /// A list of segments (or of anything else) in the arena, and its node.
-    Segments(Box<Builder>, Vid),
+    Segments(Box<Builder<'static>>, Vid),
     /// No timeline, and its first element an array: as a list of segments,
     /// refused at `[0]`.
     ListFirst,

@@ -38,11 +38,64 @@ pub(super) enum Ctx {
 }
 
 #[derive(Default)]
-pub(super) struct Builder {
+pub(super) struct Builder<'p> {
     pub arena: Arena,
     pub sink: TraceSink,
     /// Nodes shared by content, by hash (a colliding node is not shared).
     cons: HashMap<u64, Vid, FxBuild>,
+    /// Told where each string the parser hands over starts: in a document
+    /// parsed in place, how far the parser has read.
+    read_to: Option<&'p dyn Fn(*const u8)>,
+    /// In a document parsed in place, each `frames` value read so far by
+    /// its text ([`text_key`]), as the shared node it was read into: a
+    /// stack written out again is found by its text, not parsed again.
+    frames_texts: HashMap<(u64, u64, usize), Vid, FxBuild>,
+    /// The string node of the key `frames`, once read.
+    frames_key: Option<Vid>,
+    /// The whole text of a document parsed in place, where a `frames`
+    /// value read apart finds its place for an error.
+    doc: &'p [u8],
+}
+
+/// Starts the message of an error in a `frames` value read apart from its
+/// document: `NESTED` line `:` column `:` message, the place in the
+/// document ([`nested_error`] reads it back).
+const NESTED: &str = "\u{1}frames:";
+
+/// The message of an error of serde_json, without the place it appends.
+fn bare(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    let place = format!(" at line {} column {}", e.line(), e.column());
+    s.strip_suffix(&place).map_or(s.clone(), str::to_string)
+}
+
+/// The line, column and message of an error [`Builder::frames_value`]
+/// met, in its document; `None` for any other error.
+pub(super) fn nested_error(e: &serde_json::Error) -> Option<(usize, usize, String)> {
+    let rest = bare(e).strip_prefix(NESTED)?.to_string();
+    let mut parts = rest.splitn(3, ':');
+    let line = parts.next()?.parse().ok()?;
+    let column = parts.next()?.parse().ok()?;
+    Some((line, column, parts.next()?.to_string()))
+}
+
+/// A text by two hashes of it, seeded apart, and its length: two texts
+/// with the same key differ with a chance of about 2^-128.
+fn text_key(t: &str) -> (u64, u64, usize) {
+    use std::hash::BuildHasher;
+    let (a, b) = (
+        foldhash::quality::FixedState::with_seed(0x243f_6a88_85a3_08d3),
+        foldhash::quality::FixedState::with_seed(0x1319_8a2e_0370_7344),
+    );
+    (a.hash_one(t), b.hash_one(t), t.len())
+}
+
+/// [`node_hash`] of a string node, from the text alone.
+fn str_hash(s: &str) -> u64 {
+    let mut h = FxHasher::default();
+    h.write_u64(7);
+    h.write(s.as_bytes());
+    h.finish()
 }
 
 fn node_hash(n: &Node) -> u64 {
@@ -59,10 +112,7 @@ fn node_hash(n: &Node) -> u64 {
             h.write_u64(6);
             h.write_u64(f.to_bits())
         }
-        Node::Str(s) => {
-            h.write_u64(7);
-            h.write(s.as_bytes())
-        }
+        Node::Str(s) => return str_hash(s),
         Node::List(v) => {
             h.write_u64(8);
             v.iter().for_each(|&x| h.write_u32(x))
@@ -79,7 +129,77 @@ fn node_hash(n: &Node) -> u64 {
     h.finish()
 }
 
-impl Builder {
+impl<'p> Builder<'p> {
+    /// A builder told where each string the parser hands over starts.
+    pub(super) fn reading(read_to: Option<&'p dyn Fn(*const u8)>, doc: &'p [u8]) -> Self {
+        Builder {
+            read_to,
+            doc,
+            ..Builder::default()
+        }
+    }
+
+    /// A string read: its place goes to `read_to`.
+    #[inline]
+    fn read(&self, s: &str) {
+        if let Some(f) = self.read_to {
+            f(s.as_ptr())
+        }
+    }
+
+    /// Whether `k`, an object's key, is `frames`.
+    fn is_frames_key(&mut self, k: Vid) -> bool {
+        if self.frames_key == Some(k) {
+            return true;
+        }
+        if self.frames_key.is_none()
+            && matches!(self.arena.get(k), Node::Str(s) if &**s == "frames")
+        {
+            self.frames_key = Some(k);
+            return true;
+        }
+        false
+    }
+
+    /// The value of a `frames` key from its text, read once for each
+    /// distinct text.
+    fn frames_value(&mut self, text: &str) -> Result<Item, serde_json::Error> {
+        let key = text_key(text);
+        if let Some(&id) = self.frames_texts.get(&key) {
+            return Ok(Item::Node(id, true));
+        }
+        let mut de = serde_json::Deserializer::from_str(text);
+        let it = match (Seed {
+            b: self,
+            ctx: Ctx::Plain,
+        })
+        .deserialize(&mut de)
+        {
+            Ok(it) => it,
+            // What the check of its text let through (a number out of
+            // range): placed in the document, as its parser places it.
+            Err(e) => {
+                let at = (text.as_ptr() as usize).wrapping_sub(self.doc.as_ptr() as usize);
+                let before = self.doc.get(..at).unwrap_or_default();
+                let line = 1 + before.iter().filter(|&&c| c == b'\n').count();
+                let column = before.iter().rev().take_while(|&&c| c != b'\n').count();
+                let (line, column) = if e.line() == 1 {
+                    (line, column + e.column())
+                } else {
+                    (line + e.line() - 1, e.column())
+                };
+                return Err(serde::de::Error::custom(format!(
+                    "{NESTED}{line}:{column}:{}",
+                    bare(&e)
+                )));
+            }
+        };
+        if let Item::Node(id, true) = it {
+            self.frames_texts.insert(key, id);
+        }
+        Ok(it)
+    }
+
     /// The node of `n`, shared with an equal one made before.
     fn cons(&mut self, n: Node) -> Vid {
         let h = node_hash(&n);
@@ -99,8 +219,20 @@ impl Builder {
         id
     }
 
+    /// [`Builder::cons`] of a string, found by its text: only a string
+    /// not seen before is copied.
     pub(super) fn str_node(&mut self, s: &str) -> Vid {
-        self.cons(Node::Str(s.into()))
+        let h = str_hash(s);
+        match self.cons.get(&h) {
+            Some(&id) if matches!(self.arena.get(id), Node::Str(o) if **o == *s) => id,
+            // A colliding node is not shared.
+            Some(_) => self.arena.push(Node::Str(s.into())),
+            None => {
+                let id = self.arena.push(Node::Str(s.into()));
+                self.cons.insert(h, id);
+                id
+            }
+        }
     }
 
     fn int_node(&mut self, i: i64) -> Vid {
@@ -161,19 +293,19 @@ impl Builder {
 }
 
 /// Reads one value into the builder.
-pub(super) struct Seed<'b> {
-    pub b: &'b mut Builder,
+pub(super) struct Seed<'b, 'p> {
+    pub b: &'b mut Builder<'p>,
     pub ctx: Ctx,
 }
 
-impl<'de> DeserializeSeed<'de> for Seed<'_> {
+impl<'de> DeserializeSeed<'de> for Seed<'_, '_> {
     type Value = Item;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Item, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Seed<'_> {
+impl<'de> Visitor<'de> for Seed<'_, '_> {
     type Value = Item;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -201,6 +333,7 @@ impl<'de> Visitor<'de> for Seed<'_> {
         Ok(Item::Node(self.b.cons(n), true))
     }
     fn visit_str<E>(self, v: &str) -> Result<Item, E> {
+        self.b.read(v);
         Ok(Item::Node(self.b.str_node(v), true))
     }
     fn visit_unit<E>(self) -> Result<Item, E> {
@@ -263,12 +396,18 @@ impl<'de> Visitor<'de> for Seed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Item, A::Error> {
         let b = self.b;
         let mut pairs: Vec<(Vid, Item)> = Vec::new();
-        while let Some(k) = map.next_key::<std::borrow::Cow<'_, str>>()? {
-            let k = b.str_node(&k);
-            let v = map.next_value_seed(Seed {
-                b: &mut *b,
-                ctx: Ctx::Plain,
-            })?;
+        while let Some(k) = map.next_key_seed(Key(&mut *b))? {
+            // Only a document parsed in place lends its text.
+            let v = if b.read_to.is_some() && b.is_frames_key(k) {
+                let raw: &'de serde_json::value::RawValue = map.next_value()?;
+                b.read(raw.get());
+                b.frames_value(raw.get()).map_err(de::Error::custom)?
+            } else {
+                map.next_value_seed(Seed {
+                    b: &mut *b,
+                    ctx: Ctx::Plain,
+                })?
+            };
             pairs.push((k, v));
         }
         dedup_keys(&mut pairs);
@@ -280,5 +419,26 @@ impl<'de> Visitor<'de> for Seed<'_> {
         let shared = pairs.iter().all(|&(_, v)| Builder::shared(v));
         let items = pairs.into_iter().map(|(k, v)| (k, b.vid(v, 0))).collect();
         Ok(b.container(Node::Dict(items), shared))
+    }
+}
+
+/// An object's key, read into its string node without a copy of its own.
+struct Key<'b, 'p>(&'b mut Builder<'p>);
+
+impl<'de> DeserializeSeed<'de> for Key<'_, '_> {
+    type Value = Vid;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Vid, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key<'_, '_> {
+    type Value = Vid;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a string key")
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Vid, E> {
+        self.0.read(v);
+        Ok(self.0.str_node(v))
     }
 }

@@ -2,7 +2,14 @@
 //! as arrays), profiler Chrome traces and memory-timeline exports. Which one a
 //! document is follows from its content.
 //!
-//! A document is read as a stream, never held whole: a snapshot's values go
+//! A file whose text starts an object is parsed where it lies, mapped, its
+//! strings read in place: the parser tells [`load_json_in_place`] where it
+//! is through the strings it hands over (and each `traceEvents` entry's
+//! text), and the pages behind go back to the system. A `frames` value is
+//! found by its text (a stack written out again at every event that names
+//! it) and parsed only the first time. Any other document (compressed,
+//! stdin, a top-level array) is read as a stream, through a buffer.
+//! Either way it is never held whole: a snapshot's values go
 //! into the arena as they are parsed ([`build`]), its trace entries to the
 //! [`TraceSink`](crate::input::snapshot::TraceSink) one by one; a Chrome
 //! trace's `traceEvents` are read one entry at a time into a
@@ -27,7 +34,52 @@ use std::io::Read;
 
 /// Parses JSON text and decides what it holds.
 pub fn load_json(bytes: &[u8], name: &str) -> Result<Content, LoadError> {
-    load_json_reader(bytes, name, Compression::None)
+    parse_in_place(bytes, name, &|_| {})
+}
+
+/// [`load_json`] on a mapped file: `read_to` is told where each string of
+/// a snapshot or trace entry the parser hands over starts, so that the
+/// pages behind it go back to the system as the parser goes on.
+pub fn load_json_in_place(
+    bytes: &[u8],
+    name: &str,
+    read_to: &dyn Fn(*const u8),
+) -> Result<Content, LoadError> {
+    parse_in_place(bytes, name, read_to)
+}
+
+/// Text in memory is parsed where it lies: strings with no escape are
+/// read in place, not copied byte by byte as from a stream.
+fn parse_in_place(
+    bytes: &[u8],
+    name: &str,
+    read_to: &dyn Fn(*const u8),
+) -> Result<Content, LoadError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let doc = Root(Some(read_to), bytes)
+        .deserialize(&mut de)
+        .and_then(|d| de.end().map(|()| d));
+    content_of(doc.map_err(|e| invalid(&e, name))?, name)
+}
+
+/// The refusal of text that is no JSON.
+fn invalid(e: &serde_json::Error, name: &str) -> LoadError {
+    let msg = match build::nested_error(e) {
+        Some((line, column, msg)) => {
+            format!(
+                "invalid JSON at line {line}, column {column}: {msg} at line {line} column {column}"
+            )
+        }
+        None => format!(
+            "invalid JSON at line {}, column {}: {e}",
+            e.line(),
+            e.column()
+        ),
+    };
+    LoadError::Format {
+        file: name.into(),
+        msg,
+    }
 }
 
 /// [`load_json`] on a stream (decompressed as `compression` says, for the
@@ -37,8 +89,13 @@ pub fn load_json_reader(
     name: &str,
     compression: Compression,
 ) -> Result<Content, LoadError> {
-    let mut de = serde_json::Deserializer::from_reader(&mut r);
-    let doc = Root.deserialize(&mut de).and_then(|d| de.end().map(|()| d));
+    // Owned, a `BufReader` hands the parser each byte from its buffer; a
+    // parser over any other reader asks for every byte with a call of its own.
+    let mut de =
+        serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 16, &mut r));
+    let doc = Root(None, &[])
+        .deserialize(&mut de)
+        .and_then(|d| de.end().map(|()| d));
     let doc = match doc {
         Ok(d) => d,
         Err(e) if e.is_io() => return Err(read_error(e.into(), name, compression)),
@@ -47,16 +104,14 @@ pub fn load_json_reader(
             // read error or the size bound further on comes first.
             std::io::copy(&mut r, &mut std::io::sink())
                 .map_err(|e| read_error(e, name, compression))?;
-            return Err(LoadError::Format {
-                file: name.into(),
-                msg: format!(
-                    "invalid JSON at line {}, column {}: {e}",
-                    e.line(),
-                    e.column()
-                ),
-            });
+            return Err(invalid(&e, name));
         }
     };
+    content_of(doc, name)
+}
+
+/// What a parsed document holds.
+fn content_of(doc: Doc<'_>, name: &str) -> Result<Content, LoadError> {
     let schema = |e: super::snapshot::SchemaError| LoadError::Schema {
         file: name.into(),
         path: e.path,
@@ -129,7 +184,7 @@ fn from_value(v: Value, name: &str) -> Result<Content, LoadError> {
 }
 
 /// A document as it was read.
-enum Doc {
+enum Doc<'p> {
     /// A top-level scalar.
     Value(Value),
     /// A top-level array that is no Chrome trace.
@@ -138,7 +193,7 @@ enum Doc {
     /// properties).
     Chrome(Box<TraceReader>, Value),
     /// A top-level object, its values as each was read.
-    Object(Vec<(String, Entry)>, Box<Builder>),
+    Object(Vec<(String, Entry)>, Box<Builder<'p>>),
 }
 
 /// A value of the top-level object: a snapshot's `segments` and
@@ -150,12 +205,14 @@ enum Entry {
     Value(Value),
 }
 
-/// The top-level value.
-struct Root;
+/// The top-level value; where the parser has read to goes to the function
+/// of a document parsed in place (which lends its text to the readers; one
+/// read from a stream has none).
+struct Root<'p>(Option<&'p dyn Fn(*const u8)>, &'p [u8]);
 
-impl<'de> DeserializeSeed<'de> for Root {
-    type Value = Doc;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Doc, D::Error> {
+impl<'de, 'p> DeserializeSeed<'de> for Root<'p> {
+    type Value = Doc<'p>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Doc<'p>, D::Error> {
         d.deserialize_any(self)
     }
 }
@@ -192,15 +249,15 @@ macro_rules! scalars {
 
 mod array;
 
-impl<'de> Visitor<'de> for Root {
-    type Value = Doc;
+impl<'de, 'p> Visitor<'de> for Root<'p> {
+    type Value = Doc<'p>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("any valid JSON value")
     }
     scalars!(Doc::Value);
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Doc, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Doc<'p>, A::Error> {
         let first = match seq.next_element_seed(array::FirstSeed)? {
             None => return Ok(Doc::Array(array::empty())),
             Some(array::First::Numbers(n)) => {
@@ -221,13 +278,13 @@ impl<'de> Visitor<'de> for Root {
         array::segments(first, seq).map(Doc::Array)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Doc, A::Error> {
-        let mut b = Box::<Builder>::default();
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Doc<'p>, A::Error> {
+        let mut b = Box::new(Builder::reading(self.0, self.1));
         let mut entries = Vec::new();
         while let Some(k) = map.next_key::<String>()? {
             let ctx = match k.as_str() {
                 "traceEvents" => {
-                    let e = map.next_value_seed(Events)?;
+                    let e = map.next_value_seed(Events(self.0))?;
                     entries.push((k, e));
                     continue;
                 }
@@ -247,17 +304,18 @@ impl<'de> Visitor<'de> for Root {
 }
 
 /// The value of a top-level `traceEvents` key: an array read entry by
-/// entry, anything else whole.
-struct Events;
+/// entry, anything else whole. Parsed in place (with where the parser has
+/// read to told to the function), each entry is found as text first.
+struct Events<'p>(Option<&'p dyn Fn(*const u8)>);
 
-impl<'de> DeserializeSeed<'de> for Events {
+impl<'de> DeserializeSeed<'de> for Events<'_> {
     type Value = Entry;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Entry, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Events {
+impl<'de> Visitor<'de> for Events<'_> {
     type Value = Entry;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -267,8 +325,18 @@ impl<'de> Visitor<'de> for Events {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Entry, A::Error> {
         let mut r = TraceReader::default();
-        while let Some(e) = seq.next_element::<Value>()? {
-            r.add(&e);
+        match self.0 {
+            Some(read_to) => {
+                while let Some(raw) = seq.next_element::<&'de serde_json::value::RawValue>()? {
+                    read_to(raw.get().as_ptr());
+                    r.add(&serde_json::from_str::<Value>(raw.get()).map_err(de::Error::custom)?);
+                }
+            }
+            None => {
+                while let Some(e) = seq.next_element::<Value>()? {
+                    r.add(&e);
+                }
+            }
         }
         Ok(Entry::Events(Box::new(r)))
     }
@@ -309,6 +377,75 @@ pub fn to_arena(v: &serde_json::Value, arena: &mut Arena) -> Vid {
                 })
                 .collect();
             arena.push(Node::Dict(items))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{load_json, load_json_reader};
+    use crate::input::Compression;
+
+    /// A document parsed in place (a `frames` value found again by its
+    /// text) reads as the same document read from a stream, byte by byte.
+    #[test]
+    fn in_place_and_streamed_read_the_same() {
+        let frame =
+            |f: &str, l: u32| format!(r#"{{"filename": "{f}", "line": {l}, "name": "fn_{l}"}}"#);
+        let a = format!("[{}, {}]", frame("a.py", 1), frame("b.py", 2));
+        // The same frames in other words: equal, though not the same text.
+        let a_spaced = a.replace(", ", ",\n   ");
+        let b = format!("[{}]", frame("a\\u0020.py", 3));
+        let entry = |action: &str, addr: u64, frames: &str| {
+            format!(
+                r#"{{"action": "{action}", "addr": {addr}, "size": 512, "stream": 0, "time_us": {addr}, "frames": {frames}}}"#
+            )
+        };
+        let trace = [
+            entry("alloc", 1024, &a),
+            entry("alloc", 2048, &a),
+            entry("free_requested", 1024, &a_spaced),
+            entry("alloc", 4096, &b),
+            entry("alloc", 8192, "[]"),
+            entry("alloc", 16384, r#""not a list""#),
+            entry("free_completed", 1024, &b),
+            entry("alloc", 32768, &format!("[{}, [1]]", frame("c.py", 4))),
+        ]
+        .join(", ");
+        let segments = format!(
+            r#"[{{"device": 0, "address": 1024, "total_size": 2097152, "stream": 0, "segment_type": "small", "allocated_size": 0, "active_size": 0, "blocks": [{{"address": 1024, "size": 2097152, "requested_size": 0, "state": "inactive", "frames": {a}, "history": [{{"addr": 1024, "real_size": 512, "frames": {a}}}]}}]}}]"#
+        );
+        let docs = [
+            format!(r#"{{"segments": {segments}, "device_traces": [[{trace}]]}}"#),
+            format!(r#"{{"device_traces": [[{trace}]], "segments": {segments}, "frames": {a}}}"#),
+            format!(r#"{{"segments": [], "device_traces": [[{}]]}}"#, entry("alloc", 1, "[")),
+            r#"{"traceEvents": [{"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5, "args": {"Total Reserved": 4096, "Total Allocated": 512, "Bytes": 512, "Addr": 1024, "Device Id": 0, "Device Type": 1}}, {"ph": "X", "name": "aten::op", "pid": 1, "tid": 1, "ts": 1, "dur": 9}]}"#.to_string(),
+            r#"{"traceEvents": [{"ph": "X", "name": "a\u0020b", "pid": 1, "tid": 1, "ts": 1, "dur": 9}, 5]}"#.to_string(),
+        ];
+        let spread: Vec<String> = docs.iter().map(|d| d.replace(", ", ",\n ")).collect();
+        for d in docs.iter().chain(&spread) {
+            let in_place = format!("{:?}", load_json(d.as_bytes(), "x"));
+            let streamed = format!(
+                "{:?}",
+                load_json_reader(d.as_bytes(), "x", Compression::None)
+            );
+            assert_eq!(in_place, streamed, "{d}");
+        }
+        // What the check of a `frames` text lets through fails where the
+        // same value fails read with the rest: a number out of range (which
+        // a stream's parser places a byte further on, after it).
+        let bad = format!(
+            r#"{{"segments": [], "device_traces": [[{}, {}]]}}"#,
+            entry("alloc", 1, &a),
+            entry("alloc", 2, r#"[{"x": 1, "y": 1e400}]"#)
+        );
+        for d in [bad.clone(), bad.replace(", ", ",\n ")] {
+            let nested = load_json(d.as_bytes(), "x").unwrap_err().to_string();
+            let read_with_the_rest = load_json(d.replace("frames", "framez").as_bytes(), "x")
+                .unwrap_err()
+                .to_string();
+            assert!(nested.contains("number out of range"), "{nested}");
+            assert_eq!(nested, read_with_the_rest, "{d}");
         }
     }
 }
