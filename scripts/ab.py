@@ -5,7 +5,10 @@ in every round; prints a Markdown table of medians (wall, peak RSS, the newer
 binary's ratio to pickle.load).
 
     scripts/ab.py FILE --old OLD_BIN [--new target/release/fragscope] [--rounds 3]
-        [--commands 'stats;check;report -o {d}/x.html']
+        [--commands 'stats;check;report -o {d}/x.html'] [--python-load json]
+
+`--python-load json` takes Python's `json.load` of the file as the yardstick
+(for a JSON snapshot or profiler trace) instead of `pickle.load`.
 
 `{d}` in a command is a scratch folder. Outputs go to /dev/null.
 """
@@ -14,7 +17,10 @@ import argparse, os, statistics, subprocess, tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = ("stats;check;oom;events --csv;timeline --json;timeline;simulate;"
            "report -o {d}/x.html;view -o {d}/v.html")
-PY_LOAD = 'import pickle,sys; pickle.load(open(sys.argv[1],"rb"))'
+PY_LOAD = {
+    "pickle": 'import pickle,sys; pickle.load(open(sys.argv[1],"rb"))',
+    "json": 'import json,sys; json.load(open(sys.argv[1],"rb"))',
+}
 
 
 def timed(argv):
@@ -33,20 +39,22 @@ def main():
     ap.add_argument("--new", default=os.path.join(ROOT, "target", "release", "fragscope"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--commands", default=DEFAULT, help="';'-separated")
+    ap.add_argument("--python-load", choices=sorted(PY_LOAD), default="pickle")
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="fragscope-ab-")
     cmds = [c.strip().format(d=d).split() for c in a.commands.split(";") if c.strip()]
     runs, py = {}, []
     for _ in range(a.rounds):
-        py.append(timed(["python3", "-c", PY_LOAD, a.file]))
+        py.append(timed(["python3", "-c", PY_LOAD[a.python_load], a.file]))
         for c in cmds:
             for b in (a.old, a.new):
                 runs.setdefault((" ".join(c), b), []).append(timed([b] + c + [a.file]))
     med = lambda xs, i: statistics.median(x[i] for x in xs)
     pw = med(py, 0)
-    print(f"`pickle.load`: {pw:.2f} s, {med(py, 1):.0f} MiB (medians of {a.rounds} rounds)\n")
-    print("| command | before: wall | before: peak RSS | after: wall | after: / pickle.load "
-          "| after: peak RSS |")
+    load = f"{a.python_load}.load"
+    print(f"`{load}`: {pw:.2f} s, {med(py, 1):.0f} MiB (medians of {a.rounds} rounds)\n")
+    print("| command | before: wall | before: peak RSS | after: wall | after: / " + load +
+          " | after: peak RSS |")
     print("|---|---:|---:|---:|---:|---:|")
     for c in cmds:
         n = " ".join(c).replace(d, "DIR")

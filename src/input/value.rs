@@ -62,8 +62,8 @@ impl Node {
 pub struct Arena {
     pub nodes: Vec<Node>,
     /// Values taken while reading that have no node (trace entries and
-    /// frames lists): what the node count alone would miss of the file's
-    /// size.
+    /// frames lists, and values of a JSON text made one node with an equal
+    /// one): what the node count alone would miss of the file's size.
     pub taken: u64,
 }
 

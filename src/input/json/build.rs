@@ -5,6 +5,11 @@
 //! soon as each is read, as the pickle machine hands them over, so what
 //! stays in memory is the model's size, not the text's.
 //!
+//! A value made one node with an equal one still counts as one of the
+//! file's values ([`Arena::taken`]): the schema layer bounds what shared
+//! references may expand to by the values the file holds, and a JSON text
+//! holds every value it names, however many are equal.
+//!
 //! Objects keep `serde_json`'s map semantics (a repeated key keeps its first
 //! place and its last value), so the arena is the one the whole document
 //! parsed into a `Value` gave.
@@ -49,7 +54,7 @@ pub(super) struct Builder<'p> {
     /// In a document parsed in place, each `frames` value read so far by
     /// its text ([`text_key`]), as the shared node it was read into: a
     /// stack written out again is found by its text, not parsed again.
-    frames_texts: HashMap<(u64, u64, usize), Vid, FxBuild>,
+    frames_texts: HashMap<(u64, u64, usize), (Vid, u64), FxBuild>,
     /// The string node of the key `frames`, once read.
     frames_key: Option<Vid>,
     /// The whole text of a document parsed in place, where a `frames`
@@ -165,9 +170,11 @@ impl<'p> Builder<'p> {
     /// distinct text.
     fn frames_value(&mut self, text: &str) -> Result<Item, serde_json::Error> {
         let key = text_key(text);
-        if let Some(&id) = self.frames_texts.get(&key) {
+        if let Some(&(id, values)) = self.frames_texts.get(&key) {
+            self.arena.taken += values;
             return Ok(Item::Node(id, true));
         }
+        let before = self.arena.values();
         let mut de = serde_json::Deserializer::from_str(text);
         let it = match (Seed {
             b: self,
@@ -195,7 +202,8 @@ impl<'p> Builder<'p> {
             }
         };
         if let Item::Node(id, true) = it {
-            self.frames_texts.insert(key, id);
+            let values = self.arena.values() - before;
+            self.frames_texts.insert(key, (id, values));
         }
         Ok(it)
     }
@@ -210,6 +218,9 @@ impl<'p> Builder<'p> {
                 (old, new) => old == new,
             };
             if same {
+                // A value of the file all the same: the schema layer's
+                // bound on what shared references expand to counts it.
+                self.arena.taken += 1;
                 return id;
             }
             return self.arena.push(n);
@@ -224,7 +235,10 @@ impl<'p> Builder<'p> {
     pub(super) fn str_node(&mut self, s: &str) -> Vid {
         let h = str_hash(s);
         match self.cons.get(&h) {
-            Some(&id) if matches!(self.arena.get(id), Node::Str(o) if **o == *s) => id,
+            Some(&id) if matches!(self.arena.get(id), Node::Str(o) if **o == *s) => {
+                self.arena.taken += 1;
+                id
+            }
             // A colliding node is not shared.
             Some(_) => self.arena.push(Node::Str(s.into())),
             None => {
