@@ -51,9 +51,9 @@ pub(super) struct Builder<'p> {
     /// Told where each string the parser hands over starts: in a document
     /// parsed in place, how far the parser has read.
     read_to: Option<&'p dyn Fn(*const u8)>,
-    /// In a document parsed in place, each `frames` value read so far by
-    /// its text ([`text_key`]), as the shared node it was read into: a
-    /// stack written out again is found by its text, not parsed again.
+    /// Each `frames` value read so far by its text ([`text_key`]), as the
+    /// shared node it was read into and the values it holds: a stack
+    /// written out again is found by its text, not parsed again.
     frames_texts: HashMap<(u64, u64, usize), (Vid, u64), FxBuild>,
     /// The string node of the key `frames`, once read.
     frames_key: Option<Vid>,
@@ -74,8 +74,28 @@ fn bare(e: &serde_json::Error) -> String {
     s.strip_suffix(&place).map_or(s.clone(), str::to_string)
 }
 
-/// The line, column and message of an error [`Builder::frames_value`]
-/// met, in its document; `None` for any other error.
+/// The message for the error `e` met reading `text`, a value of `doc` read
+/// apart from it (after the check of its text, which lets a number out of
+/// range through): placed in the document, as its parser places it, when
+/// `text` lies in `doc`; else with no place, so that the parser of the
+/// document places it where it stands, after the value.
+pub(super) fn nested(doc: &[u8], text: &str, e: &serde_json::Error) -> String {
+    let at = (text.as_ptr() as usize).wrapping_sub(doc.as_ptr() as usize);
+    let Some(before) = doc.get(..at).filter(|_| at < doc.len()) else {
+        return bare(e);
+    };
+    let line = 1 + before.iter().filter(|&&c| c == b'\n').count();
+    let column = before.iter().rev().take_while(|&&c| c != b'\n').count();
+    let (line, column) = if e.line() == 1 {
+        (line, column + e.column())
+    } else {
+        (line + e.line() - 1, e.column())
+    };
+    format!("{NESTED}{line}:{column}:{}", bare(e))
+}
+
+/// The line, column and message of an error [`nested`] placed in its
+/// document; `None` for any other error.
 pub(super) fn nested_error(e: &serde_json::Error) -> Option<(usize, usize, String)> {
     let rest = bare(e).strip_prefix(NESTED)?.to_string();
     let mut parts = rest.splitn(3, ':');
@@ -183,23 +203,7 @@ impl<'p> Builder<'p> {
         .deserialize(&mut de)
         {
             Ok(it) => it,
-            // What the check of its text let through (a number out of
-            // range): placed in the document, as its parser places it.
-            Err(e) => {
-                let at = (text.as_ptr() as usize).wrapping_sub(self.doc.as_ptr() as usize);
-                let before = self.doc.get(..at).unwrap_or_default();
-                let line = 1 + before.iter().filter(|&&c| c == b'\n').count();
-                let column = before.iter().rev().take_while(|&&c| c != b'\n').count();
-                let (line, column) = if e.line() == 1 {
-                    (line, column + e.column())
-                } else {
-                    (line + e.line() - 1, e.column())
-                };
-                return Err(serde::de::Error::custom(format!(
-                    "{NESTED}{line}:{column}:{}",
-                    bare(&e)
-                )));
-            }
+            Err(e) => return Err(serde::de::Error::custom(nested(self.doc, text, &e))),
         };
         if let Item::Node(id, true) = it {
             let values = self.arena.values() - before;
@@ -411,11 +415,17 @@ impl<'de> Visitor<'de> for Seed<'_, '_> {
         let b = self.b;
         let mut pairs: Vec<(Vid, Item)> = Vec::new();
         while let Some(k) = map.next_key_seed(Key(&mut *b))? {
-            // Only a document parsed in place lends its text.
-            let v = if b.read_to.is_some() && b.is_frames_key(k) {
-                let raw: &'de serde_json::value::RawValue = map.next_value()?;
-                b.read(raw.get());
-                b.frames_value(raw.get()).map_err(de::Error::custom)?
+            // A document parsed in place lends its text; a stream's is
+            // copied out.
+            let v = if b.is_frames_key(k) {
+                if b.read_to.is_some() {
+                    let raw: &'de serde_json::value::RawValue = map.next_value()?;
+                    b.read(raw.get());
+                    b.frames_value(raw.get()).map_err(de::Error::custom)?
+                } else {
+                    let raw: Box<serde_json::value::RawValue> = map.next_value()?;
+                    b.frames_value(raw.get()).map_err(de::Error::custom)?
+                }
             } else {
                 map.next_value_seed(Seed {
                     b: &mut *b,

@@ -5,10 +5,12 @@
 //! A file whose text starts an object is parsed where it lies, mapped, its
 //! strings read in place: the parser tells [`load_json_in_place`] where it
 //! is through the strings it hands over (and each `traceEvents` entry's
-//! text), and the pages behind go back to the system. A `frames` value is
-//! found by its text (a stack written out again at every event that names
-//! it) and parsed only the first time. Any other document (compressed,
-//! stdin, a top-level array) is read as a stream, through a buffer.
+//! text), and the pages behind go back to the system. Any other document
+//! (compressed, stdin, a top-level array) is read as a stream, through a
+//! buffer. Either way a `frames` value is taken as text first (a stack
+//! written out again at every event that names it; a stream's text copied
+//! out) and parsed only the first time that text comes, and a profiler
+//! trace's entry is parsed only when its text names what is kept of it.
 //! Either way it is never held whole: a snapshot's values go
 //! into the arena as they are parsed ([`build`]), its trace entries to the
 //! [`TraceSink`](crate::input::snapshot::TraceSink) one by one; a Chrome
@@ -284,7 +286,7 @@ impl<'de, 'p> Visitor<'de> for Root<'p> {
         while let Some(k) = map.next_key::<String>()? {
             let ctx = match k.as_str() {
                 "traceEvents" => {
-                    let e = map.next_value_seed(Events(self.0))?;
+                    let e = map.next_value_seed(Events(self.0, self.1))?;
                     entries.push((k, e));
                     continue;
                 }
@@ -306,7 +308,7 @@ impl<'de, 'p> Visitor<'de> for Root<'p> {
 /// The value of a top-level `traceEvents` key: an array read entry by
 /// entry, anything else whole. Parsed in place (with where the parser has
 /// read to told to the function), each entry is found as text first.
-struct Events<'p>(Option<&'p dyn Fn(*const u8)>);
+struct Events<'p>(Option<&'p dyn Fn(*const u8)>, &'p [u8]);
 
 impl<'de> DeserializeSeed<'de> for Events<'_> {
     type Value = Entry;
@@ -329,12 +331,14 @@ impl<'de> Visitor<'de> for Events<'_> {
             Some(read_to) => {
                 while let Some(raw) = seq.next_element::<&'de serde_json::value::RawValue>()? {
                     read_to(raw.get().as_ptr());
-                    r.add(&serde_json::from_str::<Value>(raw.get()).map_err(de::Error::custom)?);
+                    r.add_text(raw.get())
+                        .map_err(|e| de::Error::custom(build::nested(self.1, raw.get(), &e)))?;
                 }
             }
             None => {
-                while let Some(e) = seq.next_element::<Value>()? {
-                    r.add(&e);
+                while let Some(raw) = seq.next_element::<Box<serde_json::value::RawValue>>()? {
+                    r.add_text(raw.get())
+                        .map_err(|e| de::Error::custom(build::nested(&[], raw.get(), &e)))?;
                 }
             }
         }
@@ -447,5 +451,35 @@ mod tests {
             assert!(nested.contains("number out of range"), "{nested}");
             assert_eq!(nested, read_with_the_rest, "{d}");
         }
+        // The same in a profiler trace's entry that is kept; in one that is
+        // not (a kernel), the value is never read.
+        let op = r#"{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1e400}"#;
+        let trace = format!(r#"{{"traceEvents": [{op}]}}"#);
+        for d in [trace.clone(), trace.replace(", ", ",\n ")] {
+            let in_place = load_json(d.as_bytes(), "x").unwrap_err().to_string();
+            assert!(in_place.contains("number out of range"), "{in_place}");
+            // Placed at the number's last digit, as the whole parse places it.
+            let digit = d.find("1e400").unwrap() + 5;
+            let line = 1 + d[..digit].matches('\n').count();
+            let column = digit - d[..digit].rfind('\n').map_or(0, |n| n + 1);
+            assert!(
+                in_place.contains(&format!("line {line}, column {column}:")),
+                "{in_place}"
+            );
+            // A stream's reader places it after the entry.
+            let streamed = load_json_reader(d.as_bytes(), "x", Compression::None)
+                .unwrap_err()
+                .to_string();
+            assert!(streamed.contains("number out of range"), "{streamed}");
+        }
+        let kernel = op.replace("cpu_op", "kernel");
+        let d = format!(r#"{{"traceEvents": [{kernel}]}}"#);
+        let in_place = format!("{:?}", load_json(d.as_bytes(), "x"));
+        assert!(!in_place.contains("out of range"), "{in_place}");
+        let streamed = format!(
+            "{:?}",
+            load_json_reader(d.as_bytes(), "x", Compression::None)
+        );
+        assert_eq!(in_place, streamed);
     }
 }

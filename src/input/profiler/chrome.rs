@@ -135,6 +135,33 @@ impl Default for TraceReader {
 }
 
 impl TraceReader {
+    /// The next entry of `traceEvents`, as its JSON text: parsed only when
+    /// [`TraceReader::add`] could keep anything of it. An object whose text
+    /// names none of the event names and categories that `add` keeps, with
+    /// no escape that could spell one, is counted and left (most of a
+    /// trace: kernels, runtime calls, flows).
+    pub fn add_text(&mut self, text: &str) -> Result<(), serde_json::Error> {
+        const KEPT: [&str; 5] = [
+            "[memory]",
+            "[OutOfMemory]",
+            "cpu_op",
+            "Operator",
+            "python_function",
+        ];
+        let b = text.as_bytes();
+        let skip = b.first() == Some(&b'{')
+            && memchr::memchr(b'\\', b).is_none()
+            && !KEPT
+                .iter()
+                .any(|k| memchr::memmem::find(b, k.as_bytes()).is_some());
+        if skip {
+            self.count += 1;
+            return Ok(());
+        }
+        self.add(&serde_json::from_str::<Value>(text)?);
+        Ok(())
+    }
+
     /// The next entry of `traceEvents`.
     pub fn add(&mut self, e: &Value) {
         let i = self.count;
