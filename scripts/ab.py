@@ -8,7 +8,8 @@ binary's ratio to pickle.load).
         [--commands 'stats;check;report -o {d}/x.html'] [--python-load json]
 
 `--python-load json` takes Python's `json.load` of the file as the yardstick
-(for a JSON snapshot or profiler trace) instead of `pickle.load`.
+(for a JSON snapshot or profiler trace) instead of `pickle.load`;
+`--python-load json.gz` its `json.load` of the gunzipped stream.
 
 `{d}` in a command is a scratch folder. Outputs go to /dev/null.
 """
@@ -20,6 +21,7 @@ DEFAULT = ("stats;check;oom;events --csv;timeline --json;timeline;simulate;"
 PY_LOAD = {
     "pickle": 'import pickle,sys; pickle.load(open(sys.argv[1],"rb"))',
     "json": 'import json,sys; json.load(open(sys.argv[1],"rb"))',
+    "json.gz": 'import gzip,json,sys; json.load(gzip.open(sys.argv[1]))',
 }
 
 
@@ -51,7 +53,7 @@ def main():
                 runs.setdefault((" ".join(c), b), []).append(timed([b] + c + [a.file]))
     med = lambda xs, i: statistics.median(x[i] for x in xs)
     pw = med(py, 0)
-    load = f"{a.python_load}.load"
+    load = {"pickle": "pickle.load", "json": "json.load", "json.gz": "json.load(gzip)"}[a.python_load]
     print(f"`{load}`: {pw:.2f} s, {med(py, 1):.0f} MiB (medians of {a.rounds} rounds)\n")
     print("| command | before: wall | before: peak RSS | after: wall | after: / " + load +
           " | after: peak RSS |")
