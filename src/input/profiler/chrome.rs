@@ -135,30 +135,14 @@ impl Default for TraceReader {
 }
 
 impl TraceReader {
-    /// The next entry of `traceEvents`, as its JSON text: parsed only when
-    /// [`TraceReader::add`] could keep anything of it. An object whose text
-    /// names none of the event names and categories that `add` keeps, with
-    /// no escape that could spell one, is counted and left (most of a
-    /// trace: kernels, runtime calls, flows).
+    /// The next entry of `traceEvents`, as its JSON text: read only as far
+    /// as [`TraceReader::add`] could keep anything of it
+    /// ([`super::entry::read`]).
     pub fn add_text(&mut self, text: &str) -> Result<(), serde_json::Error> {
-        const KEPT: [&str; 5] = [
-            "[memory]",
-            "[OutOfMemory]",
-            "cpu_op",
-            "Operator",
-            "python_function",
-        ];
-        let b = text.as_bytes();
-        let skip = b.first() == Some(&b'{')
-            && memchr::memchr(b'\\', b).is_none()
-            && !KEPT
-                .iter()
-                .any(|k| memchr::memmem::find(b, k.as_bytes()).is_some());
-        if skip {
-            self.count += 1;
-            return Ok(());
+        match super::entry::read(text)? {
+            Some(v) => self.add(&v),
+            None => self.count += 1,
         }
-        self.add(&serde_json::from_str::<Value>(text)?);
         Ok(())
     }
 

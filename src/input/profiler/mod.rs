@@ -14,6 +14,7 @@
 //! stages' ([`crate::timeline`], [`crate::analysis`]).
 
 pub mod chrome;
+mod entry;
 pub mod memtimeline;
 
 pub use chrome::{MISSING_FIGURES, ProfilerTrace, TraceDevice, is_chrome_trace, trace_from_json};
