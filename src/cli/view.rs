@@ -9,14 +9,15 @@
 
 use super::common::{Exit, Global};
 use crate::analysis::culprits::{self, GroupBy};
-use crate::analysis::report::{self, Report};
+use crate::analysis::report::{self, DeviceReport, Report};
 use crate::core::style::Style;
 use crate::input::{self, Content};
 use crate::model::Snapshot;
 use crate::pipeline::{self, AnyReport};
 use crate::render::view::{self as rv, Detail, DeviceView, View};
 use crate::timeline::checkpoints::{self, Checkpoints};
-use crate::timeline::{self, MomentState, Replayer, Series};
+use crate::timeline::{self, Replayer, Series};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -59,9 +60,9 @@ struct Loaded<'a> {
     /// Each device's series cut into buckets, for zoomed windows (served
     /// only: a written page asks for none).
     zooms: HashMap<i64, rv::Zoom>,
-    states: HashMap<i64, Vec<MomentState>>,
-    peaks: HashMap<i64, HashMap<String, u64>>,
-    /// Every allocation's interval, for the bands.
+    /// Every allocation's interval, for the bands' windows the server
+    /// answers (served only: a written page makes each device's as it
+    /// writes it, [`device_parts`]).
     lifetimes: HashMap<i64, Vec<timeline::Lifetime>>,
     /// Each device's state checkpoints, served only: a scrub is one of
     /// them and a few thousand events of replay.
@@ -122,25 +123,40 @@ fn culprit_options() -> culprits::Options {
     }
 }
 
-/// The states at a device's key moments (in their order): served, each a
-/// checkpoint and a short replay; written, one replay to the last of them
+/// A device's key moments' states (in their order), its allocations and
+/// its call sites' bytes at the peak of allocated bytes: served, each state
+/// a checkpoint and a short replay; written, one replay to the last of them
 /// (a written page steps through those states only, and the checkpoints
-/// would cost up to 256 MiB a device).
-fn key_states(
-    snap: &Snapshot,
-    cps: &HashMap<i64, Checkpoints>,
-    device: i64,
-    ats: &[Option<usize>],
-) -> (Vec<MomentState>, Vec<timeline::Lifetime>) {
-    match cps.get(&device) {
+/// would cost up to 256 MiB a device). Made as the device is written.
+fn device_parts<'v>(snap: &Snapshot, v: &'v Loaded, d: &DeviceReport) -> rv::DeviceParts<'v> {
+    let ats: Vec<Option<usize>> = d.key_moments.iter().map(|k| k.at).collect();
+    let (states, lifetimes) = match v.checkpoints.get(&d.device) {
         Some(cp) => (
-            ats.iter().map(|&at| cp.state_at(at)).collect(),
-            cp.replayer().lifetimes(),
+            ats.iter().map(|&at| cp.state_at(at)).collect::<Vec<_>>(),
+            Cow::Borrowed(&v.lifetimes[&d.device][..]),
         ),
         None => {
-            let replayer = Replayer::new(snap, device);
-            (replayer.states_at(ats), replayer.lifetimes())
+            let replayer = Replayer::new(snap, d.device);
+            (replayer.states_at(&ats), Cow::Owned(replayer.lifetimes()))
         }
+    };
+    // The call sites' live bytes at the peak of allocated bytes.
+    let peak_by_site: HashMap<String, u64> = d
+        .key_moments
+        .iter()
+        .position(|k| k.label == "peak allocated")
+        .map(|i| {
+            let a = culprits::analyze(snap, &states[i], &culprit_options());
+            report::culprit_rows(snap, &a)
+                .into_iter()
+                .map(|r| (r.site, r.live_bytes))
+                .collect()
+        })
+        .unwrap_or_default();
+    rv::DeviceParts {
+        states,
+        peak_by_site,
+        lifetimes,
     }
 }
 
@@ -180,34 +196,13 @@ fn load<'a>(
     // Before the states and bands are made: the what-if runs' memory is
     // then given back before theirs is taken.
     let what_if = what_if(sty, name, snap, &report, served);
-    let mut states = HashMap::new();
-    let mut peaks = HashMap::new();
-    let mut lifetimes = HashMap::new();
-    for d in &report.devices {
-        let ats: Vec<Option<usize>> = d.key_moments.iter().map(|k| k.at).collect();
-        let (st, lives) = key_states(snap, &checkpoints, d.device, &ats);
-        lifetimes.insert(d.device, lives);
-        // The call sites' live bytes at the peak of allocated bytes.
-        let peak: HashMap<String, u64> = d
-            .key_moments
-            .iter()
-            .position(|k| k.label == "peak allocated")
-            .map(|i| {
-                let a = culprits::analyze(snap, &st[i], &culprit_options());
-                report::culprit_rows(snap, &a)
-                    .into_iter()
-                    .map(|r| (r.site, r.live_bytes))
-                    .collect()
-            })
-            .unwrap_or_default();
-        states.insert(d.device, st);
-        peaks.insert(d.device, peak);
-    }
+    let lifetimes = checkpoints
+        .iter()
+        .map(|(d, cp)| (*d, cp.replayer().lifetimes()))
+        .collect();
     Ok(Loaded {
         style: *sty,
         report,
-        states,
-        peaks,
         lifetimes,
         // Served only: a written page carries its levels and asks nothing.
         zooms: (series.iter())
@@ -229,9 +224,7 @@ fn view<'v>(snap: &'v Snapshot, v: &'v Loaded, served: bool, max_points: usize) 
         .map(|d| DeviceView {
             report: d,
             series: &v.series[&d.device],
-            states: &v.states[&d.device],
-            peak_by_site: v.peaks[&d.device].clone(),
-            lifetimes: &v.lifetimes[&d.device],
+            parts: Box::new(move || device_parts(snap, v, d)),
             what_if: v.what_if.get(&d.device).cloned().unwrap_or_default(),
         })
         .collect();

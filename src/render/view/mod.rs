@@ -94,17 +94,26 @@ pub struct DeviceView<'a> {
     pub report: &'a DeviceReport,
     /// The full replayed series.
     pub series: &'a Series,
-    /// The state at each of `report.key_moments`, in their order.
-    pub states: &'a [MomentState],
-    /// Live bytes of each call site at the peak of allocated bytes, by the
-    /// site's label (from the culprit rows of that moment).
-    pub peak_by_site: HashMap<String, u64>,
-    /// Every allocation of the replay, for the bands.
-    pub lifetimes: &'a [Lifetime],
+    /// Its key moments' states, its allocations and its call sites' bytes
+    /// at the peak, made as the device is written and dropped after: a
+    /// device's states can take tens of MiB, and a page of several devices
+    /// held all of them at once.
+    pub parts: Box<dyn Fn() -> DeviceParts<'a> + 'a>,
     /// What the OOM panel's what-if button shows: `table` (the text
     /// `simulate` prints), `request` (the server's path that answers it)
     /// or `how` (why there is none, or the command that prints it).
     pub what_if: Value,
+}
+
+/// What a device's part of the page is made of beside its report.
+pub struct DeviceParts<'a> {
+    /// The state at each of `report.key_moments`, in their order.
+    pub states: Vec<MomentState>,
+    /// Live bytes of each call site at the peak of allocated bytes, by the
+    /// site's label (from the culprit rows of that moment).
+    pub peak_by_site: HashMap<String, u64>,
+    /// Every allocation of the replay, for the bands.
+    pub lifetimes: std::borrow::Cow<'a, [Lifetime]>,
 }
 
 /// The whole page's data.
@@ -170,10 +179,11 @@ impl Serialize for DeviceJson<'_, '_> {
         let (budget, band_budget) = self.budgets;
         let sty = &v.style;
         let r = d.report;
+        let p = (d.parts)();
         let moments = r
             .key_moments
             .iter()
-            .zip(d.states)
+            .zip(&p.states)
             .map(|(k, st)| MomentJson {
                 sty,
                 snap: v.snap,
@@ -202,14 +212,14 @@ impl Serialize for DeviceJson<'_, '_> {
             &bands::Tiers {
                 snap: v.snap,
                 series: d.series,
-                lives: d.lifetimes,
+                lives: &p.lifetimes,
                 budget: band_budget,
                 max_tiers: v.detail.max_band_tiers,
             },
         )?;
         m.serialize_entry("key_moments", &Seq::new(moments))?;
         m.serialize_entry("ooms", &ooms(v, d))?;
-        m.serialize_entry("sites", &sites(v, d))?;
+        m.serialize_entry("sites", &sites(v, d, &p))?;
         m.serialize_entry("what_if", &d.what_if)?;
         m.end()
     }
@@ -278,13 +288,13 @@ fn ooms(v: &View, d: &DeviceView) -> Vec<Value> {
 }
 
 /// A device's call-site rows, as `culprits` ranks them.
-fn sites(v: &View, d: &DeviceView) -> Vec<Value> {
+fn sites(v: &View, d: &DeviceView, p: &DeviceParts) -> Vec<Value> {
     let sty = &v.style;
-    let places = site_places(v.snap, d);
+    let places = site_places(v.snap, d, p);
     v.report
         .culprits_of(d.report.device)
         .map(|c| {
-            let peak = d.peak_by_site.get(&c.site).copied();
+            let peak = p.peak_by_site.get(&c.site).copied();
             let at: Vec<&String> = places.get(&c.site).map_or(vec![], |p| p.iter().collect());
             json!({
                 "site": c.site,
@@ -451,13 +461,17 @@ impl Serialize for Columns<'_> {
 /// The places ([`Place`]) each call site holds live blocks in at the
 /// moment of the call-site table (its key moment's state, else the
 /// report's segments).
-fn site_places(snap: &Snapshot, d: &DeviceView) -> HashMap<String, BTreeSet<String>> {
+fn site_places(
+    snap: &Snapshot,
+    d: &DeviceView,
+    p: &DeviceParts,
+) -> HashMap<String, BTreeSet<String>> {
     let r = d.report;
     let trace = snap.trace_of(r.device);
     let st = r
         .key_moments
         .iter()
-        .zip(d.states)
+        .zip(&p.states)
         .find(|(k, _)| k.at == r.moment_at)
         .map(|(_, st)| st);
     let report_segments = r.replayed().map_or(&[][..], |x| &x.segments);
