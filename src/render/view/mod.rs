@@ -179,19 +179,6 @@ impl Serialize for DeviceJson<'_, '_> {
         let (budget, band_budget) = self.budgets;
         let sty = &v.style;
         let r = d.report;
-        let p = (d.parts)();
-        let moments = r
-            .key_moments
-            .iter()
-            .zip(&p.states)
-            .map(|(k, st)| MomentJson {
-                sty,
-                snap: v.snap,
-                r,
-                k,
-                st,
-                stacks: self.stacks,
-            });
         let mut m = ser.serialize_map(Some(12))?;
         m.serialize_entry("device", &r.device)?;
         m.serialize_entry("events", &r.events)?;
@@ -207,19 +194,35 @@ impl Serialize for DeviceJson<'_, '_> {
                 budget,
             },
         )?;
+        // Made once the levels (each made whole in its turn) are written,
+        // and the allocations dropped once the bands are.
+        let DeviceParts {
+            states,
+            peak_by_site,
+            lifetimes,
+        } = (d.parts)();
         m.serialize_entry(
             "bands",
             &bands::Tiers {
                 snap: v.snap,
                 series: d.series,
-                lives: &p.lifetimes,
+                lives: &lifetimes,
                 budget: band_budget,
                 max_tiers: v.detail.max_band_tiers,
             },
         )?;
+        drop(lifetimes);
+        let moments = r.key_moments.iter().zip(&states).map(|(k, st)| MomentJson {
+            sty,
+            snap: v.snap,
+            r,
+            k,
+            st,
+            stacks: self.stacks,
+        });
         m.serialize_entry("key_moments", &Seq::new(moments))?;
         m.serialize_entry("ooms", &ooms(v, d))?;
-        m.serialize_entry("sites", &sites(v, d, &p))?;
+        m.serialize_entry("sites", &sites(v, d, &states, &peak_by_site))?;
         m.serialize_entry("what_if", &d.what_if)?;
         m.end()
     }
@@ -288,13 +291,18 @@ fn ooms(v: &View, d: &DeviceView) -> Vec<Value> {
 }
 
 /// A device's call-site rows, as `culprits` ranks them.
-fn sites(v: &View, d: &DeviceView, p: &DeviceParts) -> Vec<Value> {
+fn sites(
+    v: &View,
+    d: &DeviceView,
+    states: &[MomentState],
+    peak_by_site: &HashMap<String, u64>,
+) -> Vec<Value> {
     let sty = &v.style;
-    let places = site_places(v.snap, d, p);
+    let places = site_places(v.snap, d, states);
     v.report
         .culprits_of(d.report.device)
         .map(|c| {
-            let peak = p.peak_by_site.get(&c.site).copied();
+            let peak = peak_by_site.get(&c.site).copied();
             let at: Vec<&String> = places.get(&c.site).map_or(vec![], |p| p.iter().collect());
             json!({
                 "site": c.site,
@@ -464,14 +472,14 @@ impl Serialize for Columns<'_> {
 fn site_places(
     snap: &Snapshot,
     d: &DeviceView,
-    p: &DeviceParts,
+    states: &[MomentState],
 ) -> HashMap<String, BTreeSet<String>> {
     let r = d.report;
     let trace = snap.trace_of(r.device);
     let st = r
         .key_moments
         .iter()
-        .zip(&p.states)
+        .zip(states)
         .find(|(k, _)| k.at == r.moment_at)
         .map(|(_, st)| st);
     let report_segments = r.replayed().map_or(&[][..], |x| &x.segments);
