@@ -48,18 +48,24 @@ pub(super) struct Builder<'p> {
     pub sink: TraceSink,
     /// Nodes shared by content, by hash (a colliding node is not shared).
     cons: HashMap<u64, Vid, FxBuild>,
-    /// Told where each string the parser hands over starts: in a document
-    /// parsed in place, how far the parser has read.
-    read_to: Option<&'p dyn Fn(*const u8)>,
+    /// The document parsed in place, if it is: its text, and where it
+    /// tells how far the parser has read.
+    place: Option<InPlace<'p>>,
     /// Each `frames` value read so far by its text ([`text_key`]), as the
     /// shared node it was read into and the values it holds: a stack
     /// written out again is found by its text, not parsed again.
     frames_texts: HashMap<(u64, u64, usize), (Vid, u64), FxBuild>,
     /// The string node of the key `frames`, once read.
     frames_key: Option<Vid>,
-    /// The whole text of a document parsed in place, where a `frames`
-    /// value read apart finds its place for an error.
-    doc: &'p [u8],
+}
+
+/// A document parsed where it lies: its whole text (where a value read
+/// apart from it finds its place for an error), and what is told where
+/// each string the parser hands over starts, which is how far it has read.
+#[derive(Clone, Copy)]
+pub(super) struct InPlace<'p> {
+    pub doc: &'p [u8],
+    pub read_to: &'p dyn Fn(*const u8),
 }
 
 /// Starts the message of an error in a `frames` value read apart from its
@@ -74,12 +80,13 @@ fn bare(e: &serde_json::Error) -> String {
     s.strip_suffix(&place).map_or(s.clone(), str::to_string)
 }
 
-/// The message for the error `e` met reading `text`, a value of `doc` read
-/// apart from it (after the check of its text, which lets a number out of
-/// range through): placed in the document, as its parser places it, when
-/// `text` lies in `doc`; else with no place, so that the parser of the
-/// document places it where it stands, after the value.
-pub(super) fn nested(doc: &[u8], text: &str, e: &serde_json::Error) -> String {
+/// The message for the error `e` met reading `text`, a value of a document
+/// read apart from it (after the check of its text, which lets a number
+/// out of range through): placed in the document, as its parser places
+/// it, when the document is parsed in place; else with no place, so that
+/// the parser of the document places it where it stands, after the value.
+pub(super) fn nested(place: Option<InPlace>, text: &str, e: &serde_json::Error) -> String {
+    let doc = place.map_or(&[][..], |p| p.doc);
     let at = (text.as_ptr() as usize).wrapping_sub(doc.as_ptr() as usize);
     let Some(before) = doc.get(..at).filter(|_| at < doc.len()) else {
         return bare(e);
@@ -155,20 +162,20 @@ fn node_hash(n: &Node) -> u64 {
 }
 
 impl<'p> Builder<'p> {
-    /// A builder told where each string the parser hands over starts.
-    pub(super) fn reading(read_to: Option<&'p dyn Fn(*const u8)>, doc: &'p [u8]) -> Self {
+    /// A builder of a document parsed in place, or (`None`) read from a
+    /// stream.
+    pub(super) fn reading(place: Option<InPlace<'p>>) -> Self {
         Builder {
-            read_to,
-            doc,
+            place,
             ..Builder::default()
         }
     }
 
-    /// A string read: its place goes to `read_to`.
+    /// A string read: in place, its place tells how far the parser has read.
     #[inline]
     fn read(&self, s: &str) {
-        if let Some(f) = self.read_to {
-            f(s.as_ptr())
+        if let Some(p) = self.place {
+            (p.read_to)(s.as_ptr())
         }
     }
 
@@ -203,7 +210,7 @@ impl<'p> Builder<'p> {
         .deserialize(&mut de)
         {
             Ok(it) => it,
-            Err(e) => return Err(serde::de::Error::custom(nested(self.doc, text, &e))),
+            Err(e) => return Err(serde::de::Error::custom(nested(self.place, text, &e))),
         };
         if let Item::Node(id, true) = it {
             let values = self.arena.values() - before;
@@ -418,7 +425,7 @@ impl<'de> Visitor<'de> for Seed<'_, '_> {
             // A document parsed in place lends its text; a stream's is
             // copied out.
             let v = if b.is_frames_key(k) {
-                if b.read_to.is_some() {
+                if b.place.is_some() {
                     let raw: &'de serde_json::value::RawValue = map.next_value()?;
                     b.read(raw.get());
                     b.frames_value(raw.get()).map_err(de::Error::custom)?

@@ -11,7 +11,7 @@
 //! written out again at every event that names it; a stream's text copied
 //! out) and parsed only the first time that text comes, and a profiler
 //! trace's entry is parsed only when its text names what is kept of it.
-//! Either way it is never held whole: a snapshot's values go
+//! No document is held whole: a snapshot's values go
 //! into the arena as they are parsed ([`build`]), its trace entries to the
 //! [`TraceSink`](crate::input::snapshot::TraceSink) one by one; a Chrome
 //! trace's `traceEvents` are read one entry at a time into a
@@ -28,7 +28,7 @@ mod build;
 use super::value::{Arena, Node, Vid};
 use super::{Compression, Content, LoadError, load::read_error};
 use crate::input::profiler::chrome::TraceReader;
-use build::{Builder, Ctx, Item, Seed};
+use build::{Builder, Ctx, InPlace, Item, Seed};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -58,9 +58,12 @@ fn parse_in_place(
     read_to: &dyn Fn(*const u8),
 ) -> Result<Content, LoadError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let doc = Root(Some(read_to), bytes)
-        .deserialize(&mut de)
-        .and_then(|d| de.end().map(|()| d));
+    let doc = Root(Some(InPlace {
+        doc: bytes,
+        read_to,
+    }))
+    .deserialize(&mut de)
+    .and_then(|d| de.end().map(|()| d));
     content_of(doc.map_err(|e| invalid(&e, name))?, name)
 }
 
@@ -95,7 +98,7 @@ pub fn load_json_reader(
     // parser over any other reader asks for every byte with a call of its own.
     let mut de =
         serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 16, &mut r));
-    let doc = Root(None, &[])
+    let doc = Root(None)
         .deserialize(&mut de)
         .and_then(|d| de.end().map(|()| d));
     let doc = match doc {
@@ -210,7 +213,7 @@ enum Entry {
 /// The top-level value; where the parser has read to goes to the function
 /// of a document parsed in place (which lends its text to the readers; one
 /// read from a stream has none).
-struct Root<'p>(Option<&'p dyn Fn(*const u8)>, &'p [u8]);
+struct Root<'p>(Option<InPlace<'p>>);
 
 impl<'de, 'p> DeserializeSeed<'de> for Root<'p> {
     type Value = Doc<'p>;
@@ -281,12 +284,12 @@ impl<'de, 'p> Visitor<'de> for Root<'p> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Doc<'p>, A::Error> {
-        let mut b = Box::new(Builder::reading(self.0, self.1));
+        let mut b = Box::new(Builder::reading(self.0));
         let mut entries = Vec::new();
         while let Some(k) = map.next_key::<String>()? {
             let ctx = match k.as_str() {
                 "traceEvents" => {
-                    let e = map.next_value_seed(Events(self.0, self.1))?;
+                    let e = map.next_value_seed(Events(self.0))?;
                     entries.push((k, e));
                     continue;
                 }
@@ -308,7 +311,7 @@ impl<'de, 'p> Visitor<'de> for Root<'p> {
 /// The value of a top-level `traceEvents` key: an array read entry by
 /// entry, anything else whole. Parsed in place (with where the parser has
 /// read to told to the function), each entry is found as text first.
-struct Events<'p>(Option<&'p dyn Fn(*const u8)>, &'p [u8]);
+struct Events<'p>(Option<InPlace<'p>>);
 
 impl<'de> DeserializeSeed<'de> for Events<'_> {
     type Value = Entry;
@@ -328,17 +331,17 @@ impl<'de> Visitor<'de> for Events<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Entry, A::Error> {
         let mut r = TraceReader::default();
         match self.0 {
-            Some(read_to) => {
+            Some(place) => {
                 while let Some(raw) = seq.next_element::<&'de serde_json::value::RawValue>()? {
-                    read_to(raw.get().as_ptr());
+                    (place.read_to)(raw.get().as_ptr());
                     r.add_text(raw.get())
-                        .map_err(|e| de::Error::custom(build::nested(self.1, raw.get(), &e)))?;
+                        .map_err(|e| de::Error::custom(build::nested(self.0, raw.get(), &e)))?;
                 }
             }
             None => {
                 while let Some(raw) = seq.next_element::<Box<serde_json::value::RawValue>>()? {
                     r.add_text(raw.get())
-                        .map_err(|e| de::Error::custom(build::nested(&[], raw.get(), &e)))?;
+                        .map_err(|e| de::Error::custom(build::nested(None, raw.get(), &e)))?;
                 }
             }
         }

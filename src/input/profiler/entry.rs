@@ -91,7 +91,10 @@ impl<'de> serde::de::Visitor<'de> for KeptVisitor {
         let mut args_left = false;
         while let Some(KeptKey(k)) = map.next_key()? {
             match k {
-                Some(7) if m.get("name").is_some_and(|n| !reads_args(Some(n))) => {
+                Some(i)
+                    if KEPT_KEYS[i] == "args"
+                        && m.get("name").is_some_and(|n| !reads_args(Some(n))) =>
+                {
                     map.next_value::<serde::de::IgnoredAny>()?;
                     args_left = true;
                 }
