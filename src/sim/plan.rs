@@ -18,7 +18,6 @@
 
 use super::config::SimConfig;
 use super::run::{DeviceInput, Requests, SimRun};
-use super::trace::Request;
 use crate::model::policy::round_size;
 
 /// How one configuration of a sweep gets its run.
@@ -54,12 +53,9 @@ fn same_rounding(requests: &Requests, a: &SimConfig, b: &SimConfig) -> bool {
     } == *b;
     same_otherwise
         && (a.roundup_power2_divisions == b.roundup_power2_divisions
-            || requests.iter().all(|r| match r.request {
-                Request::Alloc { size, .. } => {
-                    round_size(size, &a.roundup_power2_divisions)
-                        == round_size(size, &b.roundup_power2_divisions)
-                }
-                _ => true,
+            || requests.alloc_sizes().all(|size| {
+                round_size(size, &a.roundup_power2_divisions)
+                    == round_size(size, &b.roundup_power2_divisions)
             }))
 }
 

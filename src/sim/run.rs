@@ -11,7 +11,7 @@ use super::config::SimConfig;
 use super::keys::{Held, Keys};
 use super::nearpeak::NearPeak;
 use super::trace::{self, Request, StartState, TracedRequest};
-use crate::model::{Action, BlockState, Snapshot};
+use crate::model::{Action, BlockState, Snapshot, TraceEvent};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -56,9 +56,12 @@ pub struct DeviceInput {
     pub notes: Vec<String>,
 }
 
-/// A device's request stream, packed: 24 bytes a request (and 4 for its
-/// key's number) instead of the 64 of a [`TracedRequest`], since every configuration tried reads the
-/// whole stream and it stays alive while the report is built.
+/// A device's request stream, packed: 16 bytes a request (and 4 for its
+/// key's number) instead of the 64 of a [`TracedRequest`], since every
+/// configuration tried reads the whole stream and it stays alive while the
+/// report is built. A run needs each key's number, not the key: the key
+/// (the recorded address) is the address of the request's trace event,
+/// read there by [`Requests::iter`] when it is wanted.
 #[derive(Serialize, Debug, Clone, Default)]
 pub struct Requests {
     packed: Vec<Packed>,
@@ -80,7 +83,7 @@ struct Place {
 
 #[derive(Serialize, Debug, Clone, Copy)]
 struct Packed {
-    key: u64,
+    /// An allocation's size; 0 for the other kinds.
     size: u64,
     /// Trace index (traces are indexed by `u32` throughout, as samples are).
     event: u32,
@@ -90,16 +93,32 @@ struct Packed {
     what: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<Packed>() == 24);
+const _: () = assert!(std::mem::size_of::<Packed>() == 16);
 
 const FREE_REQUESTED: u32 = u32::MAX;
 const FREE_COMPLETED: u32 = u32::MAX - 1;
 const EMPTY_CACHE: u32 = u32::MAX - 2;
 
+/// A packed request as a run reads it: a [`Request`] whose key is its
+/// number ([`Keys`]).
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Alloc {
+        size: u64,
+        stream: i64,
+        pool: (i64, i64),
+        /// The request of a recorded `oom`, which has no key.
+        oom: bool,
+    },
+    FreeRequested,
+    FreeCompleted,
+    EmptyCache,
+}
+
 impl Requests {
     pub fn push(&mut self, r: TracedRequest) {
         self.keys.push(&r.request);
-        let (what, key, size) = match r.request {
+        let (what, size) = match r.request {
             Request::Alloc {
                 key,
                 size,
@@ -119,14 +138,13 @@ impl Requests {
                         self.places.len() - 1
                     }
                 };
-                (place as u32, key.unwrap_or(0), size)
+                (place as u32, size)
             }
-            Request::FreeRequested { key } => (FREE_REQUESTED, key, 0),
-            Request::FreeCompleted { key } => (FREE_COMPLETED, key, 0),
-            Request::EmptyCache => (EMPTY_CACHE, 0, 0),
+            Request::FreeRequested { .. } => (FREE_REQUESTED, 0),
+            Request::FreeCompleted { .. } => (FREE_COMPLETED, 0),
+            Request::EmptyCache => (EMPTY_CACHE, 0),
         };
         self.packed.push(Packed {
-            key,
             size,
             event: r.event as u32,
             what,
@@ -141,30 +159,60 @@ impl Requests {
         self.packed.is_empty()
     }
 
-    /// The requests in order, as [`trace::requests`] gives them.
-    pub fn iter(&self) -> impl Iterator<Item = TracedRequest> + '_ {
-        self.packed.iter().map(|p| self.unpack(p))
+    /// The requests in order, as [`trace::requests`] gives them; `events`
+    /// is the trace they were read from, which holds their keys.
+    pub fn iter<'a>(
+        &'a self,
+        events: &'a [TraceEvent],
+    ) -> impl Iterator<Item = TracedRequest> + 'a {
+        self.packed.iter().map(move |p| {
+            let key = || events.get(p.event as usize).map_or(0, |e| e.addr());
+            TracedRequest {
+                event: p.event as usize,
+                request: match self.op(p) {
+                    Op::Alloc {
+                        size,
+                        stream,
+                        pool,
+                        oom,
+                    } => Request::Alloc {
+                        key: (!oom).then(key),
+                        size,
+                        stream,
+                        pool,
+                    },
+                    Op::FreeRequested => Request::FreeRequested { key: key() },
+                    Op::FreeCompleted => Request::FreeCompleted { key: key() },
+                    Op::EmptyCache => Request::EmptyCache,
+                },
+            }
+        })
     }
 
     #[inline]
-    fn unpack(&self, p: &Packed) -> TracedRequest {
-        TracedRequest {
-            event: p.event as usize,
-            request: match p.what {
-                FREE_REQUESTED => Request::FreeRequested { key: p.key },
-                FREE_COMPLETED => Request::FreeCompleted { key: p.key },
-                EMPTY_CACHE => Request::EmptyCache,
-                place => {
-                    let at = self.places[place as usize];
-                    Request::Alloc {
-                        key: (!at.oom).then_some(p.key),
-                        size: p.size,
-                        stream: at.stream,
-                        pool: at.pool,
-                    }
+    fn op(&self, p: &Packed) -> Op {
+        match p.what {
+            FREE_REQUESTED => Op::FreeRequested,
+            FREE_COMPLETED => Op::FreeCompleted,
+            EMPTY_CACHE => Op::EmptyCache,
+            place => {
+                let at = self.places[place as usize];
+                Op::Alloc {
+                    size: p.size,
+                    stream: at.stream,
+                    pool: at.pool,
+                    oom: at.oom,
                 }
-            },
+            }
         }
+    }
+
+    /// The size of each allocation, recorded OOMs included, in order.
+    pub fn alloc_sizes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.packed
+            .iter()
+            .filter(|p| p.what < EMPTY_CACHE)
+            .map(|p| p.size)
     }
 
     /// Allocations with a recorded address (recorded OOMs left out).
@@ -493,9 +541,14 @@ pub fn run_observed(
         let mut completes = false;
         while let Some(p) = packed.get(next).filter(|p| p.event as usize == i) {
             completes = true;
-            let r = input.requests.unpack(p);
             let n = keys.of(next);
-            apply(&mut sim, i, &r.request, held.get_mut(n as usize), &mut out);
+            apply(
+                &mut sim,
+                i,
+                input.requests.op(p),
+                held.get_mut(n as usize),
+                &mut out,
+            );
             next += 1;
         }
         if !sim.events().is_empty() {
@@ -544,24 +597,18 @@ pub fn run_observed(
 /// free, an `empty_cache`. `held` is what the run knows of the request's
 /// key, `None` when no key is bound ([`super::keys::UNBOUND`]).
 #[inline]
-fn apply(
-    sim: &mut Simulator,
-    i: usize,
-    request: &Request,
-    held: Option<&mut Held>,
-    out: &mut SimRun,
-) {
-    match *request {
-        Request::Alloc {
-            key,
+fn apply(sim: &mut Simulator, i: usize, op: Op, held: Option<&mut Held>, out: &mut SimRun) {
+    match op {
+        Op::Alloc {
             size,
             stream,
             pool,
+            oom,
         } => match sim.malloc_slot(size, stream, pool) {
-            Ok((addr, slot)) => match key {
+            Ok((addr, slot)) => match oom {
                 // Every allocation with a key has its number.
-                Some(_) => held.into_iter().for_each(|h| *h = Held::At(addr, slot)),
-                None => {
+                false => held.into_iter().for_each(|h| *h = Held::At(addr, slot)),
+                true => {
                     out.ooms.avoided += 1;
                     sim.free_requested_at(addr, slot)
                         .and_then(|_| sim.free_completed_at(addr, slot))
@@ -569,19 +616,19 @@ fn apply(
                 }
             },
             Err(_) => {
-                out.ooms.refuse(i, key.is_none());
-                if key.is_some() {
+                out.ooms.refuse(i, oom);
+                if !oom {
                     held.into_iter().for_each(|h| *h = Held::Refused);
                 }
             }
         },
-        Request::FreeRequested { .. } => {
+        Op::FreeRequested => {
             if let Some(&mut Held::At(a, slot)) = held {
                 // A block already pending stays pending.
                 let _ = sim.free_requested_at(a, slot);
             }
         }
-        Request::FreeCompleted { .. } => match held.map(|h| std::mem::replace(h, Held::None)) {
+        Op::FreeCompleted => match held.map(|h| std::mem::replace(h, Held::None)) {
             Some(Held::At(a, slot)) => {
                 if sim.free_completed_at(a, slot).is_err() {
                     out.skipped_frees += 1;
@@ -590,7 +637,7 @@ fn apply(
             Some(Held::Refused) => out.frees_of_refused += 1,
             Some(Held::None) | None => out.skipped_frees += 1,
         },
-        Request::EmptyCache => sim.empty_cache(),
+        Op::EmptyCache => sim.empty_cache(),
     }
 }
 
@@ -709,8 +756,8 @@ impl Serialize for RecordedOoms {
 
 /// Walks the requests keeping the program's live requested bytes (from
 /// `alloc` to `free_requested`); returns the peak and the demand at each
-/// recorded OOM.
-pub fn program_demand(input: &DeviceInput) -> (u64, RecordedOoms) {
+/// recorded OOM. `events` is the device's trace, which holds the keys.
+pub fn program_demand(input: &DeviceInput, events: &[TraceEvent]) -> (u64, RecordedOoms) {
     let mut live: AddrMap<u64> = AddrMap::default();
     let mut cur: u64 = 0;
     for s in &input.start.segments {
@@ -724,7 +771,7 @@ pub fn program_demand(input: &DeviceInput) -> (u64, RecordedOoms) {
     }
     let mut peak = cur;
     let mut ooms = Vec::new();
-    for r in input.requests.iter() {
+    for r in input.requests.iter(events) {
         match r.request {
             Request::Alloc {
                 key: Some(k), size, ..
@@ -757,10 +804,4 @@ pub fn program_demand(input: &DeviceInput) -> (u64, RecordedOoms) {
         "a request for each recorded OOM"
     );
     (peak, RecordedOoms(ooms))
-}
-
-/// Peak of requested bytes held by the program: no configuration can
-/// reserve less.
-pub fn peak_requested(input: &DeviceInput) -> u64 {
-    program_demand(input).0
 }

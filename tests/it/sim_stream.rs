@@ -61,9 +61,13 @@ fn check_runs(name: &str, snap: &Snapshot) -> usize {
 
             // Reserved error at the start and after each event that
             // completes a request.
-            let mut points: Vec<usize> = input.requests.iter().map(|q| q.event).collect();
+            let mut points: Vec<usize> = input
+                .requests
+                .iter(snap.trace_of(d))
+                .map(|q| q.event)
+                .collect();
             assert_eq!(
-                input.requests.iter().collect::<Vec<_>>(),
+                input.requests.iter(snap.trace_of(d)).collect::<Vec<_>>(),
                 sim::trace::requests(
                     snap.trace_of(d),
                     snap,
