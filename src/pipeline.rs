@@ -339,7 +339,7 @@ pub fn build_report_what_if(
                         debug_assert_eq!(rd, d, "a device's replay follows its start");
                         let segments = std::mem::take(&mut input.start.segments);
                         input.set_start(snap, sim::start_state_from(snap, d, segments, &report));
-                        out.push(runs.map(|r| sim::report_of(snap, input, r)).map_err(|e| {
+                        out.push(runs.map(|r| sim::report_of(input, r)).map_err(|e| {
                             format!("device {d}: the what-if model could not run: {e}")
                         }));
                     }

@@ -177,7 +177,7 @@ pub fn simulate_device(
     );
     let segments = std::mem::take(&mut input.start.segments);
     input.set_start(snap, StartState { segments, ..start });
-    Ok(report_of(snap, input, runs?))
+    Ok(report_of(input, runs?))
 }
 
 /// [`simulate_device`] from a start state the caller already rebuilt
@@ -192,7 +192,7 @@ pub fn simulate_from(
 ) -> Result<SimReport, SimError> {
     let input = run::prepare_from(snap, device, capacity, start);
     let runs = run_configs(&input, configs)?;
-    Ok(report_of(snap, input, runs))
+    Ok(report_of(input, runs))
 }
 
 /// Runs the recorded settings, then `configs`, in parallel (the result
@@ -247,14 +247,10 @@ pub fn run_configs(input: &DeviceInput, configs: &[SimConfig]) -> Result<Vec<Sim
 }
 
 /// Sums up the runs of [`run_configs`] on `input`.
-pub fn report_of(
-    snap: &crate::model::Snapshot,
-    input: DeviceInput,
-    runs: Vec<SimRun>,
-) -> SimReport {
+pub fn report_of(input: DeviceInput, runs: Vec<SimRun>) -> SimReport {
     let device = input.device;
     let fidelity = fidelity::measure(&input, &runs[0]);
-    let (floor_peak_requested, recorded_ooms) = run::program_demand(&input, snap.trace_of(device));
+    let (floor_peak_requested, recorded_ooms) = run::program_demand(&input);
     let mut s = vec![series(
         "recorded".into(),
         input.recorded_start_reserved,

@@ -17,7 +17,8 @@
 //! other configuration's label.
 
 use super::config::SimConfig;
-use super::run::{DeviceInput, Requests, SimRun};
+use super::run::{DeviceInput, SimRun};
+use crate::model::Action;
 use crate::model::policy::round_size;
 
 /// How one configuration of a sweep gets its run.
@@ -45,18 +46,22 @@ fn without_split(c: &SimConfig) -> SimConfig {
 }
 
 /// `a` and `b` differ at most in their rounding, and round every size
-/// `requests` asks for alike.
-fn same_rounding(requests: &Requests, a: &SimConfig, b: &SimConfig) -> bool {
+/// `input`'s trace asks for alike.
+fn same_rounding(input: &DeviceInput, a: &SimConfig, b: &SimConfig) -> bool {
     let same_otherwise = SimConfig {
         roundup_power2_divisions: b.roundup_power2_divisions,
         ..a.clone()
     } == *b;
     same_otherwise
         && (a.roundup_power2_divisions == b.roundup_power2_divisions
-            || requests.alloc_sizes().all(|size| {
-                round_size(size, &a.roundup_power2_divisions)
-                    == round_size(size, &b.roundup_power2_divisions)
-            }))
+            || input
+                .trace()
+                .iter()
+                .filter(|e| matches!(e.action, Action::Alloc | Action::Oom))
+                .all(|e| {
+                    round_size(e.size, &a.roundup_power2_divisions)
+                        == round_size(e.size, &b.roundup_power2_divisions)
+                }))
 }
 
 /// How each of `configs` gets its run on `input`. A configuration with a
@@ -65,9 +70,9 @@ fn same_rounding(requests: &Requests, a: &SimConfig, b: &SimConfig) -> bool {
 pub fn plan(input: &DeviceInput, configs: &[SimConfig]) -> Vec<Plan> {
     let mut plan = vec![Plan::Run; configs.len()];
     for i in 0..configs.len() {
-        if let Some(j) = (0..i).find(|&j| {
-            plan[j] == Plan::Run && same_rounding(&input.requests, &configs[j], &configs[i])
-        }) {
+        if let Some(j) =
+            (0..i).find(|&j| plan[j] == Plan::Run && same_rounding(input, &configs[j], &configs[i]))
+        {
             plan[i] = Plan::SameAs(j);
         }
     }

@@ -28,9 +28,11 @@ pub enum CapacitySource {
 }
 
 /// Everything a run needs from one device of a snapshot, read once and
-/// shared by every configuration.
-#[derive(Serialize, Debug, Clone)]
-pub struct DeviceInput {
+/// shared by every configuration, and the snapshot, whose trace a run
+/// reads its requests from.
+#[derive(Debug, Clone)]
+pub struct DeviceInput<'a> {
+    pub snap: &'a Snapshot,
     pub device: i64,
     pub events: usize,
     pub start: StartState,
@@ -56,171 +58,39 @@ pub struct DeviceInput {
     pub notes: Vec<String>,
 }
 
-/// A device's request stream, packed: 16 bytes a request (and 4 for its
-/// key's number) instead of the 64 of a [`TracedRequest`], since every
-/// configuration tried reads the whole stream and it stays alive while the
-/// report is built. A run needs each key's number, not the key: the key
-/// (the recorded address) is the address of the request's trace event,
-/// read there by [`Requests::iter`] when it is wanted.
-#[derive(Serialize, Debug, Clone, Default)]
+/// A device's requests, as a run needs them besides the trace: the
+/// number of each request's key ([`Keys`]), 4 bytes a request. A run reads
+/// the requests themselves from the trace as it goes
+/// ([`trace::requests_into`]): that pass costs little beside the model's
+/// work on each request, where keeping them (16 bytes or more each) beside
+/// the trace was most of what the what-if model held.
+#[derive(Debug, Clone, Default)]
 pub struct Requests {
-    packed: Vec<Packed>,
-    /// The number of each request's key ([`Keys`]).
-    #[serde(skip)]
     keys: Keys,
-    /// The distinct (stream, pool, recorded OOM?) triples of the
-    /// allocations: an allocation's kind travels with its place.
-    places: Vec<Place>,
-}
-
-#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
-struct Place {
-    stream: i64,
-    pool: (i64, i64),
-    /// The request of a recorded `oom`, which has no key.
-    oom: bool,
-}
-
-#[derive(Serialize, Debug, Clone, Copy)]
-struct Packed {
-    /// An allocation's size; 0 for the other kinds.
-    size: u64,
-    /// Trace index (traces are indexed by `u32` throughout, as samples are).
-    event: u32,
-    /// Index in `places` for an allocation, else one of the three kinds
-    /// below (there are fewer places than trace events, so fewer than
-    /// `EMPTY_CACHE`).
-    what: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<Packed>() == 16);
-
-const FREE_REQUESTED: u32 = u32::MAX;
-const FREE_COMPLETED: u32 = u32::MAX - 1;
-const EMPTY_CACHE: u32 = u32::MAX - 2;
-
-/// A packed request as a run reads it: a [`Request`] whose key is its
-/// number ([`Keys`]).
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Alloc {
-        size: u64,
-        stream: i64,
-        pool: (i64, i64),
-        /// The request of a recorded `oom`, which has no key.
-        oom: bool,
-    },
-    FreeRequested,
-    FreeCompleted,
-    EmptyCache,
+    len: usize,
+    allocations: usize,
 }
 
 impl Requests {
-    pub fn push(&mut self, r: TracedRequest) {
+    fn push(&mut self, r: &TracedRequest) {
         self.keys.push(&r.request);
-        let (what, size) = match r.request {
-            Request::Alloc {
-                key,
-                size,
-                stream,
-                pool,
-            } => {
-                let at = Place {
-                    stream,
-                    pool,
-                    oom: key.is_none(),
-                };
-                // Few distinct places: the latest ones are looked at first.
-                let place = match self.places.iter().rposition(|p| *p == at) {
-                    Some(i) => i,
-                    None => {
-                        self.places.push(at);
-                        self.places.len() - 1
-                    }
-                };
-                (place as u32, size)
-            }
-            Request::FreeRequested { .. } => (FREE_REQUESTED, 0),
-            Request::FreeCompleted { .. } => (FREE_COMPLETED, 0),
-            Request::EmptyCache => (EMPTY_CACHE, 0),
-        };
-        self.packed.push(Packed {
-            size,
-            event: r.event as u32,
-            what,
-        });
-    }
-
-    pub fn len(&self) -> usize {
-        self.packed.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.packed.is_empty()
-    }
-
-    /// The requests in order, as [`trace::requests`] gives them; `events`
-    /// is the trace they were read from, which holds their keys.
-    pub fn iter<'a>(
-        &'a self,
-        events: &'a [TraceEvent],
-    ) -> impl Iterator<Item = TracedRequest> + 'a {
-        self.packed.iter().map(move |p| {
-            let key = || events.get(p.event as usize).map_or(0, |e| e.addr());
-            TracedRequest {
-                event: p.event as usize,
-                request: match self.op(p) {
-                    Op::Alloc {
-                        size,
-                        stream,
-                        pool,
-                        oom,
-                    } => Request::Alloc {
-                        key: (!oom).then(key),
-                        size,
-                        stream,
-                        pool,
-                    },
-                    Op::FreeRequested => Request::FreeRequested { key: key() },
-                    Op::FreeCompleted => Request::FreeCompleted { key: key() },
-                    Op::EmptyCache => Request::EmptyCache,
-                },
-            }
-        })
-    }
-
-    #[inline]
-    fn op(&self, p: &Packed) -> Op {
-        match p.what {
-            FREE_REQUESTED => Op::FreeRequested,
-            FREE_COMPLETED => Op::FreeCompleted,
-            EMPTY_CACHE => Op::EmptyCache,
-            place => {
-                let at = self.places[place as usize];
-                Op::Alloc {
-                    size: p.size,
-                    stream: at.stream,
-                    pool: at.pool,
-                    oom: at.oom,
-                }
-            }
+        self.len += 1;
+        if matches!(r.request, Request::Alloc { key: Some(_), .. }) {
+            self.allocations += 1;
         }
     }
 
-    /// The size of each allocation, recorded OOMs included, in order.
-    pub fn alloc_sizes(&self) -> impl Iterator<Item = u64> + '_ {
-        self.packed
-            .iter()
-            .filter(|p| p.what < EMPTY_CACHE)
-            .map(|p| p.size)
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// Allocations with a recorded address (recorded OOMs left out).
     pub fn allocations(&self) -> usize {
-        self.packed
-            .iter()
-            .filter(|p| p.what < EMPTY_CACHE && !self.places[p.what as usize].oom)
-            .count()
+        self.allocations
     }
 }
 
@@ -266,7 +136,7 @@ pub fn recorded_config(snap: &Snapshot) -> (SimConfig, bool, Vec<String>) {
 
 /// Reads one device of a snapshot for simulation. `capacity` overrides the
 /// capacity implied by recorded OOMs.
-pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInput {
+pub fn prepare(snap: &Snapshot, device: i64, capacity: Option<u64>) -> DeviceInput<'_> {
     prepare_from(snap, device, capacity, trace::start_state(snap, device))
 }
 
@@ -277,7 +147,7 @@ pub fn prepare_from(
     device: i64,
     capacity: Option<u64>,
     start: StartState,
-) -> DeviceInput {
+) -> DeviceInput<'_> {
     let events = snap.trace_of(device);
     let (recorded_config, settings_recorded, mut notes) = recorded_config(snap);
     let recorded_reserved = trace::recorded_reserved(snap, device);
@@ -290,15 +160,15 @@ pub fn prepare_from(
     notes.extend(start_notes(&start));
     let mut requests = Requests::default();
     trace::requests_into(events, snap, capacity, &recorded_reserved, |r| {
-        requests.push(r)
+        requests.push(&r)
     });
-    requests.packed.shrink_to_fit();
     requests.keys.finish();
     let seg: Vec<(usize, (Action, u64))> = trace::indexed_segment_events(events).collect();
     let mut recorded_final_segments: Vec<u64> =
         snap.segments_of(device).map(|s| s.total_size).collect();
     recorded_final_segments.sort_unstable();
     DeviceInput {
+        snap,
         device,
         events: events.len(),
         recorded_start_reserved: trace::recorded_start_reserved(snap, device),
@@ -354,7 +224,12 @@ pub fn start_notes(start: &StartState) -> Vec<String> {
     out
 }
 
-impl DeviceInput {
+impl DeviceInput<'_> {
+    /// The device's trace.
+    pub fn trace(&self) -> &[TraceEvent] {
+        self.snap.trace_of(self.device)
+    }
+
     /// Replaces the start state by one with the same segments (the
     /// replay's report known at last, see [`trace::start_state_from`]) and
     /// its notes.
@@ -498,11 +373,11 @@ pub fn run_observed(
     // The start state's live blocks are the model's blocks in use, at the
     // same addresses.
     let slots = sim.slots();
-    let mut held = keys.start_table(|a| slots.get(&a).copied());
+    let held = keys.start_table(|a| slots.get(&a).copied());
     drop(slots);
     let start = step(&sim);
     let start_err = start.reserved.abs_diff(input.recorded_start_reserved);
-    let mut err = ReservedError {
+    let err = ReservedError {
         points: 1,
         max: start_err,
         max_event: None,
@@ -510,11 +385,11 @@ pub fn run_observed(
     };
     let mut near = NearPeak::default();
     near.add(&start);
-    let mut peak_allocated = start.allocated;
+    let peak_allocated = start.allocated;
     let mut curve = super::series::SeriesBuilder::new(input.events + 1, super::SERIES_POINTS);
     curve.push(start.reserved);
-    let mut last = start;
-    let mut out = SimRun {
+    let last = start;
+    let out = SimRun {
         config: cfg.clone(),
         start,
         end: start,
@@ -533,51 +408,54 @@ pub fn run_observed(
         final_segments: Vec::new(),
         split_probe: 0,
     };
-    let packed = &input.requests.packed;
+    let mut walk = Walk {
+        sim,
+        held,
+        out,
+        err,
+        near,
+        peak_allocated,
+        curve,
+        last,
+        recorded: input.recorded_reserved.iter(),
+        done: 0,
+        completes: false,
+    };
     let mut next = 0;
-    let mut recorded = input.recorded_reserved.iter();
-    for i in 0..input.events {
-        let recorded_here = recorded.next().unwrap_or(0);
-        let mut completes = false;
-        while let Some(p) = packed.get(next).filter(|p| p.event as usize == i) {
-            completes = true;
-            let n = keys.of(next);
-            apply(
-                &mut sim,
-                i,
-                input.requests.op(p),
-                held.get_mut(n as usize),
-                &mut out,
-            );
-            next += 1;
-        }
-        if !sim.events().is_empty() {
-            out.segment_events.extend(
-                sim.drain_events()
-                    .filter(|e| e.action.is_segment_event())
-                    .map(|e| (e.action, e.size)),
-            );
-        }
-        let s = step(&sim);
-        if completes {
-            let e = s.reserved.abs_diff(recorded_here);
-            err.points += 1;
-            err.sum += e as f64;
-            if e > err.max {
-                err.max = e;
-                err.max_event = Some(i);
+    trace::requests_into(
+        input.trace(),
+        input.snap,
+        input.capacity,
+        &input.recorded_reserved,
+        |r| {
+            while walk.done < r.event {
+                walk.event_done(&mut observe);
             }
-        }
-        near.add(&s);
-        peak_allocated = peak_allocated.max(s.allocated);
-        out.peak_reserved_in_trace = Some(
-            out.peak_reserved_in_trace
-                .map_or(s.reserved, |p| p.max(s.reserved)),
-        );
-        curve.push(s.reserved);
-        observe(i, &s);
-        last = s;
+            let n = keys.of(next);
+            next += 1;
+            walk.completes = true;
+            apply(
+                &mut walk.sim,
+                r.event,
+                &r.request,
+                walk.held.get_mut(n as usize),
+                &mut walk.out,
+            );
+        },
+    );
+    while walk.done < input.events {
+        walk.event_done(&mut observe);
     }
+    let Walk {
+        sim,
+        mut out,
+        err,
+        near,
+        peak_allocated,
+        curve,
+        last,
+        ..
+    } = walk;
     out.end = last;
     out.peak_reserved = near.peak;
     out.peak_allocated = peak_allocated;
@@ -592,23 +470,87 @@ pub fn run_observed(
     Ok(out)
 }
 
+/// A run's state between the requests it reads from the trace.
+struct Walk<'a> {
+    sim: Simulator,
+    /// What the run knows of each bound key, by its number.
+    held: Vec<Held>,
+    out: SimRun,
+    err: ReservedError,
+    near: NearPeak,
+    peak_allocated: u64,
+    curve: super::series::SeriesBuilder,
+    last: Step,
+    recorded: trace::ReservedIter<'a>,
+    /// The events done: their requests made, their step taken.
+    done: usize,
+    /// Whether event `done` completed a request.
+    completes: bool,
+}
+
+impl Walk<'_> {
+    /// Event `done` is over (its requests made): takes its step.
+    #[inline]
+    fn event_done(&mut self, observe: &mut impl FnMut(usize, &Step)) {
+        let i = self.done;
+        let recorded_here = self.recorded.next().unwrap_or(0);
+        let out = &mut self.out;
+        if !self.sim.events().is_empty() {
+            out.segment_events.extend(
+                self.sim
+                    .drain_events()
+                    .filter(|e| e.action.is_segment_event())
+                    .map(|e| (e.action, e.size)),
+            );
+        }
+        let s = step(&self.sim);
+        if self.completes {
+            let e = s.reserved.abs_diff(recorded_here);
+            let err = &mut self.err;
+            err.points += 1;
+            err.sum += e as f64;
+            if e > err.max {
+                err.max = e;
+                err.max_event = Some(i);
+            }
+        }
+        self.near.add(&s);
+        self.peak_allocated = self.peak_allocated.max(s.allocated);
+        out.peak_reserved_in_trace = Some(
+            out.peak_reserved_in_trace
+                .map_or(s.reserved, |p| p.max(s.reserved)),
+        );
+        self.curve.push(s.reserved);
+        observe(i, &s);
+        self.last = s;
+        self.done += 1;
+        self.completes = false;
+    }
+}
+
 /// One request of event `i` made of the model: an allocation served (the
 /// model's address held for its key) or refused (recorded in `out`), a
 /// free, an `empty_cache`. `held` is what the run knows of the request's
 /// key, `None` when no key is bound ([`super::keys::UNBOUND`]).
 #[inline]
-fn apply(sim: &mut Simulator, i: usize, op: Op, held: Option<&mut Held>, out: &mut SimRun) {
-    match op {
-        Op::Alloc {
+fn apply(
+    sim: &mut Simulator,
+    i: usize,
+    request: &Request,
+    held: Option<&mut Held>,
+    out: &mut SimRun,
+) {
+    match *request {
+        Request::Alloc {
+            key,
             size,
             stream,
             pool,
-            oom,
         } => match sim.malloc_slot(size, stream, pool) {
-            Ok((addr, slot)) => match oom {
+            Ok((addr, slot)) => match key {
                 // Every allocation with a key has its number.
-                false => held.into_iter().for_each(|h| *h = Held::At(addr, slot)),
-                true => {
+                Some(_) => held.into_iter().for_each(|h| *h = Held::At(addr, slot)),
+                None => {
                     out.ooms.avoided += 1;
                     sim.free_requested_at(addr, slot)
                         .and_then(|_| sim.free_completed_at(addr, slot))
@@ -616,19 +558,19 @@ fn apply(sim: &mut Simulator, i: usize, op: Op, held: Option<&mut Held>, out: &m
                 }
             },
             Err(_) => {
-                out.ooms.refuse(i, oom);
-                if !oom {
+                out.ooms.refuse(i, key.is_none());
+                if key.is_some() {
                     held.into_iter().for_each(|h| *h = Held::Refused);
                 }
             }
         },
-        Op::FreeRequested => {
+        Request::FreeRequested { .. } => {
             if let Some(&mut Held::At(a, slot)) = held {
                 // A block already pending stays pending.
                 let _ = sim.free_requested_at(a, slot);
             }
         }
-        Op::FreeCompleted => match held.map(|h| std::mem::replace(h, Held::None)) {
+        Request::FreeCompleted { .. } => match held.map(|h| std::mem::replace(h, Held::None)) {
             Some(Held::At(a, slot)) => {
                 if sim.free_completed_at(a, slot).is_err() {
                     out.skipped_frees += 1;
@@ -637,7 +579,7 @@ fn apply(sim: &mut Simulator, i: usize, op: Op, held: Option<&mut Held>, out: &m
             Some(Held::Refused) => out.frees_of_refused += 1,
             Some(Held::None) | None => out.skipped_frees += 1,
         },
-        Op::EmptyCache => sim.empty_cache(),
+        Request::EmptyCache => sim.empty_cache(),
     }
 }
 
@@ -756,8 +698,8 @@ impl Serialize for RecordedOoms {
 
 /// Walks the requests keeping the program's live requested bytes (from
 /// `alloc` to `free_requested`); returns the peak and the demand at each
-/// recorded OOM. `events` is the device's trace, which holds the keys.
-pub fn program_demand(input: &DeviceInput, events: &[TraceEvent]) -> (u64, RecordedOoms) {
+/// recorded OOM.
+pub fn program_demand(input: &DeviceInput) -> (u64, RecordedOoms) {
     let mut live: AddrMap<u64> = AddrMap::default();
     let mut cur: u64 = 0;
     for s in &input.start.segments {
@@ -771,33 +713,38 @@ pub fn program_demand(input: &DeviceInput, events: &[TraceEvent]) -> (u64, Recor
     }
     let mut peak = cur;
     let mut ooms = Vec::new();
-    for r in input.requests.iter(events) {
-        match r.request {
-            Request::Alloc {
-                key: Some(k), size, ..
-            } => {
-                // Saturating: sizes near 2^64 only come from damaged files.
-                if let Some(old) = live.insert(k, size) {
-                    cur = cur.saturating_sub(old);
-                }
-                cur = cur.saturating_add(size);
-                peak = peak.max(cur);
+    let each = |r: TracedRequest| match r.request {
+        Request::Alloc {
+            key: Some(k), size, ..
+        } => {
+            // Saturating: sizes near 2^64 only come from damaged files.
+            if let Some(old) = live.insert(k, size) {
+                cur = cur.saturating_sub(old);
             }
-            Request::Alloc {
-                key: None, size, ..
-            } => ooms.push(OomDemand {
-                event: r.event,
-                held: cur,
-                request: size,
-            }),
-            Request::FreeRequested { key } | Request::FreeCompleted { key } => {
-                if let Some(s) = live.remove(&key) {
-                    cur = cur.saturating_sub(s);
-                }
-            }
-            _ => {}
+            cur = cur.saturating_add(size);
+            peak = peak.max(cur);
         }
-    }
+        Request::Alloc {
+            key: None, size, ..
+        } => ooms.push(OomDemand {
+            event: r.event,
+            held: cur,
+            request: size,
+        }),
+        Request::FreeRequested { key } | Request::FreeCompleted { key } => {
+            if let Some(s) = live.remove(&key) {
+                cur = cur.saturating_sub(s);
+            }
+        }
+        Request::EmptyCache => {}
+    };
+    trace::requests_into(
+        input.trace(),
+        input.snap,
+        input.capacity,
+        &input.recorded_reserved,
+        each,
+    );
     debug_assert_eq!(
         ooms.len(),
         input.recorded_ooms,

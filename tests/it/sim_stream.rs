@@ -61,21 +61,25 @@ fn check_runs(name: &str, snap: &Snapshot) -> usize {
 
             // Reserved error at the start and after each event that
             // completes a request.
-            let mut points: Vec<usize> = input
-                .requests
-                .iter(snap.trace_of(d))
-                .map(|q| q.event)
-                .collect();
-            assert_eq!(
-                input.requests.iter(snap.trace_of(d)).collect::<Vec<_>>(),
-                sim::trace::requests(
-                    snap.trace_of(d),
-                    snap,
-                    input.capacity,
-                    &input.recorded_reserved
-                ),
-                "{what}: packed requests"
+            let requests = sim::trace::requests(
+                snap.trace_of(d),
+                snap,
+                input.capacity,
+                &input.recorded_reserved,
             );
+            assert_eq!(input.requests.len(), requests.len(), "{what}: requests");
+            assert_eq!(
+                input.requests.allocations(),
+                requests
+                    .iter()
+                    .filter(|q| matches!(
+                        q.request,
+                        sim::trace::Request::Alloc { key: Some(_), .. }
+                    ))
+                    .count(),
+                "{what}: allocations"
+            );
+            let mut points: Vec<usize> = requests.iter().map(|q| q.event).collect();
             points.dedup();
             let start_err = r.start.reserved.abs_diff(input.recorded_start_reserved);
             let (mut max, mut at, mut sum) = (start_err, None, start_err as f64);
