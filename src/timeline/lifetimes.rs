@@ -12,7 +12,8 @@ use super::{Origin, Replayer};
 use crate::model::{Action, StackId};
 use std::collections::HashMap;
 
-/// One allocation's life in the replay.
+/// One allocation's life in the replay: 48 bytes, since a page holds one
+/// for every allocation of a device while it draws the bands.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Lifetime {
     pub address: u64,
@@ -20,23 +21,47 @@ pub struct Lifetime {
     /// remainder was too small to split off).
     pub size: u64,
     pub requested: u64,
-    pub frames: StackId,
     pub stream: i64,
-    /// The allocating event; `None`: allocated before the trace.
-    pub alloc: Option<u32>,
-    /// The event after which the block is no longer allocated (pending
-    /// free or free); `None`: still allocated at the end.
-    pub end: Option<u32>,
-    /// Its `free_completed`, when the trace has one.
-    pub freed: Option<u32>,
+    pub frames: StackId,
+    /// The three events below, [`NO_EVENT`] for none.
+    alloc: u32,
+    end: u32,
+    freed: u32,
+}
+
+/// No event: an event index is below the trace's length, which is below
+/// `u32::MAX` as every index of a sample is.
+const NO_EVENT: u32 = u32::MAX;
+
+fn event(e: u32) -> Option<u32> {
+    (e != NO_EVENT).then_some(e)
 }
 
 impl Lifetime {
     /// Allocated after event `e` (`-1`: the start)?
     pub fn live_after(&self, e: i64) -> bool {
-        self.alloc.is_none_or(|a| i64::from(a) <= e) && self.end.is_none_or(|x| e < i64::from(x))
+        self.alloc().is_none_or(|a| i64::from(a) <= e)
+            && self.end().is_none_or(|x| e < i64::from(x))
+    }
+
+    /// The allocating event; `None`: allocated before the trace.
+    pub fn alloc(&self) -> Option<u32> {
+        event(self.alloc)
+    }
+
+    /// The event after which the block is no longer allocated (pending
+    /// free or free); `None`: still allocated at the end.
+    pub fn end(&self) -> Option<u32> {
+        event(self.end)
+    }
+
+    /// Its `free_completed`, when the trace has one.
+    pub fn freed(&self) -> Option<u32> {
+        event(self.freed)
     }
 }
+
+const _: () = assert!(std::mem::size_of::<Lifetime>() == 48);
 
 impl Replayer<'_> {
     /// Every allocated block of the replay, in the order it was allocated
@@ -59,9 +84,9 @@ impl Replayer<'_> {
                     requested: b.requested,
                     frames: b.frames,
                     stream: s.stream,
-                    alloc: None,
-                    end: None,
-                    freed: None,
+                    alloc: NO_EVENT,
+                    end: NO_EVENT,
+                    freed: NO_EVENT,
                 });
             }
         }
@@ -84,23 +109,25 @@ impl Replayer<'_> {
                             requested: b.requested,
                             frames: b.frames,
                             stream: s.stream,
-                            alloc: Some(at),
-                            end: None,
-                            freed: None,
+                            alloc: at,
+                            end: NO_EVENT,
+                            freed: NO_EVENT,
                         });
                     }
                 }
                 Action::FreeRequested => {
                     if let Some(&k) = open.get(&e.addr())
-                        && out[k].end.is_none()
+                        && out[k].end == NO_EVENT
                     {
-                        out[k].end = Some(at);
+                        out[k].end = at;
                     }
                 }
                 Action::FreeCompleted => {
                     if let Some(k) = open.remove(&e.addr()) {
-                        out[k].end.get_or_insert(at);
-                        out[k].freed = Some(at);
+                        if out[k].end == NO_EVENT {
+                            out[k].end = at;
+                        }
+                        out[k].freed = at;
                     }
                 }
                 _ => {}

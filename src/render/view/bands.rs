@@ -140,8 +140,8 @@ fn sorted(heap: BinaryHeap<Reverse<(u64, Reverse<usize>)>>) -> Vec<usize> {
 
 /// The samples a lifetime is live in: sample `k` holds after event `k − 1`.
 fn live_samples(l: &Lifetime, len: usize) -> (usize, usize) {
-    let a = l.alloc.map_or(0, |a| a as usize + 1);
-    let b = l.end.map_or(len, |e| (e as usize + 1).min(len));
+    let a = l.alloc().map_or(0, |a| a as usize + 1);
+    let b = l.end().map_or(len, |e| (e as usize + 1).min(len));
     (a.min(len), b.max(a.min(len)))
 }
 
@@ -214,12 +214,12 @@ fn window(
         .map(|&i| {
             let l = &lives[i];
             (
-                l.alloc.map_or(-1, i64::from),
-                l.end,
+                l.alloc().map_or(-1, i64::from),
+                l.end(),
                 l.size,
                 l.requested,
                 stacks.of(l.frames),
-                l.freed,
+                l.freed(),
                 format!("{:#x}", l.address),
                 stream_text(l.stream),
             )
