@@ -17,7 +17,6 @@ use crate::pipeline::{self, AnyReport};
 use crate::render::view::{self as rv, Detail, DeviceView, View};
 use crate::timeline::checkpoints::{self, Checkpoints};
 use crate::timeline::{self, Replayer, Series};
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -128,16 +127,23 @@ fn culprit_options() -> culprits::Options {
 /// a checkpoint and a short replay; written, one replay to the last of them
 /// (a written page steps through those states only, and the checkpoints
 /// would cost up to 256 MiB a device). Made as the device is written.
-fn device_parts<'v>(snap: &Snapshot, v: &'v Loaded, d: &DeviceReport) -> rv::DeviceParts<'v> {
+fn device_parts(
+    snap: &Snapshot,
+    v: &Loaded,
+    d: &DeviceReport,
+    mut bands: rv::bands::Chosen,
+) -> rv::DeviceParts {
     let ats: Vec<Option<usize>> = d.key_moments.iter().map(|k| k.at).collect();
-    let (states, lifetimes) = match v.checkpoints.get(&d.device) {
-        Some(cp) => (
-            ats.iter().map(|&at| cp.state_at(at)).collect::<Vec<_>>(),
-            Cow::Borrowed(&v.lifetimes[&d.device][..]),
-        ),
+    let states = match v.checkpoints.get(&d.device) {
+        Some(cp) => {
+            bands = bands.of_all(&v.lifetimes[&d.device]);
+            ats.iter().map(|&at| cp.state_at(at)).collect::<Vec<_>>()
+        }
         None => {
             let replayer = Replayer::new(snap, d.device);
-            (replayer.states_at(&ats), Cow::Owned(replayer.lifetimes()))
+            // One allocation at a time: the page holds only its bands'.
+            replayer.each_lifetime(|i, l| bands.add(i, &l));
+            replayer.states_at(&ats)
         }
     };
     // The call sites' live bytes at the peak of allocated bytes.
@@ -156,7 +162,7 @@ fn device_parts<'v>(snap: &Snapshot, v: &'v Loaded, d: &DeviceReport) -> rv::Dev
     rv::DeviceParts {
         states,
         peak_by_site,
-        lifetimes,
+        bands,
     }
 }
 
@@ -224,7 +230,7 @@ fn view<'v>(snap: &'v Snapshot, v: &'v Loaded, served: bool, max_points: usize) 
         .map(|d| DeviceView {
             report: d,
             series: &v.series[&d.device],
-            parts: Box::new(move || device_parts(snap, v, d)),
+            parts: Box::new(move |bands| device_parts(snap, v, d, bands)),
             what_if: v.what_if.get(&d.device).cloned().unwrap_or_default(),
         })
         .collect();

@@ -63,22 +63,50 @@ impl Lifetime {
 
 const _: () = assert!(std::mem::size_of::<Lifetime>() == 48);
 
+/// The lifetimes not yet whole, by address: (index, lifetime).
+type Open = HashMap<u64, (usize, Lifetime), foldhash::fast::RandomState>;
+
 impl Replayer<'_> {
     /// Every allocated block of the replay, in the order it was allocated
     /// (those older than the trace first, by address).
     pub fn lifetimes(&self) -> Vec<Lifetime> {
+        let mut out = Vec::new();
+        self.each_lifetime(|i, l| {
+            // Every index below the count comes once: a gap is filled by
+            // its own lifetime later.
+            if out.len() <= i {
+                out.resize(i + 1, l);
+            }
+            out[i] = l;
+        });
+        out
+    }
+
+    /// [`Replayer::lifetimes`] one at a time, with its index there, each as
+    /// soon as it is known whole (its `free_completed`, its address
+    /// allocated again, or the end of the trace), in no set order: only the
+    /// blocks allocated at the time are held.
+    pub fn each_lifetime(&self, mut done: impl FnMut(usize, Lifetime)) {
         let run = &self.run;
         let mut l = run.start.clone_unindexed();
-        let mut out = Vec::new();
-        // foldhash: a lookup an event; the map is never walked.
-        let mut open: HashMap<u64, usize, foldhash::fast::RandomState> = HashMap::default();
+        let mut made = 0;
+        // foldhash: a lookup an event; the map is walked once, at the end.
+        let mut open: Open = HashMap::default();
+        // A new lifetime at `a`: the one there before, if still open, is
+        // whole.
+        let mut open_at =
+            |open: &mut Open, a: u64, life: Lifetime, done: &mut dyn FnMut(usize, Lifetime)| {
+                if let Some((k, old)) = open.insert(a, (made, life)) {
+                    done(k, old);
+                }
+                made += 1;
+            };
         for (_, s) in l.segs.iter() {
             for (a, b) in s.blocks.iter() {
                 if b.pending {
                     continue;
                 }
-                open.insert(*a, out.len());
-                out.push(Lifetime {
+                let life = Lifetime {
                     address: *a,
                     size: b.size,
                     requested: b.requested,
@@ -87,7 +115,8 @@ impl Replayer<'_> {
                     alloc: NO_EVENT,
                     end: NO_EVENT,
                     freed: NO_EVENT,
-                });
+                };
+                open_at(&mut open, *a, life, &mut done);
             }
         }
         let mut problems = std::collections::BTreeMap::new();
@@ -102,8 +131,7 @@ impl Replayer<'_> {
                     if let Some((s, Some(b))) = placed
                         && b.origin == Origin::Event(at)
                     {
-                        open.insert(e.addr(), out.len());
-                        out.push(Lifetime {
+                        let life = Lifetime {
                             address: e.addr(),
                             size: b.size,
                             requested: b.requested,
@@ -112,27 +140,31 @@ impl Replayer<'_> {
                             alloc: at,
                             end: NO_EVENT,
                             freed: NO_EVENT,
-                        });
+                        };
+                        open_at(&mut open, e.addr(), life, &mut done);
                     }
                 }
                 Action::FreeRequested => {
-                    if let Some(&k) = open.get(&e.addr())
-                        && out[k].end == NO_EVENT
+                    if let Some((_, life)) = open.get_mut(&e.addr())
+                        && life.end == NO_EVENT
                     {
-                        out[k].end = at;
+                        life.end = at;
                     }
                 }
                 Action::FreeCompleted => {
-                    if let Some(k) = open.remove(&e.addr()) {
-                        if out[k].end == NO_EVENT {
-                            out[k].end = at;
+                    if let Some((k, mut life)) = open.remove(&e.addr()) {
+                        if life.end == NO_EVENT {
+                            life.end = at;
                         }
-                        out[k].freed = at;
+                        life.freed = at;
+                        done(k, life);
                     }
                 }
                 _ => {}
             }
         }
-        out
+        for (_, (k, life)) in open {
+            done(k, life);
+        }
     }
 }

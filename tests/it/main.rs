@@ -53,3 +53,4 @@ mod tally;
 mod trace_commands;
 mod view;
 mod view_api;
+mod view_bands;

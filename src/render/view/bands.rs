@@ -110,32 +110,16 @@ pub fn stream_text(stream: i64) -> String {
     }
 }
 
-/// The `TOP` largest allocations live in samples `lo..hi`, by index into
-/// `lives`, in allocation order.
-fn largest_in(lives: &[Lifetime], lo: usize, hi: usize) -> Vec<usize> {
-    let mut heap: BinaryHeap<Reverse<(u64, Reverse<usize>)>> = BinaryHeap::new();
+/// The `TOP` largest allocations live in samples `lo..hi`, in allocation
+/// order.
+fn largest_in(lives: &[Lifetime], lo: usize, hi: usize) -> Vec<Lifetime> {
+    let mut heap = Largest::new();
     for (i, l) in lives.iter().enumerate() {
         if overlaps(l, lo, hi) {
-            push_top(&mut heap, l.size, i);
+            push_top(&mut heap, i, l);
         }
     }
     sorted(heap)
-}
-
-fn push_top(heap: &mut BinaryHeap<Reverse<(u64, Reverse<usize>)>>, size: u64, i: usize) {
-    let item = Reverse((size, Reverse(i)));
-    if heap.len() < TOP {
-        heap.push(item);
-    } else if heap.peek().is_some_and(|m| item < *m) {
-        heap.pop();
-        heap.push(item);
-    }
-}
-
-fn sorted(heap: BinaryHeap<Reverse<(u64, Reverse<usize>)>>) -> Vec<usize> {
-    let mut v: Vec<usize> = heap.into_iter().map(|Reverse((_, Reverse(i)))| i).collect();
-    v.sort_unstable();
-    v
 }
 
 /// The samples a lifetime is live in: sample `k` holds after event `k − 1`.
@@ -173,11 +157,11 @@ type Band = (
     String,
 );
 
-/// One window: samples `lo..hi` of `series`, the bands of `chosen`.
+/// One window: samples `lo..hi` of `series`, the bands of `chosen` (in
+/// allocation order).
 fn window(
     series: &Series,
-    lives: &[Lifetime],
-    chosen: &[usize],
+    chosen: &[Lifetime],
     (lo, hi): (usize, usize),
     stacks: &mut Stacks,
 ) -> Window {
@@ -185,8 +169,8 @@ fn window(
     let mut at: Vec<usize> = (0..POINTS)
         .map(|k| lo + k * (hi - lo - 1) / (POINTS - 1).max(1))
         .collect();
-    for &i in chosen {
-        let (a, b) = live_samples(&lives[i], len);
+    for l in chosen {
+        let (a, b) = live_samples(l, len);
         for s in [a.wrapping_sub(1), a, b.wrapping_sub(1), b] {
             if (lo..hi).contains(&s) {
                 at.push(s);
@@ -202,7 +186,6 @@ fn window(
         let e = sample.event.map_or(-1, i64::from);
         let shown: u64 = chosen
             .iter()
-            .map(|&i| &lives[i])
             .filter(|l| l.live_after(e))
             .map(|l| l.size)
             .sum();
@@ -211,8 +194,7 @@ fn window(
     }
     let bands = chosen
         .iter()
-        .map(|&i| {
-            let l = &lives[i];
+        .map(|l| {
             (
                 l.alloc().map_or(-1, i64::from),
                 l.end(),
@@ -234,15 +216,168 @@ fn window(
     }
 }
 
-/// The tiers of windows a page carries, within `budget` bytes and
-/// `max_tiers` tiers (tier 0 always), with the stacks they name: each
-/// window made as it is written.
+/// The slots of each tier a page carries, within `budget` bytes and
+/// `max_tiers` tiers (tier 0, one slot, always), for a series of `len`
+/// samples. Tier 0 is one window; a tier of `slots` slots has `slots − 1`
+/// windows of two slots ([`spans`]).
+fn tier_slots(len: usize, budget: usize, max_tiers: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    if len == 0 {
+        return out;
+    }
+    let mut used = 0;
+    let mut slots = 1usize;
+    while out.len() < max_tiers.max(1) {
+        let spans = spans(len, slots);
+        let cost = spans.len() * BYTES_PER_WINDOW;
+        if !out.is_empty() && (used + cost > budget || spans.iter().any(|(a, b)| b - a < 4)) {
+            break;
+        }
+        used += cost;
+        out.push(slots);
+        // A window wider than its points is what finer tiers refine.
+        if len / slots <= POINTS {
+            break;
+        }
+        slots *= 8;
+    }
+    out
+}
+
+/// The sample spans of a tier's windows.
+fn spans(len: usize, slots: usize) -> Vec<(usize, usize)> {
+    if slots == 1 {
+        vec![(0, len)]
+    } else {
+        (0..slots - 1)
+            .map(|j| (j * len / slots, ((j + 2) * len / slots).min(len)))
+            .collect()
+    }
+}
+
+/// The largest lifetimes of one window so far, as a min-heap: its top is
+/// the one to drop when a larger one comes.
+type Largest = BinaryHeap<Reverse<Ranked>>;
+
+/// A lifetime ranked by size, then by allocation: of two the same size,
+/// the one allocated first ranks higher.
+#[derive(Clone, Copy)]
+struct Ranked(u64, Reverse<usize>, Lifetime);
+
+impl Ranked {
+    fn key(&self) -> (u64, Reverse<usize>) {
+        (self.0, self.1)
+    }
+}
+
+impl PartialEq for Ranked {
+    fn eq(&self, o: &Self) -> bool {
+        self.key() == o.key()
+    }
+}
+
+impl Eq for Ranked {}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&o.key())
+    }
+}
+
+fn push_top(heap: &mut Largest, i: usize, l: &Lifetime) {
+    let item = Reverse(Ranked(l.size, Reverse(i), *l));
+    if heap.len() < TOP {
+        heap.push(item);
+    } else if heap.peek().is_some_and(|m| item < *m) {
+        heap.pop();
+        heap.push(item);
+    }
+}
+
+/// A heap's lifetimes in allocation order.
+fn sorted(heap: Largest) -> Vec<Lifetime> {
+    let mut v: Vec<Ranked> = heap.into_iter().map(|Reverse(r)| r).collect();
+    v.sort_unstable_by_key(|r| r.1.0);
+    v.into_iter().map(|r| r.2).collect()
+}
+
+/// The largest lifetimes of every window of a page's tiers, gathered one
+/// lifetime at a time and in any order: a page holds its windows' bands,
+/// never every allocation of the device.
+pub struct Chosen {
+    len: usize,
+    /// Each tier's slots and its windows' heaps.
+    tiers: Vec<(usize, Vec<Largest>)>,
+}
+
+impl Chosen {
+    /// The tiers of a series of `len` samples within `budget` bytes and
+    /// `max_tiers` tiers, none chosen yet.
+    pub fn new(len: usize, budget: usize, max_tiers: usize) -> Chosen {
+        let tiers = tier_slots(len, budget, max_tiers)
+            .into_iter()
+            .map(|slots| {
+                let windows = spans(len, slots).len();
+                (slots, (0..windows).map(|_| Largest::new()).collect())
+            })
+            .collect();
+        Chosen { len, tiers }
+    }
+
+    /// Lifetime `i` (its index in [`crate::timeline::Replayer::lifetimes`]).
+    pub fn add(&mut self, i: usize, l: &Lifetime) {
+        let len = self.len;
+        for (slots, heaps) in &mut self.tiers {
+            let slots = *slots;
+            if slots == 1 {
+                if overlaps(l, 0, len) {
+                    push_top(&mut heaps[0], i, l);
+                }
+                continue;
+            }
+            let (a, b) = live_samples(l, len);
+            if a >= b {
+                continue;
+            }
+            // Slot edges round down: look one window further each side.
+            let n = slots - 1;
+            let slot_of = |s: usize| (s * slots / len).min(slots - 1);
+            let (ka, kb) = (slot_of(a), slot_of(b - 1));
+            for (j, heap) in heaps
+                .iter_mut()
+                .enumerate()
+                .take((kb + 1).min(n - 1) + 1)
+                .skip(ka.saturating_sub(2))
+            {
+                let span = (j * len / slots, ((j + 2) * len / slots).min(len));
+                if a < span.1 && b > span.0 {
+                    push_top(heap, i, l);
+                }
+            }
+        }
+    }
+
+    /// [`Chosen::add`] of every lifetime of `lives`, each at its index.
+    pub fn of_all(mut self, lives: &[Lifetime]) -> Chosen {
+        for (i, l) in lives.iter().enumerate() {
+            self.add(i, l);
+        }
+        self
+    }
+}
+
+/// The tiers of windows a page carries ([`Chosen`]), with the stacks they
+/// name: each window made as it is written.
 pub struct Tiers<'a> {
     pub snap: &'a Snapshot,
     pub series: &'a Series,
-    pub lives: &'a [Lifetime],
-    pub budget: usize,
-    pub max_tiers: usize,
+    pub chosen: Chosen,
 }
 
 impl Serialize for Tiers<'_> {
@@ -261,81 +396,18 @@ struct TierList<'a>(&'a Tiers<'a>, &'a RefCell<Stacks<'a>>);
 impl Serialize for TierList<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let t = self.0;
-        let (series, lives) = (t.series, t.lives);
+        let series = t.series;
         let mut stacks = self.1.borrow_mut();
         let len = series.len();
         let mut seq = ser.serialize_seq(None)?;
-        if len == 0 {
-            return seq.end();
-        }
-        let (mut used, mut made) = (0, 0);
-        let mut slots = 1usize;
-        while made < t.max_tiers.max(1) {
-            // Tier 0 is one window; tier t has `slots − 1` windows of two slots.
-            let spans: Vec<(usize, usize)> = if slots == 1 {
-                vec![(0, len)]
-            } else {
-                (0..slots - 1)
-                    .map(|j| (j * len / slots, ((j + 2) * len / slots).min(len)))
-                    .collect()
-            };
-            let cost = spans.len() * BYTES_PER_WINDOW;
-            if made > 0 && (used + cost > t.budget || spans.iter().any(|(a, b)| b - a < 4)) {
-                break;
-            }
-            used += cost;
-            let chosen = if slots == 1 {
-                vec![largest_in(lives, 0, len)]
-            } else {
-                largest_per_window(lives, len, slots)
-            };
-            let windows = spans
-                .iter()
-                .zip(&chosen)
-                .map(|(&span, c)| window(series, lives, c, span, &mut stacks));
+        for (slots, heaps) in &t.chosen.tiers {
+            let windows = (spans(len, *slots).into_iter().zip(heaps))
+                .map(|(span, heap)| window(series, &sorted(heap.clone()), span, &mut stacks));
             // Each window serialized as it is made: a tier is never held.
             seq.serialize_element(&Seq::new(windows))?;
-            made += 1;
-            // A window wider than its points is what finer tiers refine.
-            if len / slots <= POINTS {
-                break;
-            }
-            slots *= 8;
         }
         seq.end()
     }
-}
-
-/// The largest lifetimes of one window so far, as a min-heap of (size,
-/// index): its top is the one to drop when a larger one comes.
-type Largest = BinaryHeap<Reverse<(u64, Reverse<usize>)>>;
-
-/// [`largest_in`] for every window of a tier at once: each lifetime goes
-/// to the windows it overlaps.
-fn largest_per_window(lives: &[Lifetime], len: usize, slots: usize) -> Vec<Vec<usize>> {
-    let n = slots - 1;
-    let mut heaps: Vec<Largest> = (0..n).map(|_| BinaryHeap::new()).collect();
-    let slot_of = |s: usize| (s * slots / len).min(slots - 1);
-    for (i, l) in lives.iter().enumerate() {
-        let (a, b) = live_samples(l, len);
-        if a >= b {
-            continue;
-        }
-        // Slot edges round down: look one window further each side.
-        let (ka, kb) = (slot_of(a), slot_of(b - 1));
-        for (j, heap) in heaps
-            .iter_mut()
-            .enumerate()
-            .take((kb + 1).min(n - 1) + 1)
-            .skip(ka.saturating_sub(2))
-        {
-            let span = (j * len / slots, ((j + 2) * len / slots).min(len));
-            if a < span.1 && b > span.0 {
-                push_top(heap, l.size, i);
-            }
-        }
-    }
-    heaps.into_iter().map(sorted).collect()
 }
 
 /// The bands of events `from..=to` (`-1` = the start), with their own
@@ -355,7 +427,7 @@ pub fn window_of(
     let hi = (to + 2).clamp(lo as i64 + 1, n) as usize;
     let chosen = largest_in(lives, lo, hi);
     let mut stacks = Stacks::new(snap);
-    let mut w = serde_json::to_value(window(series, lives, &chosen, (lo, hi), &mut stacks))
+    let mut w = serde_json::to_value(window(series, &chosen, (lo, hi), &mut stacks))
         .expect("a window serializes");
     w["stacks"] = stacks.into_value();
     w

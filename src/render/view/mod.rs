@@ -21,7 +21,7 @@ use crate::core::style::Style;
 use crate::core::units::fmt_pct;
 use crate::model::{BlockState, Snapshot};
 use crate::timeline::downsample::{downsample, downsample_series};
-use crate::timeline::{KeyMoment, Lifetime, MomentState, Sample, Series};
+use crate::timeline::{KeyMoment, MomentState, Sample, Series};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 use state::{Place, block_stack};
@@ -94,11 +94,11 @@ pub struct DeviceView<'a> {
     pub report: &'a DeviceReport,
     /// The full replayed series.
     pub series: &'a Series,
-    /// Its key moments' states, its allocations and its call sites' bytes
-    /// at the peak, made as the device is written and dropped after: a
-    /// device's states can take tens of MiB, and a page of several devices
-    /// held all of them at once.
-    pub parts: Box<dyn Fn() -> DeviceParts<'a> + 'a>,
+    /// Its key moments' states, its bands and its call sites' bytes at the
+    /// peak, made as the device is written and dropped after: a device's
+    /// states can take tens of MiB, and a page of several devices held all
+    /// of them at once. It is given the bands' tiers, none chosen yet.
+    pub parts: Box<dyn Fn(bands::Chosen) -> DeviceParts + 'a>,
     /// What the OOM panel's what-if button shows: `table` (the text
     /// `simulate` prints), `request` (the server's path that answers it)
     /// or `how` (why there is none, or the command that prints it).
@@ -106,14 +106,14 @@ pub struct DeviceView<'a> {
 }
 
 /// What a device's part of the page is made of beside its report.
-pub struct DeviceParts<'a> {
+pub struct DeviceParts {
     /// The state at each of `report.key_moments`, in their order.
     pub states: Vec<MomentState>,
     /// Live bytes of each call site at the peak of allocated bytes, by the
     /// site's label (from the culprit rows of that moment).
     pub peak_by_site: HashMap<String, u64>,
-    /// Every allocation of the replay, for the bands.
-    pub lifetimes: std::borrow::Cow<'a, [Lifetime]>,
+    /// The allocations the bands draw.
+    pub bands: bands::Chosen,
 }
 
 /// The whole page's data.
@@ -194,24 +194,24 @@ impl Serialize for DeviceJson<'_, '_> {
                 budget,
             },
         )?;
-        // Made once the levels (each made whole in its turn) are written,
-        // and the allocations dropped once the bands are.
+        // Made once the levels (each made whole in its turn) are written.
         let DeviceParts {
             states,
             peak_by_site,
-            lifetimes,
-        } = (d.parts)();
+            bands,
+        } = (d.parts)(bands::Chosen::new(
+            d.series.len(),
+            band_budget,
+            v.detail.max_band_tiers,
+        ));
         m.serialize_entry(
             "bands",
             &bands::Tiers {
                 snap: v.snap,
                 series: d.series,
-                lives: &lifetimes,
-                budget: band_budget,
-                max_tiers: v.detail.max_band_tiers,
+                chosen: bands,
             },
         )?;
-        drop(lifetimes);
         let moments = r.key_moments.iter().zip(&states).map(|(k, st)| MomentJson {
             sty,
             snap: v.snap,

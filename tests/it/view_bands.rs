@@ -1,0 +1,68 @@
+//! A page's bands gathered one lifetime at a time, as a written page
+//! gathers them, against the bands chosen from every lifetime at once.
+
+use fragscope::input::{Content, load_bytes};
+use fragscope::render::view::bands::{Chosen, Tiers};
+use fragscope::synth::{Shape, SynthOptions, generate, write_pickle};
+use fragscope::timeline::Replayer;
+
+/// A written page gathers a device's lifetimes as the replay knows each
+/// whole, out of allocation order; its bands are those chosen from all of
+/// them at once, the same bytes, tier by tier.
+#[test]
+fn bands_gathered_in_any_order_are_those_of_every_lifetime() {
+    for shape in [Shape::Narrow, Shape::Fragmented] {
+        let o = SynthOptions {
+            events: 20_000,
+            seed: 3,
+            shape,
+            ..SynthOptions::default()
+        };
+        let mut bytes = Vec::new();
+        write_pickle(&generate(&o), &mut bytes).unwrap();
+        let l = load_bytes(&bytes, "s.pickle").unwrap();
+        let Content::Snapshot(snap) = &l.content else {
+            panic!("a snapshot")
+        };
+        let replays = fragscope::timeline::replay(snap);
+        let r = replays.iter().find(|r| r.samples.len() > 1000).unwrap();
+        let replayer = Replayer::new(snap, r.device);
+        let lives = replayer.lifetimes();
+        let mut streamed = Vec::new();
+        replayer.each_lifetime(|i, l| streamed.push((i, l)));
+        let in_order = streamed.windows(2).all(|w| w[0].0 < w[1].0);
+        assert!(!in_order, "{shape:?}: lifetimes come as they end");
+        streamed.sort_by_key(|x| x.0);
+        assert_eq!(streamed.len(), lives.len(), "{shape:?}");
+        assert!(
+            (streamed.iter().enumerate()).all(|(k, (i, l))| k == *i && lives[*i] == *l),
+            "{shape:?}: each lifetime once, as the whole list has it"
+        );
+
+        let series = &r.samples;
+        let page = |c: Chosen| {
+            let t = Tiers {
+                snap,
+                series,
+                chosen: c,
+            };
+            serde_json::to_value(&t).unwrap()
+        };
+        for budget in [0, 300_000, 6 << 20] {
+            let all = Chosen::new(series.len(), budget, usize::MAX).of_all(&lives);
+            let mut gathered = Chosen::new(series.len(), budget, usize::MAX);
+            replayer.each_lifetime(|i, l| gathered.add(i, &l));
+            let (want, got) = (page(all), page(gathered));
+            assert_eq!(want, got, "{shape:?}, budget {budget}");
+            let tiers = want["tiers"].as_array().unwrap();
+            assert_eq!(tiers.len() == 1, budget == 0, "{shape:?}, budget {budget}");
+            // Tier 0 draws the largest allocation of the whole trace.
+            let bands = tiers[0][0]["bands"].as_array().unwrap();
+            let largest = bands.iter().map(|b| b[2].as_u64().unwrap()).max();
+            let live = lives
+                .iter()
+                .filter(|l| l.alloc() != l.end() || l.alloc().is_none());
+            assert_eq!(largest, live.map(|l| l.size).max(), "{shape:?}");
+        }
+    }
+}
