@@ -96,6 +96,24 @@ pub fn downsample_series(samples: &Series, max_points: usize) -> Vec<Sample> {
     )
 }
 
+/// [`downsample_series`] handing each point to `emit` as its bucket
+/// closes: the points are never held together.
+pub fn downsample_series_each(samples: &Series, max_points: usize, mut emit: impl FnMut(Sample)) {
+    let (per, _) = buckets(samples.len(), max_points);
+    let mut d = Downsampler {
+        per,
+        left: samples.len(),
+        order: Order::ReservedFirst,
+        out: Vec::with_capacity(2),
+        bucket: None,
+    };
+    for s in samples.iter() {
+        d.push(s);
+        d.out.drain(..).for_each(&mut emit);
+    }
+    d.finish().into_iter().for_each(emit);
+}
+
 /// Buckets of `per` consecutive samples out of `n`, each read once.
 fn downsample_iter(
     n: usize,
@@ -350,6 +368,9 @@ mod tests {
             prop_assert_eq!(d.iter().map(|x| x.reserved).max().unwrap(), peak);
             prop_assert_eq!(d.iter().map(|x| x.lay().largest_free_gap).min().unwrap(), dip);
             prop_assert_eq!(&downsample_series(&Series::from(s.clone()), max), &d);
+            let mut each = Vec::new();
+            downsample_series_each(&Series::from(s.clone()), max, |p| each.push(p));
+            prop_assert_eq!(&each, &d);
             prop_assert_eq!(&d, &by_chunks(&s, max));
         }
     }

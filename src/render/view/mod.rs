@@ -20,7 +20,7 @@ use crate::core::serial::Seq;
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
 use crate::model::{BlockState, Snapshot};
-use crate::timeline::downsample::{downsample, downsample_series};
+use crate::timeline::downsample::{downsample, downsample_series_each};
 use crate::timeline::{KeyMoment, MomentState, Sample, Series};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
@@ -364,11 +364,12 @@ impl Serialize for Levels<'_> {
             if made > 0 && (used + n * BYTES_PER_POINT > self.budget || made >= detail.max_levels) {
                 break;
             }
-            let samples = if full {
-                series.to_vec()
+            let mut samples = Points::with_capacity(n);
+            if full {
+                series.iter().for_each(|s| samples.push(&s));
             } else {
-                downsample_series(series, points)
-            };
+                downsample_series_each(series, points, |s| samples.push(&s));
+            }
             used += samples.len() * BYTES_PER_POINT;
             seq.serialize_element(&Columns {
                 samples: &samples,
@@ -419,48 +420,101 @@ pub fn window(series: &Series, from: i64, to: i64, points: usize) -> Value {
 /// One level as columns (event, time, figures), `full` when it holds every
 /// sample.
 fn columns(samples: &[Sample], full: bool) -> Value {
-    serde_json::to_value(Columns { samples, full }).expect("columns serialize")
+    let mut points = Points::with_capacity(samples.len());
+    samples.iter().for_each(|s| points.push(s));
+    serde_json::to_value(Columns {
+        samples: &points,
+        full,
+    })
+    .expect("columns serialize")
+}
+
+/// A level's points, each the figures its columns write and no more: 69
+/// bytes a point, where a [`Sample`] takes twice that, and a page's finest
+/// level holds up to a hundred thousand points or more.
+struct Points {
+    /// The event, `u32::MAX` for the start (no event index reaches it).
+    event: Vec<u32>,
+    time_us: Vec<i64>,
+    timed: Vec<bool>,
+    /// reserved, allocated, active, free, largest gap, gaps.
+    figures: Vec<[u64; 6]>,
+    fragmentation: Vec<f64>,
+}
+
+impl Points {
+    fn with_capacity(n: usize) -> Points {
+        Points {
+            event: Vec::with_capacity(n),
+            time_us: Vec::with_capacity(n),
+            timed: Vec::with_capacity(n),
+            figures: Vec::with_capacity(n),
+            fragmentation: Vec::with_capacity(n),
+        }
+    }
+
+    fn push(&mut self, s: &Sample) {
+        let lay = s.lay();
+        self.event.push(s.event.unwrap_or(u32::MAX));
+        self.time_us.push(s.time_us.unwrap_or(0));
+        self.timed.push(s.time_us.is_some());
+        self.figures.push([
+            s.reserved_bytes(),
+            s.allocated,
+            s.active,
+            s.external_bytes(),
+            lay.largest_free_gap,
+            lay.free_gaps,
+        ]);
+        self.fragmentation.push(lay.fragmentation);
+    }
+
+    fn len(&self) -> usize {
+        self.event.len()
+    }
+
+    /// Figure `k` of [`Points::figures`] of every point.
+    fn figure(&self, k: usize) -> Seq<impl ExactSizeIterator<Item = u64> + '_> {
+        Seq::new(self.figures.iter().map(move |f| f[k]))
+    }
 }
 
 /// [`columns`], serialized as it is written.
 struct Columns<'a> {
-    samples: &'a [Sample],
+    samples: &'a Points,
     full: bool,
 }
 
 impl Serialize for Columns<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let samples = self.samples;
+        let p = self.samples;
         let mut m = ser.serialize_map(Some(11))?;
-        m.serialize_entry("points", &samples.len())?;
+        m.serialize_entry("points", &p.len())?;
         m.serialize_entry("full", &self.full)?;
         m.serialize_entry(
             "event",
-            &Seq::new(samples.iter().map(|s| s.event.map_or(-1, i64::from))),
+            &Seq::new((p.event.iter()).map(|&e| if e == u32::MAX { -1 } else { i64::from(e) })),
         )?;
-        m.serialize_entry("time_us", &Seq::new(samples.iter().map(|s| s.time_us)))?;
         m.serialize_entry(
+            "time_us",
+            &Seq::new((p.time_us.iter().zip(&p.timed)).map(|(&t, &timed)| timed.then_some(t))),
+        )?;
+        for (k, name) in [
             "reserved",
-            &Seq::new(samples.iter().map(|s| s.reserved_bytes())),
-        )?;
-        m.serialize_entry("allocated", &Seq::new(samples.iter().map(|s| s.allocated)))?;
-        m.serialize_entry("active", &Seq::new(samples.iter().map(|s| s.active)))?;
-        m.serialize_entry(
+            "allocated",
+            "active",
             "free",
-            &Seq::new(samples.iter().map(|s| s.external_bytes())),
-        )?;
-        m.serialize_entry(
             "largest_gap",
-            &Seq::new(samples.iter().map(|s| s.lay().largest_free_gap)),
-        )?;
-        m.serialize_entry("gaps", &Seq::new(samples.iter().map(|s| s.lay().free_gaps)))?;
+            "gaps",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            m.serialize_entry(name, &p.figure(k))?;
+        }
         m.serialize_entry(
             "fragmentation",
-            &Seq::new(
-                samples
-                    .iter()
-                    .map(|s| (s.lay().fragmentation * 1e4).round() / 1e4),
-            ),
+            &Seq::new((p.fragmentation.iter()).map(|f| (f * 1e4).round() / 1e4)),
         )?;
         m.end()
     }
