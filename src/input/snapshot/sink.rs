@@ -83,6 +83,8 @@ pub struct TraceSink {
     tally: bool,
     pstacks: Vec<Box<[Vid]>>,
     pstack_ix: HashMap<Box<[Vid]>, u32, FxBuild>,
+    /// The number of the empty stack, once it has one.
+    pstack_empty: Option<u32>,
     /// Pool ids by provisional number.
     ppools: Vec<(i64, i64)>,
     ppool_ix: HashMap<(i64, i64), u32, FxBuild>,
@@ -204,6 +206,7 @@ impl Default for TraceSink {
             tally: false,
             pstacks: Vec::new(),
             pstack_ix: HashMap::default(),
+            pstack_empty: None,
             ppools: Vec::new(),
             ppool_ix: HashMap::default(),
             pextras: Vec::new(),
@@ -362,6 +365,21 @@ impl TraceSink {
 
     /// The stack number of these frames.
     fn intern_stack(&mut self, items: &[Vid]) -> u32 {
+        // A recording without stack traces names the empty list at every
+        // event: found without a lookup.
+        if items.is_empty()
+            && let Some(s) = self.pstack_empty
+        {
+            return s;
+        }
+        let s = self.intern_stack_by_lookup(items);
+        if items.is_empty() {
+            self.pstack_empty = Some(s);
+        }
+        s
+    }
+
+    fn intern_stack_by_lookup(&mut self, items: &[Vid]) -> u32 {
         match self.pstack_ix.get(items) {
             Some(&s) => s,
             None => {
