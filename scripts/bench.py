@@ -44,9 +44,9 @@ not disk. One Markdown table per shape, with the machine and its load:
     scripts/bench.py --matrix --shapes py --sizes 100MB   # the shapes of scripts/make_snapshot.py
 
 --shapes also takes the shapes of scripts/make_snapshot.py (PY_SHAPES:
-py-training, py-shallow, py-deep, py-pressure, py-ring, py-ranks, py-ooms; `py` for
-all of them): files written by Python's own pickler from an allocator model
-and a workload that share no code with `fragscope synth`.
+py-training, py-shallow, py-deep, py-pressure, py-ring, py-ranks, py-ooms, py-nostack;
+`py` for all of them): files written by Python's own pickler from an allocator
+model and a workload that share no code with `fragscope synth`.
 
 --baseline BIN runs every command of the matrix with a second binary too
 (an older build), in the same round, and adds its wall time and the ratio
@@ -187,6 +187,9 @@ PY_SHAPES = {
     # A program that catches its OOMs and goes on: an `oom` at most steps.
     "py-ooms": ["--devices", "4", "--limit-gb", "16", "--side-rate", "0.9", "--depth", "10-60",
                 "--no-recover"],
+    # py-shallow recorded without stack traces: the fewest bytes an event.
+    "py-nostack": ["--depth", "2-12", "--sites", "200", "--streams", "16", "--side-rate", "0.97",
+                   "--no-stacks"],
 }
 ALL_SHAPES = MATRIX_SHAPES + list(PY_SHAPES)
 # (label, arguments with {f} the input and {d} a scratch folder, exit codes
