@@ -745,6 +745,45 @@ fn entry_with_frames(out: &mut Vec<u8>, addr: u8, refs: impl IntoIterator<Item =
     out.extend_from_slice(b"eu");
 }
 
+/// A later entry ([`entry_start`]) with stream 0 and an empty frames list,
+/// as a recording without stack traces writes every entry's: the list
+/// made and memoized, with no items.
+fn entry_with_empty_frames(out: &mut Vec<u8>, addr: u8) {
+    entry_start(out, addr);
+    binget(out, 9);
+    out.extend_from_slice(b"K\x00");
+    binget(out, 10);
+    out.extend_from_slice(b"]\x94u");
+}
+
+/// Entries with empty frames lists among entries with frames: each names
+/// the one empty stack or its own, as the general machine reads them,
+/// whichever came first.
+#[test]
+fn empty_frames_lists_name_the_empty_stack() {
+    let mut p = first_entry_with_frame_a();
+    p.extend_from_slice(b"eu");
+    entry_with_empty_frames(&mut p, 1);
+    entry_with_frames(&mut p, 2, [12]);
+    entry_with_empty_frames(&mut p, 3);
+    entry_with_empty_frames(&mut p, 4);
+    entry_with_frames(&mut p, 5, [12, 12]);
+    entry_with_empty_frames(&mut p, 6);
+    finish(&mut p);
+
+    assert!(fast_path_agrees("empty frames", &p), "{:?}", fast(&p).err());
+    let (s, taken) = fast(&p).unwrap();
+    assert_eq!(taken, 7);
+    let trace = &s.traces()[0];
+    let lens: Vec<usize> = trace.iter().map(|e| s.stack(e.frames).len()).collect();
+    assert_eq!(lens, [1, 0, 1, 0, 0, 2, 0]);
+    let empty: std::collections::HashSet<_> = (trace.iter())
+        .filter(|e| s.stack(e.frames).is_empty())
+        .map(|e| e.frames)
+        .collect();
+    assert_eq!(empty.len(), 1, "one stack for every empty list");
+}
+
 /// A hand-made file that writes a memo entry over (PyTorch never does)
 /// between two trace entries whose frames lists have the same bytes: the
 /// second list names the new frame, though its bytes were read before.
