@@ -99,14 +99,8 @@ pub fn downsample_series(samples: &Series, max_points: usize) -> Vec<Sample> {
 /// [`downsample_series`] handing each point to `emit` as its bucket
 /// closes: the points are never held together.
 pub fn downsample_series_each(samples: &Series, max_points: usize, mut emit: impl FnMut(Sample)) {
-    let (per, _) = buckets(samples.len(), max_points);
-    let mut d = Downsampler {
-        per,
-        left: samples.len(),
-        order: Order::ReservedFirst,
-        out: Vec::with_capacity(2),
-        bucket: None,
-    };
+    // A bucket closes with at most two points, taken out at once.
+    let mut d = Downsampler::holding(samples.len(), max_points, Order::ReservedFirst, 2);
     for s in samples.iter() {
         d.push(s);
         d.out.drain(..).for_each(&mut emit);
@@ -170,9 +164,13 @@ pub fn buckets(n: usize, max_points: usize) -> (usize, usize) {
 
 impl Downsampler {
     pub fn new(n: usize, max_points: usize, order: Order) -> Downsampler {
-        let (per, cap) = buckets(n, max_points);
+        Self::holding(n, max_points, order, buckets(n, max_points).1)
+    }
+
+    /// [`Downsampler::new`] with room for `cap` points.
+    fn holding(n: usize, max_points: usize, order: Order, cap: usize) -> Downsampler {
         Downsampler {
-            per,
+            per: buckets(n, max_points).0,
             left: n,
             order,
             out: Vec::with_capacity(cap),

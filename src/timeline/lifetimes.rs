@@ -12,8 +12,8 @@ use super::{Origin, Replayer};
 use crate::model::{Action, StackId};
 use std::collections::HashMap;
 
-/// One allocation's life in the replay: 48 bytes, since a page holds one
-/// for every allocation of a device while it draws the bands.
+/// One allocation's life in the replay: 48 bytes, since a served page
+/// keeps one for every allocation of a device (for its zoomed windows).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Lifetime {
     pub address: u64,

@@ -249,10 +249,13 @@ fn spans(len: usize, slots: usize) -> Vec<(usize, usize)> {
     if slots == 1 {
         vec![(0, len)]
     } else {
-        (0..slots - 1)
-            .map(|j| (j * len / slots, ((j + 2) * len / slots).min(len)))
-            .collect()
+        (0..slots - 1).map(|j| span(len, slots, j)).collect()
     }
+}
+
+/// Window `j` of a tier of `slots` slots (more than one): two slots wide.
+fn span(len: usize, slots: usize, j: usize) -> (usize, usize) {
+    (j * len / slots, ((j + 2) * len / slots).min(len))
 }
 
 /// The largest lifetimes of one window so far, as a min-heap: its top is
@@ -355,8 +358,8 @@ impl Chosen {
                 .take((kb + 1).min(n - 1) + 1)
                 .skip(ka.saturating_sub(2))
             {
-                let span = (j * len / slots, ((j + 2) * len / slots).min(len));
-                if a < span.1 && b > span.0 {
+                let (lo, hi) = span(len, slots, j);
+                if a < hi && b > lo {
                     push_top(heap, i, l);
                 }
             }
