@@ -15,7 +15,7 @@ const MIB: u64 = 1 << 20;
 static ALLOC: fragscope::core::alloc::HugePages = fragscope::core::alloc::HugePages;
 
 fn ev(action: Action, addr: u64, size: u64, t: i64) -> TraceEvent {
-    TraceEvent::new(action, addr, size, 0, StackId::EMPTY).with_time_us(Some(t))
+    TraceEvent::new(action, addr, size, StreamIdx::DEFAULT, StackId::EMPTY).with_time_us(Some(t))
 }
 
 /// `segs` 20 MiB segments; each round allocates five 4 MiB tensors in one

@@ -334,6 +334,10 @@ pub fn check_model(snap: &Snapshot, input_len: usize) {
             if let Some(x) = e.extras() {
                 assert!((x.0 as usize) < snap.event_extras.len());
             }
+            assert!(
+                (e.stream.0 as usize) <= snap.streams.len(),
+                "event stream id out of range"
+            );
             let x = snap.extras(e);
             for s in [x.compile_context, x.user_metadata, x.category]
                 .into_iter()

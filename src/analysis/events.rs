@@ -144,7 +144,7 @@ impl<'a> SnapshotEvents<'a> {
                 action: e.action.name(snap),
                 address: (!oom).then_some(e.addr()),
                 size: e.size,
-                stream: Some(e.stream),
+                stream: Some(snap.stream(e)),
                 allocated: s.allocated,
                 reserved: s.reserved,
                 device_free: if oom { snap.device_free(e) } else { None },
@@ -412,19 +412,32 @@ mod tests {
         let t = |e: TraceEvent, us| e.with_time_us(Some(us));
         let trace = vec![
             t(
-                TraceEvent::new(Action::SegmentAlloc, base, 2 * mib, 0, StackId::EMPTY),
+                TraceEvent::new(
+                    Action::SegmentAlloc,
+                    base,
+                    2 * mib,
+                    StreamIdx::DEFAULT,
+                    StackId::EMPTY,
+                ),
                 100,
             ),
-            t(TraceEvent::new(Action::Alloc, base, 1000, 0, stack), 200),
             t(
-                TraceEvent::new(Action::FreeRequested, base, 1024, 0, stack),
+                TraceEvent::new(Action::Alloc, base, 1000, StreamIdx::DEFAULT, stack),
+                200,
+            ),
+            t(
+                TraceEvent::new(Action::FreeRequested, base, 1024, StreamIdx::DEFAULT, stack),
                 300,
             ),
             t(
-                TraceEvent::new(Action::FreeCompleted, base, 1024, 0, stack),
+                TraceEvent::new(Action::FreeCompleted, base, 1024, StreamIdx::DEFAULT, stack),
                 400,
             ),
-            t(TraceEvent::new(Action::Oom, 0, 64 * mib, 0, stack), 500).with_extras(
+            t(
+                TraceEvent::new(Action::Oom, 0, 64 * mib, StreamIdx::DEFAULT, stack),
+                500,
+            )
+            .with_extras(
                 i.extras(EventExtras {
                     device_free: Some(3 * mib),
                     ..EventExtras::NONE

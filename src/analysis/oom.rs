@@ -287,7 +287,8 @@ fn finding(
     let pool = snap.pool_of(e).unwrap_or((0, 0));
     let (expandable, max_split, gc) = settings_figures(snap);
     let exp = expandable.unwrap_or(false);
-    let usable = |s: &Segment| s.stream == e.stream && s.segment_type == kind && s.pool() == pool;
+    let stream = snap.stream(e);
+    let usable = |s: &Segment| s.stream == stream && s.segment_type == kind && s.pool() == pool;
     let largest = timeline::largest_free_gap_segment(st).map(|(s, b)| GapSite::of(s, b));
     let largest_usable =
         timeline::largest_free_gap_where(st, usable).map(|(s, b)| GapSite::of(s, b));
@@ -348,7 +349,7 @@ fn finding(
         device: st.device,
         event: i,
         time_us: e.time_us(),
-        stream: e.stream,
+        stream,
         rounded_request: rounded,
         pool: kind.as_str(),
         new_memory_needed,

@@ -302,7 +302,7 @@ mod tests {
     #[test]
     fn coverage_counts_frees_of_blocks_the_trace_never_saw() {
         let ev = |a, addr, t: Option<i64>| {
-            TraceEvent::new(a, addr, 512, 0, StackId::EMPTY).with_time_us(t)
+            TraceEvent::new(a, addr, 512, StreamIdx::DEFAULT, StackId::EMPTY).with_time_us(t)
         };
         let snap = Snapshot {
             device_traces: Some(vec![

@@ -739,6 +739,17 @@ fn check_ids(snap: &Snapshot) -> Result<(), String> {
             return Err(at(bad("string", s.0, ns)));
         }
     }
+    let mut seen = std::collections::HashMap::with_capacity(snap.streams.len());
+    for (i, &v) in snap.streams.iter().enumerate() {
+        let at = |what: String| format!("streams[{i}]: {what}");
+        if v == 0 {
+            return Err(at("stream 0, which needs no entry".into()));
+        }
+        if let Some(j) = seen.insert(v, i) {
+            return Err(at(format!("the same as streams[{j}]")));
+        }
+    }
+    let nst = snap.streams.len() + 1;
     for (d, tr) in snap.traces().iter().enumerate() {
         for (j, e) in tr.iter().enumerate() {
             let at = |what: String| format!("device_traces[{d}][{j}]: {what}");
@@ -752,6 +763,9 @@ fn check_ids(snap: &Snapshot) -> Result<(), String> {
             }
             if let Some(what) = e.canonical_error(&snap.extras(e)) {
                 return Err(at(what.into()));
+            }
+            if e.stream.0 as usize >= nst {
+                return Err(at(bad("stream", e.stream.0, nst)));
             }
             if e.frames.0 as usize >= nk {
                 return Err(at(bad("stack", e.frames.0, nk)));

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 /// `convert --to msgpack` writes and the input stage reads back). The last
 /// byte is the version of the form: the serde form of this model, so it
 /// changes whenever the model does.
-pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x04";
+pub const MSGPACK_MAGIC: &[u8] = b"FRAGSCOPE-MSGPACK\x05";
 
 /// The prefix of every version of the MessagePack form, [`MSGPACK_MAGIC`]
 /// without its version byte.
@@ -224,6 +224,20 @@ impl Action {
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PoolIdx(pub u32);
 
+/// A trace event's stream: 0 for the default stream (stream 0), else one
+/// past the stream's place in [`Snapshot::streams`]. A trace names a few
+/// streams, each many times, so an event holds this 4-byte index rather
+/// than the 8-byte value; [`Snapshot::stream`] reads it.
+#[derive(
+    Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default,
+)]
+pub struct StreamIdx(pub u32);
+
+impl StreamIdx {
+    /// Stream 0, which every snapshot names without a table entry.
+    pub const DEFAULT: StreamIdx = StreamIdx(0);
+}
+
 /// "Absent" for the optional ids a [`TraceEvent`] keeps inline. The
 /// interner hands out ids below it ([`Interner::string`], [`Interner::pool`]
 /// refuse to reach it), so no file can make a present id read as absent.
@@ -293,11 +307,12 @@ pub struct TraceEvent {
     /// its `device_free` when it holds one (the flag `OOM_FREE`).
     addr: u64,
     pub size: u64,
-    pub stream: i64,
+    /// [`Snapshot::stream`] reads its value.
+    pub stream: StreamIdx,
     time_us: i64,
 }
 
-const _: () = assert!(std::mem::size_of::<TraceEvent>() <= 48);
+const _: () = assert!(std::mem::size_of::<TraceEvent>() <= 40);
 
 impl TraceEvent {
     const HAS_TIME: u8 = 1;
@@ -307,7 +322,13 @@ impl TraceEvent {
     pub const FLAGS: u8 = Self::HAS_TIME | Self::OOM_FREE;
 
     /// An event with no optional field; the setters add them.
-    pub fn new(action: Action, addr: u64, size: u64, stream: i64, frames: StackId) -> TraceEvent {
+    pub fn new(
+        action: Action,
+        addr: u64,
+        size: u64,
+        stream: StreamIdx,
+        frames: StackId,
+    ) -> TraceEvent {
         TraceEvent {
             action,
             flags: 0,
@@ -513,6 +534,9 @@ pub struct Snapshot {
     pub other_actions: Vec<StrId>,
     /// The distinct [`EventExtras`] of trace events, by [`ExtrasIdx`].
     pub event_extras: Vec<EventExtras>,
+    /// The distinct nonzero streams of trace events: [`StreamIdx`] `i`
+    /// names `streams[i - 1]`.
+    pub streams: Vec<i64>,
 }
 
 impl Snapshot {
@@ -529,6 +553,17 @@ impl Snapshot {
     pub fn extras(&self, e: &TraceEvent) -> EventExtras {
         e.extras()
             .map_or(EventExtras::NONE, |x| self.event_extras[x.0 as usize])
+    }
+    /// A trace event's stream.
+    pub fn stream(&self, e: &TraceEvent) -> i64 {
+        self.stream_value(e.stream)
+    }
+    /// The stream an index names.
+    pub fn stream_value(&self, s: StreamIdx) -> i64 {
+        match s.0 {
+            0 => 0,
+            i => self.streams[i as usize - 1],
+        }
     }
     /// A trace event's `device_free` (an `oom`'s), held or in its extras.
     pub fn device_free(&self, e: &TraceEvent) -> Option<u64> {
@@ -612,6 +647,8 @@ pub struct Interner {
     other_action_ids: IdMap<StrId, ActionName>,
     extras: Vec<EventExtras>,
     extras_ids: IdMap<EventExtras, ExtrasIdx>,
+    streams: Vec<i64>,
+    stream_ids: IdMap<i64, StreamIdx>,
 }
 
 impl Interner {
@@ -658,6 +695,19 @@ impl Interner {
         let id = PoolIdx(next_id(self.pools.len(), "trace pool ids")?);
         self.pools.push(pair);
         self.pool_ids.insert(pair, id);
+        Ok(id)
+    }
+    /// The index of a trace event's stream.
+    pub fn stream(&mut self, v: i64) -> Result<StreamIdx, TableFull> {
+        if v == 0 {
+            return Ok(StreamIdx::DEFAULT);
+        }
+        if let Some(id) = self.stream_ids.get(&v) {
+            return Ok(*id);
+        }
+        let id = StreamIdx(next_id(self.streams.len() + 1, "trace streams")?);
+        self.streams.push(v);
+        self.stream_ids.insert(v, id);
         Ok(id)
     }
     /// The index of a trace event's extras; none when every field is
@@ -716,6 +766,7 @@ impl Interner {
         snap.pools = self.pools;
         snap.other_actions = self.other_actions;
         snap.event_extras = self.extras;
+        snap.streams = self.streams;
     }
     /// Starts from an existing snapshot's tables (for tools that add stacks).
     pub fn from_snapshot(snap: &Snapshot) -> Self {
@@ -741,6 +792,10 @@ impl Interner {
         i.extras = snap.event_extras.clone();
         i.extras_ids = (snap.event_extras.iter().copied())
             .zip((0..).map(ExtrasIdx))
+            .collect();
+        i.streams = snap.streams.clone();
+        i.stream_ids = (snap.streams.iter().copied())
+            .zip((1..).map(StreamIdx))
             .collect();
         i
     }

@@ -182,11 +182,11 @@ impl Tallier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ActionName, StackId};
+    use crate::model::{ActionName, StackId, StreamIdx};
 
     /// A 512-byte entry of `a` at `addr`, at time `t`.
     fn ev(a: Action, addr: u64, t: Option<i64>) -> TraceEvent {
-        TraceEvent::new(a, addr, 512, 0, StackId::EMPTY).with_time_us(t)
+        TraceEvent::new(a, addr, 512, StreamIdx::DEFAULT, StackId::EMPTY).with_time_us(t)
     }
 
     #[test]

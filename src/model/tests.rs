@@ -3,7 +3,13 @@
 use super::*;
 
 fn bare() -> TraceEvent {
-    TraceEvent::new(Action::Alloc, 0x7f00_0000_0000, 512, -3, StackId(2))
+    TraceEvent::new(
+        Action::Alloc,
+        0x7f00_0000_0000,
+        512,
+        StreamIdx(3),
+        StackId(2),
+    )
 }
 
 #[test]
@@ -11,7 +17,13 @@ fn an_event_without_optional_fields_reads_back_none() {
     let e = bare();
     assert_eq!(
         (e.action, e.addr(), e.size, e.stream, e.frames),
-        (Action::Alloc, 0x7f00_0000_0000, 512, -3, StackId(2))
+        (
+            Action::Alloc,
+            0x7f00_0000_0000,
+            512,
+            StreamIdx(3),
+            StackId(2)
+        )
     );
     assert_eq!(e.time_us(), None);
     assert_eq!(e.extras(), None);
@@ -49,7 +61,7 @@ fn an_oom_without_an_address_holds_its_device_free() {
         ..EventExtras::NONE
     };
     let mut i = Interner::new();
-    let mut oom = TraceEvent::new(Action::Oom, 0, 1 << 30, 0, StackId::EMPTY);
+    let mut oom = TraceEvent::new(Action::Oom, 0, 1 << 30, StreamIdx::DEFAULT, StackId::EMPTY);
     for v in [0, 1, u64::MAX] {
         let mut e = oom.clone();
         i.event_extras(&mut e, free(v)).unwrap();
@@ -85,8 +97,8 @@ fn an_oom_without_an_address_holds_its_device_free() {
     // Where the event cannot hold it (another action, or an `oom` with an
     // address), device_free stays in the extras, and is canonical there.
     for e in [
-        TraceEvent::new(Action::Alloc, 0, 512, 0, StackId::EMPTY),
-        TraceEvent::new(Action::Oom, 0x7f00, 512, 0, StackId::EMPTY),
+        TraceEvent::new(Action::Alloc, 0, 512, StreamIdx::DEFAULT, StackId::EMPTY),
+        TraceEvent::new(Action::Oom, 0x7f00, 512, StreamIdx::DEFAULT, StackId::EMPTY),
     ] {
         let mut x = free(7);
         let mut held = e.clone();
@@ -96,7 +108,7 @@ fn an_oom_without_an_address_holds_its_device_free() {
         assert_eq!(e.canonical_error(&free(7)), None);
     }
     // A held device_free on an event that is not an oom is refused.
-    let mut moved = TraceEvent::new(Action::Oom, 0, 512, 0, StackId::EMPTY);
+    let mut moved = TraceEvent::new(Action::Oom, 0, 512, StreamIdx::DEFAULT, StackId::EMPTY);
     moved.hold_device_free(&mut free(3));
     moved.action = Action::Alloc;
     assert!(moved.canonical_error(&EventExtras::NONE).is_some());
@@ -104,7 +116,7 @@ fn an_oom_without_an_address_holds_its_device_free() {
 
 #[test]
 fn an_event_is_small() {
-    assert_eq!(std::mem::size_of::<TraceEvent>(), 48);
+    assert_eq!(std::mem::size_of::<TraceEvent>(), 40);
 }
 
 #[test]
@@ -201,7 +213,7 @@ fn pools_and_unknown_actions_are_interned_once_in_order() {
     i.finish(&mut snap);
     assert_eq!(snap.pools, vec![(1, 5), (0, 0)]);
     assert_eq!((x.name(&snap), y.name(&snap)), ("mystery", "enigma"));
-    let e = TraceEvent::new(x, 0, 0, 0, StackId::EMPTY).with_extras(in_b);
+    let e = TraceEvent::new(x, 0, 0, StreamIdx::DEFAULT, StackId::EMPTY).with_extras(in_b);
     assert_eq!(snap.pool_of(&e), Some((0, 0)));
     assert_eq!(snap.pool_of(&bare()), None);
 }

@@ -176,7 +176,7 @@ impl Serialize for EventJson<'_> {
             m.serialize_entry("addr", &e.addr())?;
         }
         m.serialize_entry("size", &e.size)?;
-        m.serialize_entry("stream", &e.stream)?;
+        m.serialize_entry("stream", &snap.stream(e))?;
         if let Some(t) = e.time_us() {
             m.serialize_entry("time_us", &t)?;
         }

@@ -330,7 +330,7 @@ pub fn requests_into(
                 request: Request::Alloc {
                     key: Some(e.addr()),
                     size: e.size,
-                    stream: e.stream,
+                    stream: snap.stream(e),
                     pool: snap.pool_of(e).unwrap_or((0, 0)),
                 },
             }),
@@ -339,7 +339,7 @@ pub fn requests_into(
                 request: Request::Alloc {
                     key: None,
                     size: e.size,
-                    stream: e.stream,
+                    stream: snap.stream(e),
                     pool: snap.pool_of(e).unwrap_or((0, 0)),
                 },
             }),

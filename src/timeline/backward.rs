@@ -116,7 +116,7 @@ pub(crate) fn start_state(
             Action::SegmentMap => l.unmap_range(x, e.size),
             Action::SegmentUnmap => {
                 let fresh = ctx.new_seg(x, e.size, e, true);
-                l.map_range(x, e.size, e.stream, fresh)
+                l.map_range(x, e.size, ctx.snap.stream(e), fresh)
             }
             _ => Ok(()),
         };

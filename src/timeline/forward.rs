@@ -72,7 +72,7 @@ impl<'a> Ctx<'a> {
         match fin {
             Some(f) => Seg {
                 size,
-                stream: e.stream,
+                stream: self.snap.stream(e),
                 kind: f.segment_type,
                 pool_id: f.pool_id,
                 is_expandable: f.is_expandable.or(is_expandable),
@@ -82,7 +82,7 @@ impl<'a> Ctx<'a> {
             },
             None => Seg {
                 size,
-                stream: e.stream,
+                stream: self.snap.stream(e),
                 kind: if expandable {
                     // Large pools map 20 MiB pages, the small pool 2 MiB ones.
                     if size.is_multiple_of(LARGE_BUFFER) {
@@ -176,7 +176,7 @@ pub(crate) fn step(l: &mut Layout, ctx: &Ctx, i: usize, e: &TraceEvent) -> Resul
         Action::SegmentFree => drop_segment(l, e, "segment_free"),
         Action::SegmentMap => {
             let fresh = ctx.new_seg(x, e.size, e, true);
-            l.map_range(x, e.size, e.stream, fresh)
+            l.map_range(x, e.size, ctx.snap.stream(e), fresh)
         }
         Action::SegmentUnmap => l.unmap_range(x, e.size),
         Action::Snapshot => {
@@ -298,13 +298,14 @@ fn alloc(l: &mut Layout, ctx: &Ctx, i: usize, e: &TraceEvent) -> Result<(), Prob
     } else {
         avail
     };
-    if problem.is_none() && seg.stream != e.stream {
+    if problem.is_none() && seg.stream != ctx.snap.stream(e) {
         // Streams never share cached blocks.
         problem = Some(Problem::new(
             AnomalyKind::Other,
             format!(
                 "alloc at {x:#x} on stream {:#x} inside a segment of stream {:#x}",
-                e.stream, seg.stream
+                ctx.snap.stream(e),
+                seg.stream
             ),
         ));
     }

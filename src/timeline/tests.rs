@@ -8,7 +8,7 @@ pub(super) const MIB: u64 = 1 << 20;
 pub(super) const B: u64 = 0x7f00_0000_0000;
 
 pub(super) fn ev(action: Action, addr: u64, size: u64) -> TraceEvent {
-    TraceEvent::new(action, addr, size, 0, StackId::EMPTY)
+    TraceEvent::new(action, addr, size, StreamIdx::DEFAULT, StackId::EMPTY)
 }
 
 fn alloc(addr: u64, size: u64) -> TraceEvent {

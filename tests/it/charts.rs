@@ -168,7 +168,8 @@ fn blocks(start: u64, spec: &[(u64, u64, BlockState, StackId)]) -> Vec<Block> {
 }
 
 fn event(action: Action, addr: u64, size: u64, i: usize) -> TraceEvent {
-    TraceEvent::new(action, addr, size, 0, StackId::EMPTY).with_time_us(Some(T0 + i as i64 * 1500))
+    TraceEvent::new(action, addr, size, StreamIdx::DEFAULT, StackId::EMPTY)
+        .with_time_us(Some(T0 + i as i64 * 1500))
 }
 
 fn sample_of(segs: &[Segment], event: Option<u32>, time_us: Option<i64>) -> Sample {

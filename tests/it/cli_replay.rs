@@ -29,7 +29,7 @@ fn fragscope(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn ev(action: Action, addr: u64, size: u64) -> TraceEvent {
-    TraceEvent::new(action, addr, size, 0, StackId::EMPTY)
+    TraceEvent::new(action, addr, size, StreamIdx::DEFAULT, StackId::EMPTY)
 }
 
 fn block(address: u64, size: u64, state: BlockState) -> Block {

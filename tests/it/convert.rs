@@ -93,10 +93,11 @@ fn messagepack_keeps_every_optional_event_field() {
     let private = i.pool((1, 5)).unwrap();
     let default = i.pool((0, 0)).unwrap();
     let odd = i.action("mystery").unwrap();
-    let ev = |a| TraceEvent::new(a, 0x7f00_0000_0000, 512, 7, StackId::EMPTY);
+    let side = i.stream(i64::MIN).unwrap();
+    let ev = |a| TraceEvent::new(a, 0x7f00_0000_0000, 512, side, StackId::EMPTY);
     // An `oom` as PyTorch writes it, without an address: it holds its own
     // device_free; the one above, with an address, keeps it in its extras.
-    let mut held = TraceEvent::new(Action::Oom, 0, 1 << 30, 0, StackId::EMPTY);
+    let mut held = TraceEvent::new(Action::Oom, 0, 1 << 30, StreamIdx::DEFAULT, StackId::EMPTY);
     let free = EventExtras {
         device_free: Some(u64::MAX - 1),
         pool: Some(private),
@@ -143,6 +144,7 @@ fn messagepack_keeps_every_optional_event_field() {
     assert!(back == snap, "MessagePack round trip changed the model");
     let t = back.trace_of(0);
     assert_eq!(t[1].time_us(), Some(i64::MIN));
+    assert_eq!((back.stream(&t[1]), back.stream(&t[5])), (i64::MIN, 0));
     assert_eq!(back.device_free(&t[2]), Some(u64::MAX));
     assert_eq!(back.device_free(&t[3]), Some(0));
     assert_eq!(back.device_free(&t[5]), Some(u64::MAX - 1));

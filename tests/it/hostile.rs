@@ -950,17 +950,18 @@ fn absurd_sizes_and_times_neither_overflow_nor_allocate() {
 fn messagepack_of_an_earlier_version_is_refused_with_what_to_do() {
     // Version 1 was the serde form of the model before trace events were
     // packed, version 2 before their rarely present fields were interned,
-    // version 3 before an `oom` held its own `device_free`: their events
-    // cannot be read as the current ones.
+    // version 3 before an `oom` held its own `device_free`, version 4
+    // before a stream was an index into a table: their events cannot be
+    // read as the current ones.
     let snap = fragscope::model::Snapshot {
         stacks: vec![vec![]],
         ..Default::default()
     };
     let now = fragscope::render::encode::to_msgpack_bytes(&snap);
     let version = fragscope::input::MSGPACK_MAGIC.len() - 1;
-    assert_eq!(now[version], 4);
+    assert_eq!(now[version], 5);
     let d = tmp();
-    for old in [1u8, 2, 3] {
+    for old in [1u8, 2, 3, 4] {
         let mut bytes = now.clone();
         bytes[version] = old;
         let f = write(d.path(), &format!("v{old}.msgpack"), &bytes);
@@ -978,7 +979,7 @@ fn messagepack_ids_are_checked_before_use() {
     // fragscope's MessagePack deserialises straight into the model; an id
     // outside its table would make a later stage index past the end.
     use fragscope::model::*;
-    let ev = TraceEvent::new(Action::Alloc, 0, 0, 0, StackId::EMPTY);
+    let ev = TraceEvent::new(Action::Alloc, 0, 0, StreamIdx::DEFAULT, StackId::EMPTY);
     let one = |e: TraceEvent| Snapshot {
         device_traces: Some(vec![vec![e]]),
         stacks: vec![vec![]],
@@ -1004,7 +1005,31 @@ fn messagepack_ids_are_checked_before_use() {
         ],
         ..one(ev.clone())
     };
-    let bad_stack = one(TraceEvent::new(Action::Alloc, 0, 0, 0, StackId(3)));
+    let bad_stack = one(TraceEvent::new(
+        Action::Alloc,
+        0,
+        0,
+        StreamIdx::DEFAULT,
+        StackId(3),
+    ));
+    let bad_stream = Snapshot {
+        streams: vec![7],
+        ..one(TraceEvent::new(
+            Action::Alloc,
+            0,
+            0,
+            StreamIdx(2),
+            StackId::EMPTY,
+        ))
+    };
+    let zero_stream = Snapshot {
+        streams: vec![0],
+        ..one(ev.clone())
+    };
+    let stream_twice = Snapshot {
+        streams: vec![-4, 3, -4],
+        ..one(ev.clone())
+    };
     let bad_pool = with_extras(EventExtras {
         pool: Some(PoolIdx(2)),
         ..EventExtras::NONE
@@ -1013,7 +1038,7 @@ fn messagepack_ids_are_checked_before_use() {
         Action::Other(ActionName::new(1)),
         0,
         0,
-        0,
+        StreamIdx::DEFAULT,
         StackId::EMPTY,
     ));
     let bad_action_name = Snapshot {
@@ -1023,7 +1048,7 @@ fn messagepack_ids_are_checked_before_use() {
     let no_empty_stack = Snapshot::default();
     // An `oom` without an address holds its own device_free; kept apart
     // from it, the same event would have two forms.
-    let oom = TraceEvent::new(Action::Oom, 0, 1 << 20, 0, StackId::EMPTY);
+    let oom = TraceEvent::new(Action::Oom, 0, 1 << 20, StreamIdx::DEFAULT, StackId::EMPTY);
     let free_apart = Snapshot {
         event_extras: vec![EventExtras {
             device_free: Some(9),
@@ -1066,6 +1091,21 @@ fn messagepack_ids_are_checked_before_use() {
             "stack.msgpack",
             bad_stack,
             "device_traces[0][0]: stack id 3 is not below 1",
+        ),
+        (
+            "stream.msgpack",
+            bad_stream,
+            "device_traces[0][0]: stream id 2 is not below 2",
+        ),
+        (
+            "zero-stream.msgpack",
+            zero_stream,
+            "streams[0]: stream 0, which needs no entry",
+        ),
+        (
+            "stream-twice.msgpack",
+            stream_twice,
+            "streams[2]: the same as streams[0]",
         ),
         (
             "pool.msgpack",

@@ -458,7 +458,7 @@ fn multi_device_has_two_busy_devices_of_eight() {
     let side = |d: i64| -> HashSet<i64> {
         snap.trace_of(d)
             .iter()
-            .map(|e| e.stream)
+            .map(|e| snap.stream(e))
             .filter(|&s| s != 0)
             .collect()
     };

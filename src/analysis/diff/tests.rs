@@ -43,7 +43,9 @@ pub(crate) fn snap(
     }
     let events = trace
         .iter()
-        .map(|(action, a, size, file)| TraceEvent::new(*action, *a, *size, 0, stack(file)))
+        .map(|(action, a, size, file)| {
+            TraceEvent::new(*action, *a, *size, StreamIdx::DEFAULT, stack(file))
+        })
         .collect();
     let mut s = Snapshot {
         segments,

@@ -91,7 +91,7 @@ fn culprit_rows_follow_the_analysis_by_call_site() {
 #[test]
 fn default_moment_prefers_oom_then_most_free() {
     let mut snap = Snapshot::default();
-    let ev = |action: Action| TraceEvent::new(action, 0, 10, 0, StackId::EMPTY);
+    let ev = |action: Action| TraceEvent::new(action, 0, 10, StreamIdx::DEFAULT, StackId::EMPTY);
     let s = |e: Option<u32>, reserved: u64, allocated: u64| Sample {
         event: e,
         reserved: Some(reserved),

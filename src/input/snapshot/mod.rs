@@ -127,6 +127,10 @@ struct Cx<'a> {
     /// and their final indexes, once an entry has named them.
     pextras: &'a [EventExtras],
     pextras_ids: Vec<Option<ExtrasIdx>>,
+    /// The sink's nonzero streams and their final indexes, once an entry
+    /// has named them.
+    pstreams: &'a [i64],
+    pstream_ids: Vec<Option<StreamIdx>>,
     pstack_ids: Vec<Option<StackId>>,
     /// The sink's trace entries, per trace list; `mapped` once their ids
     /// are final.
@@ -282,7 +286,13 @@ struct Walked {
 /// The schema walk; when it fails, its error and whether it asked a
 /// tallied list for its entries one by one.
 fn walk(a: &Arena, root: Vid, sink: TraceSink) -> Result<Walked, (SchemaError, bool)> {
-    let (pstacks, lists, ppools, pextras) = sink.into_parts();
+    let sink::Parts {
+        stacks: pstacks,
+        lists,
+        pools: ppools,
+        extras: pextras,
+        streams: pstreams,
+    } = sink.into_parts();
     let mut cx = Cx {
         a,
         intern: Interner::new(),
@@ -294,6 +304,8 @@ fn walk(a: &Arena, root: Vid, sink: TraceSink) -> Result<Walked, (SchemaError, b
         ppools: &ppools,
         pextras: &pextras,
         pextras_ids: vec![None; pextras.len()],
+        pstreams: &pstreams,
+        pstream_ids: vec![None; pstreams.len()],
         pstack_ids: vec![None; pstacks.len()],
         mapped: vec![false; lists.len()],
         lists,

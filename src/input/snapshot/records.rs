@@ -297,6 +297,7 @@ impl<'a> Cx<'a> {
             category,
             pool,
         };
+        let stream = full(self.intern.stream(stream), &p.key("stream"))?;
         let mut e = TraceEvent::new(action, addr, size, stream, frames).with_time_us(time_us);
         full(self.intern.event_extras(&mut e, extras), p)?;
         Ok(e)
@@ -327,6 +328,17 @@ impl<'a> Cx<'a> {
             0 => StackId::EMPTY,
             s => self.pstack(s - 1, &p.key("frames"))?,
         };
+        if e.stream != StreamIdx::DEFAULT {
+            let i = e.stream.0 as usize - 1;
+            e.stream = match self.pstream_ids[i] {
+                Some(id) => id,
+                None => {
+                    let id = full(self.intern.stream(self.pstreams[i]), &p.key("stream"))?;
+                    self.pstream_ids[i] = Some(id);
+                    id
+                }
+            };
+        }
         if let Some(x) = e.extras() {
             let i = x.0 as usize;
             let id = match self.pextras_ids[i] {

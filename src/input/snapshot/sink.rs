@@ -60,14 +60,20 @@ struct KeySet {
 const MAX_SHAPES: usize = 16;
 const ACTION_CACHE: usize = 16;
 
-/// [`TraceSink::into_parts`]: frames lists, trace entries per list, pools,
-/// combinations of extras.
-pub(super) type Parts = (
-    Vec<Box<[Vid]>>,
-    Vec<SinkList>,
-    Vec<(i64, i64)>,
-    Vec<EventExtras>,
-);
+/// [`TraceSink::into_parts`]: what the sink's entries' provisional ids
+/// number.
+pub(super) struct Parts {
+    /// Frames lists.
+    pub stacks: Vec<Box<[Vid]>>,
+    /// Trace entries per list.
+    pub lists: Vec<SinkList>,
+    pub pools: Vec<(i64, i64)>,
+    /// Combinations of extras.
+    pub extras: Vec<EventExtras>,
+    /// Nonzero streams: an entry's provisional stream `i` names
+    /// `streams[i - 1]`, as [`StreamIdx`] does.
+    pub streams: Vec<i64>,
+}
 
 /// Takes the dicts of `device_traces[d]` while a pickle is read (see the
 /// module doc). The entries it builds hold provisional ids: `frames` is one
@@ -94,6 +100,10 @@ pub struct TraceSink {
     pextras: Vec<EventExtras>,
     pextras_ix: HashMap<EventExtras, u32, FxBuild>,
     last_extras: Option<(EventExtras, u32)>,
+    /// Nonzero streams by provisional number, and the last one named.
+    pstreams: Vec<i64>,
+    pstream_ix: HashMap<i64, u32, FxBuild>,
+    last_stream: (i64, StreamIdx),
     /// Key strings by node, direct-mapped (PyTorch shares one string per key).
     keys: [(Vid, Key); KEY_CACHE],
     /// Action strings by node, direct-mapped, as read.
@@ -212,6 +222,9 @@ impl Default for TraceSink {
             pextras: Vec::new(),
             pextras_ix: HashMap::default(),
             last_extras: None,
+            pstreams: Vec::new(),
+            pstream_ix: HashMap::default(),
+            last_stream: (0, StreamIdx::DEFAULT),
             keys: [(Vid::MAX, Key::Ignored); KEY_CACHE],
             actions: std::array::from_fn(|_| (Vid::MAX, Action::Alloc)),
             batch: (usize::MAX, u32::MAX, 0, false),
@@ -275,9 +288,16 @@ impl TraceSink {
             lists,
             ppools,
             pextras,
+            pstreams,
             ..
         } = self;
-        (pstacks, lists, ppools, pextras)
+        Parts {
+            stacks: pstacks,
+            lists,
+            pools: ppools,
+            extras: pextras,
+            streams: pstreams,
+        }
     }
 
     fn trace_list(&self, v: Val) -> Option<u32> {
@@ -402,6 +422,20 @@ impl TraceSink {
         PoolIdx(i)
     }
 
+    /// The provisional number of a nonzero stream.
+    fn intern_stream(&mut self, v: i64) -> StreamIdx {
+        if self.last_stream.0 == v {
+            return self.last_stream.1;
+        }
+        let n = self.pstreams.len() as u32 + 1;
+        let i = StreamIdx(*self.pstream_ix.entry(v).or_insert(n));
+        if i.0 == n {
+            self.pstreams.push(v);
+        }
+        self.last_stream = (v, i);
+        i
+    }
+
     /// The provisional number of a combination of extras.
     fn intern_extras(&mut self, x: EventExtras) -> ExtrasIdx {
         if let Some((l, i)) = self.last_extras
@@ -445,11 +479,12 @@ impl TraceSink {
     /// coerce, reject or read as a legacy format.
     fn event(&mut self, a: &mut Arena, items: &[Val], shape: Option<u32>) -> Option<TraceEvent> {
         let mut f = Fields {
-            e: TraceEvent::new(Action::Alloc, 0, 0, 0, StackId(0)),
+            e: TraceEvent::new(Action::Alloc, 0, 0, StreamIdx::DEFAULT, StackId(0)),
             x: EventExtras::NONE,
             action: None,
             frames: None,
             pool: None,
+            stream: 0,
         };
         match shape {
             // With a key set, `items` are its values alone.
@@ -474,7 +509,11 @@ impl TraceSink {
             action,
             frames,
             pool,
+            stream,
         } = f;
+        if stream != 0 {
+            e.stream = self.intern_stream(stream);
+        }
         if let Some(pair) = pool {
             x.pool = Some(self.intern_pool(pair));
         }
@@ -557,6 +596,7 @@ struct Fields {
     action: Option<Val>,
     frames: Option<Val>,
     pool: Option<(i64, i64)>,
+    stream: i64,
 }
 #[inline(always)]
 fn field(f: &mut Fields, a: &Arena, key: Key, v: Val) -> Option<()> {
@@ -566,7 +606,7 @@ fn field(f: &mut Fields, a: &Arena, key: Key, v: Val) -> Option<()> {
         Key::Action => f.action = Some(v),
         Key::Addr => e.set_addr(uint(a, v)?),
         Key::Size => e.size = uint(a, v)?,
-        Key::Stream => e.stream = int(a, v)?,
+        Key::Stream => f.stream = int(a, v)?,
         Key::TimeUs if !is_none(a, v) => e.set_time_us(Some(int(a, v)?)),
         Key::Frames => f.frames = Some(v),
         Key::DeviceFree => x.device_free = Some(uint(a, v)?),
