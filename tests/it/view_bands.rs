@@ -2,6 +2,7 @@
 //! gathers them, against the bands chosen from every lifetime at once.
 
 use fragscope::input::{Content, load_bytes};
+use fragscope::render::view::PageStacks;
 use fragscope::render::view::bands::{Chosen, Tiers};
 use fragscope::synth::{Shape, SynthOptions, generate, write_pickle};
 use fragscope::timeline::Replayer;
@@ -40,13 +41,17 @@ fn bands_gathered_in_any_order_are_those_of_every_lifetime() {
         );
 
         let series = &r.samples;
+        // The bands and the page's list of the stacks they name.
         let page = |c: Chosen| {
+            let stacks = PageStacks::new(snap);
             let t = Tiers {
-                snap,
+                stacks: &stacks,
                 series,
                 chosen: c,
             };
-            serde_json::to_value(&t).unwrap()
+            let mut v = serde_json::to_value(&t).unwrap();
+            v["stacks"] = serde_json::to_value(&stacks).unwrap();
+            v
         };
         for budget in [0, 300_000, 6 << 20] {
             let all = Chosen::new(series.len(), budget, usize::MAX).of_all(&lives);

@@ -35,7 +35,7 @@ class ShowTest(unittest.TestCase):
         text = fragscope.show(FIXTURE)
         data = embedded(text)
         self.assertEqual(data["file"], os.path.basename(FIXTURE))
-        self.assertEqual(data["schema"], "fragscope.view/1")
+        self.assertEqual(data["schema"], "fragscope.view/2")
         self.assertFalse(data["served"])
         self.assertTrue(data["devices"][0]["bands"]["tiers"])
         sys.modules.pop("IPython")

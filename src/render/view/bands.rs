@@ -14,6 +14,7 @@
 //! fits in one), as far as the byte budget allows; a served page asks
 //! `/api/bands` for a zoomed window instead.
 
+use super::PageStacks;
 use crate::analysis::frames::{FrameFacts, frame_label};
 use crate::core::serial::Seq;
 use crate::model::{Snapshot, StackId};
@@ -21,7 +22,6 @@ use crate::timeline::{Lifetime, Series};
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
-use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -60,11 +60,6 @@ impl<'a> Stacks<'a> {
 
     pub fn into_value(self) -> Value {
         Value::Array(self.list)
-    }
-
-    /// The stacks listed so far, in their order.
-    pub fn list(&self) -> &[Value] {
-        &self.list
     }
 }
 
@@ -163,7 +158,7 @@ fn window(
     series: &Series,
     chosen: &[Lifetime],
     (lo, hi): (usize, usize),
-    stacks: &mut Stacks,
+    stack_of: &mut dyn FnMut(StackId) -> Option<usize>,
 ) -> Window {
     let len = series.len();
     let mut at: Vec<usize> = (0..POINTS)
@@ -200,7 +195,7 @@ fn window(
                 l.end(),
                 l.size,
                 l.requested,
-                stacks.of(l.frames),
+                stack_of(l.frames),
                 l.freed(),
                 format!("{:#x}", l.address),
                 stream_text(l.stream),
@@ -375,37 +370,35 @@ impl Chosen {
     }
 }
 
-/// The tiers of windows a page carries ([`Chosen`]), with the stacks they
-/// name: each window made as it is written.
+/// The tiers of windows a page carries ([`Chosen`]), naming their stacks
+/// in the page's list: each window made as it is written.
 pub struct Tiers<'a> {
-    pub snap: &'a Snapshot,
+    pub stacks: &'a PageStacks<'a>,
     pub series: &'a Series,
     pub chosen: Chosen,
 }
 
 impl Serialize for Tiers<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let stacks = RefCell::new(Stacks::new(self.snap));
-        let mut m = ser.serialize_map(Some(2))?;
-        m.serialize_entry("tiers", &TierList(self, &stacks))?;
-        m.serialize_entry("stacks", stacks.borrow().list())?;
+        let mut m = ser.serialize_map(Some(1))?;
+        m.serialize_entry("tiers", &TierList(self))?;
         m.end()
     }
 }
 
-/// The `tiers` of [`Tiers`], naming their stacks in the second field.
-struct TierList<'a>(&'a Tiers<'a>, &'a RefCell<Stacks<'a>>);
+/// The `tiers` of [`Tiers`].
+struct TierList<'a>(&'a Tiers<'a>);
 
 impl Serialize for TierList<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let t = self.0;
         let series = t.series;
-        let mut stacks = self.1.borrow_mut();
+        let mut stack_of = |id| t.stacks.of(id);
         let len = series.len();
         let mut seq = ser.serialize_seq(None)?;
         for (slots, heaps) in &t.chosen.tiers {
             let windows = (spans(len, *slots).into_iter().zip(heaps))
-                .map(|(span, heap)| window(series, &sorted(heap.clone()), span, &mut stacks));
+                .map(|(span, heap)| window(series, &sorted(heap.clone()), span, &mut stack_of));
             // Each window serialized as it is made: a tier is never held.
             seq.serialize_element(&Seq::new(windows))?;
         }
@@ -430,7 +423,7 @@ pub fn window_of(
     let hi = (to + 2).clamp(lo as i64 + 1, n) as usize;
     let chosen = largest_in(lives, lo, hi);
     let mut stacks = Stacks::new(snap);
-    let mut w = serde_json::to_value(window(series, &chosen, (lo, hi), &mut stacks))
+    let mut w = serde_json::to_value(window(series, &chosen, (lo, hi), &mut |id| stacks.of(id)))
         .expect("a window serializes");
     w["stacks"] = stacks.into_value();
     w

@@ -11,7 +11,7 @@
 //! ([`Style::bytes`], [`fmt_pct`]), and the script formats the numbers it
 //! draws (axes, the cursor) by the same rule.
 //!
-//! Schema `fragscope.view/1`, described in docs/viewer.md.
+//! Schema `fragscope.view/2`, described in docs/viewer.md.
 
 pub mod bands;
 
@@ -31,10 +31,10 @@ mod inputs;
 mod state;
 mod zoom;
 pub use inputs::{categories_data, ranks_data, trace_data};
-pub use state::{KeptStacks, StackTexts, StackValues, StateJson};
+pub use state::{KeptStacks, PageStacks, StackTexts, StateJson};
 pub use zoom::Zoom;
 
-pub const VIEW_SCHEMA: &str = "fragscope.view/1";
+pub const VIEW_SCHEMA: &str = "fragscope.view/2";
 
 const PAGE: &str = include_str!("page.html");
 const CSS: &str = include_str!("view.css");
@@ -142,8 +142,9 @@ impl Serialize for Data<'_, '_> {
             v.detail.budget / v.devices.len().max(1),
             v.detail.band_budget / v.devices.len().max(1),
         );
-        // One page's stacks entries, shared by every device's key moments.
-        let stacks = StackValues::new(v.snap);
+        // The one list every stack index of the document names, written
+        // after the devices that name them.
+        let stacks = PageStacks::new(v.snap);
         let mut m = ser.serialize_map(Some(8))?;
         m.serialize_entry("schema", VIEW_SCHEMA)?;
         m.serialize_entry("file", &v.report.file)?;
@@ -161,6 +162,7 @@ impl Serialize for Data<'_, '_> {
                 stacks: &stacks,
             })),
         )?;
+        m.serialize_entry("stacks", &stacks)?;
         m.end()
     }
 }
@@ -170,7 +172,7 @@ struct DeviceJson<'v, 'a> {
     v: &'v View<'a>,
     d: &'v DeviceView<'a>,
     budgets: (usize, usize),
-    stacks: &'v StackValues<'a>,
+    stacks: &'v PageStacks<'a>,
 }
 
 impl Serialize for DeviceJson<'_, '_> {
@@ -207,7 +209,7 @@ impl Serialize for DeviceJson<'_, '_> {
         m.serialize_entry(
             "bands",
             &bands::Tiers {
-                snap: v.snap,
+                stacks: self.stacks,
                 series: d.series,
                 chosen: bands,
             },
@@ -235,7 +237,7 @@ struct MomentJson<'a> {
     r: &'a DeviceReport,
     k: &'a KeyMoment,
     st: &'a MomentState,
-    stacks: &'a StackValues<'a>,
+    stacks: &'a PageStacks<'a>,
 }
 
 impl Serialize for MomentJson<'_> {
@@ -252,7 +254,7 @@ impl Serialize for MomentJson<'_> {
                 style: self.sty,
                 snap: self.snap,
                 state: self.st,
-                stacks: KeptStacks::Values(self.stacks),
+                stacks: KeptStacks::Page(self.stacks),
             },
         )?;
         m.end()

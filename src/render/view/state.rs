@@ -19,22 +19,25 @@ use std::fmt;
 /// The segment map of one moment: segments by address, each with its
 /// blocks (offset in the segment, size, requested size, state, stack,
 /// allocating event), the distinct stacks the blocks name (call site and
-/// the frames the viewer shows), and where the largest free block is.
+/// the frames the viewer shows; in the page's list instead for a page's
+/// key moment), and where the largest free block is.
 pub struct StateJson<'a> {
     pub style: &'a Style,
     pub snap: &'a Snapshot,
     pub state: &'a MomentState,
-    /// Where the stacks' entries made earlier are kept.
+    /// Where the blocks' stacks are listed.
     pub stacks: KeptStacks<'a>,
 }
 
-/// The stacks' entries a [`StateJson`] reuses and adds to.
+/// Where a [`StateJson`]'s blocks name their stacks.
 #[derive(Clone, Copy)]
 pub enum KeptStacks<'a> {
-    /// As compact JSON text: a server's scrubs, each answer compact JSON.
+    /// In a list of the state's own, each entry kept as compact JSON text
+    /// for later states: a server's scrubs, each answer compact JSON.
     Texts(&'a StackTexts),
-    /// As values, for any writer: a page's key moments.
-    Values(&'a StackValues<'a>),
+    /// In the page's one list, written once after every device: a page's
+    /// key moments.
+    Page(&'a PageStacks<'a>),
 }
 
 /// Each stack's entry of a state's `stacks` list as compact JSON text, made
@@ -45,80 +48,62 @@ pub enum KeptStacks<'a> {
 #[derive(Default)]
 pub struct StackTexts(RefCell<HashMap<StackId, Box<RawValue>>>);
 
-/// Each stack's entry of a page's `stacks` lists, made once and reused by
-/// every later key moment that names the stack, whatever the writer (the
-/// page's compact JSON, `view -o x.json`'s pretty form). A page's key
-/// moments (up to a hundred OOMs a device) name the same deep stacks again
-/// and again, and making an entry (the kept frames, the call site, a label
-/// a frame) was most of the writing of such a page. Entries are kept up to
-/// [`StackValues::BUDGET`] bytes; past it they are made afresh.
-pub struct StackValues<'a> {
+/// The stacks a page's document names, listed once in its `stacks`: every
+/// stack index of the document (a key moment's blocks, a band) is a place
+/// in that list. A page's key moments (up to a hundred OOMs a device) name
+/// the same deep stacks again and again; a list of their own each wrote
+/// each entry as many times, most of such a page's bytes. Serialized, it
+/// is the list, each entry made as it is written.
+pub struct PageStacks<'a> {
     facts: FrameFacts<'a>,
-    kept: RefCell<HashMap<StackId, serde_json::Value>>,
-    bytes: std::cell::Cell<usize>,
+    named: RefCell<Named>,
 }
 
-impl<'a> StackValues<'a> {
-    pub const BUDGET: usize = 16 << 20;
-
+impl<'a> PageStacks<'a> {
     pub fn new(snap: &'a Snapshot) -> Self {
-        StackValues {
+        PageStacks {
             facts: FrameFacts::new(snap),
-            kept: RefCell::default(),
-            bytes: std::cell::Cell::default(),
+            named: RefCell::default(),
         }
     }
 
-    /// About the bytes an entry holds: its strings and their headers.
-    fn cost(v: &serde_json::Value) -> usize {
-        let text = |v: &serde_json::Value| v.as_str().map_or(0, str::len) + 56;
-        128 + text(&v["site"])
-            + v["frames"]
-                .as_array()
-                .map_or(0, |f| f.iter().map(text).sum())
+    /// The index of `id` in the list; `None` for no stack.
+    pub fn of(&self, id: StackId) -> Option<usize> {
+        self.named.borrow_mut().of(id)
     }
 }
 
+impl Serialize for PageStacks<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let named = self.named.borrow();
+        let mut seq = ser.serialize_seq(Some(named.ids.len()))?;
+        for &id in &named.ids {
+            seq.serialize_element(&stack_value(&self.facts, id))?;
+        }
+        seq.end()
+    }
+}
+
+/// A state's own `stacks` list, kept as text for the next state.
 struct StackList<'a> {
     snap: &'a Snapshot,
     named: &'a Named,
-    kept: KeptStacks<'a>,
+    texts: &'a StackTexts,
 }
 
 impl Serialize for StackList<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let mut seq = ser.serialize_seq(Some(self.named.ids.len()))?;
-        match self.kept {
-            KeptStacks::Values(values) => {
-                let mut kept = values.kept.borrow_mut();
-                for &id in &self.named.ids {
-                    if let Some(v) = kept.get(&id) {
-                        seq.serialize_element(v)?;
-                        continue;
-                    }
-                    let v = stack_value(&values.facts, id);
-                    seq.serialize_element(&v)?;
-                    let used = values.bytes.get() + StackValues::cost(&v);
-                    if used <= StackValues::BUDGET {
-                        values.bytes.set(used);
-                        kept.insert(id, v);
-                    }
-                }
-            }
-            KeptStacks::Texts(texts) => {
-                let mut texts = texts.0.borrow_mut();
-                // Made at the first stack not written yet: most scrubs name
-                // none.
-                let mut facts = None;
-                for &id in &self.named.ids {
-                    let text = texts.entry(id).or_insert_with(|| {
-                        let facts = facts.get_or_insert_with(|| FrameFacts::new(self.snap));
-                        let v = serde_json::to_string(&stack_value(facts, id));
-                        RawValue::from_string(v.expect("a stack serializes")).expect("JSON text")
-                    });
-                    seq.serialize_element(&**text)?;
-                }
-            }
+        let mut texts = self.texts.0.borrow_mut();
+        // Made at the first stack not written yet: most scrubs name none.
+        let mut facts = None;
+        for &id in &self.named.ids {
+            let text = texts.entry(id).or_insert_with(|| {
+                let facts = facts.get_or_insert_with(|| FrameFacts::new(self.snap));
+                let v = serde_json::to_string(&stack_value(facts, id));
+                RawValue::from_string(v.expect("a stack serializes")).expect("JSON text")
+            });
+            seq.serialize_element(&**text)?;
         }
         seq.end()
     }
@@ -137,7 +122,11 @@ impl Serialize for StateJson<'_> {
                 .position(|b| b.address == ba)?;
             Some([si, bi])
         });
-        let stacks = RefCell::new(Named::default());
+        let own = RefCell::new(Named::default());
+        let stacks = match self.stacks {
+            KeptStacks::Page(page) => &page.named,
+            KeptStacks::Texts(_) => &own,
+        };
         let mut m = ser.serialize_map(Some(8))?;
         m.serialize_entry("device", &st.device)?;
         m.serialize_entry("event", &event_num(st.at))?;
@@ -148,22 +137,17 @@ impl Serialize for StateJson<'_> {
             &st.failed_request.map(|b| self.style.bytes(b)),
         )?;
         m.serialize_entry("largest_gap", &largest_gap)?;
-        m.serialize_entry(
-            "segments",
-            &Segments {
-                snap,
-                st,
-                stacks: &stacks,
-            },
-        )?;
-        m.serialize_entry(
-            "stacks",
-            &StackList {
-                snap,
-                named: &stacks.borrow(),
-                kept: self.stacks,
-            },
-        )?;
+        m.serialize_entry("segments", &Segments { snap, st, stacks })?;
+        if let KeptStacks::Texts(texts) = self.stacks {
+            m.serialize_entry(
+                "stacks",
+                &StackList {
+                    snap,
+                    named: &own.borrow(),
+                    texts,
+                },
+            )?;
+        }
         m.end()
     }
 }

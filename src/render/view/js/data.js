@@ -1,5 +1,5 @@
 // fragscope view: draws the data fragscope computed (schema
-// fragscope.view/1, docs/viewer.md). No figure is computed here; numbers
+// fragscope.view/2, docs/viewer.md). No figure is computed here; numbers
 // drawn on the fly (axes, the cursor) are formatted by the terminal's rules.
 //
 // The page's script is these files, joined in a fixed order
@@ -8,6 +8,15 @@
 // page). Each file speaks of one part of the page.
 
 const DATA = JSON.parse(document.getElementById("fragscope-data").textContent);
+// A snapshot's document lists each stack once, in `stacks`, and its key
+// moments and bands name them there; give each its list, as a segment map
+// or band window the server answers carries its own.
+if (DATA.stacks) {
+  for (const d of DATA.devices) {
+    d.bands.stacks = DATA.stacks;
+    for (const k of d.key_moments) k.state.stacks = DATA.stacks;
+  }
+}
 const $ = (id) => document.getElementById(id);
 
 // ---- state ------------------------------------------------------------
