@@ -74,13 +74,14 @@ struct Loaded<'a> {
 /// server runs the model when asked (`/api/whatif`); written, the page
 /// carries the table where `report` would run the model (a device with
 /// allocations in its trace) and has an OOM to ask about, else it says
-/// how to get it.
+/// how to get it. `tables` are those made beforehand ([`early_tables`]).
 fn what_if(
     sty: &Style,
     file: &str,
     snap: &Snapshot,
     report: &Report,
     served: bool,
+    mut tables: HashMap<i64, Result<String, String>>,
 ) -> HashMap<i64, serde_json::Value> {
     let simulable = crate::sim::trace::simulable_devices(snap);
     report
@@ -97,13 +98,33 @@ fn what_if(
             } else if d.ooms.is_empty() {
                 serde_json::json!({"how": format!("fragscope simulate {file} --device {dev}")})
             } else {
-                match what_if_table(sty, file, snap, dev) {
+                let table = tables.remove(&dev);
+                match table.unwrap_or_else(|| what_if_table(sty, file, snap, dev)) {
                     Ok(t) => serde_json::json!({"table": t}),
                     Err(e) => serde_json::json!({"how": e}),
                 }
             };
             (dev, v)
         })
+        .collect()
+}
+
+/// The what-if tables a written page will carry, made while the report is
+/// built: one for each device (of `device`, when given) with allocations
+/// and an OOM in its trace. The model needs only the snapshot, and its
+/// runs would otherwise follow the report's, one device after another.
+/// [`what_if`] shows those of the devices whose OOMs the report diagnoses.
+fn early_tables(
+    sty: &Style,
+    file: &str,
+    snap: &Snapshot,
+    device: Option<i64>,
+) -> HashMap<i64, Result<String, String>> {
+    crate::sim::trace::simulable_devices(snap)
+        .into_iter()
+        .filter(|&d| device.is_none_or(|x| x == d))
+        .filter(|&d| (snap.trace_of(d).iter()).any(|e| e.action == crate::model::Action::Oom))
+        .map(|d| (d, what_if_table(sty, file, snap, d)))
         .collect()
 }
 
@@ -176,7 +197,14 @@ fn load<'a>(
     let mut series = HashMap::new();
     // Served, the checkpoints are one more replay of each device: made on
     // another thread while the report is built.
-    let (report, checkpoints) = std::thread::scope(|s| {
+    let (report, checkpoints, tables) = std::thread::scope(|s| {
+        let tables = s.spawn(|| {
+            if served {
+                HashMap::new()
+            } else {
+                early_tables(sty, name, snap, device)
+            }
+        });
         let cps = s.spawn(|| {
             snap.devices()
                 .into_iter()
@@ -196,12 +224,15 @@ fn load<'a>(
             },
         );
         let cps = cps.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        (report, cps)
+        let tables = tables
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (report, cps, tables)
     });
     let report = report?;
     // Before the states and bands are made: the what-if runs' memory is
     // then given back before theirs is taken.
-    let what_if = what_if(sty, name, snap, &report, served);
+    let what_if = what_if(sty, name, snap, &report, served, tables);
     let lifetimes = checkpoints
         .iter()
         .map(|(d, cp)| (*d, cp.replayer().lifetimes()))
