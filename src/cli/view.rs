@@ -163,8 +163,7 @@ fn device_parts(
         None => {
             let replayer = Replayer::new(snap, d.device);
             // One allocation at a time: the page holds only its bands'.
-            replayer.each_lifetime(|i, l| bands.add(i, &l));
-            replayer.states_at(&ats)
+            replayer.each_lifetime_and_states_at(&ats, |i, l| bands.add(i, &l))
         }
     };
     // The call sites' live bytes at the peak of allocated bytes.

@@ -11,7 +11,7 @@
 //! steps.
 
 use super::state::{Layout, Live, Seg};
-use super::{MomentState, Replayer};
+use super::{MomentState, Replayer, Run};
 use crate::model::Snapshot;
 use std::collections::BTreeMap;
 
@@ -157,20 +157,65 @@ impl Replayer<'_> {
     /// and the states returned.
     pub fn states_at(&self, ats: &[Option<usize>]) -> Vec<MomentState> {
         let run = &self.run;
-        let upto = |at: Option<usize>| at.map_or(0, |a| (a + 1).min(run.trace.len()));
-        let mut order: Vec<usize> = (0..ats.len()).collect();
-        order.sort_by_key(|&i| upto(ats[i]));
+        let mut states = MomentsAt::new(ats, run.trace.len());
         let mut l = run.start.clone_unindexed();
         let mut problems = BTreeMap::new();
-        let mut done = 0;
-        let mut out: Vec<Option<MomentState>> = vec![None; ats.len()];
-        for i in order {
-            for e in done..upto(ats[i]) {
-                run.step(&mut l, e, &mut problems);
-            }
-            done = done.max(upto(ats[i]));
-            out[i] = Some(super::moment_state(run, &l, self.device, ats[i]));
+        states.take(run, &l, self.device, 0);
+        for e in 0..states.last() {
+            run.step(&mut l, e, &mut problems);
+            states.take(run, &l, self.device, e + 1);
         }
-        out.into_iter().flatten().collect()
+        states.finish()
+    }
+}
+
+/// The events replayed at moment `at` of a trace of `len` events.
+fn upto(at: Option<usize>, len: usize) -> usize {
+    at.map_or(0, |a| (a + 1).min(len))
+}
+
+/// The states a forward replay takes on its way: those at `ats`, each once
+/// the replay has done its events.
+pub(super) struct MomentsAt<'a> {
+    ats: &'a [Option<usize>],
+    /// Indices into `ats` by the events each needs done, fewest first.
+    order: Vec<usize>,
+    next: usize,
+    len: usize,
+    out: Vec<Option<MomentState>>,
+}
+
+impl<'a> MomentsAt<'a> {
+    pub(super) fn new(ats: &'a [Option<usize>], len: usize) -> Self {
+        let mut order: Vec<usize> = (0..ats.len()).collect();
+        order.sort_by_key(|&i| upto(ats[i], len));
+        MomentsAt {
+            ats,
+            order,
+            next: 0,
+            len,
+            out: vec![None; ats.len()],
+        }
+    }
+
+    /// The states due once `done` events are replayed into `l`.
+    pub(super) fn take(&mut self, run: &Run, l: &Layout, device: i64, done: usize) {
+        while let Some(&i) = self.order.get(self.next)
+            && upto(self.ats[i], self.len) <= done
+        {
+            self.out[i] = Some(super::moment_state(run, l, device, self.ats[i]));
+            self.next += 1;
+        }
+    }
+
+    /// The events replayed at the last of the moments.
+    pub(super) fn last(&self) -> usize {
+        self.order
+            .last()
+            .map_or(0, |&i| upto(self.ats[i], self.len))
+    }
+
+    pub(super) fn finish(self) -> Vec<MomentState> {
+        self.out.into_iter().flatten().collect()
     }
 }

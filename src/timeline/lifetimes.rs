@@ -8,7 +8,8 @@
 //! the same replay as the series: a band is live after event `e` exactly
 //! when the replay counts its block in `active` after `e`.
 
-use super::{Origin, Replayer};
+use super::checkpoints::MomentsAt;
+use super::{MomentState, Origin, Replayer};
 use crate::model::{Action, StackId};
 use std::collections::HashMap;
 
@@ -86,9 +87,22 @@ impl Replayer<'_> {
     /// soon as it is known whole (its `free_completed`, its address
     /// allocated again, or the end of the trace), in no set order: only the
     /// blocks allocated at the time are held.
-    pub fn each_lifetime(&self, mut done: impl FnMut(usize, Lifetime)) {
+    pub fn each_lifetime(&self, done: impl FnMut(usize, Lifetime)) {
+        self.each_lifetime_and_states_at(&[], done);
+    }
+
+    /// [`Replayer::each_lifetime`], and the states at `ats` as
+    /// [`Replayer::states_at`] gives them, from the one forward replay:
+    /// what a written page makes of a device.
+    pub fn each_lifetime_and_states_at(
+        &self,
+        ats: &[Option<usize>],
+        mut done: impl FnMut(usize, Lifetime),
+    ) -> Vec<MomentState> {
         let run = &self.run;
+        let mut states = MomentsAt::new(ats, run.trace.len());
         let mut l = run.start.clone_unindexed();
+        states.take(run, &l, self.device, 0);
         let mut made = 0;
         // foldhash: a lookup an event; the map is walked once, at the end.
         let mut open: Open = HashMap::default();
@@ -162,9 +176,11 @@ impl Replayer<'_> {
                 }
                 _ => {}
             }
+            states.take(run, &l, self.device, i + 1);
         }
         for (_, (k, life)) in open {
             done(k, life);
         }
+        states.finish()
     }
 }

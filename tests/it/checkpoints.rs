@@ -146,8 +146,9 @@ fn series_skip_reads_the_same_samples() {
 
 /// A scrub replayed in a kept layout (forward from the last one, or back
 /// and across checkpoints) and the key moments of a written page from one
-/// replay (`Replayer::states_at`, in any order) are the states `state_at`
-/// gives.
+/// replay (`Replayer::states_at`, in any order; and from the replay that
+/// hands on the lifetimes, `each_lifetime_and_states_at`) are the states
+/// `state_at` gives.
 #[test]
 fn a_kept_layout_and_one_replay_give_the_same_states() {
     use fragscope::timeline::Replayer;
@@ -168,12 +169,25 @@ fn a_kept_layout_and_one_replay_give_the_same_states() {
             .chain([None, Some(n / 2 + 1)])
             .collect();
         let mut scratch = Scratch::default();
-        let from_one_replay = Replayer::new(snap, d).states_at(&ats);
+        let replayer = Replayer::new(snap, d);
+        let from_one_replay = replayer.states_at(&ats);
         assert_eq!(from_one_replay.len(), ats.len());
-        for (at, once) in ats.iter().zip(&from_one_replay) {
+        let mut lives = Vec::new();
+        let with_lives = replayer.each_lifetime_and_states_at(&ats, |i, l| lives.push((i, l)));
+        assert_eq!(with_lives.len(), ats.len());
+        lives.sort_by_key(|x| x.0);
+        let all = replayer.lifetimes();
+        assert_eq!(lives.len(), all.len(), "device {d}");
+        assert!((lives.iter()).all(|(i, l)| all[*i] == *l), "device {d}");
+        for ((at, once), beside) in ats.iter().zip(&from_one_replay).zip(&with_lives) {
             let want = state_at(snap, d, *at);
             let kept = cp.state_at_in(&mut scratch, *at);
-            for (name, got) in [("kept layout", &kept), ("one replay", once)] {
+            let views = [
+                ("kept layout", &kept),
+                ("one replay", once),
+                ("beside the lifetimes", beside),
+            ];
+            for (name, got) in views {
                 assert_eq!(got.segments, want.segments, "{name}: device {d} at {at:?}");
                 assert_eq!(got.origins, want.origins, "{name}: device {d} at {at:?}");
                 assert_eq!(got.at, want.at, "{name}: device {d}");
