@@ -99,13 +99,29 @@ pub fn downsample_series(samples: &Series, max_points: usize) -> Vec<Sample> {
 /// [`downsample_series`] handing each point to `emit` as its bucket
 /// closes: the points are never held together.
 pub fn downsample_series_each(samples: &Series, max_points: usize, mut emit: impl FnMut(Sample)) {
+    downsample_series_levels(samples, &[max_points], |_, s| emit(s));
+}
+
+/// [`downsample_series_each`] at each of `levels` (their `max_points`)
+/// from one read of the series: `emit(k, point)` for level `k`.
+pub fn downsample_series_levels(
+    samples: &Series,
+    levels: &[usize],
+    mut emit: impl FnMut(usize, Sample),
+) {
     // A bucket closes with at most two points, taken out at once.
-    let mut d = Downsampler::holding(samples.len(), max_points, Order::ReservedFirst, 2);
+    let mut ds: Vec<Downsampler> = (levels.iter())
+        .map(|&m| Downsampler::holding(samples.len(), m, Order::ReservedFirst, 2))
+        .collect();
     for s in samples.iter() {
-        d.push(s);
-        d.out.drain(..).for_each(&mut emit);
+        for (k, d) in ds.iter_mut().enumerate() {
+            d.push(s);
+            d.out.drain(..).for_each(|p| emit(k, p));
+        }
     }
-    d.finish().into_iter().for_each(emit);
+    for (k, d) in ds.into_iter().enumerate() {
+        d.finish().into_iter().for_each(|p| emit(k, p));
+    }
 }
 
 /// Buckets of `per` consecutive samples out of `n`, each read once.
@@ -369,6 +385,13 @@ mod tests {
             let mut each = Vec::new();
             downsample_series_each(&Series::from(s.clone()), max, |p| each.push(p));
             prop_assert_eq!(&each, &d);
+            // Levels cut in one read are those cut one at a time.
+            let levels = [max, max * 3, 2];
+            let mut at: Vec<Vec<Sample>> = vec![Vec::new(); levels.len()];
+            downsample_series_levels(&Series::from(s.clone()), &levels, |k, p| at[k].push(p));
+            for (m, got) in levels.iter().zip(&at) {
+                prop_assert_eq!(got, &downsample(&s, *m));
+            }
             prop_assert_eq!(&d, &by_chunks(&s, max));
         }
     }

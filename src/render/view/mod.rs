@@ -20,7 +20,7 @@ use crate::core::serial::Seq;
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
 use crate::model::{BlockState, Snapshot};
-use crate::timeline::downsample::{downsample, downsample_series_each};
+use crate::timeline::downsample::{downsample, downsample_series_each, downsample_series_levels};
 use crate::timeline::{KeyMoment, MomentState, Sample, Series};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
@@ -360,18 +360,46 @@ impl Serialize for Levels<'_> {
         let mut seq = ser.serialize_seq(None)?;
         let mut points = detail.overview.max(2);
         let (mut used, mut made) = (0, 0);
+        // A level is carried while the bytes of its points and those before
+        // stay within the budget. The levels sure to be (with the most
+        // points each level before could have) are cut from one read of
+        // the series; any after them, one read each.
+        let mut sure = Vec::new();
         loop {
             let full = series.len() <= points;
             let n = series.len().min(points);
             if made > 0 && (used + n * BYTES_PER_POINT > self.budget || made >= detail.max_levels) {
                 break;
             }
-            let mut samples = Points::with_capacity(n);
+            sure.push(points);
+            (used, made) = (used + n * BYTES_PER_POINT, made + 1);
             if full {
-                series.iter().for_each(|s| samples.push(&s));
-            } else {
-                downsample_series_each(series, points, |s| samples.push(&s));
+                break;
             }
+            points = points.saturating_mul(detail.factor.max(2));
+        }
+        let mut cut: Vec<Points> = (sure.iter())
+            .map(|&p| Points::with_capacity(series.len().min(p)))
+            .collect();
+        downsample_series_levels(series, &sure, |k, s| cut[k].push(&s));
+        used = 0;
+        for (samples, &p) in cut.iter().zip(&sure) {
+            used += samples.len() * BYTES_PER_POINT;
+            let full = series.len() <= p;
+            seq.serialize_element(&Columns { samples, full })?;
+            if full {
+                return seq.end();
+            }
+        }
+        drop(cut);
+        loop {
+            let full = series.len() <= points;
+            let n = series.len().min(points);
+            if used + n * BYTES_PER_POINT > self.budget || made >= detail.max_levels {
+                break;
+            }
+            let mut samples = Points::with_capacity(n);
+            downsample_series_each(series, points, |s| samples.push(&s));
             used += samples.len() * BYTES_PER_POINT;
             seq.serialize_element(&Columns {
                 samples: &samples,
