@@ -1380,3 +1380,60 @@ fn browser_rank_overview() {
     overview("history back");
     assert_eq!(b.errors(), Vec::<String>::new());
 }
+
+/// A page of several devices makes each device's key moments, bands and
+/// call sites on another thread, a device ahead of the one written: each
+/// device's key moments and call sites are those of its page alone, in
+/// the devices' order.
+#[test]
+fn a_page_of_every_device_has_each_devices_own_moments() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("multi.pickle");
+    let f = file.to_str().unwrap();
+    run([
+        "synth",
+        "--shape",
+        "multi-device",
+        "--devices",
+        "4",
+        "--busy-devices",
+        "2",
+        "--events",
+        "6000",
+        "--seed",
+        "4",
+        "-o",
+        f,
+    ])
+    .expect_code(0);
+    let page = |device: Option<&str>| -> Value {
+        let out = dir
+            .path()
+            .join(format!("v{}.json", device.unwrap_or("all")));
+        let o = out.to_str().unwrap();
+        let mut args = vec!["view", f, "-o", o];
+        args.extend(device.map(|d| ["--device", d]).into_iter().flatten());
+        run(args).expect_code(0);
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+    };
+    let all = page(None);
+    let devices = all["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 4);
+    for (k, dev) in devices.iter().enumerate() {
+        assert_eq!(dev["device"], json!(k));
+        let alone = page(Some(&k.to_string()));
+        let one = &alone["devices"][0];
+        for key in ["key_moments", "sites", "ooms"] {
+            let states = |doc: &Value, d: &Value| -> Value {
+                let mut v = d[key].clone();
+                if key == "key_moments" {
+                    for m in v.as_array_mut().unwrap() {
+                        m["state"] = with_stacks_inline(&m["state"], &doc["stacks"]);
+                    }
+                }
+                v
+            };
+            assert_eq!(states(&all, dev), states(&alone, one), "device {k}: {key}");
+        }
+    }
+}

@@ -26,6 +26,7 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 use state::{Place, block_stack};
 use std::collections::{BTreeSet, HashMap};
+use std::sync::mpsc::Receiver;
 
 mod inputs;
 mod state;
@@ -98,7 +99,7 @@ pub struct DeviceView<'a> {
     /// peak, made as the device is written and dropped after: a device's
     /// states can take tens of MiB, and a page of several devices held all
     /// of them at once. It is given the bands' tiers, none chosen yet.
-    pub parts: Box<dyn Fn(bands::Chosen) -> DeviceParts + 'a>,
+    pub parts: Box<dyn Fn(bands::Chosen) -> DeviceParts + Send + Sync + 'a>,
     /// What the OOM panel's what-if button shows: `table` (the text
     /// `simulate` prints), `request` (the server's path that answers it)
     /// or `how` (why there is none, or the command that prints it).
@@ -153,18 +154,49 @@ impl Serialize for Data<'_, '_> {
         m.serialize_entry("exact_bytes", &sty.exact_bytes)?;
         m.serialize_entry("verdict", &crate::render::verdict::lines(sty, v.report))?;
         m.serialize_entry("quality", &v.report.quality)?;
-        m.serialize_entry(
-            "devices",
-            &Seq::new(v.devices.iter().map(|d| DeviceJson {
-                v,
-                d,
-                budgets,
-                stacks: &stacks,
-            })),
-        )?;
-        m.serialize_entry("stacks", &stacks)?;
+        let stacks = &stacks;
+        if v.devices.len() < 2 {
+            m.serialize_entry("devices", &devices(v, budgets, stacks, None))?;
+        } else {
+            // Each device's parts (a replay of its trace) are made on
+            // another thread, the next device's while this one is written:
+            // at most one device ahead, so two devices' parts at once.
+            std::thread::scope(|s| {
+                let (tx, rx) = std::sync::mpsc::sync_channel(0);
+                s.spawn(move || {
+                    for d in &v.devices {
+                        if tx.send((d.parts)(chosen(v, d, budgets.1))).is_err() {
+                            break;
+                        }
+                    }
+                });
+                m.serialize_entry("devices", &devices(v, budgets, stacks, Some(&rx)))
+            })?;
+        }
+        m.serialize_entry("stacks", stacks)?;
         m.end()
     }
+}
+
+/// The devices of [`Data`], each one's parts from `made` when given.
+fn devices<'v, 'a>(
+    v: &'v View<'a>,
+    budgets: (usize, usize),
+    stacks: &'v PageStacks<'a>,
+    made: Option<&'v Receiver<DeviceParts>>,
+) -> Seq<impl ExactSizeIterator<Item = DeviceJson<'v, 'a>>> {
+    Seq::new(v.devices.iter().map(move |d| DeviceJson {
+        v,
+        d,
+        budgets,
+        stacks,
+        made,
+    }))
+}
+
+/// A device's bands, none chosen yet, for `band_budget` bytes.
+fn chosen(v: &View, d: &DeviceView, band_budget: usize) -> bands::Chosen {
+    bands::Chosen::new(d.series.len(), band_budget, v.detail.max_band_tiers)
 }
 
 /// One device of [`Data`]; `budgets` are its levels' and bands' bytes.
@@ -173,6 +205,9 @@ struct DeviceJson<'v, 'a> {
     d: &'v DeviceView<'a>,
     budgets: (usize, usize),
     stacks: &'v PageStacks<'a>,
+    /// Where the device's parts come from when another thread makes them,
+    /// in the devices' order.
+    made: Option<&'v Receiver<DeviceParts>>,
 }
 
 impl Serialize for DeviceJson<'_, '_> {
@@ -201,11 +236,10 @@ impl Serialize for DeviceJson<'_, '_> {
             states,
             peak_by_site,
             bands,
-        } = (d.parts)(bands::Chosen::new(
-            d.series.len(),
-            band_budget,
-            v.detail.max_band_tiers,
-        ));
+        } = match self.made {
+            Some(rx) => rx.recv().expect("a device's parts, made in order"),
+            None => (d.parts)(chosen(v, d, band_budget)),
+        };
         m.serialize_entry(
             "bands",
             &bands::Tiers {
