@@ -24,6 +24,7 @@
 //! trace entries, settings and annotations built from those), [`sink`] (the
 //! [`TraceSink`] that takes trace entries while the pickle machine reads).
 
+mod fields;
 mod records;
 mod sink;
 mod values;

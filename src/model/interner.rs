@@ -1,0 +1,204 @@
+//! The [`Interner`]: builds a snapshot's interned tables (strings, frames,
+//! stacks, pools, streams, unknown actions, events' extras) while it is
+//! decoded, each id handed out once per distinct value.
+
+use super::*;
+
+/// An interned table is full: its ids would reach the value that stands
+/// for "absent".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("more than {limit} distinct {what} in one snapshot")]
+pub struct TableFull {
+    pub what: &'static str,
+    pub limit: u64,
+}
+
+/// Ids a table may hand out: `0..MAX_IDS`, so never `u32::MAX`.
+const MAX_IDS: usize = NO_ID as usize;
+
+/// The id the next entry of a table holding `len` entries gets, unless it
+/// would reach [`MAX_IDS`].
+fn next_id(len: usize, what: &'static str) -> Result<u32, TableFull> {
+    if len >= MAX_IDS {
+        return Err(TableFull {
+            what,
+            limit: MAX_IDS as u64,
+        });
+    }
+    Ok(len as u32)
+}
+
+/// The interner's maps: keyed by what an untrusted file holds, so seeded
+/// at random per map (foldhash's `RandomState`, as `sim::run` keys its
+/// address maps), yet several times quicker than SipHash on the stacks and
+/// frames of a real trace.
+type IdMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Builds the interned tables while a snapshot is decoded.
+#[derive(Default)]
+pub struct Interner {
+    strings: Vec<String>,
+    string_ids: IdMap<String, StrId>,
+    frames: Vec<Frame>,
+    frame_ids: IdMap<Frame, FrameId>,
+    stacks: Vec<Vec<FrameId>>,
+    stack_ids: IdMap<Vec<FrameId>, StackId>,
+    pools: Vec<(i64, i64)>,
+    pool_ids: IdMap<(i64, i64), PoolIdx>,
+    other_actions: Vec<StrId>,
+    other_action_ids: IdMap<StrId, ActionName>,
+    extras: Vec<EventExtras>,
+    extras_ids: IdMap<EventExtras, ExtrasIdx>,
+    streams: Vec<i64>,
+    stream_ids: IdMap<i64, StreamIdx>,
+}
+
+impl Interner {
+    pub fn new() -> Self {
+        let mut i = Interner::default();
+        i.stacks.push(Vec::new());
+        i.stack_ids.insert(Vec::new(), StackId::EMPTY);
+        i
+    }
+    /// The id of `s`; refused once the table would hand out `u32::MAX`, the
+    /// id an event reads as an absent string.
+    pub fn string(&mut self, s: &str) -> Result<StrId, TableFull> {
+        if let Some(id) = self.string_ids.get(s) {
+            return Ok(*id);
+        }
+        let id = StrId(next_id(self.strings.len(), "strings")?);
+        self.strings.push(s.to_owned());
+        self.string_ids.insert(s.to_owned(), id);
+        Ok(id)
+    }
+    pub fn frame(&mut self, f: Frame) -> FrameId {
+        if let Some(id) = self.frame_ids.get(&f) {
+            return *id;
+        }
+        let id = FrameId(self.frames.len() as u32);
+        self.frames.push(f.clone());
+        self.frame_ids.insert(f, id);
+        id
+    }
+    pub fn stack(&mut self, frames: Vec<FrameId>) -> StackId {
+        if let Some(id) = self.stack_ids.get(&frames) {
+            return *id;
+        }
+        let id = StackId(self.stacks.len() as u32);
+        self.stacks.push(frames.clone());
+        self.stack_ids.insert(frames, id);
+        id
+    }
+    /// A trace event's `pool_id`.
+    pub fn pool(&mut self, pair: (i64, i64)) -> Result<PoolIdx, TableFull> {
+        if let Some(id) = self.pool_ids.get(&pair) {
+            return Ok(*id);
+        }
+        let id = PoolIdx(next_id(self.pools.len(), "trace pool ids")?);
+        self.pools.push(pair);
+        self.pool_ids.insert(pair, id);
+        Ok(id)
+    }
+    /// The index of a trace event's stream.
+    pub fn stream(&mut self, v: i64) -> Result<StreamIdx, TableFull> {
+        if v == 0 {
+            return Ok(StreamIdx::DEFAULT);
+        }
+        if let Some(id) = self.stream_ids.get(&v) {
+            return Ok(*id);
+        }
+        let id = StreamIdx(next_id(self.streams.len() + 1, "trace streams")?);
+        self.streams.push(v);
+        self.stream_ids.insert(v, id);
+        Ok(id)
+    }
+    /// The index of a trace event's extras; none when every field is
+    /// absent.
+    pub fn extras(&mut self, x: EventExtras) -> Result<Option<ExtrasIdx>, TableFull> {
+        if x.is_none() {
+            return Ok(None);
+        }
+        if let Some(id) = self.extras_ids.get(&x) {
+            return Ok(Some(*id));
+        }
+        let id = ExtrasIdx(next_id(self.extras.len(), "trace event extras")?);
+        self.extras.push(x);
+        self.extras_ids.insert(x, id);
+        Ok(Some(id))
+    }
+    /// Gives `e` its extras `x`: `device_free` held by the event when it
+    /// can hold it ([`TraceEvent::hold_device_free`]), the rest interned.
+    pub fn event_extras(
+        &mut self,
+        e: &mut TraceEvent,
+        mut x: EventExtras,
+    ) -> Result<(), TableFull> {
+        e.hold_device_free(&mut x);
+        e.set_extras(self.extras(x)?);
+        Ok(())
+    }
+    /// The action named `name`: a known one, or the next unknown one.
+    pub fn action(&mut self, name: &str) -> Result<Action, TableFull> {
+        if let Some(a) = Action::parse(name) {
+            return Ok(a);
+        }
+        let s = self.string(name)?;
+        if let Some(n) = self.other_action_ids.get(&s) {
+            return Ok(Action::Other(*n));
+        }
+        let Ok(i) = u16::try_from(self.other_actions.len()) else {
+            return Err(TableFull {
+                what: "unknown trace actions",
+                limit: ActionName::MAX as u64,
+            });
+        };
+        let n = ActionName::new(i);
+        self.other_actions.push(s);
+        self.other_action_ids.insert(s, n);
+        Ok(Action::Other(n))
+    }
+    /// The frames of an interned stack (while still building).
+    pub fn stack_frames(&self, id: StackId) -> Vec<FrameId> {
+        self.stacks[id.0 as usize].clone()
+    }
+    pub fn finish(self, snap: &mut Snapshot) {
+        snap.strings = self.strings;
+        snap.frames = self.frames;
+        snap.stacks = self.stacks;
+        snap.pools = self.pools;
+        snap.other_actions = self.other_actions;
+        snap.event_extras = self.extras;
+        snap.streams = self.streams;
+    }
+    /// Starts from an existing snapshot's tables (for tools that add stacks).
+    pub fn from_snapshot(snap: &Snapshot) -> Self {
+        let mut i = Interner::new();
+        i.strings = snap.strings.clone();
+        i.string_ids = (snap.strings.iter().cloned())
+            .zip((0..).map(StrId))
+            .collect();
+        for f in &snap.frames {
+            i.frame(f.clone());
+        }
+        for st in snap.stacks.iter().skip(1) {
+            i.stack(st.clone());
+        }
+        i.pools = snap.pools.clone();
+        i.pool_ids = (snap.pools.iter().copied())
+            .zip((0..).map(PoolIdx))
+            .collect();
+        i.other_actions = snap.other_actions.clone();
+        i.other_action_ids = (snap.other_actions.iter().copied())
+            .zip((0..).map(ActionName::new))
+            .collect();
+        i.extras = snap.event_extras.clone();
+        i.extras_ids = (snap.event_extras.iter().copied())
+            .zip((0..).map(ExtrasIdx))
+            .collect();
+        i.streams = snap.streams.clone();
+        i.stream_ids = (snap.streams.iter().copied())
+            .zip((1..).map(StreamIdx))
+            .collect();
+        i
+    }
+}
