@@ -52,7 +52,10 @@ fn a_mapped_pickle_is_released_as_it_is_read() {
     let d = tempfile::tempdir().unwrap();
     let (input, size) = generated_snapshot(d.path(), 400_000);
     assert!(size > 48 << 20, "{size} bytes");
-    for (cmd, bound) in [("culprits", size * 6 / 10 + (16 << 20)), ("stats", size / 3)] {
+    for (cmd, bound) in [
+        ("culprits", size * 6 / 10 + (16 << 20)),
+        ("stats", size / 3),
+    ] {
         let (code, rss) = peak_rss([cmd.as_ref(), input.as_os_str()]);
         assert_eq!(code, 0);
         assert!(
