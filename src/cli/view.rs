@@ -229,8 +229,9 @@ fn load<'a>(
         (report, cps, tables)
     });
     let report = report?;
-    // Before the states and bands are made: the what-if runs' memory is
-    // then given back before theirs is taken.
+    // The what-if runs are over (their tables made beside the report)
+    // before the states and bands are made: the runs' memory is given back
+    // before theirs is taken.
     let what_if = what_if(sty, name, snap, &report, served, tables);
     let lifetimes = checkpoints
         .iter()
