@@ -174,9 +174,7 @@ impl Interner {
     pub fn from_snapshot(snap: &Snapshot) -> Self {
         let mut i = Interner::new();
         i.strings = snap.strings.clone();
-        i.string_ids = (snap.strings.iter().cloned())
-            .zip((0..).map(StrId))
-            .collect();
+        i.string_ids = ids_of(&snap.strings, StrId);
         for f in &snap.frames {
             i.frame(f.clone());
         }
@@ -184,21 +182,20 @@ impl Interner {
             i.stack(st.clone());
         }
         i.pools = snap.pools.clone();
-        i.pool_ids = (snap.pools.iter().copied())
-            .zip((0..).map(PoolIdx))
-            .collect();
+        i.pool_ids = ids_of(&snap.pools, PoolIdx);
         i.other_actions = snap.other_actions.clone();
-        i.other_action_ids = (snap.other_actions.iter().copied())
-            .zip((0..).map(ActionName::new))
-            .collect();
+        // A snapshot's table holds at most `ActionName::MAX` names.
+        i.other_action_ids = ids_of(&snap.other_actions, |n| ActionName::new(n as u16));
         i.extras = snap.event_extras.clone();
-        i.extras_ids = (snap.event_extras.iter().copied())
-            .zip((0..).map(ExtrasIdx))
-            .collect();
+        i.extras_ids = ids_of(&snap.event_extras, ExtrasIdx);
         i.streams = snap.streams.clone();
-        i.stream_ids = (snap.streams.iter().copied())
-            .zip((1..).map(StreamIdx))
-            .collect();
+        // Stream 0 has no entry: the table's first is index 1.
+        i.stream_ids = ids_of(&snap.streams, |n| StreamIdx(n + 1));
         i
     }
+}
+
+/// Each entry of `table` to its id, `id(place)`.
+fn ids_of<K: Clone + Eq + std::hash::Hash, V>(table: &[K], id: impl Fn(u32) -> V) -> IdMap<K, V> {
+    (table.iter().cloned()).zip((0..).map(id)).collect()
 }
