@@ -20,7 +20,7 @@ use crate::core::serial::Seq;
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
 use crate::model::{BlockState, Snapshot};
-use crate::timeline::downsample::{downsample, downsample_series_each, downsample_series_levels};
+use crate::timeline::downsample::{downsample, downsample_series_levels};
 use crate::timeline::{KeyMoment, MomentState, Sample, Series};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
@@ -395,55 +395,41 @@ impl Serialize for Levels<'_> {
         let mut points = detail.overview.max(2);
         let (mut used, mut made) = (0, 0);
         // A level is carried while the bytes of its points and those before
-        // stay within the budget. The levels sure to be (with the most
-        // points each level before could have) are cut from one read of
-        // the series; any after them, one read each.
-        let mut sure = Vec::new();
+        // stay within the budget. The levels sure to be from here (the
+        // first by the bytes written so far, each after it as if every
+        // level before had its most points) are cut from one read of the
+        // series.
         loop {
-            let full = series.len() <= points;
-            let n = series.len().min(points);
-            if made > 0 && (used + n * BYTES_PER_POINT > self.budget || made >= detail.max_levels) {
+            let (mut sure, mut most) = (Vec::new(), used);
+            loop {
+                let n = series.len().min(points);
+                let k = made + sure.len();
+                if k > 0 && (most + n * BYTES_PER_POINT > self.budget || k >= detail.max_levels) {
+                    break;
+                }
+                sure.push(points);
+                most += n * BYTES_PER_POINT;
+                if series.len() <= points {
+                    break;
+                }
+                points = points.saturating_mul(detail.factor.max(2));
+            }
+            if sure.is_empty() {
                 break;
             }
-            sure.push(points);
-            (used, made) = (used + n * BYTES_PER_POINT, made + 1);
-            if full {
-                break;
+            let mut cut: Vec<Points> = (sure.iter())
+                .map(|&p| Points::with_capacity(series.len().min(p)))
+                .collect();
+            downsample_series_levels(series, &sure, |k, s| cut[k].push(&s));
+            for (samples, &p) in cut.iter().zip(&sure) {
+                used += samples.len() * BYTES_PER_POINT;
+                made += 1;
+                let full = series.len() <= p;
+                seq.serialize_element(&Columns { samples, full })?;
+                if full {
+                    return seq.end();
+                }
             }
-            points = points.saturating_mul(detail.factor.max(2));
-        }
-        let mut cut: Vec<Points> = (sure.iter())
-            .map(|&p| Points::with_capacity(series.len().min(p)))
-            .collect();
-        downsample_series_levels(series, &sure, |k, s| cut[k].push(&s));
-        used = 0;
-        for (samples, &p) in cut.iter().zip(&sure) {
-            used += samples.len() * BYTES_PER_POINT;
-            let full = series.len() <= p;
-            seq.serialize_element(&Columns { samples, full })?;
-            if full {
-                return seq.end();
-            }
-        }
-        drop(cut);
-        loop {
-            let full = series.len() <= points;
-            let n = series.len().min(points);
-            if used + n * BYTES_PER_POINT > self.budget || made >= detail.max_levels {
-                break;
-            }
-            let mut samples = Points::with_capacity(n);
-            downsample_series_each(series, points, |s| samples.push(&s));
-            used += samples.len() * BYTES_PER_POINT;
-            seq.serialize_element(&Columns {
-                samples: &samples,
-                full,
-            })?;
-            made += 1;
-            if full {
-                break;
-            }
-            points = points.saturating_mul(detail.factor.max(2));
         }
         seq.end()
     }
