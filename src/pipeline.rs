@@ -227,14 +227,14 @@ pub fn build_report(
 
 /// [`build_report`], handing each device's replayer and replay on as soon
 /// as they are made (see [`report::gather_with`]).
-pub fn build_report_with(
+pub fn build_report_with<'a>(
     st: &Style,
-    snap: &Snapshot,
+    snap: &'a Snapshot,
     loaded: &Loaded,
     device: Option<i64>,
     at: Option<Moment>,
     on_start: impl FnMut(i64, &crate::timeline::Replayer),
-    on_replay: impl FnMut(&crate::timeline::DeviceReplay),
+    on_replay: impl FnMut(report::ReplayMade<'_, 'a>),
 ) -> anyhow::Result<Report> {
     let inputs = report::gather_with(st, snap, device, at, on_start, on_replay)
         .map_err(|e| anyhow::anyhow!("{}: {e}", loaded.name))?;
@@ -361,7 +361,8 @@ pub fn build_report_what_if(
                     let _ = tx_start.send(Handoff::Start(d, replayer.state_at(None).segments));
                 }
             },
-            move |replay| {
+            move |r| {
+                let replay = r.replay;
                 if simulable.contains(&replay.device) {
                     let _ = tx_replay.send(Handoff::Replay(
                         replay.device,

@@ -20,6 +20,8 @@ use crate::timeline::{self, Replayer, Series};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Mutex;
+use std::sync::mpsc::Receiver;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -68,6 +70,18 @@ struct Loaded<'a> {
     checkpoints: HashMap<i64, Checkpoints<'a>>,
     /// What each device's what-if button shows (see [`what_if`]).
     what_if: HashMap<i64, serde_json::Value>,
+    /// Written only: the first device's parts, made on another thread from
+    /// the report's own replay of it ([`Early`]), and where they arrive.
+    early: Option<(i64, Mutex<Receiver<rv::DeviceParts>>)>,
+}
+
+/// Where a written page's first device's parts are made while the report
+/// and the page go on: the scope that outlives the writing, and the
+/// page's detail (its bands' budget).
+#[derive(Clone, Copy)]
+struct Early<'s, 'a> {
+    scope: &'s std::thread::Scope<'s, 'a>,
+    detail: Detail,
 }
 
 /// What the OOM panel's what-if button of each device shows. Served, the
@@ -152,23 +166,53 @@ fn device_parts(
     snap: &Snapshot,
     v: &Loaded,
     d: &DeviceReport,
+    bands: rv::bands::Chosen,
+) -> rv::DeviceParts {
+    if let Some((dev, made)) = &v.early
+        && *dev == d.device
+    {
+        let made = made.lock().unwrap_or_else(|e| e.into_inner());
+        return made.recv().expect("the first device's parts");
+    }
+    match v.checkpoints.get(&d.device) {
+        Some(cp) => {
+            let states = (d.key_moments.iter())
+                .map(|k| cp.state_at(k.at))
+                .collect::<Vec<_>>();
+            rv::DeviceParts {
+                peak_by_site: peak_by_site(snap, &d.key_moments, &states),
+                states,
+                bands: bands.of_all(&v.lifetimes[&d.device]),
+            }
+        }
+        None => written_parts(snap, &Replayer::new(snap, d.device), &d.key_moments, bands),
+    }
+}
+
+/// A written page's parts of a device, from one replay of its trace.
+fn written_parts(
+    snap: &Snapshot,
+    replayer: &Replayer,
+    key_moments: &[timeline::KeyMoment],
     mut bands: rv::bands::Chosen,
 ) -> rv::DeviceParts {
-    let ats: Vec<Option<usize>> = d.key_moments.iter().map(|k| k.at).collect();
-    let states = match v.checkpoints.get(&d.device) {
-        Some(cp) => {
-            bands = bands.of_all(&v.lifetimes[&d.device]);
-            ats.iter().map(|&at| cp.state_at(at)).collect::<Vec<_>>()
-        }
-        None => {
-            let replayer = Replayer::new(snap, d.device);
-            // One allocation at a time: the page holds only its bands'.
-            replayer.each_lifetime_and_states_at(&ats, |i, l| bands.add(i, &l))
-        }
-    };
-    // The call sites' live bytes at the peak of allocated bytes.
-    let peak_by_site: HashMap<String, u64> = d
-        .key_moments
+    let ats: Vec<Option<usize>> = key_moments.iter().map(|k| k.at).collect();
+    // One allocation at a time: the page holds only its bands'.
+    let states = replayer.each_lifetime_and_states_at(&ats, |i, l| bands.add(i, &l));
+    rv::DeviceParts {
+        peak_by_site: peak_by_site(snap, key_moments, &states),
+        states,
+        bands,
+    }
+}
+
+/// The call sites' live bytes at the peak of allocated bytes.
+fn peak_by_site(
+    snap: &Snapshot,
+    key_moments: &[timeline::KeyMoment],
+    states: &[timeline::MomentState],
+) -> HashMap<String, u64> {
+    key_moments
         .iter()
         .position(|k| k.label == "peak allocated")
         .map(|i| {
@@ -178,22 +222,21 @@ fn device_parts(
                 .map(|r| (r.site, r.live_bytes))
                 .collect()
         })
-        .unwrap_or_default();
-    rv::DeviceParts {
-        states,
-        peak_by_site,
-        bands,
-    }
+        .unwrap_or_default()
 }
 
-fn load<'a>(
+fn load<'s, 'a>(
     sty: &Style,
     snap: &'a Snapshot,
     l: &input::Loaded,
     device: Option<i64>,
     (name, served): (&str, bool),
+    early: Option<Early<'s, 'a>>,
 ) -> anyhow::Result<Loaded<'a>> {
     let mut series = HashMap::new();
+    let mut first = None;
+    // The devices of the page, as the report lists them.
+    let page_devices = device.map_or_else(|| snap.devices().len(), |_| 1);
     // Served, the checkpoints are one more replay of each device: made on
     // another thread while the report is built.
     let (report, checkpoints, tables) = std::thread::scope(|s| {
@@ -219,7 +262,22 @@ fn load<'a>(
             None,
             |_, _| {},
             |r| {
-                series.insert(r.device, r.samples.clone());
+                let d = r.replay.device;
+                series.insert(d, r.replay.samples.clone());
+                // The first device's parts start now, from the report's
+                // replayer, while the report and the page's start go on.
+                if let Some(e) = early
+                    && first.is_none()
+                {
+                    let len = r.replay.samples.len();
+                    let bands = rv::device_bands(&e.detail, page_devices, len);
+                    let (replayer, key_moments) = (r.replayer.clone(), r.key_moments.to_vec());
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    e.scope.spawn(move || {
+                        let _ = tx.send(written_parts(snap, &replayer, &key_moments, bands));
+                    });
+                    first = Some((d, Mutex::new(rx)));
+                }
             },
         );
         let cps = cps.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
@@ -229,6 +287,7 @@ fn load<'a>(
         (report, cps, tables)
     });
     let report = report?;
+    debug_assert!(first.is_none() || report.devices.len() == page_devices);
     // The what-if runs are over (their tables made beside the report)
     // before the states and bands are made: the runs' memory is given back
     // before theirs is taken.
@@ -249,11 +308,12 @@ fn load<'a>(
         series,
         checkpoints,
         what_if,
+        early: first,
     })
 }
 
 /// What the page's data is made of ([`rv::Data`] serializes it).
-fn view<'v>(snap: &'v Snapshot, v: &'v Loaded, served: bool, max_points: usize) -> View<'v> {
+fn view<'v>(snap: &'v Snapshot, v: &'v Loaded, served: bool, detail: Detail) -> View<'v> {
     let devices = v
         .report
         .devices
@@ -270,15 +330,20 @@ fn view<'v>(snap: &'v Snapshot, v: &'v Loaded, served: bool, max_points: usize) 
         report: &v.report,
         devices,
         served,
-        detail: Detail {
-            overview: max_points,
-            // Served, the overview and one finer level come with the page;
-            // the server answers the rest as the page zooms in.
-            max_levels: if served { 2 } else { usize::MAX },
-            max_band_tiers: if served { 2 } else { usize::MAX },
-            ..Detail::default()
-        },
+        detail,
         style: v.style,
+    }
+}
+
+/// How much a page carries: a served page the overview of `max_points`
+/// and one finer level (the server answers the rest as the page zooms
+/// in), a written one every level and tier its budgets allow.
+fn detail(served: bool, max_points: usize) -> Detail {
+    Detail {
+        overview: max_points,
+        max_levels: if served { 2 } else { usize::MAX },
+        max_band_tiers: if served { 2 } else { usize::MAX },
+        ..Detail::default()
     }
 }
 
@@ -318,19 +383,22 @@ enum Page<'a> {
     Series(Box<dyn Fn(bool) -> serde_json::Value + 'a>),
 }
 
-fn page_of<'a>(
+/// A file's page: served, or written (`early` given: where the first
+/// device's parts are made beside the report).
+fn page_of<'s, 'a>(
     g: &'a Global,
     l: &'a input::Loaded,
     file: &'a str,
     device: Option<i64>,
-    served: bool,
+    early: Option<Early<'s, 'a>>,
 ) -> anyhow::Result<Page<'a>> {
+    let served = early.is_none();
     let sty = &g.style;
     Ok(match &l.content {
         Content::Snapshot(snap) => {
             // The file by its base name, as the rest of the page names it.
             let name = crate::analysis::report::base_name(file);
-            let v = load(sty, snap, l, device, (&name, served))?;
+            let v = load(sty, snap, l, device, (&name, served), early)?;
             Page::Snapshot(snap, Box::new(v))
         }
         // A trace or a memory-timeline export: its report is the page.
@@ -366,10 +434,13 @@ fn written_doc<R>(
     f: impl FnOnce(&Doc) -> anyhow::Result<R>,
 ) -> anyhow::Result<R> {
     let l = input::load(file, &g.load)?;
-    match page_of(g, &l, file, device, false)? {
-        Page::Snapshot(snap, v) => f(&Doc::Snapshot(rv::Data(&view(snap, &v, false, max_points)))),
-        Page::Series(doc) => f(&Doc::Value(&doc(false))),
-    }
+    std::thread::scope(|scope| {
+        let detail = detail(false, max_points);
+        match page_of(g, &l, file, device, Some(Early { scope, detail }))? {
+            Page::Snapshot(snap, v) => f(&Doc::Snapshot(rv::Data(&view(snap, &v, false, detail)))),
+            Page::Series(doc) => f(&Doc::Value(&doc(false))),
+        }
+    })
 }
 
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
@@ -390,9 +461,9 @@ pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     let l = input::load(&a.file, &g.load)?;
-    match page_of(g, &l, &a.file, a.device, true)? {
+    match page_of(g, &l, &a.file, a.device, None)? {
         Page::Snapshot(snap, v) => {
-            let doc = Doc::Snapshot(rv::Data(&view(snap, &v, true, a.max_points)));
+            let doc = Doc::Snapshot(rv::Data(&view(snap, &v, true, detail(true, a.max_points))));
             let name = crate::analysis::report::base_name(&a.file);
             let mut scratch = Scratch::default();
             serve(&a, addr, &doc, |path, q| {

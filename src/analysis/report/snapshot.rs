@@ -222,17 +222,27 @@ pub fn gather(
     gather_with(st, snap, device, at, |_, _| {}, |_| {})
 }
 
+/// A device's replay as [`gather_with`] hands it on: the replay, the
+/// replayer that made it (shared, so that another thread may replay
+/// from the same start while the report goes on) and its key moments.
+pub struct ReplayMade<'r, 'a> {
+    pub replay: &'r DeviceReplay,
+    pub replayer: &'r std::sync::Arc<crate::timeline::Replayer<'a>>,
+    pub key_moments: &'r [KeyMoment],
+}
+
 /// [`gather`], handing `on_start` each device's replayer as soon as it has
-/// rebuilt the start, and `on_replay` its replay once made, so later stages
-/// (the what-if model's start state) reuse them instead of replaying the
-/// trace again, and may start while the rest is gathered.
-pub fn gather_with(
+/// rebuilt the start, and `on_replay` its replay and key moments once
+/// made, so later stages (the what-if model's start state, a page's
+/// bands) reuse them instead of replaying the trace again, and may start
+/// while the rest is gathered.
+pub fn gather_with<'a>(
     st: &Style,
-    snap: &Snapshot,
+    snap: &'a Snapshot,
     device: Option<i64>,
     at: Option<Moment>,
     mut on_start: impl FnMut(i64, &crate::timeline::Replayer),
-    mut on_replay: impl FnMut(&crate::timeline::DeviceReplay),
+    mut on_replay: impl FnMut(ReplayMade<'_, 'a>),
 ) -> Result<Vec<DeviceInput>, String> {
     let devices: Vec<i64> = match device {
         Some(d) => {
@@ -249,10 +259,9 @@ pub fn gather_with(
     let mut out = Vec::new();
     for d in devices {
         // One rebuild of the start serves the series and the moment.
-        let replayer = crate::timeline::Replayer::new(snap, d);
+        let replayer = std::sync::Arc::new(crate::timeline::Replayer::new(snap, d));
         on_start(d, &replayer);
         let replay = replayer.replay();
-        on_replay(&replay);
         // One read of the series serves the key moments, the default
         // moment, the peaks and the chart's points.
         let samples = &replay.samples;
@@ -268,6 +277,11 @@ pub fn gather_with(
         // and goes on may record one at most events.
         let key_moments =
             replay.key_moments_first(snap, &moments, crate::analysis::oom::MAX_DIAGNOSED_OOMS);
+        on_replay(ReplayMade {
+            replay: &replay,
+            replayer: &replayer,
+            key_moments: &key_moments,
+        });
         let (at, label) = match at {
             Some(m) => (
                 replay.resolve(snap, m).map_err(|e| {

@@ -139,10 +139,7 @@ impl Serialize for Data<'_, '_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let v = self.0;
         let sty = &v.style;
-        let budgets = (
-            v.detail.budget / v.devices.len().max(1),
-            v.detail.band_budget / v.devices.len().max(1),
-        );
+        let budget = v.detail.budget / v.devices.len().max(1);
         // The one list every stack index of the document names, written
         // after the devices that name them.
         let stacks = PageStacks::new(v.snap);
@@ -155,65 +152,64 @@ impl Serialize for Data<'_, '_> {
         m.serialize_entry("verdict", &crate::render::verdict::lines(sty, v.report))?;
         m.serialize_entry("quality", &v.report.quality)?;
         let stacks = &stacks;
-        if v.devices.len() < 2 {
-            m.serialize_entry("devices", &devices(v, budgets, stacks, None))?;
-        } else {
-            // Each device's parts (a replay of its trace) are made on
-            // another thread, the next device's while this one is written:
-            // at most one device ahead, so two devices' parts at once.
-            std::thread::scope(|s| {
-                let (tx, rx) = std::sync::mpsc::sync_channel(0);
-                s.spawn(move || {
-                    for d in &v.devices {
-                        if tx.send((d.parts)(chosen(v, d, budgets.1))).is_err() {
-                            break;
-                        }
+        // Each device's parts (a replay of its trace) are made on another
+        // thread, the next device's while this one is written (the first
+        // device's while its levels are): at most one device ahead, so
+        // two devices' parts at once.
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(0);
+            s.spawn(move || {
+                for d in &v.devices {
+                    let bands = device_bands(&v.detail, v.devices.len(), d.series.len());
+                    if tx.send((d.parts)(bands)).is_err() {
+                        break;
                     }
-                });
-                m.serialize_entry("devices", &devices(v, budgets, stacks, Some(&rx)))
-            })?;
-        }
+                }
+            });
+            m.serialize_entry("devices", &devices(v, budget, stacks, &rx))
+        })?;
         m.serialize_entry("stacks", stacks)?;
         m.end()
     }
 }
 
-/// The devices of [`Data`], each one's parts from `made` when given.
+/// The devices of [`Data`], each one's parts from `made`.
 fn devices<'v, 'a>(
     v: &'v View<'a>,
-    budgets: (usize, usize),
+    budget: usize,
     stacks: &'v PageStacks<'a>,
-    made: Option<&'v Receiver<DeviceParts>>,
+    made: &'v Receiver<DeviceParts>,
 ) -> Seq<impl ExactSizeIterator<Item = DeviceJson<'v, 'a>>> {
     Seq::new(v.devices.iter().map(move |d| DeviceJson {
         v,
         d,
-        budgets,
+        budget,
         stacks,
         made,
     }))
 }
 
-/// A device's bands, none chosen yet, for `band_budget` bytes.
-fn chosen(v: &View, d: &DeviceView, band_budget: usize) -> bands::Chosen {
-    bands::Chosen::new(d.series.len(), band_budget, v.detail.max_band_tiers)
+/// The bands of one of a page's `devices` devices whose series has `len`
+/// samples, none chosen yet: its share of the page's band budget.
+pub fn device_bands(detail: &Detail, devices: usize, len: usize) -> bands::Chosen {
+    let budget = detail.band_budget / devices.max(1);
+    bands::Chosen::new(len, budget, detail.max_band_tiers)
 }
 
-/// One device of [`Data`]; `budgets` are its levels' and bands' bytes.
+/// One device of [`Data`]; `budget` is its levels' bytes.
 struct DeviceJson<'v, 'a> {
     v: &'v View<'a>,
     d: &'v DeviceView<'a>,
-    budgets: (usize, usize),
+    budget: usize,
     stacks: &'v PageStacks<'a>,
-    /// Where the device's parts come from when another thread makes them,
-    /// in the devices' order.
-    made: Option<&'v Receiver<DeviceParts>>,
+    /// Where the device's parts come from: another thread makes them, in
+    /// the devices' order.
+    made: &'v Receiver<DeviceParts>,
 }
 
 impl Serialize for DeviceJson<'_, '_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let (v, d) = (self.v, self.d);
-        let (budget, band_budget) = self.budgets;
+        let (v, d, budget) = (self.v, self.d, self.budget);
         let sty = &v.style;
         let r = d.report;
         let mut m = ser.serialize_map(Some(12))?;
@@ -231,15 +227,12 @@ impl Serialize for DeviceJson<'_, '_> {
                 budget,
             },
         )?;
-        // Made once the levels (each made whole in its turn) are written.
+        // Made while the levels (each made whole in its turn) are written.
         let DeviceParts {
             states,
             peak_by_site,
             bands,
-        } = match self.made {
-            Some(rx) => rx.recv().expect("a device's parts, made in order"),
-            None => (d.parts)(chosen(v, d, band_budget)),
-        };
+        } = self.made.recv().expect("a device's parts, made in order");
         m.serialize_entry(
             "bands",
             &bands::Tiers {
