@@ -514,7 +514,15 @@ impl Walk<'_> {
                 err.max_event = Some(i);
             }
         }
-        self.near.add(&s);
+        // A step with the last one's reserved, cached and largest cached
+        // bytes (most frees requested, every event the model makes no
+        // request of) folds into nothing new.
+        let last = &self.last;
+        if (s.reserved, s.inactive, s.largest_free)
+            != (last.reserved, last.inactive, last.largest_free)
+        {
+            self.near.add(&s);
+        }
         self.peak_allocated = self.peak_allocated.max(s.allocated);
         out.peak_reserved_in_trace = Some(
             out.peak_reserved_in_trace
