@@ -423,10 +423,23 @@ fn call_site_by(
 /// One frame as the viewer prints it: `file:line:name`, with the file's
 /// base name (or its full name when `full`).
 pub fn frame_label(snap: &Snapshot, f: FrameId, full: bool) -> String {
+    frame_display(snap, f, full).to_string()
+}
+
+/// [`frame_label`], to be written where it goes rather than made a string.
+pub fn frame_display(snap: &Snapshot, f: FrameId, full: bool) -> impl std::fmt::Display + '_ {
     let fr = snap.frame(f);
     let file = snap.str(fr.filename);
     let file = if full { file } else { basename(file) };
-    format!("{}:{}:{}", file, fr.line, snap.str(fr.name))
+    FrameLabel(file, fr.line, snap.str(fr.name))
+}
+
+struct FrameLabel<'a>(&'a str, i64, &'a str);
+
+impl std::fmt::Display for FrameLabel<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.0, self.1, self.2)
+    }
 }
 
 #[cfg(test)]

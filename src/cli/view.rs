@@ -217,7 +217,7 @@ fn peak_by_site(
         .position(|k| k.label == "peak allocated")
         .map(|i| {
             let a = culprits::analyze(snap, &states[i], &culprit_options());
-            report::culprit_rows(snap, &a)
+            report::culprit_sites(snap, &a)
                 .into_iter()
                 .map(|r| (r.site, r.live_bytes))
                 .collect()

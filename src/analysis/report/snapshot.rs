@@ -23,7 +23,7 @@ use super::{
     ReportDetail, VerdictLine, base_name, moment_name,
 };
 use crate::analysis::culprits::{self, Analysis};
-use crate::analysis::frames::{CallSite, filtered, frame_label};
+use crate::analysis::frames::{CallSite, FrameFacts, frame_label};
 use crate::analysis::stats::{StateStats, consistency_warnings, snapshot_trace_coverage};
 use crate::core::style::Style;
 use crate::model::OomMark;
@@ -614,6 +614,17 @@ fn moment_and_ooms(
 /// first row is the group the summary sentence names; then the sites that
 /// strand nothing, by live bytes, then label.
 pub fn culprit_rows(snap: &Snapshot, a: &Analysis) -> Vec<CulpritRow> {
+    rows_of(snap, a, true)
+}
+
+/// [`culprit_rows`] with each row's `stack` left empty: the call sites
+/// and their bytes alone, for a caller that shows no stack (a deep stack
+/// is hundreds of labels a row).
+pub fn culprit_sites(snap: &Snapshot, a: &Analysis) -> Vec<CulpritRow> {
+    rows_of(snap, a, false)
+}
+
+fn rows_of(snap: &Snapshot, a: &Analysis, stacks: bool) -> Vec<CulpritRow> {
     struct Acc {
         site: CallSite,
         first: usize,
@@ -662,6 +673,8 @@ pub fn culprit_rows(snap: &Snapshot, a: &Analysis) -> Vec<CulpritRow> {
             })
             .then(x.first.cmp(&y.first))
     });
+    // Each frame's kind worked out once, however many rows' stacks hold it.
+    let facts = FrameFacts::new(snap);
     rows.into_iter()
         .map(|(mut x, label)| {
             x.blocks.sort_by(|p, q| q.0.cmp(&p.0).then(p.1.cmp(&q.1)));
@@ -671,10 +684,12 @@ pub fn culprit_rows(snap: &Snapshot, a: &Analysis) -> Vec<CulpritRow> {
                 live_bytes: x.live,
                 stranded_bytes: x.stranded,
                 blocks: x.blocks.iter().map(|b| b.1).collect(),
-                stack: filtered(snap, x.stack)
-                    .into_iter()
-                    .map(|f| frame_label(snap, f, true))
-                    .collect(),
+                stack: match stacks {
+                    true => (facts.filtered(x.stack).into_iter())
+                        .map(|f| frame_label(snap, f, true))
+                        .collect(),
+                    false => Vec::new(),
+                },
             }
         })
         .collect()

@@ -15,9 +15,9 @@
 //! `/api/bands` for a zoomed window instead.
 
 use super::PageStacks;
-use crate::analysis::frames::{FrameFacts, frame_label};
+use crate::analysis::frames::{FrameFacts, frame_display};
 use crate::core::serial::Seq;
-use crate::model::{Snapshot, StackId};
+use crate::model::{FrameId, Snapshot, StackId};
 use crate::timeline::{Lifetime, Series};
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
@@ -88,12 +88,37 @@ impl Named {
 /// viewer shows. `facts` reads each frame's kind and whether the viewer shows it once,
 /// however many stacks hold the frame.
 pub fn stack_value(facts: &FrameFacts, id: StackId) -> Value {
-    let snap = facts.snap();
-    let kept = facts.filtered(id);
-    let frames: Vec<String> = (kept.iter())
-        .map(|&f| frame_label(snap, f, false))
-        .collect();
-    json!({"site": facts.call_site_in(&kept).label(), "frames": frames})
+    serde_json::to_value(StackEntry { facts, id }).expect("a stack serializes")
+}
+
+/// [`stack_value`] written as it is serialized: a page's list of a
+/// thousand deep stacks is hundreds of thousands of frame labels, each
+/// written into the output rather than made a string first.
+pub struct StackEntry<'f, 'a> {
+    pub facts: &'f FrameFacts<'a>,
+    pub id: StackId,
+}
+
+impl Serialize for StackEntry<'_, '_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let facts = self.facts;
+        let snap = facts.snap();
+        let kept = facts.filtered(self.id);
+        let mut m = ser.serialize_map(Some(2))?;
+        m.serialize_entry("site", &facts.call_site_in(&kept).label())?;
+        let labels = kept.iter().map(|&f| FrameText(snap, f));
+        m.serialize_entry("frames", &Seq::new(labels))?;
+        m.end()
+    }
+}
+
+/// A frame's label as [`frame_label`] (short file names) writes it.
+struct FrameText<'a>(&'a Snapshot, FrameId);
+
+impl Serialize for FrameText<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.collect_str(&frame_display(self.0, self.1, false))
+    }
 }
 
 /// As `stats` prints a stream.

@@ -19,7 +19,7 @@ use crate::analysis::report::{DeviceReport, Report};
 use crate::core::serial::Seq;
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
-use crate::model::{BlockState, Snapshot};
+use crate::model::{BlockState, Snapshot, StackId};
 use crate::timeline::downsample::{downsample, downsample_series_levels};
 use crate::timeline::{KeyMoment, MomentState, Sample, Series};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
@@ -582,13 +582,21 @@ fn site_places(
     let report_segments = r.replayed().map_or(&[][..], |x| &x.segments);
     let segments = st.map_or(report_segments, |st| &st.segments[..]);
     let mut out: HashMap<String, BTreeSet<String>> = HashMap::new();
+    // A site's label once a stack: live blocks by the thousand share a few
+    // hundred stacks.
+    let facts = crate::analysis::frames::FrameFacts::new(snap);
+    let mut sites: HashMap<StackId, String> = HashMap::new();
     for s in segments {
         for b in &s.blocks {
             let origin = st.and_then(|st| st.origins.get(&b.address).copied());
             if b.state != BlockState::Inactive {
                 let id = block_stack(b, origin, trace);
-                let site = crate::analysis::frames::call_site(snap, id).label();
-                out.entry(site).or_default().insert(Place(s).to_string());
+                let site = sites
+                    .entry(id)
+                    .or_insert_with(|| facts.call_site(id).label());
+                out.entry(site.clone())
+                    .or_default()
+                    .insert(Place(s).to_string());
             }
         }
     }

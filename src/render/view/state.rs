@@ -4,7 +4,7 @@
 //! as many small allocations, made, written and freed per answer. The bytes
 //! are those serde_json writes for the same values.
 
-use super::bands::{Named, stack_value, stream_text};
+use super::bands::{Named, StackEntry, stream_text};
 use super::event_num;
 use crate::analysis::frames::FrameFacts;
 use crate::core::style::Style;
@@ -78,7 +78,10 @@ impl Serialize for PageStacks<'_> {
         let named = self.named.borrow();
         let mut seq = ser.serialize_seq(Some(named.ids.len()))?;
         for &id in &named.ids {
-            seq.serialize_element(&stack_value(&self.facts, id))?;
+            seq.serialize_element(&StackEntry {
+                facts: &self.facts,
+                id,
+            })?;
         }
         seq.end()
     }
@@ -100,7 +103,7 @@ impl Serialize for StackList<'_> {
         for &id in &self.named.ids {
             let text = texts.entry(id).or_insert_with(|| {
                 let facts = facts.get_or_insert_with(|| FrameFacts::new(self.snap));
-                let v = serde_json::to_string(&stack_value(facts, id));
+                let v = serde_json::to_string(&StackEntry { facts, id });
                 RawValue::from_string(v.expect("a stack serializes")).expect("JSON text")
             });
             seq.serialize_element(&**text)?;
