@@ -297,10 +297,8 @@ fn what_if_run(
 
 /// Builds the report and, unless `no_what_if`, runs the what-if model of
 /// each device it can run from the start state the report's own replay
-/// rebuilt: each device's model starts on another thread as soon as that
-/// start is rebuilt, while the report goes on (the series, the moment,
-/// the culprits), and is summed up once the replay's report is known.
-/// The same answer as [`build_report`] then [`attach_what_if`].
+/// rebuilt ([`what_if_beside`]), and sums it up in the report. The same
+/// answer as [`build_report`] then [`attach_what_if`].
 pub fn build_report_what_if(
     st: &Style,
     snap: &Snapshot,
@@ -312,15 +310,74 @@ pub fn build_report_what_if(
     if no_what_if {
         return build_report(st, snap, loaded, device, at);
     }
-    enum Handoff {
-        Start(i64, Vec<crate::model::Segment>),
-        Replay(i64, Box<crate::timeline::ReplayReport>),
-    }
     let simulable = sim::trace::simulable_devices(snap);
-    let configs = what_if_configs(snap);
-    let (r, what_if) = std::thread::scope(|s| {
+    let (r, what_if) = what_if_beside(snap, &simulable, &what_if_configs(snap), |feed| {
+        build_report_with(
+            st,
+            snap,
+            loaded,
+            device,
+            at,
+            |d, replayer| feed.start(d, replayer),
+            |r| feed.replayed(&r),
+        )
+    });
+    let mut r = r?;
+    attach_what_if_runs(&mut r, what_if.into_iter().map(|(_, w)| w).collect());
+    Ok(r)
+}
+
+/// A device's what-if model, or why it could not run.
+pub type DeviceWhatIf = (i64, Result<SimReport, String>);
+
+/// Where a report's replay hands each device on to [`what_if_beside`]'s
+/// model: its start once rebuilt, then its replay's report.
+pub struct WhatIfFeed<'d> {
+    tx: std::sync::mpsc::Sender<Handoff>,
+    devices: &'d [i64],
+}
+
+enum Handoff {
+    Start(i64, Vec<crate::model::Segment>),
+    Replay(i64, Box<crate::timeline::ReplayReport>),
+}
+
+impl WhatIfFeed<'_> {
+    /// A device's start is rebuilt: its model starts.
+    pub fn start(&self, d: i64, replayer: &crate::timeline::Replayer) {
+        if self.devices.contains(&d) {
+            // The receiver lives until every handoff is sent.
+            let _ = self
+                .tx
+                .send(Handoff::Start(d, replayer.state_at(None).segments));
+        }
+    }
+
+    /// A device's replay is made: its model is summed up.
+    pub fn replayed(&self, r: &report::ReplayMade) {
+        let d = r.replay.device;
+        if self.devices.contains(&d) {
+            let _ = (self.tx).send(Handoff::Replay(d, Box::new(r.replay.report.clone())));
+        }
+    }
+}
+
+/// Runs `body`, which builds a report and hands each device's start and
+/// replay to the feed it is given, and beside it, on another thread, the
+/// what-if model of each of `devices` under its recorded settings and
+/// `configs`: each device's model starts as soon as the report's replay
+/// has rebuilt its start, while the report goes on (the series, the
+/// moment, the culprits), and is summed up once that replay's report is
+/// known. The answers are those of [`sim::simulate_device`], by device in
+/// the order handed on, without replaying any trace again.
+pub fn what_if_beside<'d, R>(
+    snap: &Snapshot,
+    devices: &'d [i64],
+    configs: &[SimConfig],
+    body: impl FnOnce(WhatIfFeed<'d>) -> R,
+) -> (R, Vec<DeviceWhatIf>) {
+    std::thread::scope(|s| {
         let (tx, rx) = std::sync::mpsc::channel::<Handoff>();
-        let configs = &configs;
         let worker = s.spawn(move || {
             let mut out = Vec::new();
             let mut running = None;
@@ -339,46 +396,21 @@ pub fn build_report_what_if(
                         debug_assert_eq!(rd, d, "a device's replay follows its start");
                         let segments = std::mem::take(&mut input.start.segments);
                         input.set_start(snap, sim::start_state_from(snap, d, segments, &report));
-                        out.push(runs.map(|r| sim::report_of(input, r)).map_err(|e| {
+                        let r = runs.map(|r| sim::report_of(input, r)).map_err(|e| {
                             format!("device {d}: the what-if model could not run: {e}")
-                        }));
+                        });
+                        out.push((d, r));
                     }
                 }
             }
             out
         });
-        let (tx_start, tx_replay) = (tx.clone(), tx);
-        let simulable = &simulable;
-        // The receiver lives until every handoff is sent.
-        let r = build_report_with(
-            st,
-            snap,
-            loaded,
-            device,
-            at,
-            move |d, replayer| {
-                if simulable.contains(&d) {
-                    let _ = tx_start.send(Handoff::Start(d, replayer.state_at(None).segments));
-                }
-            },
-            move |r| {
-                let replay = r.replay;
-                if simulable.contains(&replay.device) {
-                    let _ = tx_replay.send(Handoff::Replay(
-                        replay.device,
-                        Box::new(replay.report.clone()),
-                    ));
-                }
-            },
-        );
+        let r = body(WhatIfFeed { tx, devices });
         let w = worker
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
         (r, w)
-    });
-    let mut r = r?;
-    attach_what_if_runs(&mut r, what_if);
-    Ok(r)
+    })
 }
 
 /// Adds the answers of [`what_if_runs`] to the report.

@@ -23,6 +23,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Mutex;
 use std::sync::mpsc::Receiver;
 
+mod serve;
+use serve::{Scratch, serve, snapshot_api, text};
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Snapshot file (pickle, JSON, gzip/zstd, memory_viz HTML, `-` for
@@ -88,7 +91,7 @@ struct Early<'s, 'a> {
 /// server runs the model when asked (`/api/whatif`); written, the page
 /// carries the table where `report` would run the model (a device with
 /// allocations in its trace) and has an OOM to ask about, else it says
-/// how to get it. `tables` are those made beforehand ([`early_tables`]).
+/// how to get it. `tables` are those made beside the report ([`table_devices`]).
 fn what_if(
     sty: &Style,
     file: &str,
@@ -123,22 +126,16 @@ fn what_if(
         .collect()
 }
 
-/// The what-if tables a written page will carry, made while the report is
-/// built: one for each device (of `device`, when given) with allocations
-/// and an OOM in its trace. The model needs only the snapshot, and its
-/// runs would otherwise follow the report's, one device after another.
-/// [`what_if`] shows those of the devices whose OOMs the report diagnoses.
-fn early_tables(
-    sty: &Style,
-    file: &str,
-    snap: &Snapshot,
-    device: Option<i64>,
-) -> HashMap<i64, Result<String, String>> {
+/// The devices whose what-if tables a written page carries, made beside
+/// the report from its own replay ([`pipeline::what_if_beside`]): each
+/// device (of `device`, when given) with allocations and an OOM in its
+/// trace. [`what_if`] shows those of the devices whose OOMs the report
+/// diagnoses.
+fn table_devices(snap: &Snapshot, device: Option<i64>) -> Vec<i64> {
     crate::sim::trace::simulable_devices(snap)
         .into_iter()
         .filter(|&d| device.is_none_or(|x| x == d))
         .filter(|&d| (snap.trace_of(d).iter()).any(|e| e.action == crate::model::Action::Oom))
-        .map(|d| (d, what_if_table(sty, file, snap, d)))
         .collect()
 }
 
@@ -239,58 +236,68 @@ fn load<'s, 'a>(
     let page_devices = device.map_or_else(|| snap.devices().len(), |_| 1);
     // Served, the checkpoints are one more replay of each device: made on
     // another thread while the report is built.
-    let (report, checkpoints, tables) = std::thread::scope(|s| {
-        let tables = s.spawn(|| {
-            if served {
-                HashMap::new()
-            } else {
-                early_tables(sty, name, snap, device)
-            }
+    // Written, the what-if tables' runs start from the report's replay of
+    // each device with an OOM, beside the report.
+    let tables_of = if served {
+        Vec::new()
+    } else {
+        table_devices(snap, device)
+    };
+    let (recorded, _, _) = crate::sim::run::recorded_config(snap);
+    let sweep = crate::sim::default_sweep(&recorded);
+    let ((report, checkpoints), runs) =
+        pipeline::what_if_beside(snap, &tables_of, &sweep, |feed| {
+            // Served, the checkpoints are one more replay of each device: made
+            // on another thread while the report is built.
+            std::thread::scope(|s| {
+                let cps = s.spawn(|| {
+                    snap.devices()
+                        .into_iter()
+                        .filter(|d| served && device.is_none_or(|x| x == *d))
+                        .map(|d| (d, Checkpoints::new(snap, d)))
+                        .collect::<HashMap<_, _>>()
+                });
+                let report = pipeline::build_report_with(
+                    sty,
+                    snap,
+                    l,
+                    device,
+                    None,
+                    |d, replayer| feed.start(d, replayer),
+                    |r| {
+                        feed.replayed(&r);
+                        let d = r.replay.device;
+                        series.insert(d, r.replay.samples.clone());
+                        // The first device's parts start now, from the report's
+                        // replayer, while the report and the page's start go on.
+                        if let Some(e) = early
+                            && first.is_none()
+                        {
+                            let len = r.replay.samples.len();
+                            let bands = rv::device_bands(&e.detail, page_devices, len);
+                            let (replayer, key_moments) =
+                                (r.replayer.clone(), r.key_moments.to_vec());
+                            let (tx, rx) = std::sync::mpsc::channel();
+                            e.scope.spawn(move || {
+                                let _ =
+                                    tx.send(written_parts(snap, &replayer, &key_moments, bands));
+                            });
+                            first = Some((d, Mutex::new(rx)));
+                        }
+                    },
+                );
+                let cps = cps.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (report, cps)
+            })
         });
-        let cps = s.spawn(|| {
-            snap.devices()
-                .into_iter()
-                .filter(|d| served && device.is_none_or(|x| x == *d))
-                .map(|d| (d, Checkpoints::new(snap, d)))
-                .collect::<HashMap<_, _>>()
-        });
-        let report = pipeline::build_report_with(
-            sty,
-            snap,
-            l,
-            device,
-            None,
-            |_, _| {},
-            |r| {
-                let d = r.replay.device;
-                series.insert(d, r.replay.samples.clone());
-                // The first device's parts start now, from the report's
-                // replayer, while the report and the page's start go on.
-                if let Some(e) = early
-                    && first.is_none()
-                {
-                    let len = r.replay.samples.len();
-                    let bands = rv::device_bands(&e.detail, page_devices, len);
-                    let (replayer, key_moments) = (r.replayer.clone(), r.key_moments.to_vec());
-                    let (tx, rx) = std::sync::mpsc::channel();
-                    e.scope.spawn(move || {
-                        let _ = tx.send(written_parts(snap, &replayer, &key_moments, bands));
-                    });
-                    first = Some((d, Mutex::new(rx)));
-                }
-            },
-        );
-        let cps = cps.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        let tables = tables
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        (report, cps, tables)
-    });
+    let tables = (runs.into_iter())
+        .map(|(d, r)| (d, r.map(|r| crate::render::simulate::render(sty, name, &r))))
+        .collect();
     let report = report?;
     debug_assert!(first.is_none() || report.devices.len() == page_devices);
     // The what-if runs are over (their tables made beside the report)
-    // before the states and bands are made: the runs' memory is given back
-    // before theirs is taken.
+    // before the states and bands of any device but the first are made:
+    // the runs' memory is given back before theirs is taken.
     let what_if = what_if(sty, name, snap, &report, served, tables);
     let lifetimes = checkpoints
         .iter()
@@ -498,236 +505,6 @@ fn write_page(out: &str, file: &str, doc: &Doc) -> anyhow::Result<()> {
         }
     })?;
     Ok(())
-}
-
-/// Serves the page of `doc` and `doc` itself (`/api/data`) until the
-/// process is stopped (Ctrl-C); `api` answers the other paths.
-fn serve(
-    a: &Args,
-    addr: SocketAddr,
-    doc: &Doc,
-    mut api: impl FnMut(&str, &HashMap<&str, &str>) -> Answer,
-) -> anyhow::Result<Exit> {
-    let server = tiny_http::Server::http(addr)
-        .map_err(|e| anyhow::anyhow!("{addr}: cannot serve there: {e}"))?;
-    let local = server
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| anyhow::anyhow!("{addr}: not an IP address"))?;
-    let url = format!("http://{local}/");
-    // The URL alone on stdout, for scripts; the rest on stderr.
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{url}")?;
-        out.flush()?;
-    }
-    eprintln!(
-        "fragscope: serving {} on {} ({}); Ctrl-C stops",
-        a.file,
-        url,
-        if local.ip().is_loopback() {
-            "this machine only"
-        } else {
-            "every address that reaches it"
-        }
-    );
-    if !a.no_open && has_display() {
-        open_browser(&url);
-    }
-    let data = serde_json::to_vec(doc)?;
-    let page = rv::page_of_json(doc.title(), &data);
-    for req in server.incoming_requests() {
-        let (status, kind, body) = answer(&req, local, &page, &data, &mut api);
-        let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes())
-            .expect("a valid header");
-        let nosniff =
-            tiny_http::Header::from_bytes(&b"X-Content-Type-Options"[..], &b"nosniff"[..])
-                .expect("a valid header");
-        let resp = tiny_http::Response::from_data(body)
-            .with_status_code(status)
-            .with_header(header)
-            .with_header(nosniff);
-        // A client that went away is no reason to stop.
-        let _ = req.respond(resp);
-    }
-    Ok(Exit::Ok)
-}
-
-fn has_display() -> bool {
-    cfg!(target_os = "macos")
-        || cfg!(windows)
-        || std::env::var_os("DISPLAY").is_some_and(|v| !v.is_empty())
-        || std::env::var_os("WAYLAND_DISPLAY").is_some_and(|v| !v.is_empty())
-}
-
-fn open_browser(url: &str) {
-    let program = if cfg!(target_os = "macos") {
-        "open"
-    } else {
-        "xdg-open"
-    };
-    let spawned = std::process::Command::new(program)
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    if spawned.is_err() {
-        eprintln!("fragscope: could not start {program}; open {url} in a browser");
-    }
-}
-
-pub(super) type Answer = (u16, &'static str, Vec<u8>);
-
-pub(super) fn text(status: u16, msg: &str) -> Answer {
-    (
-        status,
-        "text/plain; charset=utf-8",
-        format!("{msg}\n").into_bytes(),
-    )
-}
-
-fn json(v: &serde_json::Value) -> Answer {
-    (
-        200,
-        "application/json",
-        serde_json::to_vec(v).expect("JSON values serialize"),
-    )
-}
-
-/// A `Host` header a page served on a loopback address may be reached by:
-/// another name pointing at 127.0.0.1 (DNS rebinding) is refused.
-fn loopback_host(host: Option<&str>, local: SocketAddr) -> bool {
-    let Some(h) = host else { return true };
-    let port = local.port();
-    [
-        format!("127.0.0.1:{port}"),
-        format!("localhost:{port}"),
-        format!("[::1]:{port}"),
-        format!("{local}"),
-    ]
-    .iter()
-    .any(|ok| h.eq_ignore_ascii_case(ok))
-}
-
-fn answer(
-    req: &tiny_http::Request,
-    local: SocketAddr,
-    page: &str,
-    data: &[u8],
-    api: &mut impl FnMut(&str, &HashMap<&str, &str>) -> Answer,
-) -> Answer {
-    if !matches!(
-        req.method(),
-        tiny_http::Method::Get | tiny_http::Method::Head
-    ) {
-        return text(405, "only GET");
-    }
-    if local.ip().is_loopback() {
-        let host = req
-            .headers()
-            .iter()
-            .find(|h| h.field.equiv("Host"))
-            .map(|h| h.value.as_str());
-        if !loopback_host(host, local) {
-            return text(
-                403,
-                "this server answers requests to the loopback address only",
-            );
-        }
-    }
-    let url = req.url();
-    let (path, query) = url.split_once('?').unwrap_or((url, ""));
-    let q: HashMap<&str, &str> = query
-        .split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .collect();
-    match path {
-        "/" | "/index.html" => (200, "text/html; charset=utf-8", page.as_bytes().to_vec()),
-        "/api/data" => (200, "application/json", data.to_vec()),
-        _ => api(path, &q),
-    }
-}
-
-/// What a server keeps from one scrub to the next: each device's layout of
-/// the last scrub, replayed on from there when the next one steps forward,
-/// and the stacks' entries already written.
-#[derive(Default)]
-struct Scratch {
-    layouts: HashMap<i64, checkpoints::Scratch>,
-    stacks: rv::StackTexts,
-}
-
-/// A snapshot's states, zoomed series and what-if tables.
-fn snapshot_api(
-    snap: &Snapshot,
-    v: &Loaded,
-    scratch: &mut Scratch,
-    path: &str,
-    q: &HashMap<&str, &str>,
-    file: &str,
-) -> Answer {
-    let int = |k: &str| q.get(k).and_then(|x| x.parse::<i64>().ok());
-    let device = |d: Option<i64>| d.filter(|d| v.series.contains_key(d));
-    match path {
-        "/api/state" => {
-            let (Some(d), Some(e)) = (device(int("device")), int("event")) else {
-                return text(400, "/api/state?device=D&event=E (E = -1 for the start)");
-            };
-            let n = snap.trace_of(d).len() as i64;
-            if e < -1 || e >= n.max(0) && !(n == 0 && e == -1) {
-                return text(400, &format!("device {d}: event {e} is not in 0..{n}"));
-            }
-            let at = (e >= 0).then_some(e as usize);
-            let st = v.checkpoints[&d].state_at_in(scratch.layouts.entry(d).or_default(), at);
-            let state = rv::StateJson {
-                style: &v.style,
-                snap,
-                state: &st,
-                stacks: rv::KeptStacks::Texts(&scratch.stacks),
-            };
-            (
-                200,
-                "application/json",
-                serde_json::to_vec(&state).expect("a state serializes"),
-            )
-        }
-        "/api/series" => {
-            let Some(d) = device(int("device")) else {
-                return text(400, "/api/series?device=D&from=E&to=E[&points=N]");
-            };
-            let s = &v.series[&d];
-            let from = int("from").unwrap_or(-1);
-            let to = int("to").unwrap_or(s.len() as i64);
-            let points = int("points").unwrap_or(2000).clamp(2, 20_000) as usize;
-            json(&v.zooms[&d].window(s, from, to, points))
-        }
-        "/api/whatif" => {
-            let Some(d) = device(int("device")) else {
-                return text(400, "/api/whatif?device=D");
-            };
-            if !crate::sim::trace::simulable_devices(snap).contains(&d) {
-                return text(400, &format!("device {d} has no allocations in its trace"));
-            }
-            match what_if_table(&v.style, file, snap, d) {
-                Ok(t) => (200, "text/plain; charset=utf-8", t.into_bytes()),
-                Err(e) => text(500, &e),
-            }
-        }
-        "/api/bands" => {
-            let Some(d) = device(int("device")) else {
-                return text(400, "/api/bands?device=D&from=E&to=E");
-            };
-            let s = &v.series[&d];
-            let from = int("from").unwrap_or(-1);
-            let to = int("to").unwrap_or(s.len() as i64);
-            json(&rv::bands::window_of(snap, s, &v.lifetimes[&d], from, to))
-        }
-        _ => text(
-            404,
-            "not found: this server serves / and /api/{data,state,series,whatif,bands}",
-        ),
-    }
 }
 
 /// `fragscope view DIR`: a directory of rank files opens on an overview of
