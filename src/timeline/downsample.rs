@@ -149,14 +149,19 @@ pub struct Downsampler {
     bucket: Option<Bucket>,
 }
 
-/// The bucket being read: its length, how many of its samples are in, its
-/// first and last samples, their element-wise extremes, and where reserved
-/// peaks (its last maximum) and dips (its first minimum).
+/// A sample's event and time.
+type When = (Option<u32>, Option<i64>);
+
+/// The bucket being read: its length, how many of its samples are in, when
+/// its first and last samples hold, their element-wise extremes, and where
+/// reserved peaks (its last maximum) and dips (its first minimum).
 struct Bucket {
     len: usize,
     seen: usize,
-    first: Sample,
-    last: Sample,
+    /// All a point takes of the first and last samples: a whole sample
+    /// copied at every push was most of a level's cost.
+    first: When,
+    last: When,
     lo: Sample,
     hi: Sample,
     imax: usize,
@@ -206,8 +211,8 @@ impl Downsampler {
             self.bucket = Some(Bucket {
                 len,
                 seen: 1,
-                first: s,
-                last: s,
+                first: (s.event, s.time_us),
+                last: (s.event, s.time_us),
                 lo: s,
                 hi: s,
                 imax: 0,
@@ -225,7 +230,7 @@ impl Downsampler {
         if r < b.rmin {
             (b.rmin, b.imin) = (r, b.seen);
         }
-        b.last = s;
+        b.last = (s.event, s.time_us);
         b.seen += 1;
         self.close_if_full();
     }
@@ -247,8 +252,8 @@ impl Downsampler {
         } else {
             (b.lo, b.hi)
         };
-        (x.event, x.time_us) = (b.first.event, b.first.time_us);
-        (y.event, y.time_us) = (b.last.event, b.last.time_us);
+        (x.event, x.time_us) = b.first;
+        (y.event, y.time_us) = b.last;
         self.out.push(x);
         if b.seen > 1 {
             self.out.push(y);

@@ -1,7 +1,7 @@
 //! Address-keyed maps kept as sorted vectors of keys (a binary search
 //! touches only the keys): [`VecMap`] for the segments of a device, with the
-//! values in a second vector in key order, and [`SlabMap`] for the live
-//! blocks of a segment, with the values out of line.
+//! values boxed in a second vector in key order, and [`SlabMap`] for the
+//! live blocks of a segment, with the values out of line.
 //!
 //! Why not a `BTreeMap`: the replay looks up a segment and its blocks a few
 //! times per trace event, and both sets are small (hundreds of segments,
@@ -31,7 +31,9 @@ pub(crate) type Removed<'a, V> = (V, Option<(u64, &'a V)>, Option<u64>, usize);
 #[derive(Debug)]
 pub(crate) struct VecMap<V> {
     keys: Vec<u64>,
-    vals: Vec<V>,
+    /// Boxed: a segment is a few hundred bytes, and a segment freed below
+    /// hundreds of others moved them all at every `segment_free`.
+    vals: Vec<Box<V>>,
     /// Slot of the last successful look-up (a guess; checked before use).
     /// Atomic only so that a shared layout stays `Sync`.
     hint: AtomicUsize,
@@ -84,11 +86,11 @@ impl<V> VecMap<V> {
     }
 
     pub fn get(&self, k: &u64) -> Option<&V> {
-        self.slot(*k).map(|i| &self.vals[i])
+        self.slot(*k).map(|i| &*self.vals[i])
     }
 
     pub fn get_mut(&mut self, k: &u64) -> Option<&mut V> {
-        self.slot(*k).map(|i| &mut self.vals[i])
+        self.slot(*k).map(|i| &mut *self.vals[i])
     }
 
     pub fn contains_key(&self, k: &u64) -> bool {
@@ -100,14 +102,14 @@ impl<V> VecMap<V> {
         // Appending in address order (building a layout) skips the search.
         if self.keys.last().is_none_or(|&l| l < k) {
             self.keys.push(k);
-            self.vals.push(v);
+            self.vals.push(Box::new(v));
             return;
         }
         match self.keys.binary_search(&k) {
-            Ok(i) => self.vals[i] = v,
+            Ok(i) => *self.vals[i] = v,
             Err(i) => {
                 self.keys.insert(i, k);
-                self.vals.insert(i, v);
+                self.vals.insert(i, Box::new(v));
             }
         }
     }
@@ -115,11 +117,11 @@ impl<V> VecMap<V> {
     pub fn remove(&mut self, k: &u64) -> Option<V> {
         let i = self.slot(*k)?;
         self.keys.remove(i);
-        Some(self.vals.remove(i))
+        Some(*self.vals.remove(i))
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&u64, &V)> + ExactSizeIterator {
-        self.keys.iter().zip(self.vals.iter())
+        self.keys.iter().zip(self.vals.iter().map(|v| &**v))
     }
 
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &u64> + ExactSizeIterator {
@@ -127,7 +129,7 @@ impl<V> VecMap<V> {
     }
 
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> + ExactSizeIterator {
-        self.vals.iter()
+        self.vals.iter().map(|v| &**v)
     }
 
     /// The entry with the largest key `<= k`.
@@ -197,11 +199,20 @@ impl<V> std::ops::Index<&u64> for VecMap<V> {
     }
 }
 
+/// A boxed value, borrowed.
+fn unbox<V>(v: &Box<V>) -> &V {
+    v
+}
+
 impl<'a, V> IntoIterator for &'a VecMap<V> {
     type Item = (&'a u64, &'a V);
-    type IntoIter = std::iter::Zip<std::slice::Iter<'a, u64>, std::slice::Iter<'a, V>>;
+    type IntoIter = std::iter::Zip<
+        std::slice::Iter<'a, u64>,
+        std::iter::Map<std::slice::Iter<'a, Box<V>>, fn(&'a Box<V>) -> &'a V>,
+    >;
     fn into_iter(self) -> Self::IntoIter {
-        self.keys.iter().zip(self.vals.iter())
+        let unbox: fn(&'a Box<V>) -> &'a V = unbox;
+        self.keys.iter().zip(self.vals.iter().map(unbox))
     }
 }
 
