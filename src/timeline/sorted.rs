@@ -199,11 +199,6 @@ impl<V> std::ops::Index<&u64> for VecMap<V> {
     }
 }
 
-/// A boxed value, borrowed.
-fn unbox<V>(v: &Box<V>) -> &V {
-    v
-}
-
 impl<'a, V> IntoIterator for &'a VecMap<V> {
     type Item = (&'a u64, &'a V);
     type IntoIter = std::iter::Zip<
@@ -211,7 +206,7 @@ impl<'a, V> IntoIterator for &'a VecMap<V> {
         std::iter::Map<std::slice::Iter<'a, Box<V>>, fn(&'a Box<V>) -> &'a V>,
     >;
     fn into_iter(self) -> Self::IntoIter {
-        let unbox: fn(&'a Box<V>) -> &'a V = unbox;
+        let unbox: fn(&'a Box<V>) -> &'a V = <Box<V> as AsRef<V>>::as_ref;
         self.keys.iter().zip(self.vals.iter().map(unbox))
     }
 }
