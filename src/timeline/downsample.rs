@@ -96,14 +96,9 @@ pub fn downsample_series(samples: &Series, max_points: usize) -> Vec<Sample> {
     )
 }
 
-/// [`downsample_series`] handing each point to `emit` as its bucket
-/// closes: the points are never held together.
-pub fn downsample_series_each(samples: &Series, max_points: usize, mut emit: impl FnMut(Sample)) {
-    downsample_series_levels(samples, &[max_points], |_, s| emit(s));
-}
-
-/// [`downsample_series_each`] at each of `levels` (their `max_points`)
-/// from one read of the series: `emit(k, point)` for level `k`.
+/// [`downsample_series`] at each of `levels` (their `max_points`) from one
+/// read of the series, handing each point to `emit(k, point)` for level
+/// `k` as its bucket closes: the points are never held together.
 pub fn downsample_series_levels(
     samples: &Series,
     levels: &[usize],
@@ -387,9 +382,6 @@ mod tests {
             prop_assert_eq!(d.iter().map(|x| x.reserved).max().unwrap(), peak);
             prop_assert_eq!(d.iter().map(|x| x.lay().largest_free_gap).min().unwrap(), dip);
             prop_assert_eq!(&downsample_series(&Series::from(s.clone()), max), &d);
-            let mut each = Vec::new();
-            downsample_series_each(&Series::from(s.clone()), max, |p| each.push(p));
-            prop_assert_eq!(&each, &d);
             // Levels cut in one read are those cut one at a time.
             let levels = [max, max * 3, 2];
             let mut at: Vec<Vec<Sample>> = vec![Vec::new(); levels.len()];
