@@ -46,8 +46,13 @@ pub fn default_sweep(
     device: i64,
     capacity: Option<u64>,
 ) -> Result<sim::SimReport, sim::SimError> {
+    sim::simulate_device(snap, device, &default_configs(snap), capacity)
+}
+
+/// The settings [`default_sweep`] tries besides the recorded ones.
+pub fn default_configs(snap: &crate::model::Snapshot) -> Vec<SimConfig> {
     let (recorded, _, _) = sim::run::recorded_config(snap);
-    sim::simulate_device(snap, device, &sim::default_sweep(&recorded), capacity)
+    sim::default_sweep(&recorded)
 }
 
 pub fn run(a: Args, g: &Global) -> anyhow::Result<Exit> {

@@ -243,8 +243,7 @@ fn load<'s, 'a>(
     } else {
         table_devices(snap, device)
     };
-    let (recorded, _, _) = crate::sim::run::recorded_config(snap);
-    let sweep = crate::sim::default_sweep(&recorded);
+    let sweep = super::simulate::default_configs(snap);
     let ((report, checkpoints), runs) =
         pipeline::what_if_beside(snap, &tables_of, &sweep, |feed| {
             // Served, the checkpoints are one more replay of each device: made
