@@ -39,6 +39,10 @@ const SHAPES: &[(&str, &[&str])] = &[
             "0.8",
         ],
     ),
+    // Deeper stacks than py-deep, nearly each event its own: the frames
+    // lists (references to shared frames) far outnumber the file's other
+    // values, and must not be taken for shared references that expand.
+    ("py-verydeep", &["--depth", "200-600", "--sites", "2000"]),
     (
         "py-pressure",
         &[

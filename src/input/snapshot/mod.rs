@@ -162,7 +162,11 @@ struct Cx<'a> {
 /// shared records needs at most one unit per node and per reference, so the
 /// budget is twice that plus a constant: memory and time stay linear in the
 /// input, and only a file built to expand is refused.
-pub fn expansion_budget(a: &Arena) -> u64 {
+///
+/// `taken_stacks` are the frames lists the decoder read straight into its
+/// sink (each distinct list once, its frames references in the file):
+/// they count as the lists of the arena do.
+pub fn expansion_budget(a: &Arena, taken_stacks: &[Box<[Vid]>]) -> u64 {
     let refs: u64 = a
         .nodes
         .iter()
@@ -174,7 +178,8 @@ pub fn expansion_budget(a: &Arena) -> u64 {
             Node::Trace(_, n) => *n as u64,
             _ => 0,
         })
-        .sum();
+        .sum::<u64>()
+        + taken_stacks.iter().map(|s| s.len() as u64).sum::<u64>();
     2 * (a.values() + refs) + 4096
 }
 
@@ -314,7 +319,7 @@ fn walk(a: &Arena, root: Vid, sink: TraceSink) -> Result<Walked, (SchemaError, b
         needs_entries: false,
         stack2_cache: HashMap::default(),
         work: 0,
-        budget: expansion_budget(a),
+        budget: expansion_budget(a, &pstacks),
     };
     let mut snap = Snapshot::default();
     let r = cx.root(root, &mut snap);
