@@ -334,12 +334,18 @@ impl<V: Copy> Iterator for Backward<'_, V> {
 }
 
 /// A pool's cached blocks in the order of PyTorch's `BlockComparatorSize`
-/// (stream as an unsigned number, size, address): one map a stream (a pool
-/// seldom sees more than two), keyed by size and address.
+/// (stream as an unsigned number, size, address): one map a stream, keyed
+/// by size and address.
+///
+/// A pool mostly sees one or two streams, but a program may use hundreds
+/// (a stream per communicator, per pipeline stage, per request): a stream
+/// is found by a scan of the streams' numbers alone, contiguous.
 #[derive(Debug, Clone, Default)]
 pub(super) struct FreeIndex {
-    /// Ascending by stream.
-    streams: Vec<(u64, ChunkedMap<BlockId>)>,
+    /// The streams, ascending.
+    ids: Vec<u64>,
+    /// Each stream's map.
+    maps: Vec<ChunkedMap<BlockId>>,
 }
 
 type BlockId = usize;
@@ -387,37 +393,49 @@ fn entry((k, id): (u128, BlockId)) -> (u64, u64, BlockId) {
 
 impl FreeIndex {
     pub fn len(&self) -> usize {
-        self.streams.iter().map(|(_, m)| m.len()).sum()
+        self.maps.iter().map(|m| m.len()).sum()
     }
 
-    /// The place of stream `s`'s map in `streams`.
+    /// The place of stream `s` in `ids`: `Ok` where it is, `Err` where it
+    /// would go. A scan: most requests name the first stream or the
+    /// first few, which a binary search would reach last.
+    #[inline]
+    fn search(&self, s: u64) -> Result<usize, usize> {
+        match self.ids.iter().position(|&x| x >= s) {
+            Some(i) if self.ids[i] == s => Ok(i),
+            Some(i) => Err(i),
+            None => Err(self.ids.len()),
+        }
+    }
+
+    /// The place of stream `s`'s map in `maps`.
     #[inline]
     fn stream_ix(&self, s: u64) -> Option<usize> {
-        self.streams.iter().position(|(x, _)| *x == s)
+        self.search(s).ok()
     }
 
     #[inline]
     fn stream(&self, s: u64) -> Option<&ChunkedMap<BlockId>> {
-        self.stream_ix(s).map(|i| &self.streams[i].1)
+        self.stream_ix(s).map(|i| &self.maps[i])
     }
 
     /// Adds block `id`; false when its key was there.
     pub fn insert(&mut self, s: u64, size: u64, addr: u64, id: BlockId) -> bool {
-        let i = match self.streams.iter().position(|(x, _)| *x >= s) {
-            Some(i) if self.streams[i].0 == s => i,
-            at => {
-                let i = at.unwrap_or(self.streams.len());
-                self.streams.insert(i, (s, ChunkedMap::default()));
+        let i = match self.search(s) {
+            Ok(i) => i,
+            Err(i) => {
+                self.ids.insert(i, s);
+                self.maps.insert(i, ChunkedMap::default());
                 i
             }
         };
-        self.streams[i].1.insert(key(size, addr), id)
+        self.maps[i].insert(key(size, addr), id)
     }
 
     /// Takes the block at (stream, size, address) out; false when none was.
     pub fn remove(&mut self, s: u64, size: u64, addr: u64) -> bool {
         self.stream_ix(s)
-            .is_some_and(|i| self.streams[i].1.remove(key(size, addr)).is_some())
+            .is_some_and(|i| self.maps[i].remove(key(size, addr)).is_some())
     }
 
     pub fn contains(&self, s: u64, size: u64, addr: u64, id: BlockId) -> bool {
@@ -432,7 +450,7 @@ impl FreeIndex {
         match self.stream_ix(s) {
             Some(i) => FreeCursor {
                 stream: i,
-                it: self.streams[i].1.range_from(key(size, 0)),
+                it: self.maps[i].range_from(key(size, 0)),
             },
             None => FreeCursor {
                 stream: 0,
@@ -444,23 +462,21 @@ impl FreeIndex {
     /// Takes out the block a cursor of this index returned last (with no
     /// change since).
     pub fn remove_at(&mut self, at: FreePos) -> BlockId {
-        self.streams[at.stream].1.remove_at(at.pos)
+        self.maps[at.stream].remove_at(at.pos)
     }
 
     /// Where stream `s`'s block of `size` bytes at `addr` is (`None` when
     /// it is not cached).
     pub fn find(&self, s: u64, size: u64, addr: u64) -> Option<FreePos> {
         let stream = self.stream_ix(s)?;
-        let pos = self.streams[stream].1.find(key(size, addr))?;
+        let pos = self.maps[stream].find(key(size, addr))?;
         Some(FreePos { stream, pos })
     }
 
     /// Takes out the block at `at` (with no change since it was found) and
     /// adds block `id`, of the same stream, in one move where it can.
     pub fn replace_at(&mut self, at: FreePos, size: u64, addr: u64, id: BlockId) {
-        self.streams[at.stream]
-            .1
-            .replace_at(at.pos, key(size, addr), id);
+        self.maps[at.stream].replace_at(at.pos, key(size, addr), id);
     }
 
     /// Stream `s`'s blocks of fewer than `size` bytes, largest first.
@@ -472,9 +488,9 @@ impl FreeIndex {
 
     /// The largest size cached (0 with none).
     pub fn largest(&self) -> u64 {
-        self.streams
+        self.maps
             .iter()
-            .filter_map(|(_, m)| m.last())
+            .filter_map(|m| m.last())
             .map(|e| entry(e).0)
             .max()
             .unwrap_or(0)
@@ -482,10 +498,10 @@ impl FreeIndex {
 
     /// Every block as (stream, size, address, block), in the pool's order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64, u64, BlockId)> + '_ {
-        self.streams.iter().flat_map(|(s, m)| {
+        self.ids.iter().zip(&self.maps).flat_map(|(&s, m)| {
             m.iter().map(move |e| {
                 let (size, addr, id) = entry(e);
-                (*s, size, addr, id)
+                (s, size, addr, id)
             })
         })
     }
@@ -583,6 +599,75 @@ mod tests {
             }
             check(&s, &b);
             assert!(s.chunks.is_empty() && s.is_empty());
+        }
+    }
+
+    /// Random inserts, removes and replacements over a few streams or
+    /// hundreds, against a `BTreeSet` of (stream, size, address, block):
+    /// the same blocks in the same order, the same largest size, the same
+    /// best fits.
+    #[test]
+    fn free_index_answers_as_a_btree_set() {
+        use std::collections::BTreeSet;
+        let mut next = crate::model::test_support::below(0x9e37_79b9_7f4a_7c15);
+        for round in 0..40 {
+            let streams = [1u64, 3, 9, 300][round % 4];
+            let sizes = [4u64, 50, 1 << 30][round % 3];
+            let mut f = FreeIndex::default();
+            let mut b: BTreeSet<(u64, u64, u64, BlockId)> = BTreeSet::new();
+            for i in 0..2000usize {
+                // Streams as PyTorch numbers them: 0 and pointer values.
+                let s = match next(streams) {
+                    0 => 0,
+                    n => 0x7f00_0000_0000 + 0x100 * n,
+                };
+                let (size, addr) = (1 + next(sizes), next(1 << 20) << 9);
+                match next(5) {
+                    0 | 1 => {
+                        let fresh = !b.iter().any(|e| (e.0, e.1, e.2) == (s, size, addr));
+                        assert_eq!(f.insert(s, size, addr, i), fresh);
+                        if fresh {
+                            b.insert((s, size, addr, i));
+                        }
+                    }
+                    2 => {
+                        // The best fit, taken out or replaced by its remainder.
+                        let mut c = f.from(s, size);
+                        let got = c.next();
+                        let want = b.range((s, size, 0, 0)..).next().filter(|e| e.0 == s);
+                        assert_eq!(got, want.map(|e| (e.1, e.2, e.3)));
+                        if let Some(&(_, bs, ba, bid)) = want {
+                            let at = c.last_at();
+                            b.remove(&(s, bs, ba, bid));
+                            let rest = (bs - size / 2, ba + 1);
+                            let taken = b.iter().any(|e| (e.0, e.1, e.2) == (s, rest.0, rest.1));
+                            if next(2) == 0 && rest.0 > 0 && rest.0 != bs && !taken {
+                                f.replace_at(at, rest.0, rest.1, bid);
+                                b.insert((s, rest.0, rest.1, bid));
+                            } else {
+                                assert_eq!(f.remove_at(at), bid);
+                            }
+                        }
+                    }
+                    _ => {
+                        if let Some(&e) = b.iter().nth(next(b.len() as u64 + 1) as usize) {
+                            let at = f.find(e.0, e.1, e.2).expect("cached");
+                            assert_eq!(f.remove_at(at), e.3);
+                            b.remove(&e);
+                        } else {
+                            assert!(!f.remove(s, size, addr));
+                        }
+                    }
+                }
+                assert_eq!(f.largest(), b.iter().map(|e| e.1).max().unwrap_or(0));
+                assert_eq!(f.len(), b.len());
+            }
+            assert!(f.iter().eq(b.iter().copied()));
+            for &(s, size, addr, id) in &b {
+                assert!(f.contains(s, size, addr, id));
+                assert!(f.remove(s, size, addr));
+            }
+            assert_eq!((f.len(), f.largest()), (0, 0));
         }
     }
 }
