@@ -69,6 +69,10 @@ pub fn lcs_len<T: Eq + Hash>(a: &[T], b: &[T]) -> usize {
 /// Pinzon and Reid (2001): one bit per element of `b`, all ones at first;
 /// for each element x of `a`, V = (V + (V & M)) | (V & !M), M the positions
 /// of x in `b`; the LCS is the count of zero bits.
+///
+/// [`PASS`] elements of `a` are taken in one pass over the words
+/// ([`step_n`]): each word is read and written once for all of them, and
+/// their carry chains run side by side.
 fn lcs_bits<T: Eq + Hash>(a: &[T], b: &[T]) -> usize {
     if a.is_empty() || b.is_empty() {
         return 0;
@@ -86,10 +90,10 @@ fn lcs_bits<T: Eq + Hash>(a: &[T], b: &[T]) -> usize {
     let words = b.len().div_ceil(64);
     // An element found at least once a word has its bits made once (at
     // most 64 such elements: 8 bytes an element of `b` in all); any other
-    // sets its few bits in `scratch` for each element of `a` that names it,
-    // and clears them after. Setting every position for every element of
-    // `a` cost the product of the two counts of each element: quadratic on
-    // a recording whose segments are mostly of one size.
+    // sets its few bits in a scratch vector for each element of `a` that
+    // names it, and clears them after. Setting every position for every
+    // element of `a` cost the product of the two counts of each element:
+    // quadratic on a recording whose segments are mostly of one size.
     let dense: Vec<Option<Vec<u64>>> = positions
         .iter()
         .map(|p| (p.len() >= words).then(|| bits_of(p, words)))
@@ -97,22 +101,46 @@ fn lcs_bits<T: Eq + Hash>(a: &[T], b: &[T]) -> usize {
     // The bits above `b.len()` stay ones: they never match, and a carry
     // into them is ORed back with the ones of V & !M.
     let mut v = vec![u64::MAX; words];
-    let mut scratch = vec![0u64; words];
-    for x in a {
-        let Some(&id) = ids.get(x) else {
-            continue; // M = 0 leaves V as it is.
-        };
-        // Words below the first match take no carry and stay as they are.
-        let lo = positions[id][0] / 64;
-        match &dense[id] {
-            Some(m) => step(&mut v[lo..], &m[lo..]),
-            None => {
+    let mut scratch: [Vec<u64>; PASS] = std::array::from_fn(|_| vec![0u64; words]);
+    // An element not in `b` (M = 0) leaves V as it is.
+    let mut xs = a.iter().filter_map(|x| ids.get(x).copied()).peekable();
+    // Words below an element's first match take no carry and stay as they
+    // are: a pass starts at the lowest of its elements' first words.
+    let first = |id: usize| positions[id][0] / 64;
+    let mut group = [0usize; PASS];
+    while xs.peek().is_some() {
+        let mut n = 0;
+        while n < PASS
+            && let Some(x) = xs.next()
+        {
+            group[n] = x;
+            n += 1;
+        }
+        let group = &group[..n];
+        for (k, &id) in group.iter().enumerate() {
+            if dense[id].is_none() {
                 for &j in &positions[id] {
-                    scratch[j / 64] |= 1 << (j % 64);
+                    scratch[k][j / 64] |= 1 << (j % 64);
                 }
-                step(&mut v[lo..], &scratch[lo..]);
+            }
+        }
+        let masks: [&[u64]; PASS] = std::array::from_fn(|k| match group.get(k) {
+            Some(&id) => dense[id].as_deref().unwrap_or(&scratch[k]),
+            None => &[],
+        });
+        if n == PASS {
+            let lo = group.iter().map(|&id| first(id)).min().unwrap_or(0);
+            step_n(&mut v[lo..], masks.map(|m| &m[lo..]));
+        } else {
+            for (&id, m) in group.iter().zip(masks) {
+                let lo = first(id);
+                step(&mut v[lo..], &m[lo..]);
+            }
+        }
+        for (k, &id) in group.iter().enumerate() {
+            if dense[id].is_none() {
                 for &j in &positions[id] {
-                    scratch[j / 64] = 0;
+                    scratch[k][j / 64] = 0;
                 }
             }
         }
@@ -133,12 +161,36 @@ fn bits_of(p: &[usize], words: usize) -> Vec<u64> {
 fn step(v: &mut [u64], m: &[u64]) {
     let mut carry = false;
     for (vk, mk) in v.iter_mut().zip(m) {
-        let u = *vk & mk;
-        let (s, c1) = vk.overflowing_add(u);
-        let (s, c2) = s.overflowing_add(carry as u64);
-        carry = c1 || c2;
-        *vk = s | (*vk & !mk);
+        *vk = word(*vk, *mk, &mut carry);
     }
+}
+
+/// Elements of `a` a pass over the words takes.
+const PASS: usize = 4;
+
+/// [`step`] with each mask in turn, in one pass: word k of a step needs
+/// word k of the step before and its own carry from word k - 1.
+fn step_n(v: &mut [u64], masks: [&[u64]; PASS]) {
+    let mut carries = [false; PASS];
+    // Each mask as long as `v`: no bound to check in the loop.
+    let masks = masks.map(|m| &m[..v.len()]);
+    for (k, vk) in v.iter_mut().enumerate() {
+        let mut w = *vk;
+        for (m, c) in masks.iter().zip(&mut carries) {
+            w = word(w, m[k], c);
+        }
+        *vk = w;
+    }
+}
+
+/// One word of a step: its new value, and the carry into the next word.
+#[inline(always)]
+fn word(v: u64, m: u64, carry: &mut bool) -> u64 {
+    let u = v & m;
+    let (s, c1) = v.overflowing_add(u);
+    let (s, c2) = s.overflowing_add(*carry as u64);
+    *carry = c1 || c2;
+    s | (v & !m)
 }
 
 /// Size of the multiset intersection of two ascending lists.
