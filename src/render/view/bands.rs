@@ -201,8 +201,7 @@ fn window(
     at.dedup();
     let mut events = Vec::with_capacity(at.len());
     let mut rest = Vec::with_capacity(at.len());
-    for &s in &at {
-        let sample = series.at(s);
+    for sample in series.at_ascending(&at) {
         let e = sample.event.map_or(-1, i64::from);
         let shown: u64 = chosen
             .iter()

@@ -377,6 +377,33 @@ impl Packed {
         r
     }
 
+    /// Rows at ascending indices `at` (each below `len`), each as
+    /// [`Packed::row`] gives it: a row in the block of the one before it
+    /// is decoded on from that one, not from the block's start again.
+    fn rows_ascending(&self, at: &[usize], mut f: impl FnMut(usize, Row)) {
+        // The row before `next`, and where `next`'s bytes start.
+        let mut next = 0;
+        let mut pos = 0;
+        let mut r = Row::default();
+        for &i in at {
+            if i + 1 == self.len {
+                f(i, self.last);
+                continue;
+            }
+            let same_block = next > 0 && next <= i + 1 && (next - 1) / CHECKPOINT == i / CHECKPOINT;
+            if !same_block {
+                next = i - i % CHECKPOINT;
+                pos = self.checkpoints[i / CHECKPOINT];
+                r = Row::default();
+            }
+            for _ in next..=i {
+                r.advance(&self.bytes, &mut pos);
+            }
+            next = i + 1;
+            f(i, r);
+        }
+    }
+
     /// Rows `first..` to the end of `first`'s checkpoint block, into `out`.
     fn block(&self, first: usize, out: &mut Vec<Row>) {
         out.clear();
@@ -495,6 +522,21 @@ impl Series {
         match &self.store {
             Store::Compact(p) => (i < p.len).then(|| p.row(i).sample(i)),
             Store::Plain(v) => v.get(i).copied(),
+        }
+    }
+
+    /// Samples `at` (ascending, each below [`Series::len`]), as
+    /// [`Series::at`] gives each: a block of rows is decoded once for all
+    /// the samples in it, where each sample decoded it from its start.
+    pub fn at_ascending(&self, at: &[usize]) -> Vec<Sample> {
+        debug_assert!(at.is_sorted());
+        match &self.store {
+            Store::Compact(p) => {
+                let mut out = Vec::with_capacity(at.len());
+                p.rows_ascending(at, |i, r| out.push(r.sample(i)));
+                out
+            }
+            Store::Plain(v) => at.iter().map(|&i| v[i]).collect(),
         }
     }
 

@@ -186,9 +186,17 @@ proptest! {
     fn any_samples_read_back_exactly(
         steps in prop::collection::vec(step(), 0..(4 * CHECKPOINT + 3)),
         split in any::<prop::sample::Index>(),
+        picks in prop::collection::vec(any::<prop::sample::Index>(), 0..40),
     ) {
         let (v, all_fit) = samples(&steps);
         let s = Series::from(v.clone());
+        // Any ascending indices, repeats and the last one included.
+        if !v.is_empty() {
+            let mut at: Vec<usize> = picks.iter().map(|p| p.index(v.len())).collect();
+            at.sort_unstable();
+            let want: Vec<Sample> = at.iter().map(|&i| v[i]).collect();
+            prop_assert_eq!(s.at_ascending(&at), want);
+        }
         prop_assert_eq!(s.is_compact(), all_fit);
         prop_assert_eq!(s.len(), v.len());
         for (i, x) in v.iter().enumerate() {
