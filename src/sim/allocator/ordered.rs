@@ -83,7 +83,14 @@ impl<V: Copy> ChunkedMap<V> {
         ch.keys.binary_search(&k).ok().map(|i| ch.vals[i])
     }
 
+    /// The largest key, read from the chunks' largest keys alone.
+    #[inline]
+    pub fn last_key(&self) -> Option<u128> {
+        self.maxes.last().copied()
+    }
+
     /// The largest key and its value.
+    #[cfg(test)]
     pub fn last(&self) -> Option<(u128, V)> {
         let ch = self.chunks.last()?;
         Some((ch.last(), ch.vals[ch.vals.len() - 1]))
@@ -490,8 +497,8 @@ impl FreeIndex {
     pub fn largest(&self) -> u64 {
         self.maps
             .iter()
-            .filter_map(|m| m.last())
-            .map(|e| entry(e).0)
+            .filter_map(|m| m.last_key())
+            .map(|k| (k >> 64) as u64)
             .max()
             .unwrap_or(0)
     }
@@ -516,6 +523,7 @@ mod tests {
         assert_eq!(s.len(), b.len());
         assert!(s.iter().eq(b.iter().map(|(&k, &v)| (k, v))));
         assert_eq!(s.last(), b.last_key_value().map(|(&k, &v)| (k, v)));
+        assert_eq!(s.last_key(), b.last_key_value().map(|(&k, _)| k));
         for (c, ch) in s.chunks.iter().enumerate() {
             assert!(!ch.keys.is_empty() && ch.keys.len() <= CAP);
             assert_eq!(ch.keys.len(), ch.vals.len());
