@@ -44,7 +44,8 @@ not disk. One Markdown table per shape, with the machine and its load:
     scripts/bench.py --matrix --shapes py --sizes 100MB   # the shapes of scripts/make_snapshot.py
 
 --shapes also takes the shapes of scripts/make_snapshot.py (PY_SHAPES:
-py-training, py-shallow, py-deep, py-pressure, py-ring, py-ranks, py-ooms, py-nostack;
+py-training, py-shallow, py-deep, py-pressure, py-ring, py-ranks, py-ooms, py-nostack,
+py-streams, py-verydeep;
 `py` for all of them): files written by Python's own pickler from an allocator
 model and a workload that share no code with `fragscope synth`.
 
@@ -190,6 +191,10 @@ PY_SHAPES = {
     # py-shallow recorded without stack traces: the fewest bytes an event.
     "py-nostack": ["--depth", "2-12", "--sites", "200", "--streams", "16", "--side-rate", "0.97",
                    "--no-stacks"],
+    # A program on 200 streams: a tenth of its events are segment events.
+    "py-streams": ["--streams", "200", "--sites", "500", "--depth", "5-20"],
+    # 20 000 call sites of 200-600 frames, nearly each allocation its own stack.
+    "py-verydeep": ["--depth", "200-600", "--sites", "20000"],
 }
 ALL_SHAPES = MATRIX_SHAPES + list(PY_SHAPES)
 # (label, arguments with {f} the input and {d} a scratch folder, exit codes

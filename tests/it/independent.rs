@@ -44,6 +44,10 @@ const SHAPES: &[(&str, &[&str])] = &[
     // values, and must not be taken for shared references that expand.
     ("py-verydeep", &["--depth", "200-600", "--sites", "2000"]),
     (
+        "py-streams",
+        &["--streams", "200", "--sites", "500", "--depth", "5-20"],
+    ),
+    (
         "py-pressure",
         &[
             "--devices",
