@@ -217,17 +217,10 @@ fn share(matched: usize, a: usize, b: usize) -> Option<f64> {
 
 /// Compares a run (normally under the recorded settings) with the recording.
 pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
-    let rec: Vec<(&str, u64)> = input
-        .recorded_segment_events
-        .iter()
-        .map(|(a, s)| (a.as_str(), *s))
-        .collect();
-    let sim: Vec<(&str, u64)> = run
-        .segment_events
-        .iter()
-        .map(|&(a, size)| (a.name(), size))
-        .collect();
-    let matched = lcs_len(&rec, &sim);
+    let (rec, sim) = named_segment_events(input, run);
+    let matched = run
+        .matched_segment_events
+        .unwrap_or_else(|| lcs_len(&rec, &sim));
     let first_divergence = rec
         .iter()
         .zip(&sim)
@@ -279,6 +272,31 @@ pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
         spurious_ooms: (run.ooms.refused - run.ooms.reproduced) as usize,
         skipped_frees: run.skipped_frees,
     }
+}
+
+/// Segment events, each as (action, size).
+type Named<'a> = Vec<(&'a str, u64)>;
+
+/// The recorded segment events and the run's.
+fn named_segment_events<'a>(input: &'a DeviceInput, run: &SimRun) -> (Named<'a>, Named<'static>) {
+    let rec = input
+        .recorded_segment_events
+        .iter()
+        .map(|(a, s)| (a.as_str(), *s))
+        .collect();
+    let sim = run
+        .segment_events
+        .iter()
+        .map(|&(a, size)| (a.name(), size))
+        .collect();
+    (rec, sim)
+}
+
+/// The recorded segment events that `run` reproduces in order (the
+/// longest common subsequence of the two), as [`measure`] counts them.
+pub fn matched(input: &DeviceInput, run: &SimRun) -> usize {
+    let (rec, sim) = named_segment_events(input, run);
+    lcs_len(&rec, &sim)
 }
 
 #[cfg(test)]

@@ -216,7 +216,7 @@ pub fn run_configs(input: &DeviceInput, configs: &[SimConfig]) -> Result<Vec<Sim
         for &i in &order {
             let (all, plan, put) = (&all, &plan, &put);
             s.spawn_fifo(move |s| {
-                let r = run::run(input, &all[i]);
+                let mut r = run::run(input, &all[i]);
                 for d in (0..all.len()).filter(|&d| plan[d] == Plan::AfterProbe(i)) {
                     match &r {
                         Ok(base) if plan::shares_run(base, &all[d]) => {
@@ -224,6 +224,14 @@ pub fn run_configs(input: &DeviceInput, configs: &[SimConfig]) -> Result<Vec<Sim
                         }
                         _ => s.spawn_fifo(move |_| put(d, run::run(input, &all[d]))),
                     }
+                }
+                // The fidelity's comparison of segment events (quadratic
+                // where the run parts from the recording) is made here,
+                // while other runs go on, not after every run.
+                if i == 0
+                    && let Ok(run) = &mut r
+                {
+                    run.matched_segment_events = Some(fidelity::matched(input, run));
                 }
                 put(i, r);
             });

@@ -332,6 +332,11 @@ pub struct SimRun {
     /// [`super::Simulator::split_probe`] at the end of the run.
     #[serde(skip)]
     pub split_probe: u64,
+    /// The longest common subsequence of the recording's segment events
+    /// and this run's, once worked out ([`super::fidelity::matched`]): the
+    /// run under the recorded settings has it made beside the other runs.
+    #[serde(skip)]
+    pub matched_segment_events: Option<usize>,
 }
 
 fn step(s: &Simulator) -> Step {
@@ -407,6 +412,7 @@ pub fn run_observed(
         counters: Counters::default(),
         final_segments: Vec::new(),
         split_probe: 0,
+        matched_segment_events: None,
     };
     let mut walk = Walk {
         sim,
