@@ -250,10 +250,16 @@ fn load<'s, 'a>(
             // on another thread while the report is built.
             std::thread::scope(|s| {
                 let cps = s.spawn(|| {
-                    snap.devices()
-                        .into_iter()
+                    let of: Vec<i64> = (snap.devices().into_iter())
                         .filter(|d| served && device.is_none_or(|x| x == *d))
-                        .map(|d| (d, Checkpoints::new(snap, d)))
+                        .collect();
+                    let budget = checkpoints::budget_for(l.bytes, of.len());
+                    (of.into_iter())
+                        .map(|d| {
+                            let cp =
+                                Checkpoints::with_budget(snap, d, budget, checkpoints::MIN_EVERY);
+                            (d, cp)
+                        })
                         .collect::<HashMap<_, _>>()
                 });
                 let report = pipeline::build_report_with(

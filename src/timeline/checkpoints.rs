@@ -23,6 +23,22 @@ pub const MIN_EVERY: usize = 4096;
 const MAX_COUNT: usize = 512;
 /// Bytes the saved layouts of one device may take together (about).
 pub const DEFAULT_BUDGET: usize = 256 << 20;
+/// The least [`budget_for`] gives a device: a few checkpoints even on a
+/// small input.
+const MIN_BUDGET: usize = 2 << 20;
+
+/// The budget of each of `devices` devices' checkpoints for an input of
+/// `input_bytes`: a quarter of the input shared among them, within
+/// [`MIN_BUDGET`] and [`DEFAULT_BUDGET`] each. The server holds the model
+/// (about half the input on a long trace) beside them, and stays within
+/// the input's size; the interval this leaves is the layout's size over
+/// the input's bytes an event, whatever the trace's length.
+pub fn budget_for(input_bytes: u64, devices: usize) -> usize {
+    let share = input_bytes / 4 / devices.max(1) as u64;
+    usize::try_from(share)
+        .unwrap_or(usize::MAX)
+        .clamp(MIN_BUDGET, DEFAULT_BUDGET)
+}
 
 /// A layout replayed to a moment, kept for the next one
 /// ([`Checkpoints::state_at_in`]): the number of events replayed into it.

@@ -95,6 +95,21 @@ fn a_small_budget_thins_them_out_and_bounds_them() {
     check("no budget", snap, &none, d, 101);
 }
 
+/// A served page's budget: a quarter of the input shared by its devices,
+/// within a floor and the default, so that its checkpoints and the model
+/// together stay within the input's size.
+#[test]
+fn the_served_budget_follows_the_input() {
+    use fragscope::timeline::checkpoints::{DEFAULT_BUDGET, budget_for};
+    let mib = 1u64 << 20;
+    assert_eq!(budget_for(400 * mib, 1), 100 << 20);
+    assert_eq!(budget_for(400 * mib, 4), 25 << 20);
+    assert_eq!(budget_for(64 * 1024 * mib, 1), DEFAULT_BUDGET);
+    // A small input, or many devices: a few checkpoints still.
+    assert_eq!(budget_for(mib, 1), budget_for(0, 8));
+    assert!(budget_for(0, 0) > 0 && budget_for(0, 0) < 8 << 20);
+}
+
 #[test]
 fn fixtures_with_traces() {
     for name in [
