@@ -172,6 +172,16 @@ pub(super) fn snapshot_api(
 ) -> Answer {
     let int = |k: &str| q.get(k).and_then(|x| x.parse::<i64>().ok());
     let device = |d: Option<i64>| d.filter(|d| v.series.contains_key(d));
+    // A device's series and the events `from..=to` a window asks for (the
+    // whole trace by default).
+    let range = |d: i64| {
+        let s = &v.series[&d];
+        (
+            s,
+            int("from").unwrap_or(-1),
+            int("to").unwrap_or(s.len() as i64),
+        )
+    };
     match path {
         "/api/state" => {
             let (Some(d), Some(e)) = (device(int("device")), int("event")) else {
@@ -199,9 +209,7 @@ pub(super) fn snapshot_api(
             let Some(d) = device(int("device")) else {
                 return text(400, "/api/series?device=D&from=E&to=E[&points=N]");
             };
-            let s = &v.series[&d];
-            let from = int("from").unwrap_or(-1);
-            let to = int("to").unwrap_or(s.len() as i64);
+            let (s, from, to) = range(d);
             let points = int("points").unwrap_or(2000).clamp(2, 20_000) as usize;
             json(&v.zooms[&d].window(s, from, to, points))
         }
@@ -221,9 +229,7 @@ pub(super) fn snapshot_api(
             let Some(d) = device(int("device")) else {
                 return text(400, "/api/bands?device=D&from=E&to=E");
             };
-            let s = &v.series[&d];
-            let from = int("from").unwrap_or(-1);
-            let to = int("to").unwrap_or(s.len() as i64);
+            let (s, from, to) = range(d);
             json(&rv::bands::window_of(snap, s, &v.lifetimes[&d], from, to))
         }
         _ => text(
