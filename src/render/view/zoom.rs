@@ -10,11 +10,13 @@
 
 use super::{columns, window};
 use crate::timeline::downsample::downsample;
-use crate::timeline::{Sample, Series};
+use crate::timeline::{LayoutFigures, Sample, Series};
 use serde_json::Value;
 
-/// About this many buckets are kept a device (two samples each).
-const BUCKETS: usize = 1 << 17;
+/// About this many buckets are kept a device (two points each, 9.4 MB): a
+/// window narrower than this many buckets allow is read from the series,
+/// at most about a sixteenth of it for a window of 2 000 points.
+const BUCKETS: usize = 1 << 16;
 
 /// Each coarser level folds this many buckets of the level below.
 const FOLD: usize = 8;
@@ -26,7 +28,85 @@ const COARSEST: usize = 4096;
 pub struct Zoom {
     /// Finest first: samples per bucket, and two points per bucket in
     /// order (one for a last bucket of one sample).
-    levels: Vec<(usize, Vec<Sample>)>,
+    levels: Vec<(usize, Vec<Point>)>,
+}
+
+/// A bucket's point with the figures a window's columns draw and no more
+/// (`columns(_, false)`), each optional one with whether it was there: 72
+/// bytes where a [`Sample`] takes 136, for 2^17 points a device. Every
+/// figure of a point is the minimum or maximum of that figure alone, and
+/// a window's points are ordered and dated by reserved bytes, event and
+/// time alone, so the figures left out change nothing a window draws.
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    time_us: i64,
+    allocated: u64,
+    active: u64,
+    reserved: u64,
+    external_free: u64,
+    largest_free_gap: u64,
+    free_gaps: u64,
+    fragmentation: f64,
+    /// [`NO_EVENT`] for the start.
+    event: u32,
+    /// Which of the optional figures the sample had ([`TIMED`] …).
+    has: u8,
+}
+
+const _: () = assert!(std::mem::size_of::<Point>() == 72);
+
+const NO_EVENT: u32 = u32::MAX;
+const TIMED: u8 = 1;
+const RESERVED: u8 = 2;
+const EXTERNAL: u8 = 4;
+const LAYOUT: u8 = 8;
+
+impl Point {
+    fn of(s: &Sample) -> Point {
+        let lay = s.lay();
+        let flag = |b: bool, f: u8| if b { f } else { 0 };
+        Point {
+            time_us: s.time_us.unwrap_or(0),
+            allocated: s.allocated,
+            active: s.active,
+            reserved: s.reserved_bytes(),
+            external_free: s.external_bytes(),
+            largest_free_gap: lay.largest_free_gap,
+            free_gaps: lay.free_gaps,
+            fragmentation: lay.fragmentation,
+            // An event index is below u32::MAX (as every sample's is).
+            event: s.event.unwrap_or(NO_EVENT),
+            has: flag(s.time_us.is_some(), TIMED)
+                | flag(s.reserved.is_some(), RESERVED)
+                | flag(s.external_free.is_some(), EXTERNAL)
+                | flag(s.layout.is_some(), LAYOUT),
+        }
+    }
+
+    /// The sample the point was made of, the layout figures a window does
+    /// not draw 0.
+    fn sample(&self) -> Sample {
+        let has = |f: u8| self.has & f != 0;
+        Sample {
+            event: (self.event != NO_EVENT).then_some(self.event),
+            time_us: has(TIMED).then_some(self.time_us),
+            allocated: self.allocated,
+            active: self.active,
+            reserved: has(RESERVED).then_some(self.reserved),
+            external_free: has(EXTERNAL).then_some(self.external_free),
+            layout: has(LAYOUT).then_some(LayoutFigures {
+                largest_free_gap: self.largest_free_gap,
+                free_gaps: self.free_gaps,
+                fragmentation: self.fragmentation,
+                ..LayoutFigures::default()
+            }),
+        }
+    }
+}
+
+/// Two points of a bucket of `samples` (one for a bucket of one).
+fn points_of(samples: &[Sample], out: &mut Vec<Point>) {
+    out.extend(downsample(samples, 2).iter().map(Point::of));
 }
 
 impl Zoom {
@@ -43,7 +123,7 @@ impl Zoom {
                 if buf.is_empty() {
                     break;
                 }
-                points.extend(downsample(&buf, 2));
+                points_of(&buf, &mut points);
             }
             levels.push((per, points));
         }
@@ -51,10 +131,13 @@ impl Zoom {
         // (2 × FOLD points), as one bucket of their samples would fold.
         while let Some((per, points)) = levels.last().filter(|(_, p)| p.len() > COARSEST) {
             let per = per * FOLD;
-            let coarser: Vec<Sample> = points
-                .chunks(2 * FOLD)
-                .flat_map(|c| downsample(c, 2))
-                .collect();
+            let mut coarser = Vec::with_capacity(points.len().div_ceil(FOLD));
+            let mut buf = Vec::with_capacity(2 * FOLD);
+            for c in points.chunks(2 * FOLD) {
+                buf.clear();
+                buf.extend(c.iter().map(Point::sample));
+                points_of(&buf, &mut coarser);
+            }
             levels.push((per, coarser));
         }
         Zoom { levels }
@@ -82,8 +165,105 @@ impl Zoom {
         let a = lo.div_ceil(per);
         let b = (hi + 1) / per;
         let mut seq: Vec<Sample> = series.iter().skip(lo).take(a * per - lo).collect();
-        seq.extend_from_slice(&level[2 * a..2 * b]);
+        seq.extend(level[2 * a..2 * b].iter().map(Point::sample));
         seq.extend(series.iter().skip(b * per).take(hi + 1 - b * per));
         columns(&downsample(&seq, points), false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Samples with every optional figure now there, now not, and every
+    /// layout figure moving.
+    fn samples(n: u32) -> Vec<Sample> {
+        let mut x = 7u64;
+        (0..n)
+            .map(|i| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                let r = x >> 33;
+                // Long stretches without the figure, with it, and with it
+                // now and then, so that whole buckets lack it.
+                let there = |bit: u64| match (u64::from(i) / 37_000 + bit) % 3 {
+                    0 => false,
+                    1 => true,
+                    _ => r >> bit & 7 != 0,
+                };
+                let some = |bit: u64, v: u64| there(bit).then_some(v);
+                Sample {
+                    event: i.checked_sub(1),
+                    time_us: there(3).then_some(i64::from(i) * 10),
+                    allocated: r % 1000,
+                    active: r % 1300,
+                    reserved: some(6, r % 5000),
+                    external_free: some(9, r % 700),
+                    layout: there(12).then_some(LayoutFigures {
+                        internal_free: r % 11,
+                        pending_free: r % 13,
+                        largest_free_gap: r % 400,
+                        free_gaps: r % 17,
+                        fragmentation: (r % 101) as f64 / 100.0,
+                        largest_small_request: r % 19,
+                        largest_large_request: r % 23,
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    /// What a window answered when the levels kept whole samples.
+    fn with_whole_samples(series: &Series, from: i64, to: i64, points: usize) -> Value {
+        let per = series.len().div_ceil(BUCKETS).max(1);
+        let all = series.to_vec();
+        let mut levels: Vec<(usize, Vec<Sample>)> = Vec::new();
+        if per > 1 {
+            levels.push((
+                per,
+                all.chunks(per).flat_map(|c| downsample(c, 2)).collect(),
+            ));
+        }
+        while let Some((per, p)) = levels.last().filter(|(_, p)| p.len() > COARSEST) {
+            let c = p.chunks(2 * FOLD).flat_map(|c| downsample(c, 2)).collect();
+            levels.push((per * FOLD, c));
+        }
+        let n = all.len() as i64;
+        let lo = (from + 1).clamp(0, n - 1) as usize;
+        let hi = (to + 1).clamp(0, n - 1) as usize;
+        let per_point = (hi - lo + 1).div_ceil(points.max(2) / 2);
+        let Some((per, level)) = levels.iter().rev().find(|(p, _)| per_point >= 4 * p) else {
+            return window(series, from, to, points);
+        };
+        let (a, b) = (lo.div_ceil(*per), (hi + 1) / per);
+        let mut seq = all[lo..a * per].to_vec();
+        seq.extend_from_slice(&level[2 * a..2 * b]);
+        seq.extend_from_slice(&all[b * per..=hi]);
+        columns(&downsample(&seq, points.max(2)), false)
+    }
+
+    /// Points keep only what a window draws, and answer every window as
+    /// whole samples did, at every level and past its ends.
+    #[test]
+    fn slim_points_answer_as_whole_samples() {
+        let n = 700_003;
+        let series = Series::from(samples(n));
+        let zoom = Zoom::new(&series);
+        assert!(zoom.levels.len() >= 2, "{} levels", zoom.levels.len());
+        let n = i64::from(n);
+        for (from, to, points) in [
+            (-1, n - 2, 2000),
+            (-1, n - 2, 101),
+            (12_345, 654_321, 1000),
+            (3, 3 + 90_000, 2000),
+            (77, 77 + 40_000, 500),
+            (500, 900, 2000),
+            (-5, n + 5, 300),
+        ] {
+            assert_eq!(
+                zoom.window(&series, from, to, points),
+                with_whole_samples(&series, from, to, points),
+                "{from}..{to} in {points}"
+            );
+        }
     }
 }
