@@ -67,7 +67,7 @@ struct Loaded<'a> {
     /// Every allocation's interval, for the bands' windows the server
     /// answers (served only: a written page makes each device's as it
     /// writes it, [`device_parts`]).
-    lifetimes: HashMap<i64, Vec<timeline::Lifetime>>,
+    lifetimes: HashMap<i64, timeline::Lifetimes<'a>>,
     /// Each device's state checkpoints, served only: a scrub is one of
     /// them and a few thousand events of replay.
     checkpoints: HashMap<i64, Checkpoints<'a>>,
@@ -306,7 +306,7 @@ fn load<'s, 'a>(
     let what_if = what_if(sty, name, snap, &report, served, tables);
     let lifetimes = checkpoints
         .iter()
-        .map(|(d, cp)| (*d, cp.replayer().lifetimes()))
+        .map(|(d, cp)| (*d, cp.replayer().kept_lifetimes()))
         .collect();
     Ok(Loaded {
         style: *sty,

@@ -10,7 +10,7 @@
 
 use super::checkpoints::MomentsAt;
 use super::{MomentState, Origin, Replayer};
-use crate::model::{Action, StackId};
+use crate::model::{Action, Snapshot, StackId, TraceEvent};
 use std::collections::HashMap;
 
 /// One allocation's life in the replay: 48 bytes, since a served page
@@ -67,7 +67,7 @@ const _: () = assert!(std::mem::size_of::<Lifetime>() == 48);
 /// The lifetimes not yet whole, by address: (index, lifetime).
 type Open = HashMap<u64, (usize, Lifetime), foldhash::fast::RandomState>;
 
-impl Replayer<'_> {
+impl<'a> Replayer<'a> {
     /// Every allocated block of the replay, in the order it was allocated
     /// (those older than the trace first, by address).
     pub fn lifetimes(&self) -> Vec<Lifetime> {
@@ -80,6 +80,31 @@ impl Replayer<'_> {
             }
             out[i] = l;
         });
+        out
+    }
+
+    /// [`Replayer::lifetimes`], kept as [`Lifetimes`] (what a served page
+    /// holds for its zoomed windows).
+    pub fn kept_lifetimes(&self) -> Lifetimes<'a> {
+        // At most a lifetime a block of the start and an allocation: room
+        // for them at once, where growing would leave the old room behind.
+        let older = (self.run.start.segs.iter())
+            .map(|(_, s)| s.blocks.len())
+            .sum::<usize>();
+        let allocs = (self.run.trace.iter())
+            .filter(|e| e.action == Action::Alloc)
+            .count();
+        let n = older + allocs;
+        let mut out = Lifetimes {
+            snap: self.snap,
+            trace: self.run.trace,
+            alloc: Vec::with_capacity(n),
+            end: Vec::with_capacity(n),
+            freed: Vec::with_capacity(n),
+            size: Vec::with_capacity(n),
+            whole: HashMap::default(),
+        };
+        self.each_lifetime(|i, l| out.set(i, l));
         out
     }
 
@@ -182,5 +207,85 @@ impl Replayer<'_> {
             done(k, life);
         }
         states.finish()
+    }
+}
+
+/// [`Replayer::lifetimes`] in 20 bytes a lifetime where a [`Lifetime`]
+/// takes 48: its three events and block bytes, with its address,
+/// requested size, stack and stream read back from the allocating event.
+/// A lifetime those are not the event's of (one older than the trace,
+/// whose block another event placed) is kept whole beside them.
+pub struct Lifetimes<'a> {
+    snap: &'a Snapshot,
+    /// The device's trace, which the events index.
+    trace: &'a [TraceEvent],
+    alloc: Vec<u32>,
+    end: Vec<u32>,
+    freed: Vec<u32>,
+    size: Vec<u64>,
+    /// By index: the lifetimes not read back from their event.
+    whole: HashMap<usize, Lifetime, foldhash::fast::RandomState>,
+}
+
+impl Lifetimes<'_> {
+    pub fn len(&self) -> usize {
+        self.alloc.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.alloc.is_empty()
+    }
+
+    /// Lifetime `i`, as [`Replayer::lifetimes`] has it.
+    pub fn get(&self, i: usize) -> Lifetime {
+        if let Some(l) = self.whole.get(&i) {
+            return *l;
+        }
+        let e = &self.trace[self.alloc[i] as usize];
+        Lifetime {
+            address: e.addr(),
+            size: self.size[i],
+            requested: e.size,
+            stream: self.snap.stream(e),
+            frames: e.frames,
+            alloc: self.alloc[i],
+            end: self.end[i],
+            freed: self.freed[i],
+        }
+    }
+
+    /// The allocating event and the end of lifetime `i`, as
+    /// [`Lifetime::alloc`] and [`Lifetime::end`] give them.
+    pub fn events(&self, i: usize) -> (Option<u32>, Option<u32>) {
+        (event(self.alloc[i]), event(self.end[i]))
+    }
+
+    /// The block bytes of lifetime `i`.
+    pub fn size(&self, i: usize) -> u64 {
+        self.size[i]
+    }
+
+    fn set(&mut self, i: usize, l: Lifetime) {
+        if self.len() <= i {
+            // A gap is filled by its own lifetime later.
+            self.alloc.resize(i + 1, NO_EVENT);
+            self.end.resize(i + 1, NO_EVENT);
+            self.freed.resize(i + 1, NO_EVENT);
+            self.size.resize(i + 1, 0);
+        }
+        (self.alloc[i], self.end[i]) = (l.alloc, l.end);
+        (self.freed[i], self.size[i]) = (l.freed, l.size);
+        let read_back = l
+            .alloc()
+            .and_then(|a| self.trace.get(a as usize))
+            .is_some_and(|e| {
+                e.addr() == l.address
+                    && e.size == l.requested
+                    && e.frames == l.frames
+                    && self.snap.stream(e) == l.stream
+            });
+        if !read_back {
+            self.whole.insert(i, l);
+        }
     }
 }

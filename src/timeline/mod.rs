@@ -49,7 +49,7 @@ pub use crate::model::Moment;
 use crate::model::*;
 pub use extremes::KeyMomentsFold;
 use extremes::{first_max_by, min_gap_under_pressure};
-pub use lifetimes::Lifetime;
+pub use lifetimes::{Lifetime, Lifetimes};
 pub use moments::KeyMomentsAt;
 pub use sample::{LayoutFigures, Sample};
 use serde::Serialize;

@@ -40,6 +40,15 @@ fn bands_gathered_in_any_order_are_those_of_every_lifetime() {
             "{shape:?}: each lifetime once, as the whole list has it"
         );
 
+        // Kept compact, as a served page keeps them, each reads back the
+        // same.
+        let kept = replayer.kept_lifetimes();
+        assert_eq!(kept.len(), lives.len(), "{shape:?}");
+        assert!(
+            (0..kept.len()).all(|i| kept.get(i) == lives[i]),
+            "{shape:?}"
+        );
+
         let series = &r.samples;
         // The bands and the page's list of the stacks they name.
         let page = |c: Chosen| {
@@ -54,7 +63,7 @@ fn bands_gathered_in_any_order_are_those_of_every_lifetime() {
             v
         };
         for budget in [0, 300_000, 6 << 20] {
-            let all = Chosen::new(series.len(), budget, usize::MAX).of_all(&lives);
+            let all = Chosen::new(series.len(), budget, usize::MAX).of_all(&kept);
             let mut gathered = Chosen::new(series.len(), budget, usize::MAX);
             replayer.each_lifetime(|i, l| gathered.add(i, &l));
             let (want, got) = (page(all), page(gathered));
@@ -70,4 +79,32 @@ fn bands_gathered_in_any_order_are_those_of_every_lifetime() {
             assert_eq!(largest, live.map(|l| l.size).max(), "{shape:?}");
         }
     }
+}
+
+/// On every real trace, each device's lifetimes kept compact read back as
+/// the whole list has them, those older than the trace (kept whole) too.
+#[test]
+fn kept_lifetimes_read_back_on_real_files() {
+    let (mut lifetimes, mut older) = (0, 0);
+    let present = crate::util::each_real_snapshot(true, |name, snap, _| {
+        for d in snap.devices() {
+            let replayer = Replayer::new(snap, d);
+            let (all, kept) = (replayer.lifetimes(), replayer.kept_lifetimes());
+            assert_eq!(kept.len(), all.len(), "{name} device {d}");
+            for (i, l) in all.iter().enumerate() {
+                assert_eq!(kept.get(i), *l, "{name} device {d} lifetime {i}");
+                assert_eq!(kept.events(i), (l.alloc(), l.end()), "{name}");
+                assert_eq!(kept.size(i), l.size, "{name}");
+            }
+            lifetimes += all.len();
+            older += all.iter().filter(|l| l.alloc().is_none()).count();
+        }
+    });
+    if !present {
+        return;
+    }
+    assert!(
+        lifetimes > 10_000 && older > 0,
+        "{lifetimes} lifetimes, {older} older"
+    );
 }

@@ -18,7 +18,7 @@ use super::PageStacks;
 use crate::analysis::frames::{FrameFacts, frame_display};
 use crate::core::serial::Seq;
 use crate::model::{FrameId, Snapshot, StackId};
-use crate::timeline::{Lifetime, Series};
+use crate::timeline::{Lifetime, Lifetimes, Series};
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
@@ -132,11 +132,15 @@ pub fn stream_text(stream: i64) -> String {
 
 /// The `TOP` largest allocations live in samples `lo..hi`, in allocation
 /// order.
-fn largest_in(lives: &[Lifetime], lo: usize, hi: usize) -> Vec<Lifetime> {
+fn largest_in(lives: &Lifetimes, lo: usize, hi: usize) -> Vec<Lifetime> {
     let mut heap = Largest::new();
-    for (i, l) in lives.iter().enumerate() {
-        if overlaps(l, lo, hi) {
-            push_top(&mut heap, i, l);
+    for i in 0..lives.len() {
+        let (a, b) = live_span(lives.events(i), usize::MAX);
+        // A lifetime no larger than the heap's smallest, allocated after
+        // it, ranks below it: read back only those that may enter.
+        let enters = || heap.len() < TOP || heap.peek().is_some_and(|m| lives.size(i) > m.0.0);
+        if a < hi && b > lo && enters() {
+            push_top(&mut heap, i, &lives.get(i));
         }
     }
     sorted(heap)
@@ -144,8 +148,13 @@ fn largest_in(lives: &[Lifetime], lo: usize, hi: usize) -> Vec<Lifetime> {
 
 /// The samples a lifetime is live in: sample `k` holds after event `k − 1`.
 fn live_samples(l: &Lifetime, len: usize) -> (usize, usize) {
-    let a = l.alloc().map_or(0, |a| a as usize + 1);
-    let b = l.end().map_or(len, |e| (e as usize + 1).min(len));
+    live_span((l.alloc(), l.end()), len)
+}
+
+/// [`live_samples`] of a lifetime's allocating event and end.
+fn live_span((alloc, end): (Option<u32>, Option<u32>), len: usize) -> (usize, usize) {
+    let a = alloc.map_or(0, |a| a as usize + 1);
+    let b = end.map_or(len, |e| (e as usize + 1).min(len));
     (a.min(len), b.max(a.min(len)))
 }
 
@@ -386,9 +395,9 @@ impl Chosen {
     }
 
     /// [`Chosen::add`] of every lifetime of `lives`, each at its index.
-    pub fn of_all(mut self, lives: &[Lifetime]) -> Chosen {
-        for (i, l) in lives.iter().enumerate() {
-            self.add(i, l);
+    pub fn of_all(mut self, lives: &Lifetimes) -> Chosen {
+        for i in 0..lives.len() {
+            self.add(i, &lives.get(i));
         }
         self
     }
@@ -432,13 +441,7 @@ impl Serialize for TierList<'_> {
 
 /// The bands of events `from..=to` (`-1` = the start), with their own
 /// stacks: what a served page asks for when zoomed in.
-pub fn window_of(
-    snap: &Snapshot,
-    series: &Series,
-    lives: &[Lifetime],
-    from: i64,
-    to: i64,
-) -> Value {
+pub fn window_of(snap: &Snapshot, series: &Series, lives: &Lifetimes, from: i64, to: i64) -> Value {
     let n = series.len() as i64;
     if n == 0 {
         return json!({"from": from, "to": to, "event": [], "rest": [], "bands": [], "stacks": []});
