@@ -165,8 +165,8 @@ fn zoomed_windows_keep_their_extremes() {
         .collect();
     let series = Series::from(samples.clone());
     let zoom = fragscope::render::view::Zoom::new(&series);
-    // Windows answered from each level of buckets (10, 80 and 640 samples
-    // a bucket here) and from the samples themselves.
+    // Windows answered from each level of buckets (16, 128 and 1 024
+    // samples a bucket here) and from the samples themselves.
     for (from, to, points) in [
         (-1, n as i64 - 2, 2000),
         (1234, 400_000, 2000),

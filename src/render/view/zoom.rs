@@ -13,10 +13,22 @@ use crate::timeline::downsample::downsample;
 use crate::timeline::{LayoutFigures, Sample, Series};
 use serde_json::Value;
 
-/// About this many buckets are kept a device (two points each, 9.4 MB): a
-/// window narrower than this many buckets allow is read from the series,
-/// at most about a sixteenth of it for a window of 2 000 points.
+/// At most about this many buckets are kept a device (two points each,
+/// 9.4 MB), however long its series.
 const BUCKETS: usize = 1 << 16;
+
+/// No bucket holds fewer samples than this: the points of a device are
+/// at most an eighth of its samples, and a window of fewer than `2 *
+/// MIN_PER` samples a point (64 000 for 2 000 points, a few milliseconds)
+/// is read from the series.
+const MIN_PER: usize = 16;
+
+/// The samples of a bucket of the finest level of a series of `n`, `None`
+/// for a series too short to need levels (a few tens of thousands).
+fn finest_per(n: usize) -> Option<usize> {
+    let per = n.div_ceil(BUCKETS).max(MIN_PER);
+    (n / per > COARSEST / 2).then_some(per)
+}
 
 /// Each coarser level folds this many buckets of the level below.
 const FOLD: usize = 8;
@@ -111,10 +123,9 @@ fn points_of(samples: &[Sample], out: &mut Vec<Point>) {
 
 impl Zoom {
     pub fn new(series: &Series) -> Zoom {
-        let per = series.len().div_ceil(BUCKETS).max(1);
         let mut levels = Vec::new();
-        if per > 1 {
-            let mut points = Vec::new();
+        if let Some(per) = finest_per(series.len()) {
+            let mut points = Vec::with_capacity(2 * series.len().div_ceil(per));
             let mut buf = Vec::with_capacity(per);
             let mut it = series.iter();
             loop {
@@ -214,10 +225,9 @@ mod tests {
 
     /// What a window answered when the levels kept whole samples.
     fn with_whole_samples(series: &Series, from: i64, to: i64, points: usize) -> Value {
-        let per = series.len().div_ceil(BUCKETS).max(1);
         let all = series.to_vec();
         let mut levels: Vec<(usize, Vec<Sample>)> = Vec::new();
-        if per > 1 {
+        if let Some(per) = finest_per(series.len()) {
             levels.push((
                 per,
                 all.chunks(per).flat_map(|c| downsample(c, 2)).collect(),
