@@ -37,19 +37,30 @@ pub(super) fn serve(
     if !a.no_open && has_display() {
         open_browser(&url);
     }
+    // The data once: the page and `/api/data` are read from it as each is
+    // sent, never copied.
     let data = serde_json::to_vec(doc)?;
-    let page = rv::page_of_json(doc.title(), &data);
+    let page = rv::PageOfJson::new(doc.title());
+    let page_len = page.len(&data);
     for req in server.incoming_requests() {
-        let (status, kind, body) = answer(&req, local, &page, &data, &mut api);
+        let (status, kind, body) = answer(&req, local, &mut api);
         let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes())
             .expect("a valid header");
         let nosniff =
             tiny_http::Header::from_bytes(&b"X-Content-Type-Options"[..], &b"nosniff"[..])
                 .expect("a valid header");
-        let resp = tiny_http::Response::from_data(body)
-            .with_status_code(status)
-            .with_header(header)
-            .with_header(nosniff);
+        let (len, reader): (usize, Box<dyn std::io::Read>) = match body {
+            Body::Page => (page_len, Box::new(page.read(&data))),
+            Body::Data => (data.len(), Box::new(&data[..])),
+            Body::Bytes(v) => (v.len(), Box::new(std::io::Cursor::new(v))),
+        };
+        let resp = tiny_http::Response::new(
+            tiny_http::StatusCode(status),
+            vec![header, nosniff],
+            reader,
+            Some(len),
+            None,
+        );
         // A client that went away is no reason to stop.
         let _ = req.respond(resp);
     }
@@ -113,18 +124,25 @@ fn loopback_host(host: Option<&str>, local: SocketAddr) -> bool {
     .any(|ok| h.eq_ignore_ascii_case(ok))
 }
 
+/// What a request is answered with: the page, its data, or bytes made
+/// for it.
+enum Body {
+    Page,
+    Data,
+    Bytes(Vec<u8>),
+}
+
 fn answer(
     req: &tiny_http::Request,
     local: SocketAddr,
-    page: &str,
-    data: &[u8],
     api: &mut impl FnMut(&str, &HashMap<&str, &str>) -> Answer,
-) -> Answer {
+) -> (u16, &'static str, Body) {
+    let made = |(status, kind, body): Answer| (status, kind, Body::Bytes(body));
     if !matches!(
         req.method(),
         tiny_http::Method::Get | tiny_http::Method::Head
     ) {
-        return text(405, "only GET");
+        return made(text(405, "only GET"));
     }
     if local.ip().is_loopback() {
         let host = req
@@ -133,10 +151,10 @@ fn answer(
             .find(|h| h.field.equiv("Host"))
             .map(|h| h.value.as_str());
         if !loopback_host(host, local) {
-            return text(
+            return made(text(
                 403,
                 "this server answers requests to the loopback address only",
-            );
+            ));
         }
     }
     let url = req.url();
@@ -146,9 +164,9 @@ fn answer(
         .filter_map(|kv| kv.split_once('='))
         .collect();
     match path {
-        "/" | "/index.html" => (200, "text/html; charset=utf-8", page.as_bytes().to_vec()),
-        "/api/data" => (200, "application/json", data.to_vec()),
-        _ => api(path, &q),
+        "/" | "/index.html" => (200, "text/html; charset=utf-8", Body::Page),
+        "/api/data" => (200, "application/json", Body::Data),
+        _ => made(api(path, &q)),
     }
 }
 
