@@ -28,16 +28,16 @@ pub const DEFAULT_BUDGET: usize = 256 << 20;
 const MIN_BUDGET: usize = 2 << 20;
 
 /// The budget of each of `devices` devices' checkpoints for an input of
-/// `input_bytes`: an eighth of the input shared among them, within
+/// `input_bytes`: a sixteenth of the input shared among them, within
 /// [`MIN_BUDGET`] and [`DEFAULT_BUDGET`] each. The layouts' resident
 /// memory is about one and a half times their estimated bytes (the
 /// allocator's own, and the room of the layouts dropped as the interval
-/// doubles), about a fifth of the input; the server holds the model (about
+/// doubles), about a tenth of the input; the server holds the model (about
 /// half the input on a long trace) beside them. The interval this leaves
 /// is the layout's size over the input's bytes an event, whatever the
 /// trace's length.
 pub fn budget_for(input_bytes: u64, devices: usize) -> usize {
-    let share = input_bytes / 8 / devices.max(1) as u64;
+    let share = input_bytes / 16 / devices.max(1) as u64;
     usize::try_from(share)
         .unwrap_or(usize::MAX)
         .clamp(MIN_BUDGET, DEFAULT_BUDGET)

@@ -102,8 +102,8 @@ fn a_small_budget_thins_them_out_and_bounds_them() {
 fn the_served_budget_follows_the_input() {
     use fragscope::timeline::checkpoints::{DEFAULT_BUDGET, budget_for};
     let mib = 1u64 << 20;
-    assert_eq!(budget_for(400 * mib, 1), 50 << 20);
-    assert_eq!(budget_for(400 * mib, 4), 25 << 19);
+    assert_eq!(budget_for(400 * mib, 1), 25 << 20);
+    assert_eq!(budget_for(400 * mib, 4), 25 << 18);
     assert_eq!(budget_for(64 * 1024 * mib, 1), DEFAULT_BUDGET);
     // A small input, or many devices: a few checkpoints still.
     assert_eq!(budget_for(mib, 1), budget_for(0, 8));
