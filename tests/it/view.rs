@@ -320,6 +320,34 @@ pub(crate) fn get(srv: &Server, target: &str) -> (u16, String) {
     http(srv.addr, "GET", target, &srv.addr.to_string(), None)
 }
 
+/// The served page and its data are serialized as they are sent: the page
+/// holds the data `/api/data` answers (with `<` written `\u003c`), the
+/// same bytes on every request, and a client gone mid-way stops nothing.
+#[test]
+fn served_page_and_data_are_one_document() {
+    let file = fixture(OOM_FIXTURE);
+    let srv = Server::start(&file, &[]);
+    let (code, data) = get(&srv, "/api/data");
+    assert_eq!(code, 200);
+    let (code, page) = get(&srv, "/");
+    assert_eq!(code, 200);
+    let open = "<script id=\"fragscope-data\" type=\"application/json\">";
+    let start = page.find(open).unwrap() + open.len();
+    let end = start + page[start..].find("</script>").unwrap();
+    assert_eq!(page[start..end], data.replace('<', "\\u003c"));
+    assert!(
+        data.contains('<'),
+        "a stack names <module>: the escape is tried"
+    );
+    // A client that reads a few bytes and goes.
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    write!(s, "GET / HTTP/1.1\r\nHost: {}\r\n\r\n", srv.addr).unwrap();
+    let _ = s.read(&mut [0; 16]).unwrap();
+    drop(s);
+    assert_eq!(get(&srv, "/api/data"), (200, data.clone()));
+    assert_eq!(get(&srv, "/").1, page);
+}
+
 #[test]
 fn server_serves_only_its_data() {
     let file = fixture(OOM_FIXTURE);

@@ -37,11 +37,6 @@ pub(super) fn serve(
     if !a.no_open && has_display() {
         open_browser(&url);
     }
-    // The data once: the page and `/api/data` are read from it as each is
-    // sent, never copied.
-    let data = serde_json::to_vec(doc)?;
-    let page = rv::PageOfJson::new(doc.title());
-    let page_len = page.len(&data);
     for req in server.incoming_requests() {
         let (status, kind, body) = answer(&req, local, &mut api);
         let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes())
@@ -49,22 +44,86 @@ pub(super) fn serve(
         let nosniff =
             tiny_http::Header::from_bytes(&b"X-Content-Type-Options"[..], &b"nosniff"[..])
                 .expect("a valid header");
-        let (len, reader): (usize, Box<dyn std::io::Read>) = match body {
-            Body::Page => (page_len, Box::new(page.read(&data))),
-            Body::Data => (data.len(), Box::new(&data[..])),
-            Body::Bytes(v) => (v.len(), Box::new(std::io::Cursor::new(v))),
+        let respond = |reader: Box<dyn std::io::Read>, len: Option<usize>| {
+            let resp = tiny_http::Response::new(
+                tiny_http::StatusCode(status),
+                vec![header, nosniff],
+                reader,
+                len,
+                None,
+            );
+            // A client that went away is no reason to stop.
+            let _ = req.respond(resp);
         };
-        let resp = tiny_http::Response::new(
-            tiny_http::StatusCode(status),
-            vec![header, nosniff],
-            reader,
-            Some(len),
-            None,
-        );
-        // A client that went away is no reason to stop.
-        let _ = req.respond(resp);
+        let page = match body {
+            Body::Bytes(v) => {
+                let len = v.len();
+                respond(Box::new(std::io::Cursor::new(v)), Some(len));
+                continue;
+            }
+            Body::Page => true,
+            Body::Data => false,
+        };
+        // The page and its data are serialized as they are sent, on
+        // another thread, a few blocks ahead: never held whole.
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(SENT_AHEAD);
+            s.spawn(move || {
+                let mut w = std::io::BufWriter::with_capacity(SENT_BLOCK, Blocks(tx));
+                let _ = if page {
+                    rv::write_page(&mut w, doc.title(), doc)
+                } else {
+                    serde_json::to_writer(&mut w, doc).map_err(std::io::Error::from)
+                }
+                .and_then(|()| w.flush());
+            });
+            respond(
+                Box::new(Received(rx, std::io::Cursor::new(Vec::new()))),
+                None,
+            );
+        });
     }
     Ok(Exit::Ok)
+}
+
+/// Bytes of a page or its data handed from the thread serializing it to
+/// the one sending it at a time, and how many may wait to be sent.
+const SENT_BLOCK: usize = 64 << 10;
+const SENT_AHEAD: usize = 4;
+
+/// The serializing end: each block written is handed over; a client gone
+/// (the receiving end dropped) ends the serialization with an error.
+struct Blocks(std::sync::mpsc::SyncSender<Vec<u8>>);
+
+impl std::io::Write for Blocks {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .send(buf.to_vec())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The sending end: the blocks as one stream, ended when the serializing
+/// end is done.
+struct Received(std::sync::mpsc::Receiver<Vec<u8>>, std::io::Cursor<Vec<u8>>);
+
+impl std::io::Read for Received {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let n = self.1.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            match self.0.recv() {
+                Ok(block) => self.1 = std::io::Cursor::new(block),
+                Err(_) => return Ok(0),
+            }
+        }
+    }
 }
 
 fn has_display() -> bool {

@@ -652,77 +652,6 @@ fn write_page_with(
     w.write_all(tail.as_bytes())
 }
 
-/// [`page`] of data already serialized (JSON), read as it is asked for:
-/// a server keeps the data once, not beside a page holding it again.
-pub struct PageOfJson {
-    head: String,
-    tail: String,
-}
-
-const ESCAPED_LT: &[u8] = b"\\u003c";
-
-impl PageOfJson {
-    pub fn new(title: &str) -> PageOfJson {
-        let (head, tail) = shell(title);
-        PageOfJson { head, tail }
-    }
-
-    /// The page's bytes with `data`.
-    pub fn len(&self, data: &[u8]) -> usize {
-        let lt = data.iter().filter(|&&b| b == b'<').count();
-        self.head.len() + data.len() + lt * (ESCAPED_LT.len() - 1) + self.tail.len()
-    }
-
-    /// The page of `data`, as [`write_page_with`] writes it.
-    pub fn read<'a>(&'a self, data: &'a [u8]) -> PageRead<'a> {
-        PageRead {
-            head: self.head.as_bytes(),
-            escape: &[],
-            data,
-            tail: self.tail.as_bytes(),
-        }
-    }
-}
-
-/// The bytes of a [`PageOfJson`]: its head, its data with each `<`
-/// written `\u003c`, its tail.
-pub struct PageRead<'a> {
-    head: &'a [u8],
-    /// What is left of a `<` written out.
-    escape: &'static [u8],
-    data: &'a [u8],
-    tail: &'a [u8],
-}
-
-impl std::io::Read for PageRead<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        /// Moves up to `n` bytes of `part` to `buf`.
-        fn take(part: &mut &[u8], buf: &mut [u8], n: usize) -> usize {
-            let n = n.min(buf.len()).min(part.len());
-            buf[..n].copy_from_slice(&part[..n]);
-            *part = &part[n..];
-            n
-        }
-        if !self.head.is_empty() {
-            return Ok(take(&mut self.head, buf, usize::MAX));
-        }
-        if self.escape.is_empty()
-            && let Some((b'<', rest)) = self.data.split_first()
-        {
-            (self.escape, self.data) = (ESCAPED_LT, rest);
-        }
-        if !self.escape.is_empty() {
-            return Ok(take(&mut self.escape, buf, usize::MAX));
-        }
-        if !self.data.is_empty() {
-            let look = &self.data[..buf.len().min(self.data.len())];
-            let run = look.iter().position(|&b| b == b'<').unwrap_or(look.len());
-            return Ok(take(&mut self.data, buf, run));
-        }
-        Ok(take(&mut self.tail, buf, usize::MAX))
-    }
-}
-
 /// Writes `<` as `\u003c`, everything else as it comes.
 struct NoLessThan<'w>(&'w mut dyn std::io::Write);
 
@@ -746,33 +675,4 @@ fn html_escape(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-}
-
-#[cfg(test)]
-mod tests {
-    use std::io::Read;
-
-    /// A page read from its data, a few bytes at a time or all at once,
-    /// is the page written around it, and as long as it says.
-    #[test]
-    fn a_page_read_is_the_page_written() {
-        let data = br#"{"file":"<a>","s":["<<module>","x\\u003c<",""],"n":1}<"#;
-        for data in [&data[..], b"", b"<", b"{}"] {
-            let mut written = Vec::new();
-            super::write_page_with(&mut written, "t<", |w| w.write_all(data)).unwrap();
-            let page = super::PageOfJson::new("t<");
-            assert_eq!(page.len(data), written.len());
-            for size in [1, 2, 5, 7, 64, 1 << 20] {
-                let (mut r, mut got, mut buf) = (page.read(data), Vec::new(), vec![0; size]);
-                loop {
-                    let n = r.read(&mut buf).unwrap();
-                    if n == 0 {
-                        break;
-                    }
-                    got.extend_from_slice(&buf[..n]);
-                }
-                assert!(got == written, "reads of {size}");
-            }
-        }
-    }
 }
