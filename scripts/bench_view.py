@@ -11,7 +11,9 @@ committed), in one round:
     to the whole first page (`GET /`), then --queries scrubs
     (`/api/state` at random events of the busiest device) and as many
     zooms (`/api/series` of random windows, 2000 points), each timed from
-    request to the last byte of the answer (median and slowest);
+    request to the last byte of the answer (median and slowest), and the
+    server's peak RSS after them all (`VmHWM` of /proc/PID/status), with
+    `--baseline BIN` that of an older binary's server on the same file;
   * `fragscope view FILE -o page.html` under /usr/bin/time -v (wall, peak
     RSS) and the page's size;
   * the page opened in headless Chromium through chromedriver: seconds
@@ -24,6 +26,11 @@ commit and the command line. Run it on an otherwise idle machine.
 
     scripts/bench_view.py                                  # 5 shapes x 1GB
     scripts/bench_view.py --shapes narrow --sizes 100MB    # a quick run
+    scripts/bench_view.py --served-only --sizes 100MB \
+        --shapes py-training,py-shallow,py-deep,py-pressure,py-ring,py-ranks,py-ooms,py-nostack,py-streams,py-verydeep
+
+`--served-only` leaves out `-o page.html` and the browser (their cells
+read "not run").
 """
 
 import argparse
@@ -53,7 +60,7 @@ def get(url):
 
 
 def served(exe, path, queries, rng):
-    """(first page s, [scrub s], [zoom s], page bytes)."""
+    """(first page s, [scrub s], [zoom s], page bytes, peak RSS bytes)."""
     t0 = time.perf_counter()
     p = subprocess.Popen([exe, "view", path, "--no-open"], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True)
@@ -72,7 +79,9 @@ def served(exe, path, queries, rng):
             width = max(int(n / 10 ** rng.uniform(0, 3)), 2)
             lo = rng.randrange(-1, max(n - width, 0))
             zooms.append(get(f"{url}api/series?device={d}&from={lo}&to={lo + width}&points=2000")[0])
-        return first, scrubs, zooms, len(page)
+        with open(f"/proc/{p.pid}/status") as f:
+            hwm = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM:"))
+        return first, scrubs, zooms, len(page), hwm
     finally:
         p.terminate()
         p.wait()
@@ -172,6 +181,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1, help="synth's seed")
     ap.add_argument("--out-dir", default=os.path.join(bench.ROOT, "target", "bench-inputs"))
     ap.add_argument("--bin", default=os.path.join(bench.ROOT, "target", "release", "fragscope"))
+    ap.add_argument("--baseline", help="an older binary whose server's peak RSS is measured too")
+    ap.add_argument("--served-only", action="store_true",
+                    help="the server alone: no `-o page.html`, no browser")
     a = ap.parse_args()
     exe = a.bin
     rng = random.Random(a.seed)
@@ -181,27 +193,37 @@ def main():
     print(f"`scripts/bench_view.py {' '.join(sys.argv[1:])}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
           f"commit {commit}, {bench.machine()}, load {os.getloadavg()[0]:.2f}\n")
     print("| shape | file | events | `pickle.load` | first page | / pickle.load | scrub median (slowest) | "
-          "zoom median (slowest) | `-o page.html` | / pickle.load | page | peak RSS `-o` | "
-          "opens in Chromium | browser memory (PSS) | JS heap |")
-    print("|" + "---|" * 15)
+          "zoom median (slowest) | server's peak RSS | / file | baseline's | `-o page.html` | "
+          "/ pickle.load | page | peak RSS `-o` | opens in Chromium | browser memory (PSS) | JS heap |")
+    print("|" + "---|" * 18)
     for shape in a.shapes.split(","):
         for size in a.sizes.split(","):
             path, events, _ = bench.generate_shape(exe, a.out_dir, shape, bench.parse_mb(size), a.seed)
             mb = os.path.getsize(path) / 2**20
             py = bench.timed(["python3", "-c", bench.PY_LOAD, path])
-            first, scrubs, zooms, _ = served(exe, path, a.queries, rng)
-            with tempfile.TemporaryDirectory() as tmp:
-                out = os.path.join(tmp, "page.html")
-                w = bench.timed([exe, "view", path, "-o", out])
-                size_b = os.path.getsize(out)
-                b = in_browser(out)
+            state = rng.getstate()
+            first, scrubs, zooms, _, hwm = served(exe, path, a.queries, rng)
+            base = "not run"
+            if a.baseline:
+                # Asked the same scrubs and zooms as the newer binary was.
+                base_rng = random.Random()
+                base_rng.setstate(state)
+                base = f"{served(a.baseline, path, a.queries, base_rng)[4] / 2**20:.0f} MiB"
             ms = lambda xs: f"{statistics.median(xs) * 1e3:.0f} ms ({max(xs) * 1e3:.0f})"
-            br = ("n/a",) * 3 if b is None else (f"{b[0]:.2f} s", f"{b[1] / 2**20:.0f} MiB",
-                                                 f"{b[2] / 2**20:.0f} MiB")
+            written = ("not run",) * 7
+            if not a.served_only:
+                with tempfile.TemporaryDirectory() as tmp:
+                    out = os.path.join(tmp, "page.html")
+                    w = bench.timed([exe, "view", path, "-o", out])
+                    size_b = os.path.getsize(out)
+                    b = in_browser(out)
+                br = ("n/a",) * 3 if b is None else (f"{b[0]:.2f} s", f"{b[1] / 2**20:.0f} MiB",
+                                                     f"{b[2] / 2**20:.0f} MiB")
+                written = (f"{w[0]:.2f} s", f"{w[0] / py[0]:.2f}x", f"{size_b / 2**20:.1f} MiB",
+                           f"{w[2] / 2**20:.0f} MiB") + br
             print(f"| {shape} | {mb:.0f} MiB | {events} | {py[0]:.2f} s | {first:.2f} s | "
-                  f"{first / py[0]:.2f}x | {ms(scrubs)} | {ms(zooms)} | {w[0]:.2f} s | "
-                  f"{w[0] / py[0]:.2f}x | {size_b / 2**20:.1f} MiB | {w[2] / 2**20:.0f} MiB | "
-                  f"{br[0]} | {br[1]} | {br[2]} |", flush=True)
+                  f"{first / py[0]:.2f}x | {ms(scrubs)} | {ms(zooms)} | {hwm / 2**20:.0f} MiB | "
+                  f"{hwm / 2**20 / mb:.2f}x | {base} | " + " | ".join(written) + " |", flush=True)
 
 
 if __name__ == "__main__":
