@@ -20,7 +20,7 @@ use crate::core::serial::Seq;
 use crate::core::style::Style;
 use crate::core::units::fmt_pct;
 use crate::model::{BlockState, Snapshot, StackId};
-use crate::timeline::downsample::{downsample, downsample_series_levels};
+use crate::timeline::downsample::{Downsampler, Order, downsample_series_levels};
 use crate::timeline::{KeyMoment, MomentState, Sample, Series};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
@@ -448,12 +448,13 @@ pub fn window(series: &Series, from: i64, to: i64, points: usize) -> Value {
     let per = len.div_ceil(points / 2);
     let chunk = per * (65_536 / per).max(1);
     let mut out = Vec::with_capacity(points + 2);
-    loop {
-        let part: Vec<Sample> = samples.by_ref().take(chunk).collect();
-        if part.is_empty() {
-            break;
-        }
-        out.extend(downsample(&part, 2 * part.len().div_ceil(per)));
+    // Each part fed to its downsampler a sample at a time, as `downsample`
+    // of the part's samples feeds them: never held.
+    for start in (0..len).step_by(chunk) {
+        let part = chunk.min(len - start);
+        let mut d = Downsampler::new(part, 2 * part.div_ceil(per), Order::ReservedFirst);
+        samples.by_ref().take(part).for_each(|s| d.push(s));
+        out.extend(d.finish());
     }
     let full = false;
     let samples = out;
