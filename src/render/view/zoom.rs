@@ -9,7 +9,7 @@
 //! narrower window is downsampled from its samples.
 
 use super::{columns, window};
-use crate::timeline::downsample::downsample;
+use crate::timeline::downsample::{Downsampler, Order, downsample};
 use crate::timeline::{LayoutFigures, Sample, Series};
 use serde_json::Value;
 
@@ -175,10 +175,15 @@ impl Zoom {
         // Whole buckets a..b, the samples before a and from b on exactly.
         let a = lo.div_ceil(per);
         let b = (hi + 1) / per;
-        let mut seq: Vec<Sample> = series.iter().skip(lo).take(a * per - lo).collect();
-        seq.extend(level[2 * a..2 * b].iter().map(Point::sample));
-        seq.extend(series.iter().skip(b * per).take(hi + 1 - b * per));
-        columns(&downsample(&seq, points), false)
+        // Fed to one downsampler as `downsample` of them all feeds it: a
+        // window of half a level is never held as samples.
+        let (head, mid, tail) = (a * per - lo, &level[2 * a..2 * b], hi + 1 - b * per);
+        let mut d = Downsampler::new(head + mid.len() + tail, points, Order::ReservedFirst);
+        (series.iter().skip(lo).take(head))
+            .chain(mid.iter().map(Point::sample))
+            .chain(series.iter().skip(b * per).take(tail))
+            .for_each(|s| d.push(s));
+        columns(&d.finish(), false)
     }
 }
 
