@@ -13,8 +13,9 @@ use super::{MomentState, Origin, Replayer};
 use crate::model::{Action, Snapshot, StackId, TraceEvent};
 use std::collections::HashMap;
 
-/// One allocation's life in the replay: 48 bytes, since a served page
-/// keeps one for every allocation of a device (for its zoomed windows).
+/// One allocation's life in the replay, 48 bytes (a served page keeps
+/// every allocation of a device for its zoomed windows, in the 20 bytes
+/// each of [`Lifetimes`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Lifetime {
     pub address: u64,
