@@ -254,11 +254,13 @@ fn load<'s, 'a>(
                         .filter(|d| served && device.is_none_or(|x| x == *d))
                         .collect();
                     let budget = checkpoints::budget_for(l.bytes, of.len());
+                    // Each device's allocations next, on the same thread.
                     (of.into_iter())
                         .map(|d| {
                             let cp =
                                 Checkpoints::with_budget(snap, d, budget, checkpoints::MIN_EVERY);
-                            (d, cp)
+                            let lives = cp.replayer().kept_lifetimes();
+                            (d, (cp, lives))
                         })
                         .collect::<HashMap<_, _>>()
                 });
@@ -304,10 +306,9 @@ fn load<'s, 'a>(
     // before the states and bands of any device but the first are made:
     // the runs' memory is given back before theirs is taken.
     let what_if = what_if(sty, name, snap, &report, served, tables);
-    let lifetimes = checkpoints
-        .iter()
-        .map(|(d, cp)| (*d, cp.replayer().kept_lifetimes()))
-        .collect();
+    let (checkpoints, lifetimes) = (checkpoints.into_iter())
+        .map(|(d, (cp, lives))| ((d, cp), (d, lives)))
+        .unzip();
     Ok(Loaded {
         style: *sty,
         report,
