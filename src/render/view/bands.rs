@@ -135,11 +135,10 @@ pub fn stream_text(stream: i64) -> String {
 fn largest_in(lives: &Lifetimes, lo: usize, hi: usize) -> Vec<Lifetime> {
     let mut heap = Largest::new();
     for i in 0..lives.len() {
-        let (a, b) = live_span(lives.events(i), usize::MAX);
         // A lifetime no larger than the heap's smallest, allocated after
         // it, ranks below it: read back only those that may enter.
         let enters = || heap.len() < TOP || heap.peek().is_some_and(|m| lives.size(i) > m.0.0);
-        if a < hi && b > lo && enters() {
+        if overlaps(lives.events(i), lo, hi) && enters() {
             push_top(&mut heap, i, &lives.get(i));
         }
     }
@@ -158,8 +157,10 @@ fn live_span((alloc, end): (Option<u32>, Option<u32>), len: usize) -> (usize, us
     (a.min(len), b.max(a.min(len)))
 }
 
-fn overlaps(l: &Lifetime, lo: usize, hi: usize) -> bool {
-    let (a, b) = live_samples(l, usize::MAX);
+/// Whether a lifetime of allocating event and end `events` is live in
+/// any of samples `lo..hi`.
+fn overlaps(events: (Option<u32>, Option<u32>), lo: usize, hi: usize) -> bool {
+    let (a, b) = live_span(events, usize::MAX);
     a < hi && b > lo
 }
 
@@ -367,7 +368,7 @@ impl Chosen {
         for (slots, heaps) in &mut self.tiers {
             let slots = *slots;
             if slots == 1 {
-                if overlaps(l, 0, len) {
+                if overlaps((l.alloc(), l.end()), 0, len) {
                     push_top(&mut heaps[0], i, l);
                 }
                 continue;
