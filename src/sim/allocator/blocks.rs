@@ -338,8 +338,9 @@ impl Simulator {
         if flushable {
             self.pools[pool].flushable.insert(id);
         }
-        if let Some(l) = self.largest_free.get() {
-            self.largest_free.set(Some(l.max(size)));
+        // Every other cached block is at most `l`, known or not.
+        if size >= self.largest_free.get().0 {
+            self.largest_free.set((size, true));
         }
         self.fig.inactive += size;
         self.fig.free_blocks += 1;
@@ -364,8 +365,8 @@ impl Simulator {
         if flushable {
             self.pools[pool].flushable.remove(id);
         }
-        if self.largest_free.get() == Some(size) {
-            self.largest_free.set(None);
+        if self.largest_free.get() == (size, true) {
+            self.largest_free.set((size, false));
         }
         self.fig.inactive -= size;
         self.fig.free_blocks -= 1;

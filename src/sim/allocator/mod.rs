@@ -289,11 +289,13 @@ pub struct Simulator {
     va_top: u64,
     /// Address ranges of the initial segments and reservations.
     initial_extents: Vec<(u64, u64)>,
-    /// The largest cached block's size, `None` once the block it was taken
-    /// from leaves the cache (found again from the pools when asked): a
-    /// count of blocks per size, kept for this alone, cost two ordered-map
-    /// updates every time a block entered or left the cache.
-    largest_free: std::cell::Cell<Option<u64>>,
+    /// The largest cached block's size, and whether it is known: once the
+    /// block it was taken from leaves the cache, it is only a bound (found
+    /// again from the pools when asked, unless a block at least that large
+    /// enters the cache first, as a block merged with the largest one
+    /// does). A count of blocks per size, kept for this alone, cost two
+    /// ordered-map updates every time a block entered or left the cache.
+    largest_free: std::cell::Cell<(u64, bool)>,
     fig: Figures,
     counters: Counters,
     events: Vec<SimEvent>,
@@ -333,7 +335,7 @@ impl Simulator {
             va_bottom: VA_MIN,
             va_top: VA_MAX,
             initial_extents: Vec::new(),
-            largest_free: std::cell::Cell::new(Some(0)),
+            largest_free: std::cell::Cell::new((0, true)),
             fig: Figures::default(),
             counters: Counters::default(),
             events: Vec::new(),
@@ -365,24 +367,28 @@ impl Simulator {
     /// The size of the largest cached block (0 with none).
     #[inline]
     fn largest_free(&self) -> u64 {
-        if let Some(l) = self.largest_free.get() {
-            return l;
+        match self.largest_free.get() {
+            (l, true) => l,
+            _ => self.find_largest_free(),
         }
-        self.find_largest_free()
     }
 
     /// [`Simulator::largest_free`] once the block it was taken from left
     /// the cache: found again from the pools, and kept.
     #[cold]
     fn find_largest_free(&self) -> u64 {
-        let l = self
-            .pools
+        let l = self.pools_largest_free();
+        self.largest_free.set((l, true));
+        l
+    }
+
+    /// The largest cached block's size, from the pools.
+    pub(super) fn pools_largest_free(&self) -> u64 {
+        self.pools
             .iter()
             .map(|p| p.largest_free())
             .max()
-            .unwrap_or(0);
-        self.largest_free.set(Some(l));
-        l
+            .unwrap_or(0)
     }
     pub fn counters(&self) -> Counters {
         self.counters
