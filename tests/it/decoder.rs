@@ -459,6 +459,91 @@ fn optional_trace_fields_read_the_same_both_ways_and_round_trip() {
     }
 }
 
+/// A trace whose every entry names a string not read before (a step
+/// number in `user_metadata`, a new `compile_context` now and then): the
+/// fast path reads those entries too, making each new string's node as the
+/// general machine makes it, and every reading gives the same model.
+#[test]
+fn entries_with_new_strings_stay_on_the_fast_path() {
+    use fragscope::synth::pickle_writer::{Ident, Pickler};
+    const N: usize = 600;
+    let meta = |k: usize| format!("step {k} of the run");
+    let context = |k: usize| format!("Torch-Compiled Region: {}/0", k / 50);
+    let mut p = Pickler::new(Vec::new());
+    p.dict(Ident::Fresh, 2, |p, i| match i {
+        0 => {
+            p.str(Ident::Fresh, "segments")?;
+            p.list(Ident::Fresh, 0, |_, _| Ok(()))
+        }
+        _ => {
+            p.str(Ident::Fresh, "device_traces")?;
+            p.list(Ident::Fresh, 1, |p, _| {
+                p.list(Ident::Fresh, N, |p, k| {
+                    p.dict(Ident::Fresh, 6, |p, f| match f {
+                        0 => {
+                            p.str(Ident::Shared(0), "action")?;
+                            p.str(Ident::Shared(1), "alloc")
+                        }
+                        1 => {
+                            p.str(Ident::Shared(2), "addr")?;
+                            p.int((k as i64 + 1) << 20)
+                        }
+                        2 => {
+                            p.str(Ident::Shared(3), "size")?;
+                            p.int(512)
+                        }
+                        3 => {
+                            p.str(Ident::Shared(4), "stream")?;
+                            p.int(0)
+                        }
+                        4 => {
+                            p.str(Ident::Shared(5), "compile_context")?;
+                            p.str(Ident::Shared(1000 + k as u64 / 50), &context(k))
+                        }
+                        _ => {
+                            p.str(Ident::Shared(6), "user_metadata")?;
+                            p.str(Ident::Fresh, &meta(k))
+                        }
+                    })
+                })
+            })
+        }
+    })
+    .unwrap();
+    let bytes = p.finish().unwrap().0;
+    let a = slow(&bytes).unwrap();
+    let (b, taken) = general(&bytes).unwrap();
+    let (c, taken_fast) = fast(&bytes).unwrap();
+    assert!(a == b && b == c, "the readings give different models");
+    assert_eq!((taken, taken_fast), (N, N));
+    let t = c.trace_of(0);
+    for k in [0, 1, 49, 50, 299, N - 1] {
+        let x = c.extras(&t[k]);
+        assert_eq!(x.user_metadata.map(|s| c.str(s)), Some(meta(k).as_str()));
+        assert_eq!(
+            x.compile_context.map(|s| c.str(s)),
+            Some(context(k).as_str())
+        );
+    }
+    // No entry was read by the general machine (which leaves a node each).
+    let mut sink = TraceSink::new();
+    let d = pickle::decode_from(&bytes[..], &mut sink).unwrap();
+    let records = d
+        .arena
+        .nodes
+        .iter()
+        .filter(|n| matches!(n, Node::Record(..)))
+        .count();
+    assert_eq!(records, 0, "entries read by the general machine");
+    let strings = d
+        .arena
+        .nodes
+        .iter()
+        .filter(|n| matches!(n, Node::Str(_)))
+        .count();
+    assert_eq!(strings, 2 + 7 + N + N / 50, "one node a string");
+}
+
 fn general(bytes: &[u8]) -> Result<(Snapshot, usize), String> {
     let mut sink = TraceSink::new().with_fast_path(false);
     let d = pickle::decode_from(bytes, &mut sink).map_err(|e| e.to_string())?;
@@ -516,9 +601,9 @@ fn the_fast_path_gives_the_model_of_the_general_machine() {
 
 #[test]
 fn the_fast_path_reads_the_entries_of_a_pytorch_shaped_file() {
-    // Entries with strings not seen before go to the general machine, the
-    // rest by the fast path; both end in the one trace list, which costs
-    // the decoder no node per entry.
+    // Entries go by the fast path (those with strings not seen before
+    // too) and end in the one trace list, which costs the decoder no node
+    // per entry.
     let bytes = synthetic(3000, 2);
     let mut sink = TraceSink::new();
     let d = pickle::decode_from(&bytes[..], &mut sink).unwrap();
@@ -939,13 +1024,13 @@ fn entries_whose_keys_change_read_as_the_general_machine_reads_them() {
     );
     let (s, taken) = fast(&p).unwrap();
     assert_eq!(taken, 9);
-    // Only the first entry, which makes its strings, needs the general
-    // machine (a node of its own); the fast path reads the rest, whichever
+    // No entry needs the general machine (a node of its own): the fast
+    // path reads each, the first (which makes its strings) too, whichever
     // of their keys match the entry before.
     let mut sink = TraceSink::new();
     let d = pickle::decode_from(&p[..], &mut sink).unwrap();
     let records = d.arena.nodes.iter();
-    assert_eq!(records.filter(|n| matches!(n, Node::Record(..))).count(), 1);
+    assert_eq!(records.filter(|n| matches!(n, Node::Record(..))).count(), 0);
     let fields: Vec<(u64, u64, Option<u64>)> = s.traces()[0]
         .iter()
         .map(|e| (e.addr(), e.size, s.device_free(e)))

@@ -102,6 +102,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
     pub(super) fn read_entry(&mut self, l: u32) -> Option<usize> {
         let Vm {
             inp,
+            arena,
             memo,
             strings,
             last_str,
@@ -201,9 +202,14 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                 let op = $op;
                 // Memo references, most values, are tested before the table
                 // of the other opcodes.
-                if op == b'j' || op == b'h' {
-                    i -= 1;
-                    let idx = reference(&mut i)?;
+                if op == b'h' {
+                    let idx = *b.get(i)? as usize;
+                    i += 1;
+                    f_items.push(lookup(f_memo, idx)?);
+                    false
+                } else if op == b'j' {
+                    let idx = u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?) as usize;
+                    i += 4;
                     f_items.push(lookup(f_memo, idx)?);
                     false
                 } else {
@@ -258,12 +264,24 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                             let n = *b.get(i)? as usize;
                             let s = b.get(i + 1..i + 1 + n)?;
                             i += 1 + n;
-                            // Only strings already read: a new one makes a node,
-                            // which is the general machine's to make.
+                            // A string not read before gets its node here, as
+                            // the general machine makes it (equal strings are
+                            // one node, so a general reading of this entry
+                            // finds it again): entries that each name a new
+                            // string (a step number in `user_metadata`) stay
+                            // on this path.
                             let id = if last_str.1 != NO_MEMO && s == &last_str.0[..] {
                                 last_str.1
                             } else {
-                                let id = *strings.get(std::str::from_utf8(s).ok()?)?;
+                                let st = std::str::from_utf8(s).ok()?;
+                                let id = match strings.get(st) {
+                                    Some(&id) => id,
+                                    None => {
+                                        let id = arena.push(Node::Str(st.into()));
+                                        strings.insert(st.into(), id);
+                                        id
+                                    }
+                                };
                                 if n <= 32 {
                                     last_str.0.clear();
                                     last_str.0.extend_from_slice(s);

@@ -26,10 +26,12 @@
 //! value stack and no node: the entry stays on the stack as a
 //! [`Val::Record`], its memo entry is a tagged number naming the record, its
 //! frames list one naming the sink's stack, and the trace list that receives
-//! the records is one [`Node::Trace`]. Anything else the bytes hold (another
-//! opcode, a string not seen before, a key the sink will not take, the end
-//! of the window) leaves the entry, from its first byte and with nothing
-//! changed, to the general machine, which decodes it to the same model.
+//! the records is one [`Node::Trace`]. A short string not read before gets
+//! its node there, as the general machine makes it. Anything else the bytes
+//! hold (another opcode, a key the sink will not take, the end of the
+//! window) leaves the entry, from its first byte, to the general machine,
+//! which decodes it to the same model: nothing else changed, and a string
+//! node made on the way is found again (equal strings are one node).
 //! Records and stacks get a node only if the file names them somewhere else
 //! too (a memo reference PyTorch never writes, but a hand-made file may).
 
