@@ -311,3 +311,57 @@ fn a_json_snapshot_of_distinct_deep_stacks_is_read_back() {
     let stacks = snap.stacks.iter().filter(|s| !s.is_empty()).count();
     assert_eq!(stacks, distinct.len());
 }
+
+/// An output path that names a FIFO (as `/dev/null` names a device) is
+/// written into, as by any other tool, not replaced by a file: the reader
+/// at its other end gets the same bytes as from standard output, and the
+/// FIFO is still one afterwards.
+#[cfg(unix)]
+#[test]
+fn an_output_that_is_no_regular_file_is_written_in_place() {
+    use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+    let input = fixture("fragmented.json");
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("out.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        assert!(std::env::var("CI").is_err(), "mkfifo is missing under CI");
+        eprintln!("skipped: no mkfifo here");
+        return;
+    }
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            std::fs::File::open(&fifo)
+                .unwrap()
+                .read_to_end(&mut got)
+                .unwrap();
+            got
+        })
+    };
+    // A writer of the test's own, held while the command runs: the reader
+    // sees the end only once both are done, and a command that replaced
+    // the FIFO instead fails the test rather than leave the reader waiting.
+    let hold = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let fifo_arg = fifo.to_string_lossy().into_owned();
+    run(["convert", &input, "--to", "json", "-o", &fifo_arg]).expect_code(0);
+    drop(hold);
+    let got = reader.join().unwrap();
+    let want = run(["convert", &input, "--to", "json", "-o", "-"]);
+    want.expect_code(0);
+    assert!(!got.is_empty());
+    assert_eq!(
+        got,
+        want.stdout().as_bytes(),
+        "the FIFO's reader got other bytes"
+    );
+    let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(kind.is_fifo(), "the FIFO was replaced: {kind:?}");
+    assert_eq!(
+        std::fs::read_dir(d.path()).unwrap().count(),
+        1,
+        "files left behind"
+    );
+}
