@@ -305,16 +305,24 @@ fn optional_fields_pickle() -> Vec<u8> {
     p.finish().unwrap().0
 }
 
-/// A trace that runs into its limit at every other request, each `oom`
-/// with the free memory of its own moment, as PyTorch writes them (no
-/// address). Both reading paths give the same model; no `oom` makes a
-/// combination of extras of its own (the memory of such a file would grow
-/// with its OOMs, not its events); `stats` counts each one's figure.
-#[test]
-fn many_ooms_each_with_its_own_device_free_intern_nothing() {
+/// How many of the arena's nodes `is` picks.
+fn count_nodes(a: &fragscope::input::value::Arena, is: impl Fn(&Node) -> bool) -> usize {
+    a.nodes.iter().filter(|n| is(n)).count()
+}
+
+/// `{"segments": [], "device_traces": [[entry 0, …, entry n-1]]}` as
+/// CPython pickles it, each entry a dict of `fields` items written by
+/// `item(p, entry, field)` (its key, then its value).
+fn one_trace_pickle(
+    n: usize,
+    fields: usize,
+    mut item: impl FnMut(
+        &mut fragscope::synth::pickle_writer::Pickler<Vec<u8>>,
+        usize,
+        usize,
+    ) -> std::io::Result<()>,
+) -> Vec<u8> {
     use fragscope::synth::pickle_writer::{Ident, Pickler};
-    const N: usize = 500;
-    let free = |k: usize| (k as i64 + 1) * 4096 + 7;
     let mut p = Pickler::new(Vec::new());
     p.dict(Ident::Fresh, 2, |p, i| match i {
         0 => {
@@ -324,39 +332,54 @@ fn many_ooms_each_with_its_own_device_free_intern_nothing() {
         _ => {
             p.str(Ident::Fresh, "device_traces")?;
             p.list(Ident::Fresh, 1, |p, _| {
-                p.list(Ident::Fresh, N, |p, k| {
-                    let oom = k % 2 == 1;
-                    p.dict(Ident::Fresh, 4, |p, f| match f {
-                        0 => {
-                            p.str(Ident::Shared(0), "action")?;
-                            match oom {
-                                true => p.str(Ident::Shared(1), "oom"),
-                                false => p.str(Ident::Shared(2), "alloc"),
-                            }
-                        }
-                        1 if oom => {
-                            p.str(Ident::Shared(3), "device_free")?;
-                            p.int(free(k))
-                        }
-                        1 => {
-                            p.str(Ident::Shared(4), "addr")?;
-                            p.int((k as i64 + 1) << 20)
-                        }
-                        2 => {
-                            p.str(Ident::Shared(5), "size")?;
-                            p.int(1 << 30)
-                        }
-                        _ => {
-                            p.str(Ident::Shared(6), "stream")?;
-                            p.int(0)
-                        }
-                    })
+                p.list(Ident::Fresh, n, |p, k| {
+                    p.dict(Ident::Fresh, fields, |p, f| item(p, k, f))
                 })
             })
         }
     })
     .unwrap();
-    let bytes = p.finish().unwrap().0;
+    p.finish().unwrap().0
+}
+
+/// A trace that runs into its limit at every other request, each `oom`
+/// with the free memory of its own moment, as PyTorch writes them (no
+/// address). Both reading paths give the same model; no `oom` makes a
+/// combination of extras of its own (the memory of such a file would grow
+/// with its OOMs, not its events); `stats` counts each one's figure.
+#[test]
+fn many_ooms_each_with_its_own_device_free_intern_nothing() {
+    use fragscope::synth::pickle_writer::Ident;
+    const N: usize = 500;
+    let free = |k: usize| (k as i64 + 1) * 4096 + 7;
+    let bytes = one_trace_pickle(N, 4, |p, k, f| {
+        let oom = k % 2 == 1;
+        match f {
+            0 => {
+                p.str(Ident::Shared(0), "action")?;
+                match oom {
+                    true => p.str(Ident::Shared(1), "oom"),
+                    false => p.str(Ident::Shared(2), "alloc"),
+                }
+            }
+            1 if oom => {
+                p.str(Ident::Shared(3), "device_free")?;
+                p.int(free(k))
+            }
+            1 => {
+                p.str(Ident::Shared(4), "addr")?;
+                p.int((k as i64 + 1) << 20)
+            }
+            2 => {
+                p.str(Ident::Shared(5), "size")?;
+                p.int(1 << 30)
+            }
+            _ => {
+                p.str(Ident::Shared(6), "stream")?;
+                p.int(0)
+            }
+        }
+    });
     let a = slow(&bytes).unwrap();
     let (b, taken) = fast(&bytes).unwrap();
     assert!(a == b, "the two paths give different models");
@@ -465,52 +488,36 @@ fn optional_trace_fields_read_the_same_both_ways_and_round_trip() {
 /// general machine makes it, and every reading gives the same model.
 #[test]
 fn entries_with_new_strings_stay_on_the_fast_path() {
-    use fragscope::synth::pickle_writer::{Ident, Pickler};
+    use fragscope::synth::pickle_writer::Ident;
     const N: usize = 600;
     let meta = |k: usize| format!("step {k} of the run");
     let context = |k: usize| format!("Torch-Compiled Region: {}/0", k / 50);
-    let mut p = Pickler::new(Vec::new());
-    p.dict(Ident::Fresh, 2, |p, i| match i {
+    let bytes = one_trace_pickle(N, 6, |p, k, f| match f {
         0 => {
-            p.str(Ident::Fresh, "segments")?;
-            p.list(Ident::Fresh, 0, |_, _| Ok(()))
+            p.str(Ident::Shared(0), "action")?;
+            p.str(Ident::Shared(1), "alloc")
+        }
+        1 => {
+            p.str(Ident::Shared(2), "addr")?;
+            p.int((k as i64 + 1) << 20)
+        }
+        2 => {
+            p.str(Ident::Shared(3), "size")?;
+            p.int(512)
+        }
+        3 => {
+            p.str(Ident::Shared(4), "stream")?;
+            p.int(0)
+        }
+        4 => {
+            p.str(Ident::Shared(5), "compile_context")?;
+            p.str(Ident::Shared(1000 + k as u64 / 50), &context(k))
         }
         _ => {
-            p.str(Ident::Fresh, "device_traces")?;
-            p.list(Ident::Fresh, 1, |p, _| {
-                p.list(Ident::Fresh, N, |p, k| {
-                    p.dict(Ident::Fresh, 6, |p, f| match f {
-                        0 => {
-                            p.str(Ident::Shared(0), "action")?;
-                            p.str(Ident::Shared(1), "alloc")
-                        }
-                        1 => {
-                            p.str(Ident::Shared(2), "addr")?;
-                            p.int((k as i64 + 1) << 20)
-                        }
-                        2 => {
-                            p.str(Ident::Shared(3), "size")?;
-                            p.int(512)
-                        }
-                        3 => {
-                            p.str(Ident::Shared(4), "stream")?;
-                            p.int(0)
-                        }
-                        4 => {
-                            p.str(Ident::Shared(5), "compile_context")?;
-                            p.str(Ident::Shared(1000 + k as u64 / 50), &context(k))
-                        }
-                        _ => {
-                            p.str(Ident::Shared(6), "user_metadata")?;
-                            p.str(Ident::Fresh, &meta(k))
-                        }
-                    })
-                })
-            })
+            p.str(Ident::Shared(6), "user_metadata")?;
+            p.str(Ident::Fresh, &meta(k))
         }
-    })
-    .unwrap();
-    let bytes = p.finish().unwrap().0;
+    });
     let a = slow(&bytes).unwrap();
     let (b, taken) = general(&bytes).unwrap();
     let (c, taken_fast) = fast(&bytes).unwrap();
@@ -528,19 +535,9 @@ fn entries_with_new_strings_stay_on_the_fast_path() {
     // No entry was read by the general machine (which leaves a node each).
     let mut sink = TraceSink::new();
     let d = pickle::decode_from(&bytes[..], &mut sink).unwrap();
-    let records = d
-        .arena
-        .nodes
-        .iter()
-        .filter(|n| matches!(n, Node::Record(..)))
-        .count();
+    let records = count_nodes(&d.arena, |n| matches!(n, Node::Record(..)));
     assert_eq!(records, 0, "entries read by the general machine");
-    let strings = d
-        .arena
-        .nodes
-        .iter()
-        .filter(|n| matches!(n, Node::Str(_)))
-        .count();
+    let strings = count_nodes(&d.arena, |n| matches!(n, Node::Str(_)));
     assert_eq!(strings, 2 + 7 + N + N / 50, "one node a string");
 }
 
@@ -608,12 +605,7 @@ fn the_fast_path_reads_the_entries_of_a_pytorch_shaped_file() {
     let mut sink = TraceSink::new();
     let d = pickle::decode_from(&bytes[..], &mut sink).unwrap();
     assert_eq!(sink.entries(), 3000);
-    let records = d
-        .arena
-        .nodes
-        .iter()
-        .filter(|n| matches!(n, Node::Record(..)))
-        .count();
+    let records = count_nodes(&d.arena, |n| matches!(n, Node::Record(..)));
     assert!(
         records < 100,
         "{records} trace entries read by the general machine"
