@@ -365,3 +365,32 @@ fn an_output_that_is_no_regular_file_is_written_in_place() {
         "files left behind"
     );
 }
+
+/// A reader of standard output that stops early (`| head`) ends the
+/// command with exit code 0 and nothing on stderr, however long the
+/// document it was writing.
+#[test]
+fn a_closed_stdout_ends_a_long_output_quietly() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let d = tempfile::tempdir().unwrap();
+    let snap = d.path().join("s.pickle");
+    let snap_arg = snap.to_string_lossy().into_owned();
+    run(["synth", "--events", "20000", "--seed", "3", "-o", &snap_arg]).expect_code(0);
+    // Its JSON (tens of MB) is far more than a pipe holds.
+    assert!(std::fs::metadata(&snap).unwrap().len() > 1 << 20);
+    let mut child = Command::new(bin())
+        .args(["convert", &snap_arg, "--to", "json", "-o", "-"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    assert_eq!(&head[..2], b"{\"");
+    // The pipe's read end is closed here; the document is megabytes long.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
