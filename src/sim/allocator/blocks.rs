@@ -338,7 +338,8 @@ impl Simulator {
         if flushable {
             self.pools[pool].flushable.insert(id);
         }
-        // Every other cached block is at most `l`, known or not.
+        // Every other cached block is at most the size kept, known or a
+        // bound: a block at least that large is the largest.
         if size >= self.largest_free.get().0 {
             self.largest_free.set((size, true));
         }
