@@ -3,7 +3,8 @@
 //! existing file is never left half-written; an output path that names one of
 //! the inputs is refused. A path that names no regular file (`/dev/null`, a
 //! FIFO, a terminal) is written in place, as by any other tool: a file
-//! renamed over it would replace the device or the pipe itself.
+//! renamed over it would replace the device or the pipe itself. A path that
+//! is a symbolic link to a file replaces the file it names and keeps the link.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -66,6 +67,12 @@ pub fn write_atomic_with(
         write(&mut w).map_err(io)?;
         return w.flush().map_err(io);
     }
+    // A symbolic link to a file: the file it names is replaced, the link
+    // kept (renamed over, the link itself would become the new file).
+    let target = match std::fs::symlink_metadata(&target) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(&target).unwrap_or(target),
+        _ => target,
+    };
     let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -149,6 +156,34 @@ mod tests {
         }
         let leftovers = std::fs::read_dir(d.path()).unwrap().count();
         assert_eq!(leftovers, 2, "no temporary files left behind");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_to_a_file_is_kept_and_the_file_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("report.html");
+        let link = d.path().join("latest.html");
+        std::fs::write(&file, b"old").unwrap();
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        write_atomic(&link.to_string_lossy(), b"new", &[]).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), b"new");
+        // A dangling link: its own path is written, as before.
+        let dangling = d.path().join("gone.html");
+        std::os::unix::fs::symlink(d.path().join("nowhere/x.html"), &dangling).unwrap();
+        write_atomic(&dangling.to_string_lossy(), b"x", &[]).unwrap();
+        assert_eq!(std::fs::read(&dangling).unwrap(), b"x");
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            3,
+            "files left behind"
+        );
     }
 
     #[test]
