@@ -47,9 +47,7 @@ pub fn write_atomic_with(
         source: e,
     };
     if path == "-" {
-        let mut out = stdout_writer().map_err(io)?;
-        write(&mut *out).map_err(io)?;
-        return out.flush().map_err(io);
+        return buffered(stdout_handle().map_err(io)?, write).map_err(io);
     }
     let target = PathBuf::from(path);
     if inputs
@@ -63,9 +61,7 @@ pub fn write_atomic_with(
             .write(true)
             .open(&target)
             .map_err(io)?;
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-        write(&mut w).map_err(io)?;
-        return w.flush().map_err(io);
+        return buffered(f, write).map_err(io);
     }
     // A symbolic link to a file: the file it names is replaced, the link
     // kept (renamed over, the link itself would become the new file).
@@ -82,11 +78,7 @@ pub fn write_atomic_with(
         .suffix(".tmp")
         .tempfile_in(&dir)
         .map_err(io)?;
-    {
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file_mut());
-        write(&mut w).map_err(io)?;
-        w.flush().map_err(io)?;
-    }
+    buffered(tmp.as_file_mut(), write).map_err(io)?;
     // Temporary files are created private (0600); a report is meant to be
     // shared, so keep the mode of the file being replaced, else 0644.
     #[cfg(unix)]
@@ -111,23 +103,29 @@ fn written_in_place(target: &Path) -> bool {
     std::fs::metadata(target).is_ok_and(|m| !m.is_file() && !m.is_dir())
 }
 
-/// Standard output for a long document. On Unix, a duplicate of its
-/// descriptor behind a 1 MiB buffer: the standard handle looks for the last
-/// line break of every write it is given, which took half the time of
-/// writing 2 GB of JSON without one. Elsewhere the standard handle.
-fn stdout_writer() -> std::io::Result<Box<dyn Write>> {
+/// `write` into `out` through a 1 MiB buffer, flushed: every output's road.
+fn buffered(
+    out: impl Write,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, out);
+    write(&mut w)?;
+    w.flush()
+}
+
+/// Standard output for a long document: on Unix a duplicate of its
+/// descriptor, for the standard handle looks for the last line break of
+/// every write it is given, which took half the time of writing 2 GB of
+/// JSON without one. Elsewhere the standard handle.
+#[cfg(unix)]
+fn stdout_handle() -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsFd;
     std::io::stdout().flush()?;
-    #[cfg(unix)]
-    {
-        use std::os::fd::AsFd;
-        let fd = std::io::stdout().as_fd().try_clone_to_owned()?;
-        Ok(Box::new(std::io::BufWriter::with_capacity(
-            1 << 20,
-            std::fs::File::from(fd),
-        )))
-    }
-    #[cfg(not(unix))]
-    Ok(Box::new(std::io::BufWriter::new(std::io::stdout())))
+    Ok(std::io::stdout().as_fd().try_clone_to_owned()?.into())
+}
+#[cfg(not(unix))]
+fn stdout_handle() -> std::io::Result<std::io::Stdout> {
+    Ok(std::io::stdout())
 }
 
 #[cfg(test)]
