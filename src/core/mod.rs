@@ -1,7 +1,8 @@
 //! Leaf helpers that every stage may use and that use nothing of the crate:
 //! byte and percentage formatting ([`units`]; [`style`] carries an
 //! invocation's `--bytes` and color choices), a serializer for streamed
-//! sequences ([`serial`]), text and hashing helpers ([`text`], [`hash`]) and
+//! sequences ([`serial`]), text and hashing helpers ([`text`], [`hash`]), tables of
+//! distinct values held once ([`table`]) and
 //! the process's memory allocator ([`alloc`]) and read-only file mappings
 //! (`mapped`, on Linux).
 
@@ -11,5 +12,6 @@ pub mod hash;
 pub mod mapped;
 pub mod serial;
 pub mod style;
+pub mod table;
 pub mod text;
 pub mod units;

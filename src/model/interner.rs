@@ -3,6 +3,7 @@
 //! decoded, each id handed out once per distinct value.
 
 use super::*;
+use crate::core::table::IdTable;
 
 /// An interned table is full: its ids would reach the value that stands
 /// for "absent".
@@ -15,6 +16,14 @@ pub struct TableFull {
 
 /// Ids a table may hand out: `0..MAX_IDS`, so never `u32::MAX`.
 const MAX_IDS: usize = NO_ID as usize;
+
+/// The error of a table that would hand out `u32::MAX`.
+fn full(what: &'static str) -> TableFull {
+    TableFull {
+        what,
+        limit: MAX_IDS as u64,
+    }
+}
 
 /// The id the next entry of a table holding `len` entries gets, unless it
 /// would reach [`MAX_IDS`].
@@ -37,18 +46,14 @@ type IdMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// Builds the interned tables while a snapshot is decoded.
 #[derive(Default)]
 pub struct Interner {
-    strings: Vec<String>,
-    string_ids: IdMap<String, StrId>,
-    frames: Vec<Frame>,
-    frame_ids: IdMap<Frame, FrameId>,
-    stacks: Vec<Vec<FrameId>>,
-    stack_ids: IdMap<Vec<FrameId>, StackId>,
+    strings: IdTable<String>,
+    frames: IdTable<Frame>,
+    stacks: IdTable<Vec<FrameId>>,
     pools: Vec<(i64, i64)>,
     pool_ids: IdMap<(i64, i64), PoolIdx>,
     other_actions: Vec<StrId>,
     other_action_ids: IdMap<StrId, ActionName>,
-    extras: Vec<EventExtras>,
-    extras_ids: IdMap<EventExtras, ExtrasIdx>,
+    extras: IdTable<EventExtras>,
     streams: Vec<i64>,
     stream_ids: IdMap<i64, StreamIdx>,
 }
@@ -56,38 +61,28 @@ pub struct Interner {
 impl Interner {
     pub fn new() -> Self {
         let mut i = Interner::default();
-        i.stacks.push(Vec::new());
-        i.stack_ids.insert(Vec::new(), StackId::EMPTY);
+        i.stack(Vec::new());
         i
     }
     /// The id of `s`; refused once the table would hand out `u32::MAX`, the
     /// id an event reads as an absent string.
     pub fn string(&mut self, s: &str) -> Result<StrId, TableFull> {
-        if let Some(id) = self.string_ids.get(s) {
-            return Ok(*id);
-        }
-        let id = StrId(next_id(self.strings.len(), "strings")?);
-        self.strings.push(s.to_owned());
-        self.string_ids.insert(s.to_owned(), id);
-        Ok(id)
+        (self.strings.intern(s, str::to_owned).map(StrId)).map_err(|_| full("strings"))
     }
     pub fn frame(&mut self, f: Frame) -> FrameId {
-        if let Some(id) = self.frame_ids.get(&f) {
-            return *id;
-        }
-        let id = FrameId(self.frames.len() as u32);
-        self.frames.push(f.clone());
-        self.frame_ids.insert(f, id);
-        id
+        // A frame holds two string ids: there are fewer distinct frames
+        // than distinct strings, which the file's size bounds.
+        FrameId(
+            self.frames
+                .intern(&f, Frame::clone)
+                .expect("fewer frames than ids"),
+        )
     }
     pub fn stack(&mut self, frames: Vec<FrameId>) -> StackId {
-        if let Some(id) = self.stack_ids.get(&frames) {
-            return *id;
+        match self.stacks.get(&frames[..]) {
+            Some(id) => StackId(id),
+            None => StackId(self.stacks.push_new(frames).expect("fewer stacks than ids")),
         }
-        let id = StackId(self.stacks.len() as u32);
-        self.stacks.push(frames.clone());
-        self.stack_ids.insert(frames, id);
-        id
     }
     /// A trace event's `pool_id`.
     pub fn pool(&mut self, pair: (i64, i64)) -> Result<PoolIdx, TableFull> {
@@ -118,13 +113,8 @@ impl Interner {
         if x.is_none() {
             return Ok(None);
         }
-        if let Some(id) = self.extras_ids.get(&x) {
-            return Ok(Some(*id));
-        }
-        let id = ExtrasIdx(next_id(self.extras.len(), "trace event extras")?);
-        self.extras.push(x);
-        self.extras_ids.insert(x, id);
-        Ok(Some(id))
+        let id = (self.extras.intern(&x, |x| *x)).map_err(|_| full("trace event extras"))?;
+        Ok(Some(ExtrasIdx(id)))
     }
     /// Gives `e` its extras `x`: `device_free` held by the event when it
     /// can hold it ([`TraceEvent::hold_device_free`]), the rest interned.
@@ -159,35 +149,32 @@ impl Interner {
     }
     /// The frames of an interned stack (while still building).
     pub fn stack_frames(&self, id: StackId) -> Vec<FrameId> {
-        self.stacks[id.0 as usize].clone()
+        self.stacks.items()[id.0 as usize].clone()
     }
     pub fn finish(self, snap: &mut Snapshot) {
-        snap.strings = self.strings;
-        snap.frames = self.frames;
-        snap.stacks = self.stacks;
+        snap.strings = self.strings.into_items();
+        snap.frames = self.frames.into_items();
+        snap.stacks = self.stacks.into_items();
         snap.pools = self.pools;
         snap.other_actions = self.other_actions;
-        snap.event_extras = self.extras;
+        snap.event_extras = self.extras.into_items();
         snap.streams = self.streams;
     }
     /// Starts from an existing snapshot's tables (for tools that add stacks).
     pub fn from_snapshot(snap: &Snapshot) -> Self {
         let mut i = Interner::new();
-        i.strings = snap.strings.clone();
-        i.string_ids = ids_of(&snap.strings, StrId);
-        for f in &snap.frames {
-            i.frame(f.clone());
-        }
-        for st in snap.stacks.iter().skip(1) {
-            i.stack(st.clone());
+        i.strings = IdTable::from_items(snap.strings.clone());
+        i.frames = IdTable::from_items(snap.frames.clone());
+        i.stacks = IdTable::from_items(snap.stacks.clone());
+        if i.stacks.is_empty() {
+            i.stack(Vec::new());
         }
         i.pools = snap.pools.clone();
         i.pool_ids = ids_of(&snap.pools, PoolIdx);
         i.other_actions = snap.other_actions.clone();
         // A snapshot's table holds at most `ActionName::MAX` names.
         i.other_action_ids = ids_of(&snap.other_actions, |n| ActionName::new(n as u16));
-        i.extras = snap.event_extras.clone();
-        i.extras_ids = ids_of(&snap.event_extras, ExtrasIdx);
+        i.extras = IdTable::from_items(snap.event_extras.clone());
         i.streams = snap.streams.clone();
         // Stream 0 has no entry: the table's first is index 1.
         i.stream_ids = ids_of(&snap.streams, |n| StreamIdx(n + 1));

@@ -4,6 +4,7 @@
 
 use super::frames::{frames_set, le_word, references_end};
 use super::literals::{long_from_le, sign_extend};
+use super::ops::string_node;
 use super::window::Feed;
 use super::{
     ENTRY_MAX, NO_MEMO, PAYLOAD, PENDING_DICT, PENDING_LIST, Sink, TAG, TAG_STACK, Val, Vm,
@@ -274,14 +275,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                                 last_str.1
                             } else {
                                 let st = std::str::from_utf8(s).ok()?;
-                                let id = match strings.get(st) {
-                                    Some(&id) => id,
-                                    None => {
-                                        let id = arena.push(Node::Str(st.into()));
-                                        strings.insert(st.into(), id);
-                                        id
-                                    }
-                                };
+                                let id = string_node(strings, arena, st);
                                 if n <= 32 {
                                     last_str.0.clear();
                                     last_str.0.extend_from_slice(s);

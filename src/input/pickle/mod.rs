@@ -58,6 +58,7 @@ use window::{Feed, Input};
 
 use super::value::{Arena, Node, Vid};
 use crate::core::hash::FxBuild;
+use crate::core::table::IdIndex;
 use std::collections::HashMap;
 use std::io::{self, Read};
 
@@ -78,6 +79,9 @@ pub struct Decoded {
     /// Bytes taken from the reader (reading runs a little ahead of STOP).
     pub read: u64,
 }
+
+/// The string nodes of the arena, by their text.
+type StrIndex = IdIndex<FxBuild>;
 
 /// A value on the machine's stack.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -203,7 +207,7 @@ struct Vm<'s, F, S> {
     memo: Vec<Vid>,
     memo_sparse: HashMap<u64, Vid>,
     op_start: u64,
-    strings: HashMap<Box<str>, Vid, FxBuild>,
+    strings: StrIndex,
     /// The last short string read and its node.
     last_str: (Vec<u8>, Vid),
     scratch: Vec<Vid>,
@@ -333,7 +337,7 @@ impl<'s, F: Feed, S: Sink> Vm<'s, F, S> {
             memo: Vec::new(),
             memo_sparse: Default::default(),
             op_start: 0,
-            strings: HashMap::default(),
+            strings: StrIndex::default(),
             last_str: (Vec::new(), NO_MEMO),
             scratch: Vec::new(),
             tuples: HashMap::default(),

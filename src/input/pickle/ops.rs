@@ -3,8 +3,30 @@
 //! containers filled in place, and the memo.
 
 use super::window::Feed;
-use super::{NO_MEMO, PAYLOAD, PickleError, Sink, TAG, TAG_STACK, Val, Vm};
-use crate::input::value::{Node, Vid};
+use super::{NO_MEMO, PAYLOAD, PickleError, Sink, StrIndex, TAG, TAG_STACK, Val, Vm};
+use crate::input::value::{Arena, Node, Vid};
+
+/// The node of the string `s`: the one made before for an equal string,
+/// or a new one (equal strings are one node). The index holds no copy of
+/// the strings; it finds them in the arena. Out of line: the fast path
+/// that calls it for a string not met before is tight on registers.
+#[inline(never)]
+pub(super) fn string_node(strings: &mut StrIndex, arena: &mut Arena, s: &str) -> Vid {
+    let key_of = |v: Vid| match &arena.nodes[v as usize] {
+        Node::Str(t) => &**t,
+        _ => unreachable!("the string index names only string nodes"),
+    };
+    if let Some(id) = strings.find(s, key_of) {
+        return id;
+    }
+    let id = arena.push(Node::Str(s.into()));
+    let nodes = &arena.nodes;
+    strings.insert(s, id, |v| match &nodes[v as usize] {
+        Node::Str(t) => &**t,
+        _ => unreachable!("the string index names only string nodes"),
+    });
+    id
+}
 
 impl<F: Feed, S: Sink> Vm<'_, F, S> {
     pub(super) fn err_at(&self, offset: u64, msg: impl Into<String>) -> PickleError {
@@ -111,14 +133,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
     }
     /// Equal strings are one node.
     pub(super) fn push_string(&mut self, s: &str) {
-        let id = match self.strings.get(s) {
-            Some(&id) => id,
-            None => {
-                let id = self.arena.push(Node::Str(s.into()));
-                self.strings.insert(s.into(), id);
-                id
-            }
-        };
+        let id = string_node(&mut self.strings, &mut self.arena, s);
         self.stack.push(Val::Node(id));
     }
     #[inline]
@@ -132,14 +147,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
             return Ok(());
         }
         let id = match std::str::from_utf8(b) {
-            Ok(s) => match self.strings.get(s) {
-                Some(&id) => id,
-                None => {
-                    let id = self.arena.push(Node::Str(s.into()));
-                    self.strings.insert(s.into(), id);
-                    id
-                }
-            },
+            Ok(s) => string_node(&mut self.strings, &mut self.arena, s),
             // CPython writes lone surrogates with 'surrogatepass'; keep what we can.
             Err(_) => {
                 let s = String::from_utf8_lossy(b).into_owned();

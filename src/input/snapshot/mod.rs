@@ -118,7 +118,6 @@ struct Cx<'a> {
     intern: Interner,
     stack_cache: HashMap<Vid, StackId, FxBuild>,
     frame_cache: HashMap<Vid, FrameId, FxBuild>,
-    str_cache: HashMap<Vid, StrId, FxBuild>,
     str_front: [(Vid, StrId); STR_FRONT],
     /// The sink's frames lists ([`Node::Stack`]) and their final ids.
     pstacks: &'a [Box<[Vid]>],
@@ -304,7 +303,6 @@ fn walk(a: &Arena, root: Vid, sink: TraceSink) -> Result<Walked, (SchemaError, b
         intern: Interner::new(),
         stack_cache: HashMap::default(),
         frame_cache: HashMap::default(),
-        str_cache: HashMap::default(),
         str_front: [(Vid::MAX, StrId(0)); STR_FRONT],
         pstacks: &pstacks,
         ppools: &ppools,

@@ -5,6 +5,7 @@
 
 use super::fields::{Fields, Key, classify, field};
 use crate::core::hash::FxBuild;
+use crate::core::table::IdTable;
 use crate::input::pickle::{Sink, Val};
 use crate::input::value::{Arena, Node, Vid};
 use crate::model::tally::Tallier;
@@ -51,8 +52,7 @@ pub struct TraceSink {
     lists: Vec<SinkList>,
     /// Whether new trace lists are tallied rather than kept.
     tally: bool,
-    pstacks: Vec<Box<[Vid]>>,
-    pstack_ix: HashMap<Box<[Vid]>, u32, FxBuild>,
+    pstacks: IdTable<Box<[Vid]>, FxBuild>,
     /// The number of the empty stack, once it has one.
     pstack_empty: Option<u32>,
     /// Pool ids by provisional number.
@@ -61,8 +61,7 @@ pub struct TraceSink {
     /// Combinations of extras by provisional number (string ids are arena
     /// nodes, pools provisional numbers), and the last one named, which
     /// the next entry nearly always names again.
-    pextras: Vec<EventExtras>,
-    pextras_ix: HashMap<EventExtras, u32, FxBuild>,
+    pextras: IdTable<EventExtras, FxBuild>,
     last_extras: Option<(EventExtras, u32)>,
     /// Nonzero streams by provisional number, and the last one named.
     pstreams: Vec<i64>,
@@ -178,13 +177,11 @@ impl Default for TraceSink {
             trace_lists: Vec::new(),
             lists: Vec::new(),
             tally: false,
-            pstacks: Vec::new(),
-            pstack_ix: HashMap::default(),
+            pstacks: IdTable::default(),
             pstack_empty: None,
             ppools: Vec::new(),
             ppool_ix: HashMap::default(),
-            pextras: Vec::new(),
-            pextras_ix: HashMap::default(),
+            pextras: IdTable::default(),
             last_extras: None,
             pstreams: Vec::new(),
             pstream_ix: HashMap::default(),
@@ -236,7 +233,7 @@ impl TraceSink {
 
     /// The frames of stack `s`, as [`Sink::take_stack`] took them.
     pub(crate) fn stack_items(&self, s: u32) -> &[Vid] {
-        &self.pstacks[s as usize]
+        &self.pstacks.items()[s as usize]
     }
 
     /// Trace entries taken so far.
@@ -256,10 +253,10 @@ impl TraceSink {
             ..
         } = self;
         Parts {
-            stacks: pstacks,
+            stacks: pstacks.into_items(),
             lists,
             pools: ppools,
-            extras: pextras,
+            extras: pextras.into_items(),
             streams: pstreams,
         }
     }
@@ -363,17 +360,10 @@ impl TraceSink {
         s
     }
 
+    #[inline(never)]
     fn intern_stack_by_lookup(&mut self, items: &[Vid]) -> u32 {
-        match self.pstack_ix.get(items) {
-            Some(&s) => s,
-            None => {
-                let s = self.pstacks.len() as u32;
-                let items: Box<[Vid]> = items.into();
-                self.pstacks.push(items.clone());
-                self.pstack_ix.insert(items, s);
-                s
-            }
-        }
+        // Each stack a value of the file's bytes: fewer than ids.
+        (self.pstacks.intern(items, |s| s.into())).expect("fewer stacks than ids")
     }
 
     /// The provisional number of a pool id.
@@ -407,13 +397,15 @@ impl TraceSink {
         {
             return ExtrasIdx(i);
         }
-        let n = self.pextras.len() as u32;
-        let i = *self.pextras_ix.entry(x).or_insert(n);
-        if i == n {
-            self.pextras.push(x);
-        }
+        let i = self.intern_extras_by_lookup(x);
         self.last_extras = Some((x, i));
         ExtrasIdx(i)
+    }
+
+    #[inline(never)]
+    fn intern_extras_by_lookup(&mut self, x: EventExtras) -> u32 {
+        // Each combination named by an entry of the file: fewer than ids.
+        (self.pextras.intern(&x, |x| *x)).expect("fewer combinations than ids")
     }
 
     /// A frames list as a stack number (+1), or `None` when the arena path
@@ -611,7 +603,7 @@ impl Sink for TraceSink {
         shape: Option<u32>,
     ) -> Option<u32> {
         let e = self.event(a, items, shape)?;
-        let pextras = &self.pextras;
+        let pextras = self.pextras.items();
         let list = &mut self.lists[l as usize];
         Some(list.push(e, |x| pextras[x.0 as usize].device_free))
     }
@@ -671,7 +663,7 @@ impl Sink for TraceSink {
                 _ => {}
             }
         }
-        for st in &self.pstacks {
+        for st in self.pstacks.items() {
             st.iter().for_each(|&c| count(c));
         }
         // The value `from_arena_with` takes: the last of these keys.

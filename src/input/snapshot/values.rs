@@ -79,19 +79,14 @@ impl<'a> Cx<'a> {
         }
         self.str_id_missed(v, p)
     }
-    /// [`Cx::str_id`] past its cache.
+    /// [`Cx::str_id`] past its cache: the interner finds the string by its
+    /// text (no map from node to id beside it, which a file with a new
+    /// string at every entry would make as long as its trace).
     #[cold]
     pub(super) fn str_id_missed(&mut self, v: Vid, p: &P) -> R<StrId> {
         let slot = v as usize % STR_FRONT;
-        let id = match self.str_cache.get(&v) {
-            Some(id) => *id,
-            None => {
-                let s = self.string(v, p)?;
-                let id = full(self.intern.string(s), p)?;
-                self.str_cache.insert(v, id);
-                id
-            }
-        };
+        let s = self.string(v, p)?;
+        let id = full(self.intern.string(s), p)?;
         self.str_front[slot] = (v, id);
         Ok(id)
     }

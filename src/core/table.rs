@@ -1,0 +1,210 @@
+//! Distinct values numbered in the order first seen, each held once: an
+//! [`IdIndex`] finds a value's number by hashing the value where it is
+//! stored (a table's vector, a decoder's arena), so no second copy of it
+//! serves as a map's key; an [`IdTable`] is such an index beside its own
+//! vector.
+//!
+//! A file that names a new string or stack at every event (a label per
+//! step, a new innermost frame per allocation) makes these tables as long
+//! as its trace: a map from value to number, beside the vector of values,
+//! would hold each of them twice.
+
+use hashbrown::HashTable;
+use std::borrow::Borrow;
+use std::hash::{BuildHasher, Hash};
+
+/// Numbers the index hands out: `0..LIMIT`, so never `u32::MAX`, which
+/// callers keep for "absent".
+pub const LIMIT: usize = u32::MAX as usize;
+
+/// The table holds [`LIMIT`] values: the next would need `u32::MAX`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full;
+
+/// Numbers of values stored elsewhere, found by the values' hashes. The
+/// caller says where number `i`'s value is (`key_of`), and must give the
+/// same answer for the life of the index. Keys come from untrusted files:
+/// the default hasher is seeded at random per index.
+#[derive(Clone, Default)]
+pub struct IdIndex<S = foldhash::fast::RandomState> {
+    table: HashTable<u32>,
+    hasher: S,
+}
+
+impl<S: BuildHasher> IdIndex<S> {
+    pub fn with_hasher(hasher: S) -> Self {
+        IdIndex {
+            table: HashTable::new(),
+            hasher,
+        }
+    }
+    /// The number of the value equal to `k`.
+    #[inline]
+    pub fn find<'a, Q: Hash + Eq + ?Sized + 'a>(
+        &self,
+        k: &Q,
+        key_of: impl Fn(u32) -> &'a Q,
+    ) -> Option<u32> {
+        let h = self.hasher.hash_one(k);
+        self.table.find(h, |&i| key_of(i) == k).copied()
+    }
+    /// Records `id` for `k`, which the index does not hold yet.
+    pub fn insert<'a, Q: Hash + ?Sized + 'a>(
+        &mut self,
+        k: &Q,
+        id: u32,
+        key_of: impl Fn(u32) -> &'a Q,
+    ) {
+        let h = self.hasher.hash_one(k);
+        let hasher = &self.hasher;
+        self.table
+            .insert_unique(h, id, |&i| hasher.hash_one(key_of(i)));
+    }
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+}
+
+/// Distinct values in the order first seen, numbered by their place.
+#[derive(Clone)]
+pub struct IdTable<K, S = foldhash::fast::RandomState> {
+    items: Vec<K>,
+    index: IdIndex<S>,
+}
+
+impl<K, S: Default> Default for IdTable<K, S> {
+    fn default() -> Self {
+        IdTable {
+            items: Vec::new(),
+            index: IdIndex {
+                table: HashTable::new(),
+                hasher: S::default(),
+            },
+        }
+    }
+}
+
+impl<K: Hash + Eq, S: BuildHasher + Default> IdTable<K, S> {
+    /// A table of `items`, numbered by their place; a value met twice keeps
+    /// its first number (the later copy stays in place, found by none).
+    pub fn from_items(items: Vec<K>) -> Self {
+        let mut index = IdIndex::with_hasher(S::default());
+        for (i, k) in items.iter().enumerate() {
+            if index.find(k, |j| &items[j as usize]).is_none() {
+                index.insert(k, i as u32, |j| &items[j as usize]);
+            }
+        }
+        IdTable { items, index }
+    }
+}
+
+impl<K: Hash + Eq, S: BuildHasher> IdTable<K, S> {
+    /// The number of the value equal to `k`.
+    #[inline]
+    pub fn get<Q: Hash + Eq + ?Sized>(&self, k: &Q) -> Option<u32>
+    where
+        K: Borrow<Q>,
+    {
+        let items = &self.items;
+        self.index.find(k, |i| items[i as usize].borrow())
+    }
+    /// The number of `k`, made from it by `make` and numbered next when
+    /// the table lacks it.
+    #[inline]
+    pub fn intern<Q: Hash + Eq + ?Sized>(
+        &mut self,
+        k: &Q,
+        make: impl FnOnce(&Q) -> K,
+    ) -> Result<u32, Full>
+    where
+        K: Borrow<Q>,
+    {
+        if let Some(i) = self.get(k) {
+            return Ok(i);
+        }
+        self.push_new(make(k))
+    }
+    /// Appends `k`, which the table does not hold, as the next number.
+    pub fn push_new(&mut self, k: K) -> Result<u32, Full> {
+        if self.items.len() >= LIMIT {
+            return Err(Full);
+        }
+        let id = self.items.len() as u32;
+        let items = &self.items;
+        self.index.insert(&k, id, |i| &items[i as usize]);
+        self.items.push(k);
+        Ok(id)
+    }
+}
+
+impl<K, S> IdTable<K, S> {
+    pub fn items(&self) -> &[K] {
+        &self.items
+    }
+    pub fn into_items(self) -> Vec<K> {
+        self.items
+    }
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_follow_first_sight_and_hold_one_copy() {
+        let mut t: IdTable<String> = IdTable::default();
+        let words = ["b", "a", "b", "c", "a", ""];
+        let ids: Vec<u32> = (words.iter())
+            .map(|w| t.intern(*w, str::to_owned).unwrap())
+            .collect();
+        assert_eq!(ids, [0, 1, 0, 2, 1, 3]);
+        assert_eq!(t.items(), ["b", "a", "c", ""]);
+        assert_eq!(t.get("c"), Some(2));
+        assert_eq!(t.get("d"), None);
+    }
+
+    #[test]
+    fn a_table_rebuilt_from_its_items_finds_the_same_numbers() {
+        // Enough values that the index grows several times.
+        let mut t: IdTable<Vec<u32>> = IdTable::default();
+        for i in 0..5000u32 {
+            let k: Vec<u32> = (0..1 + i % 7).map(|j| i * 7 + j).collect();
+            assert_eq!(t.intern(&k[..], <[u32]>::to_vec), Ok(i));
+        }
+        let again: IdTable<Vec<u32>> = IdTable::from_items(t.items().to_vec());
+        for (i, k) in t.items().iter().enumerate() {
+            assert_eq!(again.get(&k[..]), Some(i as u32));
+        }
+    }
+
+    #[test]
+    fn a_repeated_item_keeps_its_first_number() {
+        let t: IdTable<u64> = IdTable::from_items(vec![7, 8, 7]);
+        assert_eq!(t.get(&7), Some(0));
+        assert_eq!(t.get(&8), Some(1));
+    }
+
+    #[test]
+    fn an_index_over_outside_storage() {
+        let store = ["x".to_string(), "y".to_string(), "x".to_string()];
+        let mut ix = IdIndex::<foldhash::fast::RandomState>::default();
+        for (i, s) in store.iter().enumerate() {
+            let key_of = |j: u32| store[j as usize].as_str();
+            if ix.find(s.as_str(), key_of).is_none() {
+                ix.insert(s.as_str(), i as u32, key_of);
+            }
+        }
+        assert_eq!(ix.len(), 2);
+        assert_eq!(ix.find("x", |j| store[j as usize].as_str()), Some(0));
+        assert_eq!(ix.find("z", |j| store[j as usize].as_str()), None);
+    }
+}
