@@ -7,7 +7,7 @@
 //! same SVG. Returns bytes; never writes files.
 
 use crate::analysis::culprits::Analysis;
-use crate::analysis::frames::{filtered, frame_label};
+use crate::analysis::frames::{FrameFacts, frame_label};
 use crate::model::{BlockState, Snapshot};
 use std::collections::BTreeMap;
 
@@ -28,8 +28,15 @@ fn clean(label: &str) -> String {
 
 /// Collapsed stack lines, merged and sorted. With several analyses (devices)
 /// each stack starts with a `cuda:N` frame.
+///
+/// Deep stacks share most of their frames: whether the viewer shows a frame
+/// ([`FrameFacts`]) and its cleaned label are worked out once a frame, and
+/// each block's line is written into one buffer.
 pub fn collapsed(snap: &Snapshot, analyses: &[Analysis], weight: Weight) -> Vec<String> {
+    let facts = FrameFacts::new(snap);
+    let mut labels: Vec<Option<Box<str>>> = vec![None; snap.frames.len()];
     let mut acc: BTreeMap<String, u64> = BTreeMap::new();
+    let mut line = String::new();
     let by_device = analyses.len() > 1;
     for a in analyses {
         for b in &a.blocks {
@@ -44,23 +51,36 @@ pub fn collapsed(snap: &Snapshot, analyses: &[Analysis], weight: Weight) -> Vec<
             if w == 0 {
                 continue;
             }
-            let mut frames: Vec<String> = Vec::new();
+            line.clear();
+            // Frames joined by `;`: a separator before every frame but the first.
+            let mut first = true;
+            let mut push = |line: &mut String, frame: &str| {
+                if !std::mem::take(&mut first) {
+                    line.push(';');
+                }
+                line.push_str(frame);
+            };
             if by_device {
-                frames.push(format!("cuda:{}", a.device));
+                push(&mut line, &format!("cuda:{}", a.device));
             }
-            let kept = filtered(snap, b.stack);
+            let kept = facts.filtered(b.stack);
             if kept.is_empty() {
-                frames.push("<no stack recorded>".into());
+                push(&mut line, "<no stack recorded>");
             }
-            frames.extend(
-                kept.iter()
-                    .rev()
-                    .map(|&f| clean(&frame_label(snap, f, false))),
-            );
+            for &f in kept.iter().rev() {
+                let label = labels[f.0 as usize]
+                    .get_or_insert_with(|| clean(&frame_label(snap, f, false)).into());
+                push(&mut line, label);
+            }
             if let Some(l) = leaf {
-                frames.push(l.into());
+                push(&mut line, l);
             }
-            *acc.entry(frames.join(";")).or_default() += w;
+            match acc.get_mut(line.as_str()) {
+                Some(v) => *v += w,
+                None => {
+                    acc.insert(line.clone(), w);
+                }
+            }
         }
     }
     acc.into_iter().map(|(k, v)| format!("{k} {v}")).collect()
