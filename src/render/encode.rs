@@ -265,15 +265,18 @@ impl Serialize for SnapshotJson<'_> {
 
 /// A writer for serde_json's many small writes (a key, a colon, a number):
 /// they land in a buffer of a type the serializer inlines, and reach the
-/// output in pieces of [`CHUNK`] bytes. Through `&mut dyn Write` each was a
-/// call through a vtable into the output's own buffer. [`Chunked::finish`]
-/// writes the rest.
+/// output in pieces of at least [`CHUNK`] bytes. Through `&mut dyn Write`
+/// each was a call through a vtable into the output's own buffer. A piece
+/// that large goes past the 1 MiB buffer of the output ([`std::io::BufWriter`]
+/// writes what fills its capacity straight through) instead of being
+/// copied into it: a tenth of the work of `timeline --json`.
+/// [`Chunked::finish`] writes the rest.
 pub struct Chunked<'a> {
     buf: Vec<u8>,
     out: &'a mut dyn Write,
 }
 
-const CHUNK: usize = 64 << 10;
+const CHUNK: usize = 1 << 20;
 
 impl<'a> Chunked<'a> {
     pub fn new(out: &'a mut dyn Write) -> Chunked<'a> {
@@ -304,13 +307,13 @@ impl Write for Chunked<'_> {
 
     #[inline]
     fn write_all(&mut self, b: &[u8]) -> std::io::Result<()> {
-        if self.buf.len() + b.len() > CHUNK {
-            self.drain()?;
-            if b.len() > CHUNK {
-                return self.out.write_all(b);
-            }
+        if self.buf.is_empty() && b.len() >= CHUNK {
+            return self.out.write_all(b);
         }
         self.buf.extend_from_slice(b);
+        if self.buf.len() >= CHUNK {
+            self.drain()?;
+        }
         Ok(())
     }
 
