@@ -109,12 +109,8 @@ pub struct Tallier {
     last: Option<i64>,
     frees_without_alloc: u64,
     ooms: Vec<OomEntry>,
-    /// Addresses allocated and not yet freed. Keyed by block address:
-    /// foldhash, seeded per set. An Fx hash leaves the low bits of a
-    /// multiple of 512 at zero, and those pick the bucket: on a trace with
-    /// tens of thousands of addresses every insert probed a long run of full
-    /// buckets.
-    live: std::collections::HashSet<u64, foldhash::fast::RandomState>,
+    /// Addresses allocated and not yet freed.
+    live: crate::core::table::U64Set,
     /// `oom` entries are counted, not listed ([`TraceTally::counts_of`]).
     counts_only: bool,
 }
@@ -142,7 +138,7 @@ impl Tallier {
             Action::FreeRequested if self.live.insert(e.addr) => {
                 self.frees_without_alloc += 1;
             }
-            Action::FreeCompleted if !self.live.remove(&e.addr) => {
+            Action::FreeCompleted if !self.live.remove(e.addr) => {
                 self.frees_without_alloc += 1;
             }
             Action::Oom if !self.counts_only => self.ooms.push(OomEntry {
