@@ -4,7 +4,7 @@
 //! reads of any length (entries across every refill of the window) change
 //! nothing.
 
-use crate::util::{real_pickles, synthetic_pickle};
+use crate::util::{alloc_item, one_trace_pickle, real_pickles, synthetic_pickle};
 use fragscope::input::pickle::{self, NoSink};
 use fragscope::input::snapshot::{TraceSink, from_arena, from_arena_with};
 use fragscope::input::value::Node;
@@ -310,38 +310,6 @@ fn count_nodes(a: &fragscope::input::value::Arena, is: impl Fn(&Node) -> bool) -
     a.nodes.iter().filter(|n| is(n)).count()
 }
 
-/// `{"segments": [], "device_traces": [[entry 0, …, entry n-1]]}` as
-/// CPython pickles it, each entry a dict of `fields` items written by
-/// `item(p, entry, field)` (its key, then its value).
-fn one_trace_pickle(
-    n: usize,
-    fields: usize,
-    mut item: impl FnMut(
-        &mut fragscope::synth::pickle_writer::Pickler<Vec<u8>>,
-        usize,
-        usize,
-    ) -> std::io::Result<()>,
-) -> Vec<u8> {
-    use fragscope::synth::pickle_writer::{Ident, Pickler};
-    let mut p = Pickler::new(Vec::new());
-    p.dict(Ident::Fresh, 2, |p, i| match i {
-        0 => {
-            p.str(Ident::Fresh, "segments")?;
-            p.list(Ident::Fresh, 0, |_, _| Ok(()))
-        }
-        _ => {
-            p.str(Ident::Fresh, "device_traces")?;
-            p.list(Ident::Fresh, 1, |p, _| {
-                p.list(Ident::Fresh, n, |p, k| {
-                    p.dict(Ident::Fresh, fields, |p, f| item(p, k, f))
-                })
-            })
-        }
-    })
-    .unwrap();
-    p.finish().unwrap().0
-}
-
 /// A trace that runs into its limit at every other request, each `oom`
 /// with the free memory of its own moment, as PyTorch writes them (no
 /// address). Both reading paths give the same model; no `oom` makes a
@@ -493,18 +461,7 @@ fn entries_with_new_strings_stay_on_the_fast_path() {
     let meta = |k: usize| format!("step {k} of the run");
     let context = |k: usize| format!("Torch-Compiled Region: {}/0", k / 50);
     let bytes = one_trace_pickle(N, 6, |p, k, f| match f {
-        0 => {
-            p.str(Ident::Shared(0), "action")?;
-            p.str(Ident::Shared(1), "alloc")
-        }
-        1 => {
-            p.str(Ident::Shared(2), "addr")?;
-            p.int((k as i64 + 1) << 20)
-        }
-        2 => {
-            p.str(Ident::Shared(3), "size")?;
-            p.int(512)
-        }
+        0..=2 => alloc_item(p, k, f),
         3 => {
             p.str(Ident::Shared(4), "stream")?;
             p.int(0)

@@ -662,50 +662,23 @@ fn report_and_view_hold_little_beside_the_model() {
 /// every entry, or (`fresh`) a new string at each, as a run that labels
 /// every event with its step would write.
 fn labelled_trace(path: &std::path::Path, n: usize, fresh: bool) -> u64 {
-    use fragscope::synth::pickle_writer::{Ident, Pickler};
-    let f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    let mut p = Pickler::new(f);
-    p.dict(Ident::Fresh, 2, |p, i| match i {
-        0 => {
-            p.str(Ident::Fresh, "segments")?;
-            p.list(Ident::Fresh, 0, |_, _| Ok(()))
+    use fragscope::synth::pickle_writer::Ident;
+    let bytes = one_trace_pickle(n, 5, |p, k, f| match f {
+        0..=2 => alloc_item(p, k, f),
+        3 => {
+            p.str(Ident::Shared(4), "time_us")?;
+            p.int(k as i64)
         }
         _ => {
-            p.str(Ident::Fresh, "device_traces")?;
-            p.list(Ident::Fresh, 1, |p, _| {
-                p.list(Ident::Fresh, n, |p, k| {
-                    p.dict(Ident::Fresh, 5, |p, f| match f {
-                        0 => {
-                            p.str(Ident::Shared(0), "action")?;
-                            p.str(Ident::Shared(1), "alloc")
-                        }
-                        1 => {
-                            p.str(Ident::Shared(2), "addr")?;
-                            p.int((k as i64 + 1) << 20)
-                        }
-                        2 => {
-                            p.str(Ident::Shared(3), "size")?;
-                            p.int(512)
-                        }
-                        3 => {
-                            p.str(Ident::Shared(4), "time_us")?;
-                            p.int(k as i64)
-                        }
-                        _ => {
-                            p.str(Ident::Shared(5), "user_metadata")?;
-                            match fresh {
-                                true => p.str(Ident::Fresh, &format!("step {k} of the run")),
-                                false => p.str(Ident::Shared(6), "step"),
-                            }
-                        }
-                    })
-                })
-            })
+            p.str(Ident::Shared(5), "user_metadata")?;
+            match fresh {
+                true => p.str(Ident::Fresh, &format!("step {k} of the run")),
+                false => p.str(Ident::Shared(6), "step"),
+            }
         }
-    })
-    .unwrap();
-    p.finish().unwrap();
-    std::fs::metadata(path).unwrap().len()
+    });
+    std::fs::write(path, &bytes).unwrap();
+    bytes.len() as u64
 }
 
 /// A file may name a new string at every entry (a label per step, here

@@ -494,3 +494,60 @@ pub fn leftovers(dir: &Path) -> Vec<String> {
         .filter(|n| n.starts_with(".fragscope-"))
         .collect()
 }
+
+/// `{"segments": [], "device_traces": [[entry 0, …, entry n-1]]}` as
+/// CPython pickles it, each entry a dict of `fields` items written by
+/// `item(p, entry, field)` (its key, then its value).
+pub fn one_trace_pickle(
+    n: usize,
+    fields: usize,
+    mut item: impl FnMut(
+        &mut fragscope::synth::pickle_writer::Pickler<Vec<u8>>,
+        usize,
+        usize,
+    ) -> std::io::Result<()>,
+) -> Vec<u8> {
+    use fragscope::synth::pickle_writer::{Ident, Pickler};
+    let mut p = Pickler::new(Vec::new());
+    p.dict(Ident::Fresh, 2, |p, i| match i {
+        0 => {
+            p.str(Ident::Fresh, "segments")?;
+            p.list(Ident::Fresh, 0, |_, _| Ok(()))
+        }
+        _ => {
+            p.str(Ident::Fresh, "device_traces")?;
+            p.list(Ident::Fresh, 1, |p, _| {
+                p.list(Ident::Fresh, n, |p, k| {
+                    p.dict(Ident::Fresh, fields, |p, f| item(p, k, f))
+                })
+            })
+        }
+    })
+    .unwrap();
+    p.finish().unwrap().0
+}
+
+/// Item `f` (0, 1 or 2) of entry `k` of an allocation in [`one_trace_pickle`]:
+/// `action` "alloc", `addr` (k + 1) MiB, `size` 512, their keys and the
+/// action shared by every entry (memo ids 0 to 3).
+pub fn alloc_item(
+    p: &mut fragscope::synth::pickle_writer::Pickler<Vec<u8>>,
+    k: usize,
+    f: usize,
+) -> std::io::Result<()> {
+    use fragscope::synth::pickle_writer::Ident;
+    match f {
+        0 => {
+            p.str(Ident::Shared(0), "action")?;
+            p.str(Ident::Shared(1), "alloc")
+        }
+        1 => {
+            p.str(Ident::Shared(2), "addr")?;
+            p.int((k as i64 + 1) << 20)
+        }
+        _ => {
+            p.str(Ident::Shared(3), "size")?;
+            p.int(512)
+        }
+    }
+}
