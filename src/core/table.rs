@@ -38,6 +38,11 @@ impl<S: BuildHasher> IdIndex<S> {
             hasher,
         }
     }
+    /// The hash the index files `k` under.
+    #[inline]
+    pub fn hash<Q: Hash + ?Sized>(&self, k: &Q) -> u64 {
+        self.hasher.hash_one(k)
+    }
     /// The number of the value equal to `k`.
     #[inline]
     pub fn find<'a, Q: Hash + Eq + ?Sized + 'a>(
@@ -45,7 +50,16 @@ impl<S: BuildHasher> IdIndex<S> {
         k: &Q,
         key_of: impl Fn(u32) -> &'a Q,
     ) -> Option<u32> {
-        let h = self.hasher.hash_one(k);
+        self.find_hashed(self.hash(k), k, key_of)
+    }
+    /// [`IdIndex::find`] of `k` whose [`IdIndex::hash`] is `h`.
+    #[inline]
+    pub fn find_hashed<'a, Q: Eq + ?Sized + 'a>(
+        &self,
+        h: u64,
+        k: &Q,
+        key_of: impl Fn(u32) -> &'a Q,
+    ) -> Option<u32> {
         self.table.find(h, |&i| key_of(i) == k).copied()
     }
     /// Records `id` for `k`, which the index does not hold yet.
@@ -55,7 +69,15 @@ impl<S: BuildHasher> IdIndex<S> {
         id: u32,
         key_of: impl Fn(u32) -> &'a Q,
     ) {
-        let h = self.hasher.hash_one(k);
+        self.insert_hashed(self.hash(k), id, key_of)
+    }
+    /// [`IdIndex::insert`] of a value whose [`IdIndex::hash`] is `h`.
+    pub fn insert_hashed<'a, Q: Hash + ?Sized + 'a>(
+        &mut self,
+        h: u64,
+        id: u32,
+        key_of: impl Fn(u32) -> &'a Q,
+    ) {
         let hasher = &self.hasher;
         self.table
             .insert_unique(h, id, |&i| hasher.hash_one(key_of(i)));
@@ -112,7 +134,7 @@ impl<K: Hash + Eq, S: BuildHasher> IdTable<K, S> {
         self.index.find(k, |i| items[i as usize].borrow())
     }
     /// The number of `k`, made from it by `make` and numbered next when
-    /// the table lacks it.
+    /// the table lacks it (`k` hashed once either way).
     #[inline]
     pub fn intern<Q: Hash + Eq + ?Sized>(
         &mut self,
@@ -122,19 +144,38 @@ impl<K: Hash + Eq, S: BuildHasher> IdTable<K, S> {
     where
         K: Borrow<Q>,
     {
-        if let Some(i) = self.get(k) {
-            return Ok(i);
+        let h = self.index.hash(k);
+        let items = &self.items;
+        match self.index.find_hashed(h, k, |i| items[i as usize].borrow()) {
+            Some(i) => Ok(i),
+            None => self.push_hashed(h, make(k)),
         }
-        self.push_new(make(k))
+    }
+    /// [`IdTable::intern`] of a value the caller owns: kept as it is when new.
+    #[inline]
+    pub fn intern_owned(&mut self, k: K) -> Result<u32, Full> {
+        let h = self.index.hash(&k);
+        let items = &self.items;
+        match self.index.find_hashed(h, &k, |i| &items[i as usize]) {
+            Some(i) => Ok(i),
+            None => self.push_hashed(h, k),
+        }
+    }
+    /// Room for `n` more values without growing: each growth of the index
+    /// hashes every value again (a stack of hundreds of frames, each time).
+    pub fn reserve(&mut self, n: usize) {
+        self.items.reserve(n);
+        let (items, hasher) = (&self.items, &self.index.hasher);
+        (self.index.table).reserve(n, |&i| hasher.hash_one(&items[i as usize]));
     }
     /// Appends `k`, which the table does not hold, as the next number.
-    pub fn push_new(&mut self, k: K) -> Result<u32, Full> {
+    fn push_hashed(&mut self, h: u64, k: K) -> Result<u32, Full> {
         if self.items.len() >= LIMIT {
             return Err(Full);
         }
         let id = self.items.len() as u32;
         let items = &self.items;
-        self.index.insert(&k, id, |i| &items[i as usize]);
+        self.index.insert_hashed(h, id, |i| &items[i as usize]);
         self.items.push(k);
         Ok(id)
     }

@@ -64,6 +64,12 @@ impl Interner {
         i.stack(Vec::new());
         i
     }
+    /// Room for `stacks` more stacks and `extras` more combinations of
+    /// extras, when a decoder knows about how many its file holds.
+    pub fn reserve(&mut self, stacks: usize, extras: usize) {
+        self.stacks.reserve(stacks);
+        self.extras.reserve(extras);
+    }
     /// The id of `s`; refused once the table would hand out `u32::MAX`, the
     /// id an event reads as an absent string.
     pub fn string(&mut self, s: &str) -> Result<StrId, TableFull> {
@@ -79,10 +85,7 @@ impl Interner {
         )
     }
     pub fn stack(&mut self, frames: Vec<FrameId>) -> StackId {
-        match self.stacks.get(&frames[..]) {
-            Some(id) => StackId(id),
-            None => StackId(self.stacks.push_new(frames).expect("fewer stacks than ids")),
-        }
+        StackId((self.stacks.intern_owned(frames)).expect("fewer stacks than ids"))
     }
     /// A trace event's `pool_id`.
     pub fn pool(&mut self, pair: (i64, i64)) -> Result<PoolIdx, TableFull> {

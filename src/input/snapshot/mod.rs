@@ -319,6 +319,9 @@ fn walk(a: &Arena, root: Vid, sink: TraceSink) -> Result<Walked, (SchemaError, b
         work: 0,
         budget: expansion_budget(a, &pstacks),
     };
+    // Each frames list and combination the sink took is a stack or
+    // combination of the model (most are distinct).
+    cx.intern.reserve(pstacks.len(), pextras.len());
     let mut snap = Snapshot::default();
     let r = cx.root(root, &mut snap);
     if let Err(e) = r {

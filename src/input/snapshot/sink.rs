@@ -636,35 +636,41 @@ impl Sink for TraceSink {
     /// schema layer reads as `device_traces`, named nowhere else; any other
     /// becomes the list of records it stands for.
     fn finish(&mut self, a: &Arena, root: Vid) -> Vec<Vid> {
-        let mut seen: HashMap<Vid, (u32, u32), FxBuild> = a
-            .nodes
-            .iter()
-            .enumerate()
+        // The trace nodes, ascending, each with the references to it and
+        // those from the `device_traces` list. There are a few (one a
+        // device), and every child of every container is looked up: a
+        // range test and a binary search, no hashing.
+        let mut seen: Vec<(Vid, u32, u32)> = (a.nodes.iter().enumerate())
             .filter(|(_, n)| matches!(n, Node::Trace(..)))
-            .map(|(v, _)| (v as Vid, (0, 0)))
+            .map(|(v, _)| (v as Vid, 0, 0))
             .collect();
-        if seen.is_empty() {
+        let (Some(&(lo, ..)), Some(&(hi, ..))) = (seen.first(), seen.last()) else {
             return Vec::new();
-        }
-        let mut count = |v: Vid| {
-            if let Some(c) = seen.get_mut(&v) {
-                c.0 += 1;
+        };
+        let mut count = |v: Vid, clean: bool| {
+            if (lo..=hi).contains(&v)
+                && let Ok(i) = seen.binary_search_by_key(&v, |s| s.0)
+            {
+                match clean {
+                    false => seen[i].1 += 1,
+                    true => seen[i].2 += 1,
+                }
             }
         };
-        count(root);
+        count(root, false);
         for n in &a.nodes {
             match n {
-                Node::List(v) => v.iter().for_each(|&c| count(c)),
-                Node::Tuple(v) => v.iter().for_each(|&c| count(c)),
+                Node::List(v) => v.iter().for_each(|&c| count(c, false)),
+                Node::Tuple(v) => v.iter().for_each(|&c| count(c, false)),
                 Node::Dict(d) => d.iter().for_each(|&(k, v)| {
-                    count(k);
-                    count(v)
+                    count(k, false);
+                    count(v, false)
                 }),
                 _ => {}
             }
         }
         for st in self.pstacks.items() {
-            st.iter().for_each(|&c| count(c));
+            st.iter().for_each(|&c| count(c, false));
         }
         // The value `from_arena_with` takes: the last of these keys.
         let dt = match a.get(root) {
@@ -678,18 +684,14 @@ impl Sink for TraceSink {
         if let Some(dt) = dt
             && let Node::List(items) = a.get(dt)
         {
-            for c in items {
-                if let Some(c) = seen.get_mut(c) {
-                    c.1 += 1;
-                }
+            for &c in items {
+                count(c, true);
             }
         }
-        let mut out: Vec<Vid> = seen
-            .into_iter()
-            .filter(|(_, (refs, clean))| (*refs, *clean) != (1, 1))
-            .map(|(v, _)| v)
-            .collect();
-        out.sort_unstable();
-        out
+        // Ascending, as `seen` is.
+        (seen.into_iter())
+            .filter(|&(_, refs, clean)| (refs, clean) != (1, 1))
+            .map(|(v, ..)| v)
+            .collect()
     }
 }

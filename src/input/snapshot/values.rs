@@ -105,10 +105,18 @@ impl<'a> Cx<'a> {
         Ok((self.int(l[0], &p.idx(0))?, self.int(l[1], &p.idx(1))?))
     }
 
+    /// The frame of node `v`: nearly always one read before (stacks share
+    /// their frames), answered without the slow path's stack frame.
+    #[inline]
     pub(super) fn frame(&mut self, v: Vid, p: &P) -> R<FrameId> {
-        if let Some(id) = self.frame_cache.get(&v) {
-            return Ok(*id);
+        match self.frame_cache.get(&v) {
+            Some(id) => Ok(*id),
+            None => self.frame_new(v, p),
         }
+    }
+    /// [`Cx::frame`] of a node not read before.
+    #[inline(never)]
+    fn frame_new(&mut self, v: Vid, p: &P) -> R<FrameId> {
         self.spend(1, p)?;
         let f = match self.node(v) {
             Node::Dict(d) => {
