@@ -1,8 +1,8 @@
 //! Leaf helpers that every stage may use and that use nothing of the crate:
 //! byte and percentage formatting ([`units`]; [`style`] carries an
 //! invocation's `--bytes` and color choices), a serializer for streamed
-//! sequences ([`serial`]), text and hashing helpers ([`text`], [`hash`]), tables of
-//! distinct values held once ([`table`]) and
+//! sequences ([`serial`]), text and hashing helpers ([`text`], [`hash`]),
+//! tables of distinct values held once and a set of addresses ([`table`]),
 //! the process's memory allocator ([`alloc`]) and read-only file mappings
 //! (`mapped`, on Linux).
 

@@ -8,6 +8,9 @@
 //! step, a new innermost frame per allocation) makes these tables as long
 //! as its trace: a map from value to number, beside the vector of values,
 //! would hold each of them twice.
+//!
+//! [`U64Set`] is a set of addresses for the one table that changes at
+//! every event: the addresses a trace's tally holds live.
 
 use hashbrown::HashTable;
 use std::borrow::Borrow;
