@@ -104,10 +104,7 @@ impl<K, S: Default> Default for IdTable<K, S> {
     fn default() -> Self {
         IdTable {
             items: Vec::new(),
-            index: IdIndex {
-                table: HashTable::new(),
-                hasher: S::default(),
-            },
+            index: IdIndex::default(),
         }
     }
 }
@@ -118,8 +115,9 @@ impl<K: Hash + Eq, S: BuildHasher + Default> IdTable<K, S> {
     pub fn from_items(items: Vec<K>) -> Self {
         let mut index = IdIndex::with_hasher(S::default());
         for (i, k) in items.iter().enumerate() {
-            if index.find(k, |j| &items[j as usize]).is_none() {
-                index.insert(k, i as u32, |j| &items[j as usize]);
+            let h = index.hash(k);
+            if index.find_hashed(h, k, |j| &items[j as usize]).is_none() {
+                index.insert_hashed(h, i as u32, |j| &items[j as usize]);
             }
         }
         IdTable { items, index }

@@ -307,7 +307,8 @@ impl Write for Chunked<'_> {
 
     #[inline]
     fn write_all(&mut self, b: &[u8]) -> std::io::Result<()> {
-        if self.buf.is_empty() && b.len() >= CHUNK {
+        if b.len() >= CHUNK {
+            self.drain()?;
             return self.out.write_all(b);
         }
         self.buf.extend_from_slice(b);

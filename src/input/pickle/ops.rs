@@ -12,20 +12,21 @@ use crate::input::value::{Arena, Node, Vid};
 /// that calls it for a string not met before is tight on registers.
 #[inline(never)]
 pub(super) fn string_node(strings: &mut StrIndex, arena: &mut Arena, s: &str) -> Vid {
-    let key_of = |v: Vid| match &arena.nodes[v as usize] {
-        Node::Str(t) => &**t,
-        _ => unreachable!("the string index names only string nodes"),
-    };
-    if let Some(id) = strings.find(s, key_of) {
+    let h = strings.hash(s);
+    if let Some(id) = strings.find_hashed(h, s, |v| text_of(&arena.nodes, v)) {
         return id;
     }
     let id = arena.push(Node::Str(s.into()));
-    let nodes = &arena.nodes;
-    strings.insert(s, id, |v| match &nodes[v as usize] {
-        Node::Str(t) => &**t,
-        _ => unreachable!("the string index names only string nodes"),
-    });
+    strings.insert_hashed(h, id, |v| text_of(&arena.nodes, v));
     id
+}
+
+/// The text of string node `v`, the only kind the string index names.
+fn text_of(nodes: &[Node], v: Vid) -> &str {
+    match &nodes[v as usize] {
+        Node::Str(t) => t,
+        _ => unreachable!("the string index names only string nodes"),
+    }
 }
 
 impl<F: Feed, S: Sink> Vm<'_, F, S> {
