@@ -4,7 +4,9 @@
 //! reads of any length (entries across every refill of the window) change
 //! nothing.
 
-use crate::util::{alloc_item, one_trace_pickle, real_pickles, synthetic_pickle};
+use crate::util::{
+    alloc_item, fast, fast_path_agrees, general, one_trace_pickle, real_pickles, synthetic_pickle,
+};
 use fragscope::input::pickle::{self, NoSink};
 use fragscope::input::snapshot::{TraceSink, from_arena, from_arena_with};
 use fragscope::input::value::Node;
@@ -15,14 +17,6 @@ use fragscope::synth::SynthOptions;
 fn slow(bytes: &[u8]) -> Result<Snapshot, String> {
     let d = pickle::decode_from(bytes, &mut NoSink).map_err(|e| e.to_string())?;
     from_arena(&d.arena, d.root).map_err(|e| e.to_string())
-}
-
-fn fast(bytes: &[u8]) -> Result<(Snapshot, usize), String> {
-    let mut sink = TraceSink::new();
-    let d = pickle::decode_from(bytes, &mut sink).map_err(|e| e.to_string())?;
-    let taken = sink.entries();
-    let s = from_arena_with(&d.arena, d.root, sink).map_err(|e| e.to_string())?;
-    Ok((s, taken))
 }
 
 fn synthetic(events: u64, seed: u64) -> Vec<u8> {
@@ -496,31 +490,6 @@ fn entries_with_new_strings_stay_on_the_fast_path() {
     assert_eq!(records, 0, "entries read by the general machine");
     let strings = count_nodes(&d.arena, |n| matches!(n, Node::Str(_)));
     assert_eq!(strings, 2 + 7 + N + N / 50, "one node a string");
-}
-
-fn general(bytes: &[u8]) -> Result<(Snapshot, usize), String> {
-    let mut sink = TraceSink::new().with_fast_path(false);
-    let d = pickle::decode_from(bytes, &mut sink).map_err(|e| e.to_string())?;
-    let taken = sink.entries();
-    let s = from_arena_with(&d.arena, d.root, sink).map_err(|e| e.to_string())?;
-    Ok((s, taken))
-}
-
-/// The fast path for trace entries against the general machine: the same
-/// model and the same number of entries taken, or the same error.
-fn fast_path_agrees(name: &str, bytes: &[u8]) -> bool {
-    match (general(bytes), fast(bytes)) {
-        (Ok((a, ta)), Ok((b, tb))) => {
-            assert!(a == b, "{name}: the fast path changes the model");
-            assert_eq!(ta, tb, "{name}: entries taken");
-            true
-        }
-        (Err(a), Err(b)) => {
-            assert_eq!(a, b, "{name}: different errors");
-            false
-        }
-        (a, b) => panic!("{name}: {:?} vs {:?}", a.err(), b.err()),
-    }
 }
 
 #[test]

@@ -25,6 +25,7 @@ mod ergonomics;
 mod errors;
 mod events;
 mod explain_real;
+mod fresh_frames;
 mod fuzz_seeds;
 mod gpu_fidelity;
 mod guide;

@@ -527,6 +527,48 @@ pub fn one_trace_pickle(
     p.finish().unwrap().0
 }
 
+/// Decodes a pickle with the schema layer taking trace entries as they are
+/// read (the fast path on): the model and how many entries it took.
+pub fn fast(bytes: &[u8]) -> Result<(fragscope::model::Snapshot, usize), String> {
+    decode_with(bytes, fragscope::input::snapshot::TraceSink::new())
+}
+
+/// [`fast`] with the fast path off: the general machine reads every entry.
+pub fn general(bytes: &[u8]) -> Result<(fragscope::model::Snapshot, usize), String> {
+    decode_with(
+        bytes,
+        fragscope::input::snapshot::TraceSink::new().with_fast_path(false),
+    )
+}
+
+fn decode_with(
+    bytes: &[u8],
+    mut sink: fragscope::input::snapshot::TraceSink,
+) -> Result<(fragscope::model::Snapshot, usize), String> {
+    use fragscope::input::{pickle, snapshot};
+    let d = pickle::decode_from(bytes, &mut sink).map_err(|e| e.to_string())?;
+    let taken = sink.entries();
+    let s = snapshot::from_arena_with(&d.arena, d.root, sink).map_err(|e| e.to_string())?;
+    Ok((s, taken))
+}
+
+/// The fast path for trace entries against the general machine: the same
+/// model and the same number of entries taken, or the same error.
+pub fn fast_path_agrees(name: &str, bytes: &[u8]) -> bool {
+    match (general(bytes), fast(bytes)) {
+        (Ok((a, ta)), Ok((b, tb))) => {
+            assert!(a == b, "{name}: the fast path changes the model");
+            assert_eq!(ta, tb, "{name}: entries taken");
+            true
+        }
+        (Err(a), Err(b)) => {
+            assert_eq!(a, b, "{name}: different errors");
+            false
+        }
+        (a, b) => panic!("{name}: {:?} vs {:?}", a.err(), b.err()),
+    }
+}
+
 /// Item `f` (0, 1 or 2) of entry `k` of an allocation in [`one_trace_pickle`]:
 /// `action` "alloc", `addr` (k + 1) MiB, `size` 512, their keys and the
 /// action shared by every entry (memo ids 0 to 3).

@@ -3,6 +3,7 @@
 //! value stack and no node, or left, unchanged, to the general machine.
 
 use super::frames::{frames_set, le_word, references_end};
+use super::fresh;
 use super::literals::{long_from_le, sign_extend};
 use super::ops::string_node;
 use super::window::Feed;
@@ -116,6 +117,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
             shape_gen,
             f_keys,
             f_items_spare,
+            f_fresh,
             ..
         } = self;
         let b = inp.window();
@@ -191,6 +193,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
         i += 1;
         let mut list_at = None;
         let mut frames_known = None;
+        let mut fresh_miss = false;
         let mut cache_at = None;
         // One value from the opcode `$op` just read (at `i - 1`), with the
         // memo opcode after it, pushed on `f_items`: whether it was
@@ -304,6 +307,24 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                             }
                             skip_frames(&mut i);
                             match b.get(i) {
+                                // Dicts written out, as a list of frames
+                                // built anew for each entry.
+                                Some(b'(') if b.get(i + 1) == Some(&b'}') => {
+                                    let parts = fresh::Parts {
+                                        memo,
+                                        f_memo,
+                                        arena,
+                                        strings,
+                                        frames: f_frames,
+                                        generation: *f_gen,
+                                    };
+                                    let (s, end) = fresh::read(f_fresh, f_cache, parts, b, i + 1)?;
+                                    // A list read before, or one whose
+                                    // frames the sink takes below.
+                                    frames_known = s;
+                                    fresh_miss = s.is_none();
+                                    i = end;
+                                }
                                 Some(b'(') => {
                                     i += 1;
                                     // References only, as CPython writes a list of
@@ -446,6 +467,9 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
             };
             if s >= PAYLOAD {
                 return None;
+            }
+            if fresh_miss {
+                self.f_fresh.commit(s, &self.f_memo, &mut self.f_cache);
             }
             if let Some((set, from, to, hash)) = cache_at {
                 let bytes = &self.inp.f.bytes()[from..to];

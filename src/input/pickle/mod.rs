@@ -39,13 +39,15 @@
 //! The machine's parts, a file each: [`window`] (the read window over the
 //! reader), [`dispatch`] (the opcode loop), [`entry`] (the fast path for
 //! trace entries), [`frames`] (the cache of frames lists the fast path
-//! finds again by their bytes), [`ops`] (the stack, memo and container
+//! finds again by their bytes), [`fresh`] (the same for frames lists whose
+//! frames are dicts written out at every entry), [`ops`] (the stack, memo and container
 //! operations the opcodes share) and [`literals`] (integers and strings
 //! written as text or as little-endian bytes).
 
 mod dispatch;
 mod entry;
 mod frames;
+mod fresh;
 mod literals;
 mod ops;
 mod window;
@@ -230,6 +232,8 @@ struct Vm<'s, F, S> {
     /// Frames lists by their bytes (memo references only): the same call
     /// sites recur all through a trace.
     f_cache: FramesCache,
+    /// Frames lists of dicts written out, by their bytes.
+    f_fresh: fresh::FreshCache,
     /// Bumped when a memo entry is written over: the bytes of a frames list
     /// read before may no longer name the same frames.
     f_gen: u32,
@@ -351,6 +355,7 @@ impl<'s, F: Feed, S: Sink> Vm<'s, F, S> {
             f_memo: Vec::new(),
             f_frames: Vec::new(),
             f_cache: FramesCache::new(),
+            f_fresh: fresh::FreshCache::new(),
             f_gen: 0,
             shape: Vec::new(),
             shape_id: 0,

@@ -261,6 +261,11 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
             _ => return Err(self.err(format!("SETITEM on a {}, not a dict", val_kind(target)))),
         };
         let empty = match self.arena.get(t) {
+            Node::Dict(_) if self.f_fresh.made(t) => {
+                return Err(self.err(
+                    "SETITEM on a frame after a trace entry used it (PyTorch never writes this)",
+                ));
+            }
             Node::Dict(d) => d.is_empty(),
             Node::Record(..) => {
                 return Err(self.err(
@@ -309,6 +314,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
             if self.f_gen == 0 {
                 // Entries of a generation 2^32 overwrites ago would look current.
                 self.f_cache.clear();
+                self.f_fresh.clear();
             }
         } else if idx < len + 64 {
             self.memo.resize(idx as usize, NO_MEMO);
