@@ -551,7 +551,7 @@ fn the_fast_path_reads_the_entries_of_a_pytorch_shaped_file() {
 }
 
 /// Runs of the same small generator as the byte flips elsewhere (xorshift).
-fn xorshift(state: &mut u64) -> u64 {
+pub(crate) fn xorshift(state: &mut u64) -> u64 {
     *state ^= *state << 13;
     *state ^= *state >> 7;
     *state ^= *state << 17;

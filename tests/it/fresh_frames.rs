@@ -241,3 +241,44 @@ fn frames_built_anew_cost_no_memory_a_frame() {
         "{per_entry} bytes an entry above shared frames (peak RSS {rss:?})"
     );
 }
+
+/// Byte flips and cuts in the trace of files whose frames are written
+/// anew: the fast path gives the general machine's model or its error,
+/// or refuses a SETITEM on a frame it shares (which the general machine,
+/// keeping a dict per frame written, lets through).
+#[test]
+fn a_changed_file_of_frames_built_anew_reads_as_the_general_machine_reads_it() {
+    let refused = |e: &str| e.contains("SETITEM on a frame after a trace entry used it");
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut errors = 0;
+    for how in [How::Fresh, How::FreshStrings, How::StringPerEntry] {
+        let bytes = trace(800, how);
+        let from = bytes.len() / 8;
+        for k in 0..150 {
+            let at = from + (crate::decoder::xorshift(&mut state) as usize) % (bytes.len() - from);
+            let mut b = bytes.clone();
+            if k % 10 == 0 {
+                b.truncate(at);
+            } else {
+                b[at] ^= 1 << (crate::decoder::xorshift(&mut state) % 8);
+            }
+            let name = format!("{how:?}: change {k} at byte {at}");
+            match (general(&b), fast(&b)) {
+                (Ok((a, ta)), Ok((f, tf))) => {
+                    assert!(a == f, "{name}: the fast path changes the model");
+                    assert_eq!(ta, tf, "{name}: entries taken");
+                }
+                (Err(a), Err(f)) => {
+                    assert!(a == f || refused(&f), "{name}: {a} vs {f}");
+                    errors += 1;
+                }
+                (Ok(_), Err(f)) if refused(&f) => errors += 1,
+                (a, f) => panic!("{name}: {:?} vs {:?}", a.err(), f.err()),
+            }
+        }
+    }
+    assert!(
+        errors > 30,
+        "only {errors} of the changed files fail to decode"
+    );
+}
