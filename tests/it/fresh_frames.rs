@@ -26,6 +26,8 @@ enum How {
     StringPerEntry,
     /// Shared at even entries, anew at odd ones.
     Mixed,
+    /// In one list, frames shared (even) and frames anew (odd).
+    HalfShared,
     /// Anew, with keys the model does not read: None, a float, a bool.
     Extras,
 }
@@ -52,7 +54,7 @@ fn frames(p: &mut Pickler<Vec<u8>>, k: usize, how: How) -> io::Result<()> {
     };
     p.list(list, depth, |p, j| {
         let (file, line, name) = frame(s, j);
-        let dict = match shared {
+        let dict = match shared || (how == How::HalfShared && j % 2 == 0) {
             true => Ident::Shared(2000 + (s * DEPTH + j) as u64),
             false => Ident::Fresh,
         };
@@ -136,6 +138,7 @@ fn frames_built_anew_read_as_shared_frames_read() {
         How::FreshStrings,
         How::StringPerEntry,
         How::Mixed,
+        How::HalfShared,
         How::Extras,
     ] {
         let bytes = trace(N, how);
@@ -143,7 +146,10 @@ fn frames_built_anew_read_as_shared_frames_read() {
         assert!(fast_path_agrees(&name, &bytes), "{name}: not decoded");
         let (model, taken) = fast(&bytes).unwrap();
         assert_eq!(taken, N, "{name}: entries taken while reading");
-        if matches!(how, How::Fresh | How::FreshStrings | How::Mixed) {
+        if matches!(
+            how,
+            How::Fresh | How::FreshStrings | How::Mixed | How::HalfShared
+        ) {
             assert!(model == shared, "{name}: not the model of shared frames");
         }
         // A node or two a distinct frame (one the general machine made,
@@ -251,7 +257,12 @@ fn a_changed_file_of_frames_built_anew_reads_as_the_general_machine_reads_it() {
     let refused = |e: &str| e.contains("SETITEM on a frame after a trace entry used it");
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut errors = 0;
-    for how in [How::Fresh, How::FreshStrings, How::StringPerEntry] {
+    for how in [
+        How::Fresh,
+        How::FreshStrings,
+        How::StringPerEntry,
+        How::HalfShared,
+    ] {
         let bytes = trace(800, how);
         let from = bytes.len() / 8;
         for k in 0..150 {

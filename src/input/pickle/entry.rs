@@ -309,38 +309,32 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                             match b.get(i) {
                                 // Dicts written out, as a list of frames
                                 // built anew for each entry.
-                                Some(b'(') if b.get(i + 1) == Some(&b'}') => {
-                                    let parts = fresh::Parts {
-                                        memo,
-                                        f_memo,
-                                        arena,
-                                        strings,
-                                        frames: f_frames,
-                                        generation: *f_gen,
-                                    };
-                                    let (s, end) = fresh::read(f_fresh, f_cache, parts, b, i + 1)?;
-                                    // A list read before, or one whose
-                                    // frames the sink takes below.
-                                    frames_known = s;
-                                    fresh_miss = s.is_none();
-                                    i = end;
-                                }
                                 Some(b'(') => {
                                     i += 1;
                                     // References only, as CPython writes a list of
                                     // shared frames: the bytes name the stack.
                                     let from = i;
+                                    // A dict written out among them (or a list
+                                    // the frames cache names as one): the list
+                                    // is read as one of dicts written out.
+                                    let mut fresh_from = None;
                                     // A list seen before is found by its bytes
                                     // without walking them: same bytes (references
                                     // only) followed by APPENDS are the same list.
                                     let set = frames_set(&b[from..]);
-                                    if let Some(set) = set
+                                    if b.get(from) == Some(&b'}') {
+                                        fresh_from = Some(from);
+                                    } else if let Some(set) = set
                                         && let Some((s, end)) = f_cache.find(b, from, set, *f_gen)
                                     {
-                                        frames_known = Some(s);
-                                        i = end;
+                                        if s & fresh::FRESH == 0 {
+                                            frames_known = Some(s);
+                                            i = end;
+                                        } else {
+                                            fresh_from = Some(from);
+                                        }
                                     }
-                                    if frames_known.is_none() {
+                                    if frames_known.is_none() && fresh_from.is_none() {
                                         let j = references_end(b, from);
                                         if let Some(set) = set
                                             && b.get(j) == Some(&b'e')
@@ -355,13 +349,17 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                                             }
                                         }
                                     }
-                                    while frames_known.is_none() {
+                                    while frames_known.is_none() && fresh_from.is_none() {
                                         skip_frames(&mut i);
                                         if b.get(i) == Some(&b'e') {
                                             i += 1;
                                             break;
                                         }
-                                        let idx = reference(&mut i)?;
+                                        let Some(idx) = reference(&mut i) else {
+                                            (b.get(i) == Some(&b'}')).then_some(())?;
+                                            fresh_from = Some(from);
+                                            break;
+                                        };
                                         if idx >= memo_len {
                                             cache_at = None;
                                         }
@@ -369,6 +367,24 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                                             return None;
                                         };
                                         f_frames.push(v);
+                                    }
+                                    if let Some(from) = fresh_from {
+                                        cache_at = None;
+                                        let parts = fresh::Parts {
+                                            memo,
+                                            f_memo,
+                                            arena,
+                                            strings,
+                                            frames: f_frames,
+                                            generation: *f_gen,
+                                        };
+                                        let (s, end) =
+                                            fresh::read(f_fresh, f_cache, parts, b, from)?;
+                                        // A list read before, or one whose
+                                        // frames the sink takes below.
+                                        frames_known = s;
+                                        fresh_miss = s.is_none();
+                                        i = end;
                                     }
                                 }
                                 // One frame: the reference, then APPEND.

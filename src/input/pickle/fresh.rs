@@ -1,7 +1,7 @@
-//! Frames lists whose frames are dicts written where the list is, not
-//! references to dicts written once: what a file holds when the program
-//! that wrote it built each entry's frames anew (a converter, a generator
-//! of its own) instead of sharing them as PyTorch does. Read as the general
+//! Frames lists whose frames (all or some) are dicts written where the
+//! list is, not references to dicts written once: what a file holds when
+//! the program that wrote it built each entry's frames anew (a converter,
+//! a generator of its own) instead of sharing them as PyTorch does. Read as the general
 //! machine reads them, every such dict would stay a node (and its line
 //! number another) for the rest of the file: several times the file's size.
 //!
@@ -79,7 +79,7 @@ enum Item {
 const FREE_LISTS: usize = 4096;
 
 /// Marks a list of this cache where the frames cache keeps a stack.
-const FRESH: u32 = 1 << 31;
+pub(super) const FRESH: u32 = 1 << 31;
 
 /// Opcodes of no pickle, standing in a cached list's bytes for a memo
 /// index made relative: BINGET, LONG_BINGET, BINPUT, LONG_BINPUT.
@@ -307,7 +307,8 @@ fn walk(c: &mut FreshCache, b: &[u8], from: usize, p: &mut Parts<'_>, make: bool
     c.patches.clear();
     let mut i = from;
     loop {
-        match *b.get(i)? {
+        let op = *b.get(i)?;
+        match op {
             0x95 => {
                 i += 9;
                 seen.cacheable = false;
@@ -315,6 +316,17 @@ fn walk(c: &mut FreshCache, b: &[u8], from: usize, p: &mut Parts<'_>, make: bool
             }
             b'e' => break,
             b'}' => i += 1,
+            // A frame written before: a reference among the dicts.
+            b'h' | b'j' => {
+                let at = i;
+                i += 1;
+                if let Some(v) = named(c, p, &mut seen, b, (at, &mut i), base..next, make)?
+                    && make
+                {
+                    p.frames.push(v);
+                }
+                continue;
+            }
             _ => return None,
         }
         // A dict: `}`, its memo opcode, then `(` keys and values `u`, or
@@ -352,25 +364,10 @@ fn walk(c: &mut FreshCache, b: &[u8], from: usize, p: &mut Parts<'_>, make: bool
                         continue;
                     }
                     b'h' | b'j' => {
-                        let w = if op == b'h' { 1 } else { 4 };
-                        let idx = index(b, i, w)?;
-                        let at = i - 1;
-                        i += w;
-                        let v = if idx < memo_len {
-                            p.memo[idx]
-                        } else {
-                            if (base..next).contains(&idx) {
-                                c.patches.push((at, w as u8, (idx - base) as u32));
-                            } else {
-                                seen.cacheable = false;
-                            }
-                            if !make {
-                                continue;
-                            }
-                            *p.f_memo.get(idx - memo_len)?
-                        };
-                        (v < TAG).then_some(())?;
-                        Item::Node(v)
+                        match named(c, p, &mut seen, b, (i - 1, &mut i), base..next, make)? {
+                            Some(v) => Item::Node(v),
+                            None => continue,
+                        }
                     }
                     0x8c | b'X' => {
                         let w = if op == 0x8c { 1 } else { 4 };
@@ -416,6 +413,42 @@ fn walk(c: &mut FreshCache, b: &[u8], from: usize, p: &mut Parts<'_>, make: bool
     }
     seen.end = i;
     Some(seen)
+}
+
+/// The node the memo reference whose opcode is at `b[at]` names, its index
+/// read and `*i` moved past it; `Some(None)` where [`walk`] without `make`
+/// cannot know it (a value of the entry); `None` for one the fast path
+/// does not take. An index of the list's own values (`list`, from its
+/// first) is made relative in the key; any other past the memo before the
+/// entry makes the list one not to cache.
+#[inline]
+fn named(
+    c: &mut FreshCache,
+    p: &Parts<'_>,
+    seen: &mut Seen,
+    b: &[u8],
+    (at, i): (usize, &mut usize),
+    list: std::ops::Range<usize>,
+    make: bool,
+) -> Option<Option<Vid>> {
+    let w = if b[at] == b'h' { 1 } else { 4 };
+    let idx = index(b, at + 1, w)?;
+    *i = at + 1 + w;
+    let memo_len = p.memo.len();
+    let v = if idx < memo_len {
+        p.memo[idx]
+    } else {
+        if list.contains(&idx) {
+            c.patches.push((at, w as u8, (idx - list.start) as u32));
+        } else {
+            seen.cacheable = false;
+        }
+        if !make {
+            return Some(None);
+        }
+        *p.f_memo.get(idx - memo_len)?
+    };
+    (v < TAG).then_some(Some(v))
 }
 
 /// The dict of `c.items`: the node made before for equal items whose keys
