@@ -307,8 +307,6 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                             }
                             skip_frames(&mut i);
                             match b.get(i) {
-                                // Dicts written out, as a list of frames
-                                // built anew for each entry.
                                 Some(b'(') => {
                                     i += 1;
                                     // References only, as CPython writes a list of
@@ -379,7 +377,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                                             generation: *f_gen,
                                         };
                                         let (s, end) =
-                                            fresh::read(f_fresh, f_cache, parts, b, from)?;
+                                            fresh::read(f_fresh, f_cache, parts, b, from, set)?;
                                         // A list read before, or one whose
                                         // frames the sink takes below.
                                         frames_known = s;

@@ -17,7 +17,7 @@
 //! immutable but for a dict's items: a SETITEM on a dict made here (which
 //! PyTorch never writes) is refused, so sharing them stays invisible.
 
-use super::frames::{FramesCache, frames_set, le_word};
+use super::frames::{FramesCache, le_word};
 use super::literals::{long_from_le, sign_extend};
 use super::ops::string_node;
 use super::{NO_MEMO, StrIndex, TAG, Val};
@@ -141,9 +141,10 @@ pub(super) struct Parts<'a> {
     pub generation: u32,
 }
 
-/// Reads the frames list whose first dict starts at `b[from]` (just after
-/// its MARK), its memo entries pushed on `f_memo`: the index just past its
-/// APPENDS, with the sink's stack for it when it was read before. Else its
+/// Reads the frames list whose items start at `b[from]` (just after its
+/// MARK; `set` is [`super::frames::frames_set`] of them), its memo entries
+/// pushed on `f_memo`: the index just past its APPENDS, with the sink's
+/// stack for it when it was read before. Else its
 /// frames' nodes are on `frames`, for the sink to take as a stack and
 /// [`FreshCache::commit`] to keep with the list. `None` when the general
 /// machine must read the entry: nodes made on the way stay, unnamed. Out of
@@ -155,11 +156,11 @@ pub(super) fn read(
     mut p: Parts<'_>,
     b: &[u8],
     from: usize,
+    set: Option<usize>,
 ) -> Option<(Option<u32>, usize)> {
     c.pending = None;
     // A list of these very bytes read before (the frames cache holds
     // those whose bytes are their key, found without reading them).
-    let set = frames_set(&b[from..]);
     if let Some(set) = set
         && let Some((k, end)) = fc.find(b, from, set, p.generation)
         && let Some(l) = (k & FRESH != 0)
