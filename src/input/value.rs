@@ -5,11 +5,11 @@
 //! trace events is stored once.
 //!
 //! Three kinds of node stand for values the schema layer took while a pickle
-//! was read ([`crate::input::snapshot::TraceSink`]): a trace entry
-//! ([`Node::Record`]), a frames list whose items it keeps ([`Node::Stack`])
-//! and a list holding the first entries of one of its trace lists, in order
-//! ([`Node::Trace`]), which stands for as many `Record` nodes without making
-//! them. The pickle machine makes a `Record` or `Stack` node only when such a
+//! was read ([`crate::input::snapshot::TraceSink`]): a trace entry or a
+//! segment's block ([`Node::Record`]), a frames list whose items it keeps
+//! ([`Node::Stack`]) and a list holding the first records of one of its
+//! lists (a device's trace, a segment's blocks), in order ([`Node::Trace`]),
+//! which stands for as many `Record` nodes without making them. The pickle machine makes a `Record` or `Stack` node only when such a
 //! value is used somewhere else than where PyTorch puts it; otherwise it
 //! costs no node at all, only [`Arena::taken`] counts it.
 
@@ -30,14 +30,15 @@ pub enum Node {
     List(Vec<Vid>),
     Tuple(Box<[Vid]>),
     Dict(Vec<(Vid, Vid)>),
-    /// A trace-entry dict converted while reading: (list, index) in the
-    /// sink's records.
+    /// A trace entry's or block's dict converted while reading: (list,
+    /// index) in the sink's records.
     Record(u32, u32),
     /// A frames list taken while reading: its items are the sink's stack
     /// number `.0` (the same frame dicts, in order).
     Stack(u32),
-    /// A list whose items are the sink's entries `0..len` of its trace list
-    /// `.0`, in order: the same value as a `List` of those `Record`s.
+    /// A list whose items are the sink's records `0..len` of its list `.0`
+    /// (a trace list or a segment's blocks), in order: the same value as a
+    /// `List` of those `Record`s.
     Trace(u32, u32),
 }
 

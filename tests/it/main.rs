@@ -12,6 +12,7 @@
 mod golden;
 mod util;
 
+mod blocks;
 mod charts;
 mod check_diff;
 mod check_diff_timeline;

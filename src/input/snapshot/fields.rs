@@ -1,11 +1,13 @@
-//! The keys of a trace entry and how the [`super::sink::TraceSink`] reads
-//! each of their values from the arena into the entry's fields.
+//! The keys of a trace entry and of a segment's block, and how the
+//! [`super::sink::TraceSink`] reads each of their values from the arena into
+//! the record's fields.
 
 use crate::input::pickle::Val;
 use crate::input::value::{Arena, Node, Vid};
 use crate::model::*;
 
-/// The keys of a trace entry, as [`Cx::event`] reads them.
+/// The keys of a trace entry, as [`Cx::event`] reads them, and those of a
+/// block, as [`Cx::block`] does (each kind of record ignores the other's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Key {
     Action,
@@ -21,6 +23,14 @@ pub(super) enum Key {
     Category,
     /// A key the arena path must see (2.0 `cpp_frames`).
     Legacy,
+    /// A block's `address`, `requested_size` and `state`.
+    Address,
+    RequestedSize,
+    State,
+    /// A block's 1.13–2.0 `history`, which the arena path reads.
+    History,
+    /// A segment's `blocks`.
+    Blocks,
     Ignored,
 }
 
@@ -38,6 +48,11 @@ pub(super) fn classify(s: &str) -> Key {
         "user_metadata" => Key::UserMetadata,
         "pool_id" => Key::PoolId,
         "category" => Key::Category,
+        "address" => Key::Address,
+        "requested_size" => Key::RequestedSize,
+        "state" => Key::State,
+        "history" => Key::History,
+        "blocks" => Key::Blocks,
         _ => Key::Ignored,
     }
 }
@@ -108,6 +123,32 @@ pub(super) fn field(f: &mut Fields, a: &Arena, key: Key, v: Val) -> Option<()> {
         Key::PoolId if !is_none(a, v) => f.pool = Some(pair(a, v)?),
         Key::Category if !is_none(a, v) => x.category = Some(string(a, v)?),
         Key::Legacy => return None,
+        _ => {}
+    }
+    Some(())
+}
+
+/// A block's fields as they are read; `frames` a value for the sink to
+/// make a stack of.
+#[derive(Default)]
+pub(super) struct BlockFields {
+    pub address: Option<u64>,
+    pub size: Option<u64>,
+    pub requested: Option<u64>,
+    pub state: Option<Val>,
+    pub frames: Option<Val>,
+}
+/// One item of a block, as [`Cx::block`] reads it; `None` for anything it
+/// would coerce, reject or read as a legacy format.
+#[inline(always)]
+pub(super) fn block_field(b: &mut BlockFields, a: &Arena, key: Key, v: Val) -> Option<()> {
+    match key {
+        Key::Address => b.address = Some(uint(a, v)?),
+        Key::Size => b.size = Some(uint(a, v)?),
+        Key::RequestedSize => b.requested = Some(uint(a, v)?),
+        Key::State => b.state = Some(v),
+        Key::Frames => b.frames = Some(v),
+        Key::History => return None,
         _ => {}
     }
     Some(())

@@ -12,7 +12,11 @@
 //! by default) the entries and new frames lists get no node at all, and the
 //! list of a device's entries is one [`Node::Trace`]. Whatever it is unsure of
 //! (a legacy key, a type it would have to coerce, an entry that is not where
-//! a trace entry belongs) it leaves to the arena. [`from_arena_with`] then
+//! a trace entry belongs) it leaves to the arena. A segment's blocks go the
+//! same way: each block a [`Block`] of the sink, each segment's block list
+//! one [`Node::Trace`], moved into the segment whole (a block without an
+//! address, or with 1.13's `history`, is left to the arena; so is the rest
+//! of its batch). [`from_arena_with`] then
 //! walks the file in the same order as ever and gives the provisional ids
 //! their final numbers as it meets them, so the model — tables included — is
 //! the one the arena alone would give, error paths too (a test holds both
@@ -22,14 +26,17 @@
 //! Its parts: [`values`] (a node read as an integer, a string, a frame or a
 //! stack, with the record path for errors), [`records`] (segments, blocks,
 //! trace entries, settings and annotations built from those), [`sink`] (the
-//! [`TraceSink`] that takes trace entries while the pickle machine reads).
+//! [`TraceSink`] that takes trace entries and blocks while the pickle
+//! machine reads), [`lists`] (the lists it fills) and [`fields`] (the keys
+//! of the records it takes and how their values are read).
 
 mod fields;
+mod lists;
 mod records;
 mod sink;
 mod values;
 
-use sink::SinkList;
+use lists::SinkList;
 pub use sink::TraceSink;
 
 use super::value::{Arena, Node, Vid};
@@ -136,6 +143,8 @@ struct Cx<'a> {
     /// are final.
     lists: Vec<SinkList>,
     mapped: Vec<bool>,
+    /// For a block list moved whole into a segment, that segment's index.
+    blocks_in: Vec<Option<usize>>,
     /// For each entry of `device_traces` read, the sink list it is (when
     /// it is one whole).
     trace_sinks: Vec<Option<u32>>,
@@ -259,20 +268,22 @@ pub fn summary_from_arena(
         mut lists,
         trace_sinks,
     } = w;
-    let mut done: Vec<Option<TraceTally>> = vec![None; lists.len()];
+    // By sink list: a few of them (the block lists are no traces).
+    let mut done: HashMap<usize, Option<TraceTally>> = HashMap::new();
     let tallies = (snap.traces().iter().enumerate())
         .map(|(i, t)| match trace_sinks.get(i).copied().flatten() {
             Some(s) => {
                 let s = s as usize;
-                if done[s].is_none() {
-                    done[s] = Some(
+                let done = done.entry(s).or_default();
+                if done.is_none() {
+                    *done = Some(
                         match std::mem::replace(&mut lists[s], SinkList::Kept(Vec::new())) {
                             SinkList::Tallied(t) => t.tally.finish(),
-                            SinkList::Kept(_) => TraceTally::of(&snap, t),
+                            SinkList::Kept(_) | SinkList::Blocks(_) => TraceTally::of(&snap, t),
                         },
                     );
                 }
-                done[s].clone().unwrap_or_default()
+                done.clone().unwrap_or_default()
             }
             None => TraceTally::of(&snap, t),
         })
@@ -312,6 +323,7 @@ fn walk(a: &Arena, root: Vid, sink: TraceSink) -> Result<Walked, (SchemaError, b
         pstream_ids: vec![None; pstreams.len()],
         pstack_ids: vec![None; pstacks.len()],
         mapped: vec![false; lists.len()],
+        blocks_in: vec![None; lists.len()],
         lists,
         trace_sinks: Vec::new(),
         needs_entries: false,
@@ -348,7 +360,8 @@ impl<'a> Cx<'a> {
                         parent: None,
                         seg: Seg::Index(i),
                     };
-                    snap.segments.push(self.segment(s, &p)?);
+                    let seg = self.segment(s, &p, &snap.segments)?;
+                    snap.segments.push(seg);
                 }
                 Ok(())
             }
@@ -405,7 +418,8 @@ impl<'a> Cx<'a> {
             let l = self.list(val, &p)?;
             snap.segments.reserve(l.len());
             for (i, &s) in l.iter().enumerate() {
-                snap.segments.push(self.segment(s, &p.idx(i))?);
+                let seg = self.segment(s, &p.idx(i), &snap.segments)?;
+                snap.segments.push(seg);
             }
         }
         if let Some(val) = keyed[1] {
@@ -434,6 +448,9 @@ impl<'a> Cx<'a> {
             let pt = p.idx(i);
             // The first entries of a sink list, without nodes.
             let whole = match *self.node(t) {
+                Node::Trace(s, _) if self.lists[s as usize].is_blocks() => {
+                    return err(&pt.idx(0), "a segment's block where a trace entry belongs");
+                }
                 Node::Trace(s, n) if n as usize == self.lists[s as usize].len() => Some(s),
                 Node::Trace(s, n) => {
                     let mut evs = Vec::with_capacity(n as usize);
@@ -470,6 +487,7 @@ impl<'a> Cx<'a> {
                                 self.map_event(&mut e, &pt.idx(j as usize))?;
                             }
                         }
+                        SinkList::Blocks(_) => unreachable!("a block list is no trace"),
                     }
                     self.mapped[si] = true;
                 }
@@ -504,7 +522,7 @@ impl<'a> Cx<'a> {
                             first.insert(s, out.len());
                             out.push(match &mut self.lists[s as usize] {
                                 SinkList::Kept(v) => std::mem::take(v),
-                                SinkList::Tallied(_) => Vec::new(),
+                                SinkList::Tallied(_) | SinkList::Blocks(_) => Vec::new(),
                             });
                         }
                     }

@@ -39,11 +39,17 @@ impl<'a> Cx<'a> {
                     .map(|(i, x)| self.setting(*x, &p.idx(i), depth + 1))
                     .collect::<R<_>>()?,
             ),
-            Node::Record(..) => return err(p, "a trace entry where a settings value belongs"),
+            Node::Record(l, _) => {
+                return err(
+                    p,
+                    format!("{} where a settings value belongs", self.record_kind(*l)),
+                );
+            }
             // As the `List` of `Record`s it stands for.
-            Node::Trace(_, n) if *n > 0 => {
+            Node::Trace(l, n) if *n > 0 => {
                 self.spend(1, p)?;
-                return err(&p.idx(0), "a trace entry where a settings value belongs");
+                let what = self.record_kind(*l);
+                return err(&p.idx(0), format!("{what} where a settings value belongs"));
             }
             Node::Trace(..) => Setting::List(Vec::new()),
             Node::Dict(d) => {
@@ -63,7 +69,80 @@ impl<'a> Cx<'a> {
         })
     }
 
-    pub(super) fn block(&mut self, v: Vid, p: &P, next_addr: u64) -> R<Block> {
+    /// What a record of sink list `l` is, for errors.
+    pub(super) fn record_kind(&self, l: u32) -> &'static str {
+        match self.lists[l as usize].is_blocks() {
+            true => "a segment's block",
+            false => "a trace entry",
+        }
+    }
+
+    /// The segment's blocks: a block list the sink took whole, moved into
+    /// the model with final ids (or, named again, copied from the segment
+    /// `done[k]` it went to); else each item by [`Cx::block`].
+    fn blocks(&mut self, bv: Vid, p: &P, address: u64, done: &[Segment]) -> R<Vec<Block>> {
+        if let Node::Trace(l, n) = *self.node(bv)
+            && self.lists[l as usize].is_blocks()
+        {
+            let li = l as usize;
+            let whole = n as usize == self.lists[li].len() && self.blocks_in[li].is_none();
+            if !whole {
+                return (0..n)
+                    .map(|j| self.block_record(l, j, &p.idx(j as usize), done))
+                    .collect();
+            }
+            let SinkList::Blocks(mut v) =
+                std::mem::replace(&mut self.lists[li], SinkList::Blocks(Vec::new()))
+            else {
+                unreachable!("checked above");
+            };
+            for (j, b) in v.iter_mut().enumerate() {
+                let pj = p.idx(j);
+                self.spend(1, &pj)?;
+                b.frames = self.block_frames(b.frames, &pj)?;
+            }
+            self.blocks_in[li] = Some(done.len());
+            // Its growth's spare room, given back in place.
+            v.shrink_to_fit();
+            return Ok(v);
+        }
+        let l = self.list(bv, p)?;
+        let mut blocks = Vec::with_capacity(l.len());
+        let mut next = address;
+        for (i, &b) in l.iter().enumerate() {
+            let blk = self.block(b, &p.idx(i), next, done)?;
+            next = blk.address.saturating_add(blk.size);
+            blocks.push(blk);
+        }
+        Ok(blocks)
+    }
+
+    /// A sink block's provisional frames, numbered.
+    fn block_frames(&mut self, f: StackId, p: &P) -> R<StackId> {
+        match f.0 {
+            0 => Ok(StackId::EMPTY),
+            s => self.pstack(s - 1, &p.key("frames")),
+        }
+    }
+
+    /// The sink's block `i` of list `l`, with final ids.
+    fn block_record(&mut self, l: u32, i: u32, p: &P, done: &[Segment]) -> R<Block> {
+        self.spend(1, p)?;
+        if let Some(k) = self.blocks_in[l as usize] {
+            return Ok(done[k].blocks[i as usize].clone());
+        }
+        let SinkList::Blocks(v) = &self.lists[l as usize] else {
+            return err(p, "a trace entry where a segment's block belongs");
+        };
+        let mut b = v[i as usize].clone();
+        b.frames = self.block_frames(b.frames, p)?;
+        Ok(b)
+    }
+
+    pub(super) fn block(&mut self, v: Vid, p: &P, next_addr: u64, done: &[Segment]) -> R<Block> {
+        if let Node::Record(l, i) = *self.node(v) {
+            return self.block_record(l, i, p, done);
+        }
         let d = self.dict(v, p)?;
         self.spend(1, p)?;
         let mut address = None;
@@ -137,7 +216,8 @@ impl<'a> Cx<'a> {
         })
     }
 
-    pub(super) fn segment(&mut self, v: Vid, p: &P) -> R<Segment> {
+    /// A segment; `done`, the segments read before it.
+    pub(super) fn segment(&mut self, v: Vid, p: &P, done: &[Segment]) -> R<Segment> {
         let d = self.dict(v, p)?;
         self.spend(1, p)?;
         let mut device = 0;
@@ -192,18 +272,10 @@ impl<'a> Cx<'a> {
             Some(v) => self.stack(v, &p.key("frames"))?,
             None => StackId::EMPTY,
         };
-        let mut blocks = Vec::new();
-        if let Some(bv) = blocks_v {
-            let pb = p.key("blocks");
-            let l = self.list(bv, &pb)?;
-            blocks.reserve(l.len());
-            let mut next = address;
-            for (i, &b) in l.iter().enumerate() {
-                let blk = self.block(b, &pb.idx(i), next)?;
-                next = blk.address.saturating_add(blk.size);
-                blocks.push(blk);
-            }
-        }
+        let blocks = match blocks_v {
+            Some(bv) => self.blocks(bv, &p.key("blocks"), address, done)?,
+            None => Vec::new(),
+        };
         let segment_type = segment_type.unwrap_or(if total_size <= 2 << 20 {
             SegmentType::Small
         } else {
@@ -229,6 +301,7 @@ impl<'a> Cx<'a> {
         if let Node::Record(l, i) = *self.node(v) {
             return self.record(l, i, p);
         }
+
         let d = self.dict(v, p)?;
         self.spend(1, p)?;
         let mut action = None;
@@ -306,6 +379,9 @@ impl<'a> Cx<'a> {
     /// The sink's entry `i` of list `l`, with final ids.
     pub(super) fn record(&mut self, l: u32, i: u32, p: &P) -> R<TraceEvent> {
         self.spend(1, p)?;
+        if self.lists[l as usize].is_blocks() {
+            return err(p, "a segment's block where a trace entry belongs");
+        }
         let SinkList::Kept(evs) = &self.lists[l as usize] else {
             self.needs_entries = true;
             return err(p, "a trace entry read by itself, from a trace only counted");
@@ -387,6 +463,9 @@ impl<'a> Cx<'a> {
         let Node::Record(l, 0) = *self.node(first) else {
             return None;
         };
+        if self.lists[l as usize].is_blocks() {
+            return None;
+        }
         if self.lists[l as usize].len() != items.len() {
             return None;
         }

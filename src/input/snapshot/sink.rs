@@ -1,14 +1,14 @@
-//! The [`TraceSink`]: takes each trace entry of `device_traces[d]` the
-//! moment the pickle machine has its items, builds its [`TraceEvent`] with
-//! provisional ids and leaves a small record behind (or, on the machine's
-//! fast path, no node at all).
+//! The [`TraceSink`]: takes each trace entry of `device_traces[d]`, and each
+//! block of a segment, the moment the pickle machine has its items, builds
+//! its [`TraceEvent`] or [`Block`] with provisional ids and leaves a small
+//! record behind (or, on the machine's fast path, no node at all).
 
-use super::fields::{Fields, Key, classify, field};
+use super::fields::{BlockFields, Fields, Key, block_field, classify, field};
+use super::lists::SinkList;
 use crate::core::hash::FxBuild;
 use crate::core::table::IdTable;
 use crate::input::pickle::{Sink, Val};
 use crate::input::value::{Arena, Node, Vid};
-use crate::model::tally::Tallier;
 use crate::model::*;
 use std::collections::HashMap;
 
@@ -24,6 +24,7 @@ struct KeySet {
 /// Key sets ([`Sink::entry_shape`]) kept; a trace has one or two.
 const MAX_SHAPES: usize = 16;
 const ACTION_CACHE: usize = 16;
+const STATE_CACHE: usize = 4;
 
 /// [`TraceSink::into_parts`]: what the sink's entries' provisional ids
 /// number.
@@ -49,6 +50,14 @@ pub struct TraceSink {
     dt: Vec<Vid>,
     /// Per-device trace lists and their number in `lists`.
     trace_lists: Vec<(Vid, u32)>,
+    /// Lists of segments: the top-level list or the value of `segments`.
+    segment_lists: Vec<Vid>,
+    /// The block list made last and its number in `lists`: PyTorch writes
+    /// a segment's blocks right after its list, so only that one is
+    /// filled (a block of another goes to the arena).
+    blocks: Option<(Vid, u32)>,
+    /// Block state strings by node, as read.
+    states: [(Vid, BlockState); STATE_CACHE],
     lists: Vec<SinkList>,
     /// Whether new trace lists are tallied rather than kept.
     tally: bool,
@@ -81,100 +90,14 @@ pub struct TraceSink {
     shapes: Vec<KeySet>,
 }
 
-/// Entries of one trace list. A plain vector: its large buffers grow by
-/// `realloc`, which the system allocator serves by remapping pages rather
-/// than copying them, and capacity it never touches costs no memory. The
-/// model takes it as it is: shrinking a short list out of its first chunk
-/// copied it into memory new to the process (on the largest real file,
-/// 350 page faults of 900 and a tenth of a decode), and spare capacity is
-/// address space it never touches, not resident memory.
-const FIRST: usize = 1 << 16;
-
-/// The entries of one trace list, as a sink keeps them: all of them, or
-/// (a sink that tallies) only their count and what the schema walk needs.
-pub(super) enum SinkList {
-    Kept(Vec<TraceEvent>),
-    Tallied(Box<ListTally>),
-}
-
-/// A trace list counted instead of kept ([`TraceSink::tallying`]): its
-/// tally, and the first entry that names each provisional stack and each
-/// combination of extras, which the schema walk numbers in the order (and
-/// with the errors) it would number them meeting every entry.
-#[derive(Default)]
-pub(super) struct ListTally {
-    pub tally: Tallier,
-    /// Entries that name a stack or extras no earlier entry of the list
-    /// names, with their index; their `frames` and extras are provisional.
-    pub firsts: Vec<(u32, TraceEvent)>,
-    stacks: Bits,
-    extras: Bits,
-}
-
-/// A growable set of small numbers.
-#[derive(Default)]
-struct Bits(Vec<u64>);
-
-impl Bits {
-    /// Adds `i`; whether it was new.
-    #[inline]
-    fn insert(&mut self, i: u32) -> bool {
-        let (w, b) = ((i / 64) as usize, 1u64 << (i % 64));
-        if w >= self.0.len() {
-            self.0.resize(w + 1, 0);
-        }
-        let new = self.0[w] & b == 0;
-        self.0[w] |= b;
-        new
-    }
-}
-
-impl SinkList {
-    pub(super) fn len(&self) -> usize {
-        match self {
-            SinkList::Kept(v) => v.len(),
-            SinkList::Tallied(t) => t.tally.events() as usize,
-        }
-    }
-
-    /// Takes `e`: its index in the list. `device_free` reads its extras
-    /// (for a `device_free` the event does not hold).
-    #[inline]
-    fn push(&mut self, e: TraceEvent, device_free: impl FnOnce(ExtrasIdx) -> Option<u64>) -> u32 {
-        match self {
-            SinkList::Kept(v) => {
-                if v.capacity() == 0 {
-                    // Large enough that the allocator maps it apart from
-                    // its heap (grown by remapping, returned whole), as a
-                    // chunk of 64 Ki events was before; a short trace
-                    // touches only what it uses.
-                    v.reserve_exact(FIRST);
-                }
-                v.push(e);
-                (v.len() - 1) as u32
-            }
-            SinkList::Tallied(t) => {
-                let j = t.tally.events() as u32;
-                let new_stack = t.stacks.insert(e.frames.0);
-                let new_extras = e.extras().is_some_and(|x| t.extras.insert(x.0));
-                if new_stack || new_extras {
-                    t.firsts.push((j, e.clone()));
-                }
-                t.tally.add(&e, || {
-                    e.held_device_free()
-                        .or_else(|| e.extras().and_then(device_free))
-                });
-                j
-            }
-        }
-    }
-}
-
 impl Default for TraceSink {
     fn default() -> Self {
         TraceSink {
             dt: Vec::new(),
             trace_lists: Vec::new(),
+            segment_lists: Vec::new(),
+            blocks: None,
+            states: [(Vid::MAX, BlockState::Inactive); STATE_CACHE],
             lists: Vec::new(),
             tally: false,
             pstacks: IdTable::default(),
@@ -238,7 +161,16 @@ impl TraceSink {
 
     /// Trace entries taken so far.
     pub fn entries(&self) -> usize {
-        self.lists.iter().map(SinkList::len).sum()
+        (self.lists.iter().filter(|l| !l.is_blocks()))
+            .map(SinkList::len)
+            .sum()
+    }
+
+    /// Segments' blocks taken so far.
+    pub fn blocks(&self) -> usize {
+        (self.lists.iter().filter(|l| l.is_blocks()))
+            .map(SinkList::len)
+            .sum()
     }
 
     /// What the schema walk takes over once the pickle is read: the frames
@@ -261,12 +193,23 @@ impl TraceSink {
         }
     }
 
+    /// The sink list `v` is: a trace list or the block list made last.
     fn trace_list(&self, v: Val) -> Option<u32> {
         let Val::Node(id) = v else { return None };
+        if let Some((b, l)) = self.blocks
+            && b == id
+        {
+            return Some(l);
+        }
         self.trace_lists
             .iter()
             .find(|(l, _)| *l == id)
             .map(|(_, i)| *i)
+    }
+
+    /// Whether records may be taken: a trace or block list was made.
+    fn taking(&self) -> bool {
+        !self.trace_lists.is_empty() || self.blocks.is_some()
     }
 
     fn is_dt(&self, v: Val) -> bool {
@@ -505,6 +448,89 @@ impl TraceSink {
     }
 }
 
+impl TraceSink {
+    /// Whether the list just pushed on `stack` is the `blocks` of a
+    /// segment being read: `[…, segments, MARK?, …, segment, MARK, key,
+    /// value, …, "blocks", list]`.
+    fn is_block_list(&mut self, a: &Arena, stack: &[Val], marks: &[usize]) -> bool {
+        let p = stack.len() - 1;
+        let Some((&m, outer)) = marks.split_last() else {
+            return false;
+        };
+        if self.segment_lists.is_empty()
+            || m < 2
+            || m + 1 > p
+            || (p - m) % 2 != 1
+            || self.key(a, stack[p - 1]) != Key::Blocks
+        {
+            return false;
+        }
+        let seg = m - 1;
+        let is_segments = |v: Val| matches!(v, Val::Node(id) if self.segment_lists.contains(&id));
+        matches!(stack[seg], Val::Node(d) if matches!(a.get(d), Node::Dict(v) if v.is_empty()))
+            && (is_segments(stack[seg - 1])
+                || outer
+                    .last()
+                    .is_some_and(|&m2| m2 >= 1 && m2 <= seg && is_segments(stack[m2 - 1])))
+    }
+
+    /// [`Sink::take_entry`] for a block list: the block's index, or `None`
+    /// for anything [`Cx::block`] would coerce, reject or read as a legacy
+    /// format (and a block without an address, which depends on the one
+    /// before).
+    fn take_block(
+        &mut self,
+        a: &mut Arena,
+        l: u32,
+        items: &[Val],
+        shape: Option<u32>,
+    ) -> Option<u32> {
+        let mut f = BlockFields::default();
+        match shape {
+            Some(s) => {
+                let kinds = &self.shapes.get(s as usize)?.kinds;
+                if kinds.len() != items.len() {
+                    return None;
+                }
+                for (&k, &v) in kinds.iter().zip(items) {
+                    block_field(&mut f, a, k, v)?;
+                }
+            }
+            None => {
+                for kv in items.chunks_exact(2) {
+                    block_field(&mut f, a, self.key(a, kv[0]), kv[1])?;
+                }
+            }
+        }
+        let Val::Node(st) = f.state? else {
+            return None;
+        };
+        let slot = st as usize % STATE_CACHE;
+        let state = if self.states[slot].0 == st {
+            self.states[slot].1
+        } else {
+            let state = BlockState::parse(a.as_str(st)?)?;
+            self.states[slot] = (st, state);
+            state
+        };
+        let block = Block {
+            address: f.address?,
+            size: f.size?,
+            requested_size: f.requested,
+            state,
+            frames: StackId(match f.frames {
+                Some(v) => self.frames(a, v)?,
+                None => 0,
+            }),
+        };
+        let SinkList::Blocks(v) = &mut self.lists[l as usize] else {
+            return None;
+        };
+        v.push(block);
+        Some(v.len() as u32 - 1)
+    }
+}
+
 impl Sink for TraceSink {
     fn list_created(&mut self, a: &Arena, stack: &[Val], marks: &[usize], list: Vid) {
         let p = stack.len() - 1;
@@ -515,11 +541,31 @@ impl Sink for TraceSink {
             [1] => p >= 2 && p.is_multiple_of(2),
             _ => false,
         };
-        if root_value
-            && matches!(stack[0], Val::Node(r) if matches!(a.get(r), Node::Dict(_)))
-            && matches!(stack[p - 1], Val::Node(k) if matches!(a.get(k), Node::Str(s) if &**s == "device_traces" || &**s == "traces"))
-        {
+        let root_key = |name: &str| {
+            root_value
+                && matches!(stack[0], Val::Node(r) if matches!(a.get(r), Node::Dict(_)))
+                && matches!(stack[p - 1], Val::Node(k) if a.as_str(k) == Some(name))
+        };
+        if root_key("device_traces") || root_key("traces") {
             self.dt.push(list);
+            return;
+        }
+        // The segments: the top-level list, or the value of `segments`.
+        if p == 0 || root_key("segments") {
+            self.segment_lists.push(list);
+            return;
+        }
+        if self.is_block_list(a, stack, marks) {
+            // The list before is filled: its growth's spare room goes back
+            // (in place), so only the open list holds any.
+            if let Some((_, before)) = self.blocks
+                && let SinkList::Blocks(v) = &mut self.lists[before as usize]
+            {
+                v.shrink_to_fit();
+            }
+            let n = self.lists.len() as u32;
+            self.lists.push(SinkList::Blocks(Vec::new()));
+            self.blocks = Some((list, n));
             return;
         }
         // A device's trace: the only item of `device_traces`, or one of a
@@ -537,7 +583,7 @@ impl Sink for TraceSink {
         }
     }
 
-    /// The `frames` list of an entry this sink will take goes straight into
+    /// The `frames` list of an entry or block this sink will take goes straight into
     /// the stack table, its items never copied into the arena.
     fn list_filled(
         &mut self,
@@ -546,7 +592,7 @@ impl Sink for TraceSink {
         marks: &[usize],
         items: &[Vid],
     ) -> Option<Node> {
-        if self.trace_lists.is_empty() {
+        if !self.taking() {
             return None;
         }
         let p = stack.len().checked_sub(1)?;
@@ -576,7 +622,7 @@ impl Sink for TraceSink {
         dict_pos: usize,
         items: &[Val],
     ) -> Option<Node> {
-        if self.trace_lists.is_empty() {
+        if !self.taking() {
             return None;
         }
         let l = self.owner(a, stack, marks, dict_pos)?;
@@ -589,7 +635,7 @@ impl Sink for TraceSink {
     }
 
     fn entry_owner(&mut self, a: &Arena, stack: &[Val], marks: &[usize]) -> Option<u32> {
-        if self.trace_lists.is_empty() {
+        if !self.taking() {
             return None;
         }
         self.owner(a, stack, marks, stack.len())
@@ -602,6 +648,9 @@ impl Sink for TraceSink {
         items: &[Val],
         shape: Option<u32>,
     ) -> Option<u32> {
+        if self.lists.get(l as usize)?.is_blocks() {
+            return self.take_block(a, l, items, shape);
+        }
         let e = self.event(a, items, shape)?;
         let pextras = self.pextras.items();
         let list = &mut self.lists[l as usize];
@@ -640,8 +689,9 @@ impl Sink for TraceSink {
         // those from the `device_traces` list. There are a few (one a
         // device), and every child of every container is looked up: a
         // range test and a binary search, no hashing.
+        // A segment's block list is read wherever it is named.
         let mut seen: Vec<(Vid, u32, u32)> = (a.nodes.iter().enumerate())
-            .filter(|(_, n)| matches!(n, Node::Trace(..)))
+            .filter(|(_, n)| matches!(n, Node::Trace(l, _) if !self.lists[*l as usize].is_blocks()))
             .map(|(v, _)| (v as Vid, 0, 0))
             .collect();
         let (Some(&(lo, ..)), Some(&(hi, ..))) = (seen.first(), seen.last()) else {

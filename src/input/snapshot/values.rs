@@ -32,7 +32,10 @@ impl<'a> Cx<'a> {
     pub(super) fn dict(&self, v: Vid, p: &P) -> R<&'a [(Vid, Vid)]> {
         match self.node(v) {
             Node::Dict(d) => Ok(d),
-            Node::Record(..) => err(p, "expected this record, found a trace entry"),
+            Node::Record(l, _) => err(
+                p,
+                format!("expected this record, found {}", self.record_kind(*l)),
+            ),
             n => err(p, format!("expected a dict, found {}", n.kind())),
         }
     }
@@ -43,6 +46,9 @@ impl<'a> Cx<'a> {
             Node::Stack(s) => Ok(&self.pstacks[*s as usize]),
             // Read whole by the `device_traces` loop; the decoder made every
             // other one a `List`.
+            Node::Trace(l, _) if self.lists[*l as usize].is_blocks() => {
+                err(p, "expected a list, found a segment's block list")
+            }
             Node::Trace(..) => err(p, "expected a list, found a list of trace entries"),
             n => err(p, format!("expected a list, found {}", n.kind())),
         }
