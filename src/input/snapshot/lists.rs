@@ -63,6 +63,7 @@ impl SinkList {
         }
     }
 
+    #[inline]
     pub(super) fn is_blocks(&self) -> bool {
         matches!(self, SinkList::Blocks(_))
     }

@@ -353,6 +353,7 @@ impl TraceSink {
 
     /// A frames list as a stack number (+1), or `None` when the arena path
     /// must look at it.
+    #[inline(always)]
     fn frames(&mut self, a: &mut Arena, v: Val) -> Option<u32> {
         let id = match v {
             Val::None => return Some(0),
