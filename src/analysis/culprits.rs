@@ -14,10 +14,12 @@
 //! the replay stage.
 
 use crate::analysis::frames::{CallSite, FrameFacts, SiteKind};
+use crate::core::order::sort_stable_by_index;
 use crate::model::*;
 use crate::timeline::{MomentState, Origin};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 /// A segment is "almost empty" when its live blocks fill less than
 /// `1 / ALMOST_EMPTY_DIVISOR` of it (5 %).
@@ -125,7 +127,8 @@ pub struct BlockFinding {
     pub age_events: Option<u64>,
     /// Microseconds between the allocation and the moment.
     pub age_us: Option<i64>,
-    pub call_site: CallSite,
+    /// Shared by the blocks of a stack: millions of blocks, a few sites.
+    pub call_site: Arc<CallSite>,
     /// The allocation stack (the block's own, or its trace `alloc`'s).
     #[serde(skip)]
     pub stack: StackId,
@@ -482,7 +485,7 @@ fn find_blocks(
     target: Option<u64>,
 ) -> Found {
     let trace = snap.trace_of(state.device);
-    let mut sites: HashMap<StackId, CallSite> = HashMap::new();
+    let mut sites: HashMap<StackId, Arc<CallSite>> = HashMap::new();
     let facts = FrameFacts::new(snap);
     let mut found = Found {
         blocks: Vec::new(),
@@ -517,7 +520,7 @@ fn find_blocks(
             };
             let site = sites
                 .entry(stack)
-                .or_insert_with(|| facts.call_site(stack))
+                .or_insert_with(|| Arc::new(facts.call_site(stack)))
                 .clone();
             let (age_events, age_us) = match origin {
                 Origin::Event(i) => (
@@ -556,11 +559,9 @@ fn find_blocks(
 /// culprits there are.
 fn rank(blocks: &mut [BlockFinding]) -> usize {
     let is_culprit = |b: &BlockFinding| b.state == BlockState::ActiveAllocated && b.stranded > 0;
-    blocks.sort_by_key(|b| (!is_culprit(b), rank_key(b)));
+    sort_stable_by_index(blocks, |b| (!is_culprit(b), rank_key(b)));
     let culprits = blocks.iter().take_while(|b| is_culprit(b)).count();
-    for (i, b) in blocks.iter_mut().take(culprits).enumerate() {
-        b.rank = Some(i + 1);
-    }
+    (blocks.iter_mut().take(culprits).enumerate()).for_each(|(i, b)| b.rank = Some(i + 1));
     culprits
 }
 
@@ -627,7 +628,7 @@ fn group(culprits: &[BlockFinding], by: GroupBy) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     for (i, b) in culprits.iter().enumerate() {
         let key = match by {
-            GroupBy::Site => Key::Site(b.call_site.clone()),
+            GroupBy::Site => Key::Site((*b.call_site).clone()),
             GroupBy::Stack => Key::Stack(b.stack),
             GroupBy::Segment => Key::Segment(b.segment),
         };
@@ -638,7 +639,7 @@ fn group(culprits: &[BlockFinding], by: GroupBy) -> Vec<Group> {
                     GroupBy::Stack => format!("stack #{} at {}", b.stack.0, b.call_site.label()),
                     GroupBy::Segment => format!("segment {:#x}", b.segment),
                 },
-                call_site: b.call_site.clone(),
+                call_site: (*b.call_site).clone(),
                 blocks: Vec::new(),
                 stranded: 0,
                 size: 0,
@@ -697,7 +698,7 @@ fn rounding_waste(blocks: &[BlockFinding]) -> Vec<RoundingWaste> {
         let w = by_site
             .entry(&b.call_site)
             .or_insert_with(|| RoundingWaste {
-                call_site: b.call_site.clone(),
+                call_site: (*b.call_site).clone(),
                 blocks: 0,
                 requested: 0,
                 size: 0,

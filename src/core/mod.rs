@@ -3,6 +3,7 @@
 //! invocation's `--bytes` and color choices), a serializer for streamed
 //! sequences ([`serial`]), text and hashing helpers ([`text`], [`hash`]),
 //! tables of distinct values held once and a set of addresses ([`table`]),
+//! a stable sort of large items by their indexes ([`order`]),
 //! the process's memory allocator ([`alloc`]) and read-only file mappings
 //! (`mapped`, on Linux).
 
@@ -10,6 +11,7 @@ pub mod alloc;
 pub mod hash;
 #[cfg(target_os = "linux")]
 pub mod mapped;
+pub mod order;
 pub mod serial;
 pub mod style;
 pub mod table;

@@ -324,25 +324,32 @@ impl<'a> Replayer<'a> {
     fn forward(&self, keep_samples: bool) -> (Series, ReplayReport) {
         let (run, snap, device) = (&self.run, self.snap, self.device);
         let n = run.trace.len();
-        let mut l = run.start.clone();
         let mut problems = run.problems.clone();
         let mut samples = Series::with_capacity(if keep_samples { n + 1 } else { 0 });
         if keep_samples {
-            samples.push_figures(&l.figures(None));
+            samples.push_figures(&run.start.figures(None));
         }
-        let mut incl_pending = (l.allocated_incl_pending(), None);
-        for (i, e) in run.trace.iter().enumerate() {
-            run.step(&mut l, i, &mut problems);
-            if keep_samples {
-                samples.push_figures(&l.figures(e.time_us()));
-            }
-            let v = l.allocated_incl_pending();
-            if v > incl_pending.0 {
-                incl_pending = (v, Some(i));
+        let mut incl_pending = (run.start.allocated_incl_pending(), None);
+        // Without events the start is the end: read, not copied (a
+        // snapshot of segments alone holds nothing else).
+        let mut replayed = None;
+        if n > 0 {
+            let l = replayed.insert(run.start.clone());
+            for (i, e) in run.trace.iter().enumerate() {
+                run.step(l, i, &mut problems);
+                if keep_samples {
+                    samples.push_figures(&l.figures(e.time_us()));
+                }
+                let v = l.allocated_incl_pending();
+                if v > incl_pending.0 {
+                    incl_pending = (v, Some(i));
+                }
             }
         }
+        let l = replayed.as_ref().unwrap_or(&run.start);
         let recorded: Vec<&Segment> = snap.segments_of(device).collect();
-        let final_state_diff = diff_layout(&recorded, &l.to_segments(device));
+        // One replayed segment at a time: the layout is not built twice.
+        let final_state_diff = diff_layout(&recorded, l.segments(device), l.segment_count());
         let (older_blocks, inferred_blocks, widened_blocks) = older_counts(run);
         let report = ReplayReport {
             events: n,
@@ -406,17 +413,21 @@ fn moment_state(run: &Run, l: &Layout, device: i64, at: Option<usize>) -> Moment
 
 /// The first difference between the recorded and the replayed final state,
 /// by address, size and state of every segment and block.
-fn diff_layout(recorded: &[&Segment], replayed: &[Segment]) -> Option<String> {
+fn diff_layout(
+    recorded: &[&Segment],
+    mut replayed: impl Iterator<Item = Segment>,
+    replayed_len: usize,
+) -> Option<String> {
     let mut rec: Vec<&Segment> = recorded.to_vec();
     rec.sort_by_key(|s| s.address);
     for (i, r) in rec.iter().enumerate() {
-        let Some(p) = replayed.get(i) else {
+        let Some(p) = replayed.next() else {
             return Some(format!(
                 "the recorded segment at {:#x} ({} bytes) is missing from the replay ({} segments recorded, {} replayed)",
                 r.address,
                 r.total_size,
                 rec.len(),
-                replayed.len()
+                replayed_len
             ));
         };
         if (r.address, r.total_size) != (p.address, p.total_size) {
@@ -460,7 +471,7 @@ fn diff_layout(recorded: &[&Segment], replayed: &[Segment]) -> Option<String> {
             ));
         }
     }
-    if let Some(p) = replayed.get(rec.len()) {
+    if let Some(p) = replayed.next() {
         return Some(format!(
             "the replay has a segment at {:#x} ({} bytes) that is not recorded",
             p.address, p.total_size

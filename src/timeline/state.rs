@@ -573,60 +573,67 @@ impl Layout {
 
     /// The layout as snapshot records (blocks tiling each segment).
     pub fn to_segments(&self, device: i64) -> Vec<Segment> {
-        self.segs
-            .iter()
-            .map(|(sa, s)| {
-                let mut blocks = Vec::with_capacity(s.blocks.len() * 2 + 1);
-                let mut cur = *sa;
-                let (mut alloc, mut active, mut req) = (0, 0, 0);
-                let free = |a: u64, size: u64| Block {
-                    address: a,
-                    size,
-                    requested_size: None,
-                    state: BlockState::Inactive,
-                    frames: StackId::EMPTY,
-                };
-                for (a, b) in &s.blocks {
-                    if *a > cur {
-                        blocks.push(free(cur, a - cur));
-                    }
-                    blocks.push(Block {
-                        address: *a,
-                        size: b.size,
-                        requested_size: Some(b.requested),
-                        state: if b.pending {
-                            BlockState::ActivePendingFree
-                        } else {
-                            BlockState::ActiveAllocated
-                        },
-                        frames: b.frames,
-                    });
-                    active += b.size;
-                    req += b.requested;
-                    if !b.pending {
-                        alloc += b.size;
-                    }
-                    cur = a + b.size;
+        self.segments(device).collect()
+    }
+
+    /// How many segments [`Layout::segments`] gives.
+    pub fn segment_count(&self) -> usize {
+        self.segs.iter().len()
+    }
+
+    /// [`Layout::to_segments`] one segment at a time, in address order.
+    pub fn segments(&self, device: i64) -> impl Iterator<Item = Segment> + '_ {
+        self.segs.iter().map(move |(sa, s)| {
+            let mut blocks = Vec::with_capacity(s.blocks.len() * 2 + 1);
+            let mut cur = *sa;
+            let (mut alloc, mut active, mut req) = (0, 0, 0);
+            let free = |a: u64, size: u64| Block {
+                address: a,
+                size,
+                requested_size: None,
+                state: BlockState::Inactive,
+                frames: StackId::EMPTY,
+            };
+            for (a, b) in &s.blocks {
+                if *a > cur {
+                    blocks.push(free(cur, a - cur));
                 }
-                if sa + s.size > cur {
-                    blocks.push(free(cur, sa + s.size - cur));
+                blocks.push(Block {
+                    address: *a,
+                    size: b.size,
+                    requested_size: Some(b.requested),
+                    state: if b.pending {
+                        BlockState::ActivePendingFree
+                    } else {
+                        BlockState::ActiveAllocated
+                    },
+                    frames: b.frames,
+                });
+                active += b.size;
+                req += b.requested;
+                if !b.pending {
+                    alloc += b.size;
                 }
-                Segment {
-                    device,
-                    address: *sa,
-                    total_size: s.size,
-                    allocated_size: Some(alloc),
-                    active_size: Some(active),
-                    requested_size: Some(req),
-                    stream: s.stream,
-                    segment_type: s.kind,
-                    pool_id: s.pool_id,
-                    is_expandable: s.is_expandable,
-                    frames: s.frames,
-                    blocks,
-                }
-            })
-            .collect()
+                cur = a + b.size;
+            }
+            if sa + s.size > cur {
+                blocks.push(free(cur, sa + s.size - cur));
+            }
+            Segment {
+                device,
+                address: *sa,
+                total_size: s.size,
+                allocated_size: Some(alloc),
+                active_size: Some(active),
+                requested_size: Some(req),
+                stream: s.stream,
+                segment_type: s.kind,
+                pool_id: s.pool_id,
+                is_expandable: s.is_expandable,
+                frames: s.frames,
+                blocks,
+            }
+        })
     }
 
     /// The free block a best-fit search would pick (smallest adequate,

@@ -641,7 +641,7 @@ fn rows_of(snap: &Snapshot, a: &Analysis, stacks: bool) -> Vec<CulpritRow> {
         }
         let k = *index.entry(&b.call_site).or_insert_with(|| {
             acc.push(Acc {
-                site: b.call_site.clone(),
+                site: (*b.call_site).clone(),
                 first: i,
                 live: 0,
                 stranded: 0,
