@@ -470,7 +470,7 @@ pub fn run_observed(
     out.reserved_points = curve.finish();
     out.counters = sim.counters();
     out.split_probe = sim.split_probe();
-    let mut finals: Vec<u64> = sim.segments().iter().map(|s| s.total_size).collect();
+    let mut finals: Vec<u64> = sim.segment_sizes();
     finals.sort_unstable();
     out.final_segments = finals;
     Ok(out)

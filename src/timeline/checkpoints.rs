@@ -13,7 +13,6 @@
 use super::state::{Layout, Live, Seg};
 use super::{MomentState, Replayer, Run};
 use crate::model::Snapshot;
-use std::collections::BTreeMap;
 
 /// The interval of a replay, at least: finer saves more clones than it
 /// saves replay.
@@ -88,7 +87,6 @@ impl<'a> Checkpoints<'a> {
         let n = run.trace.len();
         let mut every = min_every.max(1).max(n.div_ceil(MAX_COUNT));
         let mut l = run.start.clone_unindexed();
-        let mut problems = BTreeMap::new();
         let mut bytes = layout_bytes(&l);
         let mut saved = vec![(0, l.clone())];
         for i in 0..n {
@@ -105,7 +103,7 @@ impl<'a> Checkpoints<'a> {
                     bytes += b;
                 }
             }
-            run.step(&mut l, i, &mut problems);
+            let _ = run.step(&mut l, i);
         }
         Checkpoints {
             replayer,
@@ -160,9 +158,8 @@ impl<'a> Checkpoints<'a> {
             scratch.0 = Some((*done, saved.clone()));
         }
         let (d, l) = scratch.0.as_mut().expect("set above");
-        let mut problems = BTreeMap::new();
         for i in *d..upto {
-            run.step(l, i, &mut problems);
+            let _ = run.step(l, i);
         }
         *d = upto;
         super::moment_state(run, l, self.replayer.device, at)
@@ -178,10 +175,9 @@ impl Replayer<'_> {
         let run = &self.run;
         let mut states = MomentsAt::new(ats, run.trace.len());
         let mut l = run.start.clone_unindexed();
-        let mut problems = BTreeMap::new();
         states.take(run, &l, self.device, 0);
         for e in 0..states.last() {
-            run.step(&mut l, e, &mut problems);
+            let _ = run.step(&mut l, e);
             states.take(run, &l, self.device, e + 1);
         }
         states.finish()

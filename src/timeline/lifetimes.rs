@@ -159,9 +159,8 @@ impl<'a> Replayer<'a> {
                 open_at(&mut open, *a, life, &mut done);
             }
         }
-        let mut problems = std::collections::BTreeMap::new();
         for (i, e) in run.trace.iter().enumerate() {
-            run.step(&mut l, i, &mut problems);
+            let _ = run.step(&mut l, i);
             let at = i as u32;
             match e.action {
                 Action::Alloc => {

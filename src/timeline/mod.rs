@@ -239,11 +239,11 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Forward anomalies take precedence: they describe the replay as shown.
-    fn step(&self, l: &mut Layout, i: usize, problems: &mut BTreeMap<usize, Problem>) {
-        if let Err(p) = forward::step(l, &self.ctx, i, &self.trace[i]) {
-            problems.insert(i, p);
-        }
+    /// Replays event `i` on `l`: its anomaly, if it has one (the replay
+    /// goes on either way). Only the report's replay keeps them
+    /// ([`Found`]); a moment's state needs none.
+    fn step(&self, l: &mut Layout, i: usize) -> Result<(), Problem> {
+        forward::step(l, &self.ctx, i, &self.trace[i])
     }
 }
 
@@ -291,10 +291,9 @@ impl<'a> Replayer<'a> {
         // A moment's state is its blocks: the running totals and the
         // free-block index, which only the samples read, are not kept.
         let mut l = run.start.clone_unindexed();
-        let mut problems = BTreeMap::new();
         let upto = at.map_or(0, |a| (a + 1).min(run.trace.len()));
         for i in 0..upto {
-            run.step(&mut l, i, &mut problems);
+            let _ = run.step(&mut l, i);
         }
         moment_state(run, &l, self.device, at)
     }
@@ -303,7 +302,6 @@ impl<'a> Replayer<'a> {
     pub fn for_each_state_at(&self, events: &[usize], mut f: impl FnMut(MomentState)) {
         let run = &self.run;
         let mut l = run.start.clone_unindexed();
-        let mut problems = BTreeMap::new();
         let mut done = 0;
         for &at in events {
             let upto = (at + 1).min(run.trace.len());
@@ -312,7 +310,7 @@ impl<'a> Replayer<'a> {
                 self.state_at(Some(at))
             } else {
                 for i in done..upto {
-                    run.step(&mut l, i, &mut problems);
+                    let _ = run.step(&mut l, i);
                 }
                 done = upto;
                 moment_state(run, &l, self.device, Some(at))
@@ -324,7 +322,9 @@ impl<'a> Replayer<'a> {
     fn forward(&self, keep_samples: bool) -> (Series, ReplayReport) {
         let (run, snap, device) = (&self.run, self.snap, self.device);
         let n = run.trace.len();
-        let mut problems = run.problems.clone();
+        // Forward anomalies take precedence over the backward pass's at the
+        // same event: they describe the replay as shown.
+        let mut found = Found::default();
         let mut samples = Series::with_capacity(if keep_samples { n + 1 } else { 0 });
         if keep_samples {
             samples.push_figures(&run.start.figures(None));
@@ -336,7 +336,9 @@ impl<'a> Replayer<'a> {
         if n > 0 {
             let l = replayed.insert(run.start.clone());
             for (i, e) in run.trace.iter().enumerate() {
-                run.step(l, i, &mut problems);
+                if let Err(p) = run.step(l, i) {
+                    found.add(i, p);
+                }
                 if keep_samples {
                     samples.push_figures(&l.figures(e.time_us()));
                 }
@@ -353,8 +355,8 @@ impl<'a> Replayer<'a> {
         let (older_blocks, inferred_blocks, widened_blocks) = older_counts(run);
         let report = ReplayReport {
             events: n,
-            clean_events: n - problems.len(),
-            anomalies: summarize(&problems, &run.recorded),
+            clean_events: n - found.events(&run.problems),
+            anomalies: summarize(&run.problems, &found, &run.recorded),
             final_state_matches: final_state_diff.is_none(),
             final_state_diff,
             inferences: inferences(run, snap),
@@ -480,7 +482,51 @@ fn diff_layout(
     None
 }
 
-fn summarize(problems: &BTreeMap<usize, Problem>, recorded: &[Problem]) -> Vec<Anomaly> {
+/// The anomalies of a forward replay: each event's kind, in event order (a
+/// replay meets each event once), and the message of each kind's first.
+/// A trace the allocator rules do not fit can make every event one: a
+/// message each would cost more than the events themselves.
+#[derive(Default)]
+struct Found {
+    kinds: Vec<(usize, AnomalyKind)>,
+    first: BTreeMap<AnomalyKind, (usize, String)>,
+}
+
+impl Found {
+    fn add(&mut self, i: usize, p: Problem) {
+        self.kinds.push((i, p.kind));
+        self.first.entry(p.kind).or_insert((i, p.msg));
+    }
+    fn has(&self, i: usize) -> bool {
+        self.kinds.binary_search_by_key(&i, |k| k.0).is_ok()
+    }
+    /// Events with an anomaly, with those of the backward pass.
+    fn events(&self, backward: &BTreeMap<usize, Problem>) -> usize {
+        self.kinds.len() + backward.keys().filter(|&&i| !self.has(i)).count()
+    }
+}
+
+/// Each kind's count and first event, over the backward pass's anomalies
+/// and the forward replay's (which take precedence at an event), after
+/// those of the recorded final state.
+fn summarize(
+    backward: &BTreeMap<usize, Problem>,
+    forward: &Found,
+    recorded: &[Problem],
+) -> Vec<Anomaly> {
+    // Per kind: count, and the first event with its message.
+    let mut merged: BTreeMap<AnomalyKind, (u64, usize, &str)> = BTreeMap::new();
+    for (&i, p) in backward.iter().filter(|(i, _)| !forward.has(**i)) {
+        merged.entry(p.kind).or_insert((0, i, &p.msg)).0 += 1;
+    }
+    for &(_, kind) in &forward.kinds {
+        let (at, msg) = &forward.first[&kind];
+        let m = merged.entry(kind).or_insert((0, *at, msg));
+        m.0 += 1;
+        if *at < m.1 {
+            (m.1, m.2) = (*at, msg);
+        }
+    }
     let mut by: BTreeMap<AnomalyKind, Anomaly> = BTreeMap::new();
     for p in recorded {
         by.entry(p.kind)
@@ -492,14 +538,14 @@ fn summarize(problems: &BTreeMap<usize, Problem>, recorded: &[Problem]) -> Vec<A
                 example: p.msg.clone(),
             });
     }
-    for (i, p) in problems {
-        by.entry(p.kind)
-            .and_modify(|a| a.count += 1)
+    for (kind, (count, i, msg)) in merged {
+        by.entry(kind)
+            .and_modify(|a| a.count += count)
             .or_insert_with(|| Anomaly {
-                kind: p.kind,
-                count: 1,
-                first_event: Some(*i),
-                example: format!("event {i}: {}", p.msg),
+                kind,
+                count,
+                first_event: Some(i),
+                example: format!("event {i}: {msg}"),
             });
     }
     by.into_values().collect()

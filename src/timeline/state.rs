@@ -584,7 +584,14 @@ impl Layout {
     /// [`Layout::to_segments`] one segment at a time, in address order.
     pub fn segments(&self, device: i64) -> impl Iterator<Item = Segment> + '_ {
         self.segs.iter().map(move |(sa, s)| {
-            let mut blocks = Vec::with_capacity(s.blocks.len() * 2 + 1);
+            // The tiles counted first: a state of many blocks is held whole
+            // (the end's, a moment's), so no spare room in each segment.
+            let (mut tiles, mut end) = (0, *sa);
+            for (a, b) in &s.blocks {
+                tiles += 1 + (*a > end) as usize;
+                end = a + b.size;
+            }
+            let mut blocks = Vec::with_capacity(tiles + (sa + s.size > end) as usize);
             let mut cur = *sa;
             let (mut alloc, mut active, mut req) = (0, 0, 0);
             let free = |a: u64, size: u64| Block {

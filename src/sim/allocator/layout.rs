@@ -57,6 +57,23 @@ impl Simulator {
                 blocks,
             }
         };
+        self.segment_runs(|addr, ids| out.push(mk(addr, ids)));
+        out.sort_by_key(|s| s.address);
+        out
+    }
+
+    /// The total size of each segment [`Simulator::segments`] gives, in no
+    /// particular order, without building their blocks.
+    pub fn segment_sizes(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        self.segment_runs(|_, ids| out.push(ids.iter().map(|&i| self.blk(i).size).sum()));
+        out
+    }
+
+    /// Each segment's first address and its blocks in address order: one
+    /// per cudaMalloc segment, one per contiguous mapped run of an
+    /// expandable reservation.
+    fn segment_runs(&self, mut f: impl FnMut(u64, &[BlockId])) {
         let built;
         let index = match self.by_addr.kept() {
             Some(m) => m,
@@ -72,7 +89,7 @@ impl Simulator {
                 ids.push(i);
                 cur = self.blk(i).next;
             }
-            out.push(mk(addr, &ids));
+            f(addr, &ids);
         }
         for r in self.reservations.iter().flatten() {
             let mut cur = index.get(&r.base).copied();
@@ -81,16 +98,14 @@ impl Simulator {
                 if self.blk(i).mapped {
                     run.push(i);
                 } else if !run.is_empty() {
-                    out.push(mk(self.blk(run[0]).addr, &run));
+                    f(self.blk(run[0]).addr, &run);
                     run.clear();
                 }
                 cur = self.blk(i).next;
             }
             if !run.is_empty() {
-                out.push(mk(self.blk(run[0]).addr, &run));
+                f(self.blk(run[0]).addr, &run);
             }
         }
-        out.sort_by_key(|s| s.address);
-        out
     }
 }

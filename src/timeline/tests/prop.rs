@@ -153,14 +153,13 @@ fn check_stream(ops: Vec<Op>, cut: usize, expandable: bool) -> Result<(), TestCa
     // The replay, checked against a rescan after every event.
     let run = Run::new(&s, 0);
     let mut l = run.start.clone();
-    let mut problems = run.problems.clone();
     prop_assert!(l.check().is_ok(), "start: {:?}", l.check());
     // A moment's state is replayed without the index: its blocks are
     // those of the indexed replay.
     let moment = cut % run.trace.len().max(1);
     let mut at_moment = None;
     for i in 0..run.trace.len() {
-        run.step(&mut l, i, &mut problems);
+        let _ = run.step(&mut l, i);
         let x = l.sample(None, None);
         prop_assert_eq!(
             x.allocated + x.lay().internal_free + x.external_bytes(),
