@@ -84,3 +84,15 @@ dump("block-in-settings", {"segments": named, "device_traces": [[]],
 bad = segments(5, 4)
 bad[3]["blocks"][1]["state"] = "bogus"
 dump("bad-state", {"segments": bad, "device_traces": [[]]})
+# A block with `state` twice, the first one bad (only a hand-made file repeats a key:
+# written as `statf`, then renamed in the bytes).
+twice_key = segments(5, 4)
+b = twice_key[2]["blocks"][0]
+twice_key[2]["blocks"][0] = {"address": b["address"], "size": b["size"], "statf": "bogus",
+                             "state": b["state"], "frames": b["frames"]}
+data = pickle.dumps({"segments": twice_key, "device_traces": [[]]}, protocol=4)
+with open(f"{out}/state-twice.pickle", "wb") as f:
+    f.write(data.replace(b"statf", b"state"))
+# One segment of 1 000 blocks named twenty times.
+one = segments(1, 1000)
+dump("named-20", [one[0]] * 20)

@@ -593,3 +593,21 @@ pub fn alloc_item(
         }
     }
 }
+
+/// Runs python3 with `args` (a script's path or `-c` and its text, then
+/// its arguments), which must succeed. `None`, with a note naming what is
+/// not checked, where python3 cannot run and CI is not set; under CI a
+/// missing python3 fails the test.
+pub fn python3<S: AsRef<std::ffi::OsStr>>(args: &[S], unchecked: &str) -> Option<()> {
+    match Command::new("python3").args(args).output() {
+        Ok(o) => {
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            Some(())
+        }
+        Err(e) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("note: python3 cannot run ({e}); {unchecked} not checked");
+            None
+        }
+        Err(e) => panic!("python3 cannot run: {e}"),
+    }
+}

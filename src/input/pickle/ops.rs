@@ -255,7 +255,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
             Val::Node(t) => t,
             Val::Record(..) => {
                 return Err(self.err(
-                    "SETITEM on a trace entry after it was read (PyTorch never writes this)",
+                    "SETITEM on a trace entry or block after it was read (PyTorch never writes this)",
                 ));
             }
             _ => return Err(self.err(format!("SETITEM on a {}, not a dict", val_kind(target)))),
@@ -269,7 +269,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
             Node::Dict(d) => d.is_empty(),
             Node::Record(..) => {
                 return Err(self.err(
-                    "SETITEM on a trace entry after it was read (PyTorch never writes this)",
+                    "SETITEM on a trace entry or block after it was read (PyTorch never writes this)",
                 ));
             }
             n => return Err(self.err(format!("SETITEM on a {}, not a dict", n.kind()))),

@@ -135,7 +135,7 @@ pub(super) struct BlockFields {
     pub address: Option<u64>,
     pub size: Option<u64>,
     pub requested: Option<u64>,
-    pub state: Option<Val>,
+    pub state: Option<BlockState>,
     pub frames: Option<Val>,
 }
 /// One item of a block, as [`Cx::block`] reads it; `None` for anything it
@@ -146,7 +146,12 @@ pub(super) fn block_field(b: &mut BlockFields, a: &Arena, key: Key, v: Val) -> O
         Key::Address => b.address = Some(uint(a, v)?),
         Key::Size => b.size = Some(uint(a, v)?),
         Key::RequestedSize => b.requested = Some(uint(a, v)?),
-        Key::State => b.state = Some(v),
+        // Each one read, as the arena path reads each: a repeated key's
+        // earlier value may be what the file gets wrong.
+        Key::State => {
+            let Val::Node(id) = v else { return None };
+            b.state = Some(BlockState::parse(a.as_str(id)?)?)
+        }
         Key::Frames => b.frames = Some(v),
         Key::History => return None,
         _ => {}

@@ -24,7 +24,6 @@ struct KeySet {
 /// Key sets ([`Sink::entry_shape`]) kept; a trace has one or two.
 const MAX_SHAPES: usize = 16;
 const ACTION_CACHE: usize = 16;
-const STATE_CACHE: usize = 4;
 
 /// [`TraceSink::into_parts`]: what the sink's entries' provisional ids
 /// number.
@@ -56,8 +55,6 @@ pub struct TraceSink {
     /// a segment's blocks right after its list, so only that one is
     /// filled (a block of another goes to the arena).
     blocks: Option<(Vid, u32)>,
-    /// Block state strings by node, as read.
-    states: [(Vid, BlockState); STATE_CACHE],
     lists: Vec<SinkList>,
     /// Whether new trace lists are tallied rather than kept.
     tally: bool,
@@ -97,7 +94,6 @@ impl Default for TraceSink {
             trace_lists: Vec::new(),
             segment_lists: Vec::new(),
             blocks: None,
-            states: [(Vid::MAX, BlockState::Inactive); STATE_CACHE],
             lists: Vec::new(),
             tally: false,
             pstacks: IdTable::default(),
@@ -375,6 +371,36 @@ impl TraceSink {
         Some(s + 1)
     }
 
+    /// `f` of each of a record's items with what its key is; `None` as soon
+    /// as `f` gives it. With a key set (`shape`), `items` are its values
+    /// alone, else keys and values alternating.
+    #[inline(always)]
+    fn each_item(
+        &mut self,
+        a: &Arena,
+        items: &[Val],
+        shape: Option<u32>,
+        mut f: impl FnMut(Key, Val) -> Option<()>,
+    ) -> Option<()> {
+        match shape {
+            Some(s) => {
+                let kinds = &self.shapes.get(s as usize)?.kinds;
+                if kinds.len() != items.len() {
+                    return None;
+                }
+                for (&k, &v) in kinds.iter().zip(items) {
+                    f(k, v)?;
+                }
+            }
+            None => {
+                for kv in items.chunks_exact(2) {
+                    f(self.key(a, kv[0]), kv[1])?;
+                }
+            }
+        }
+        Some(())
+    }
+
     /// [`Cx::event`] for the common case; `None` for anything it would
     /// coerce, reject or read as a legacy format.
     fn event(&mut self, a: &mut Arena, items: &[Val], shape: Option<u32>) -> Option<TraceEvent> {
@@ -479,6 +505,7 @@ impl TraceSink {
     /// for anything [`Cx::block`] would coerce, reject or read as a legacy
     /// format (and a block without an address, which depends on the one
     /// before).
+    #[inline(never)]
     fn take_block(
         &mut self,
         a: &mut Arena,
@@ -487,38 +514,12 @@ impl TraceSink {
         shape: Option<u32>,
     ) -> Option<u32> {
         let mut f = BlockFields::default();
-        match shape {
-            Some(s) => {
-                let kinds = &self.shapes.get(s as usize)?.kinds;
-                if kinds.len() != items.len() {
-                    return None;
-                }
-                for (&k, &v) in kinds.iter().zip(items) {
-                    block_field(&mut f, a, k, v)?;
-                }
-            }
-            None => {
-                for kv in items.chunks_exact(2) {
-                    block_field(&mut f, a, self.key(a, kv[0]), kv[1])?;
-                }
-            }
-        }
-        let Val::Node(st) = f.state? else {
-            return None;
-        };
-        let slot = st as usize % STATE_CACHE;
-        let state = if self.states[slot].0 == st {
-            self.states[slot].1
-        } else {
-            let state = BlockState::parse(a.as_str(st)?)?;
-            self.states[slot] = (st, state);
-            state
-        };
+        self.each_item(a, items, shape, |k, v| block_field(&mut f, a, k, v))?;
         let block = Block {
             address: f.address?,
             size: f.size?,
             requested_size: f.requested,
-            state,
+            state: f.state?,
             frames: StackId(match f.frames {
                 Some(v) => self.frames(a, v)?,
                 None => 0,
@@ -528,6 +529,9 @@ impl TraceSink {
             return None;
         };
         v.push(block);
+        // The block's keys and values, which the arena would have held, count
+        // towards the expansion budget as its nodes and references did.
+        a.taken += items.len() as u64;
         Some(v.len() as u32 - 1)
     }
 }
