@@ -25,6 +25,34 @@ struct KeySet {
 const MAX_SHAPES: usize = 16;
 const ACTION_CACHE: usize = 16;
 
+/// Runs `$f` (giving `Option<()>`) on each item of a record (`$k` what its
+/// key is, `$v` its value), returning `None` from the function it is in as
+/// soon as `$f` does. With a key set (`$shape`), `$items` are its values
+/// alone, else keys and values alternating. A macro rather than a function
+/// taking a closure: through a closure, the trace entry's fields went
+/// through memory at each item (10 % more of `stats`' instructions).
+macro_rules! each_item {
+    ($sink:expr, $a:expr, $items:expr, $shape:expr, |$k:ident, $v:ident| $f:expr) => {
+        match $shape {
+            Some(s) => {
+                let kinds = &$sink.shapes.get(s as usize)?.kinds;
+                if kinds.len() != $items.len() {
+                    return None;
+                }
+                for (&$k, &$v) in kinds.iter().zip($items) {
+                    $f?;
+                }
+            }
+            None => {
+                for kv in $items.chunks_exact(2) {
+                    let ($k, $v) = ($sink.key($a, kv[0]), kv[1]);
+                    $f?;
+                }
+            }
+        }
+    };
+}
+
 /// [`TraceSink::into_parts`]: what the sink's entries' provisional ids
 /// number.
 pub(super) struct Parts {
@@ -371,36 +399,6 @@ impl TraceSink {
         Some(s + 1)
     }
 
-    /// `f` of each of a record's items with what its key is; `None` as soon
-    /// as `f` gives it. With a key set (`shape`), `items` are its values
-    /// alone, else keys and values alternating.
-    #[inline(always)]
-    fn each_item(
-        &mut self,
-        a: &Arena,
-        items: &[Val],
-        shape: Option<u32>,
-        mut f: impl FnMut(Key, Val) -> Option<()>,
-    ) -> Option<()> {
-        match shape {
-            Some(s) => {
-                let kinds = &self.shapes.get(s as usize)?.kinds;
-                if kinds.len() != items.len() {
-                    return None;
-                }
-                for (&k, &v) in kinds.iter().zip(items) {
-                    f(k, v)?;
-                }
-            }
-            None => {
-                for kv in items.chunks_exact(2) {
-                    f(self.key(a, kv[0]), kv[1])?;
-                }
-            }
-        }
-        Some(())
-    }
-
     /// [`Cx::event`] for the common case; `None` for anything it would
     /// coerce, reject or read as a legacy format.
     fn event(&mut self, a: &mut Arena, items: &[Val], shape: Option<u32>) -> Option<TraceEvent> {
@@ -412,23 +410,7 @@ impl TraceSink {
             pool: None,
             stream: 0,
         };
-        match shape {
-            // With a key set, `items` are its values alone.
-            Some(s) => {
-                let kinds = &self.shapes.get(s as usize)?.kinds;
-                if kinds.len() != items.len() {
-                    return None;
-                }
-                for (&k, &v) in kinds.iter().zip(items) {
-                    field(&mut f, a, k, v)?;
-                }
-            }
-            None => {
-                for kv in items.chunks_exact(2) {
-                    field(&mut f, a, self.key(a, kv[0]), kv[1])?;
-                }
-            }
-        }
+        each_item!(self, a, items, shape, |k, v| field(&mut f, a, k, v));
         let Fields {
             mut e,
             mut x,
@@ -514,7 +496,7 @@ impl TraceSink {
         shape: Option<u32>,
     ) -> Option<u32> {
         let mut f = BlockFields::default();
-        self.each_item(a, items, shape, |k, v| block_field(&mut f, a, k, v))?;
+        each_item!(self, a, items, shape, |k, v| block_field(&mut f, a, k, v));
         let block = Block {
             address: f.address?,
             size: f.size?,
