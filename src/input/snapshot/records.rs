@@ -301,7 +301,6 @@ impl<'a> Cx<'a> {
         if let Node::Record(l, i) = *self.node(v) {
             return self.record(l, i, p);
         }
-
         let d = self.dict(v, p)?;
         self.spend(1, p)?;
         let mut action = None;
