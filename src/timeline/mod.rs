@@ -520,9 +520,10 @@ fn summarize(
         merged.entry(p.kind).or_insert((0, i, &p.msg)).0 += 1;
     }
     for &(_, kind) in &forward.kinds {
-        let (at, msg) = &forward.first[&kind];
-        let m = merged.entry(kind).or_insert((0, *at, msg));
-        m.0 += 1;
+        merged.entry(kind).or_insert((0, usize::MAX, "")).0 += 1;
+    }
+    for (kind, (at, msg)) in &forward.first {
+        let m = merged.get_mut(kind).expect("counted above");
         if *at < m.1 {
             (m.1, m.2) = (*at, msg);
         }

@@ -63,6 +63,14 @@ impl SinkList {
         }
     }
 
+    /// The blocks of a block list, left empty; none of another.
+    pub(super) fn take_blocks(&mut self) -> Vec<Block> {
+        match self {
+            SinkList::Blocks(v) => std::mem::take(v),
+            _ => Vec::new(),
+        }
+    }
+
     #[inline]
     pub(super) fn is_blocks(&self) -> bool {
         matches!(self, SinkList::Blocks(_))

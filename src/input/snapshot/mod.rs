@@ -269,21 +269,18 @@ pub fn summary_from_arena(
         trace_sinks,
     } = w;
     // By sink list: a few of them (the block lists are no traces).
-    let mut done: HashMap<usize, Option<TraceTally>> = HashMap::new();
+    let mut done: HashMap<usize, TraceTally> = HashMap::new();
     let tallies = (snap.traces().iter().enumerate())
         .map(|(i, t)| match trace_sinks.get(i).copied().flatten() {
             Some(s) => {
                 let s = s as usize;
-                let done = done.entry(s).or_default();
-                if done.is_none() {
-                    *done = Some(
-                        match std::mem::replace(&mut lists[s], SinkList::Kept(Vec::new())) {
-                            SinkList::Tallied(t) => t.tally.finish(),
-                            SinkList::Kept(_) | SinkList::Blocks(_) => TraceTally::of(&snap, t),
-                        },
-                    );
-                }
-                done.clone().unwrap_or_default()
+                let tally = done.entry(s).or_insert_with(|| {
+                    match std::mem::replace(&mut lists[s], SinkList::Kept(Vec::new())) {
+                        SinkList::Tallied(t) => t.tally.finish(),
+                        SinkList::Kept(_) | SinkList::Blocks(_) => TraceTally::of(&snap, t),
+                    }
+                });
+                tally.clone()
             }
             None => TraceTally::of(&snap, t),
         })

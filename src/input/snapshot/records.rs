@@ -91,11 +91,7 @@ impl<'a> Cx<'a> {
                     .map(|j| self.block_record(l, j, &p.idx(j as usize), done))
                     .collect();
             }
-            let SinkList::Blocks(mut v) =
-                std::mem::replace(&mut self.lists[li], SinkList::Blocks(Vec::new()))
-            else {
-                unreachable!("checked above");
-            };
+            let mut v = self.lists[li].take_blocks();
             for (j, b) in v.iter_mut().enumerate() {
                 let pj = p.idx(j);
                 self.spend(1, &pj)?;
