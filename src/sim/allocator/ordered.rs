@@ -353,63 +353,6 @@ pub(super) struct FreeIndex {
     ids: Vec<u64>,
     /// Each stream's map.
     maps: Vec<ChunkedMap<BlockId>>,
-    /// Each stream's largest size (0 with none), under a tree of maxima:
-    /// the pool's largest is asked for at most events where the largest
-    /// block left the cache, and a walk over every stream's map to its
-    /// last key cost a few thousand instructions a time with 200 streams.
-    tops: MaxTree,
-}
-
-/// Maxima of a list of numbers in a complete binary tree: a number set
-/// in log n steps (fewer where a maximum above it holds), the largest read
-/// at the root.
-#[derive(Debug, Clone, Default)]
-struct MaxTree {
-    /// Node k's children are 2k and 2k + 1; the numbers are the leaves
-    /// from `t.len() / 2` on, the rest 0. Empty with no number.
-    t: Vec<u64>,
-    len: usize,
-}
-
-impl MaxTree {
-    fn max(&self) -> u64 {
-        self.t.get(1).copied().unwrap_or(0)
-    }
-
-    fn get(&self, i: usize) -> u64 {
-        self.t[self.t.len() / 2 + i]
-    }
-
-    fn set(&mut self, i: usize, v: u64) {
-        let mut k = self.t.len() / 2 + i;
-        if self.t[k] == v {
-            return;
-        }
-        self.t[k] = v;
-        while k > 1 {
-            k /= 2;
-            let m = self.t[2 * k].max(self.t[2 * k + 1]);
-            if self.t[k] == m {
-                break;
-            }
-            self.t[k] = m;
-        }
-    }
-
-    /// A number `v` put in at place `i`, those from `i` on moved up one:
-    /// the tree is built again (a new stream in the pool, rare).
-    fn insert(&mut self, i: usize, v: u64) {
-        let half = self.t.len() / 2;
-        let mut leaves: Vec<u64> = self.t.get(half..half + self.len).unwrap_or(&[]).to_vec();
-        leaves.insert(i, v);
-        let cap = leaves.len().next_power_of_two();
-        self.t = vec![0; 2 * cap];
-        self.t[cap..cap + leaves.len()].copy_from_slice(&leaves);
-        for k in (1..cap).rev() {
-            self.t[k] = self.t[2 * k].max(self.t[2 * k + 1]);
-        }
-        self.len = leaves.len();
-    }
 }
 
 type BlockId = usize;
@@ -490,31 +433,16 @@ impl FreeIndex {
             Err(i) => {
                 self.ids.insert(i, s);
                 self.maps.insert(i, ChunkedMap::default());
-                self.tops.insert(i, 0);
                 i
             }
         };
-        let added = self.maps[i].insert(key(size, addr), id);
-        if size > self.tops.get(i) {
-            self.tops.set(i, size);
-        }
-        added
-    }
-
-    /// Stream `i`'s largest size, again from its map, after a block left it.
-    #[inline]
-    fn refresh_top(&mut self, i: usize) {
-        (self.tops).set(i, self.maps[i].last_key().map_or(0, |k| (k >> 64) as u64));
+        self.maps[i].insert(key(size, addr), id)
     }
 
     /// Takes the block at (stream, size, address) out; false when none was.
     pub fn remove(&mut self, s: u64, size: u64, addr: u64) -> bool {
-        let Some(i) = self.stream_ix(s) else {
-            return false;
-        };
-        let removed = self.maps[i].remove(key(size, addr)).is_some();
-        self.refresh_top(i);
-        removed
+        self.stream_ix(s)
+            .is_some_and(|i| self.maps[i].remove(key(size, addr)).is_some())
     }
 
     pub fn contains(&self, s: u64, size: u64, addr: u64, id: BlockId) -> bool {
@@ -541,9 +469,7 @@ impl FreeIndex {
     /// Takes out the block a cursor of this index returned last (with no
     /// change since).
     pub fn remove_at(&mut self, at: FreePos) -> BlockId {
-        let id = self.maps[at.stream].remove_at(at.pos);
-        self.refresh_top(at.stream);
-        id
+        self.maps[at.stream].remove_at(at.pos)
     }
 
     /// Where stream `s`'s block of `size` bytes at `addr` is (`None` when
@@ -558,7 +484,6 @@ impl FreeIndex {
     /// adds block `id`, of the same stream, in one move where it can.
     pub fn replace_at(&mut self, at: FreePos, size: u64, addr: u64, id: BlockId) {
         self.maps[at.stream].replace_at(at.pos, key(size, addr), id);
-        self.refresh_top(at.stream);
     }
 
     /// Stream `s`'s blocks of fewer than `size` bytes, largest first.
@@ -570,11 +495,12 @@ impl FreeIndex {
 
     /// The largest size cached (0 with none).
     pub fn largest(&self) -> u64 {
-        debug_assert!(
-            (self.maps.iter().enumerate())
-                .all(|(i, m)| self.tops.get(i) == m.last_key().map_or(0, |k| (k >> 64) as u64))
-        );
-        self.tops.max()
+        self.maps
+            .iter()
+            .filter_map(|m| m.last_key())
+            .map(|k| (k >> 64) as u64)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Every block as (stream, size, address, block), in the pool's order.
