@@ -44,10 +44,12 @@ fn summary_rows(st: &Style, r: &SimReport) -> Vec<(String, String)> {
     let f = &r.fidelity;
     let seg_ev = match f.segment_events_matched {
         Some(m) => format!(
-            "{} of {} recorded segment events reproduced in order ({}; the model made {})",
+            "{}{} of {} recorded segment events reproduced in order ({}{}; the model made {})",
+            at_least(f),
             f.matched_segment_events,
             f.recorded_segment_events,
             fmt_pct(m),
+            within_windows(f),
             f.simulated_segment_events
         ),
         None => "no segment events recorded or simulated".to_string(),
@@ -387,16 +389,35 @@ pub fn expandable_answer(st: &Style, a: &ExpandableAnswer) -> String {
     }
 }
 
+/// "at least " before a count of reproduced segment events made within
+/// windows (a lower bound), else nothing.
+fn at_least(f: &crate::sim::fidelity::Fidelity) -> &'static str {
+    if f.segment_events_window.is_some() {
+        "at least "
+    } else {
+        ""
+    }
+}
+
+/// How a count made within windows was made, else nothing.
+fn within_windows(f: &crate::sim::fidelity::Fidelity) -> String {
+    f.segment_events_window.map_or_else(String::new, |w| {
+        format!(", counted within windows of {w} recorded segment events")
+    })
+}
+
 /// The model's fidelity in one sentence, for every place a what-if figure
 /// is shown.
 pub fn fidelity_line(r: &SimReport) -> String {
     let f = &r.fidelity;
     let seg = match f.segment_events_matched {
         Some(m) => format!(
-            "{} of {} recorded segment events reproduced in order ({})",
+            "{}{} of {} recorded segment events reproduced in order ({}{})",
+            at_least(f),
             f.matched_segment_events,
             f.recorded_segment_events,
-            fmt_pct(m)
+            fmt_pct(m),
+            within_windows(f)
         ),
         None => "no segment events recorded or simulated".to_string(),
     };

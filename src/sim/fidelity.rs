@@ -16,8 +16,14 @@ pub struct Fidelity {
     pub frees_of_older_blocks: u64,
     pub recorded_segment_events: usize,
     pub simulated_segment_events: usize,
-    /// Longest common subsequence of the two (action, size) sequences.
+    /// Longest common subsequence of the two (action, size) sequences;
+    /// with `segment_events_window`, a lower bound of it.
     pub matched_segment_events: usize,
+    /// Set where the two sequences part over so many events that the
+    /// subsequence is counted within windows of this many recorded segment
+    /// events ([`compare`]); absent where it is exact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segment_events_window: Option<usize>,
     /// matched / the longer sequence; `None` when neither has any.
     pub segment_events_matched: Option<f64>,
     /// Trace index of the first recorded segment event where the two
@@ -63,6 +69,75 @@ pub fn lcs_len<T: Eq + Hash>(a: &[T], b: &[T]) -> usize {
         .count();
     let (a, b) = (&a[..a.len() - suf], &b[..b.len() - suf]);
     pre + suf + lcs_bits(a, b)
+}
+
+/// The recorded segment events a run reproduces in order: the longest
+/// common subsequence of the two, or a lower bound of it counted within
+/// windows (`window`, the recorded events a window holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Matched {
+    pub count: usize,
+    pub window: Option<usize>,
+}
+
+/// Comparisons (an element of each sequence) the longest common
+/// subsequence is worked out exactly for, after the common prefix and
+/// suffix: about 0.1 s of one core. The work grows with the product of
+/// the two lengths, so a long trace that the model parts from (a quarter
+/// of a million segment events each: 60 times this) would cost minutes.
+const EXACT_CELLS: u64 = 1 << 32;
+
+/// Recorded segment events a window holds past [`EXACT_CELLS`].
+const WINDOW: usize = 1 << 14;
+
+/// The events of `a` (made at trace events `a_at`, ascending) that `b`
+/// (made at `b_at`) reproduces in order. Exactly the longest common
+/// subsequence where its middle (past the common prefix and suffix) is
+/// within [`EXACT_CELLS`]; past it, the middle of `a` is cut into windows
+/// of [`WINDOW`] events, each compared with the events of `b` made over the
+/// same trace events, and the counts summed: a common subsequence of the
+/// two, so at most the longest one, and work that grows with the length.
+pub fn compare<T: Eq + Hash>(a: &[T], a_at: &[usize], b: &[T], b_at: &[usize]) -> Matched {
+    compare_within(a, a_at, b, b_at, EXACT_CELLS, WINDOW)
+}
+
+fn compare_within<T: Eq + Hash>(
+    a: &[T],
+    a_at: &[usize],
+    b: &[T],
+    b_at: &[usize],
+    exact_cells: u64,
+    window: usize,
+) -> Matched {
+    debug_assert_eq!((a.len(), b.len()), (a_at.len(), b_at.len()));
+    let pre = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let suf = (a[pre..].iter().rev())
+        .zip(b[pre..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (a, a_at) = (&a[pre..a.len() - suf], &a_at[pre..a_at.len() - suf]);
+    let (b, b_at) = (&b[pre..b.len() - suf], &b_at[pre..b_at.len() - suf]);
+    if (a.len() as u64).saturating_mul(b.len() as u64) <= exact_cells || a.len() <= window {
+        return Matched {
+            count: pre + suf + lcs_bits(a, b),
+            window: None,
+        };
+    }
+    let mut count = pre + suf;
+    let mut from = 0;
+    for (j, part) in a.chunks(window).enumerate() {
+        // The events of `b` made before the next window's first event.
+        let to = match a_at.get((j + 1) * window) {
+            Some(&t) => from + b_at[from..].partition_point(|&x| x < t),
+            None => b.len(),
+        };
+        count += lcs_len(part, &b[from..to]);
+        from = to;
+    }
+    Matched {
+        count,
+        window: Some(window),
+    }
 }
 
 /// LCS length by the bit-vector algorithm of Crochemore, Iliopoulos,
@@ -242,7 +317,7 @@ pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
     let (rec, sim) = named_segment_events(input, run);
     let matched = run
         .matched_segment_events
-        .unwrap_or_else(|| lcs_len(&rec, &sim));
+        .unwrap_or_else(|| matched(input, run));
     let first_divergence = rec
         .iter()
         .zip(&sim)
@@ -272,8 +347,9 @@ pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
         frees_of_older_blocks: input.start.frees_of_older_blocks,
         recorded_segment_events: rec.len(),
         simulated_segment_events: sim.len(),
-        matched_segment_events: matched,
-        segment_events_matched: share(matched, rec.len(), sim.len()),
+        matched_segment_events: matched.count,
+        segment_events_window: matched.window,
+        segment_events_matched: share(matched.count, rec.len(), sim.len()),
         first_divergence,
         reserved_points: n,
         recorded_peak_reserved: peak,
@@ -314,11 +390,16 @@ fn named_segment_events<'a>(input: &'a DeviceInput, run: &SimRun) -> (Named<'a>,
     (rec, sim)
 }
 
-/// The recorded segment events that `run` reproduces in order (the
-/// longest common subsequence of the two), as [`measure`] counts them.
-pub fn matched(input: &DeviceInput, run: &SimRun) -> usize {
+/// The recorded segment events that `run` reproduces in order
+/// ([`compare`]), as [`measure`] counts them.
+pub fn matched(input: &DeviceInput, run: &SimRun) -> Matched {
     let (rec, sim) = named_segment_events(input, run);
-    lcs_len(&rec, &sim)
+    compare(
+        &rec,
+        &input.recorded_segment_event_index,
+        &sim,
+        &run.segment_event_at,
+    )
 }
 
 #[cfg(test)]
@@ -369,6 +450,89 @@ mod tests {
         ) {
             proptest::prop_assert_eq!(lcs_bits(&a, &b), lcs_table(&a, &b));
         }
+    }
+
+    proptest::proptest! {
+        /// Counted within windows: a common subsequence (at most the
+        /// longest), the sum of each window's longest one, and exact where
+        /// the budget allows; a run that reproduces its recording is
+        /// counted whole either way.
+        #[test]
+        fn windows_count_a_common_subsequence(
+            a in proptest::collection::vec(0u8..3, 0..300),
+            b in proptest::collection::vec(0u8..3, 0..300),
+            gaps_a in proptest::collection::vec(0usize..3, 300),
+            gaps_b in proptest::collection::vec(0usize..3, 300),
+            window in 1usize..40,
+        ) {
+            let at = |gaps: &[usize], n: usize| -> Vec<usize> {
+                gaps[..n].iter().scan(0, |t, g| { *t += g; Some(*t) }).collect()
+            };
+            let (a_at, b_at) = (at(&gaps_a, a.len()), at(&gaps_b, b.len()));
+            let exact = lcs_table(&a, &b);
+            let all = compare_within(&a, &a_at, &b, &b_at, u64::MAX, window);
+            proptest::prop_assert_eq!(all, Matched { count: exact, window: None });
+            let w = compare_within(&a, &a_at, &b, &b_at, 0, window);
+            proptest::prop_assert!(w.count <= exact);
+            if w.window.is_some() {
+                // The windows as the doc comment cuts them, each compared
+                // by the table.
+                let pre = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+                let suf = (a[pre..].iter().rev()).zip(b[pre..].iter().rev())
+                    .take_while(|(x, y)| x == y).count();
+                let (am, aat) = (&a[pre..a.len() - suf], &a_at[pre..a.len() - suf]);
+                let (bm, bat) = (&b[pre..b.len() - suf], &b_at[pre..b.len() - suf]);
+                let mut want = pre + suf;
+                let mut from = 0;
+                for (j, part) in am.chunks(window).enumerate() {
+                    let to = match aat.get((j + 1) * window) {
+                        Some(&t) => (from..bm.len()).find(|&k| bat[k] >= t).unwrap_or(bm.len()),
+                        None => bm.len(),
+                    };
+                    want += lcs_table(part, &bm[from..to]);
+                    from = to;
+                }
+                proptest::prop_assert_eq!(w.count, want);
+            }
+            let same = compare_within(&a, &a_at, &a, &a_at, 0, window);
+            proptest::prop_assert_eq!(same.count, a.len());
+        }
+    }
+
+    /// Past the budget, a long run that parts from its recording here and
+    /// there costs work that grows with its length, and loses little.
+    #[test]
+    fn a_long_comparison_is_counted_within_windows() {
+        let mut next = crate::model::test_support::below(0x853c_49e6_748f_ea9b);
+        let n = 200_000;
+        let a: Vec<u16> = (0..n).map(|_| next(40) as u16).collect();
+        // The same events, one in fifty changed, made one trace event later.
+        let b: Vec<u16> = a
+            .iter()
+            .map(|&x| {
+                if next(50) == 0 {
+                    40 + next(40) as u16
+                } else {
+                    x
+                }
+            })
+            .collect();
+        let a_at: Vec<usize> = (0..n).map(|i| 3 * i).collect();
+        let b_at: Vec<usize> = (0..n).map(|i| 3 * i + 1).collect();
+        let m = compare(&a, &a_at, &b, &b_at);
+        assert_eq!(m.window, Some(WINDOW));
+        let changed = a.iter().zip(&b).filter(|(x, y)| x != y).count();
+        // At least every unchanged event, but for a few at each window's
+        // edge.
+        assert!(
+            m.count <= n && m.count + 64 * (n / WINDOW + 1) >= n - changed,
+            "{m:?}"
+        );
+        // Under the budget, the exact count.
+        let short = 20_000;
+        let e = compare(&a[..short], &a_at[..short], &b[..short], &b_at[..short]);
+        assert_eq!(e.window, None);
+        assert_eq!(e.count, lcs_len(&a[..short], &b[..short]));
     }
 
     /// The target's add-with-carry and the portable one agree, carries

@@ -321,6 +321,9 @@ pub struct SimRun {
     /// each as its action and size: what [`super::fidelity`] compares with
     /// the recording.
     pub segment_events: Vec<(SimAction, u64)>,
+    /// The trace event at which each of `segment_events` was made.
+    #[serde(skip)]
+    pub segment_event_at: Vec<usize>,
     pub ooms: OomCounts,
     /// Frees of blocks the model does not hold (older than the start state).
     pub skipped_frees: u64,
@@ -332,11 +335,11 @@ pub struct SimRun {
     /// [`super::Simulator::split_probe`] at the end of the run.
     #[serde(skip)]
     pub split_probe: u64,
-    /// The longest common subsequence of the recording's segment events
-    /// and this run's, once worked out ([`super::fidelity::matched`]): the
-    /// run under the recorded settings has it made beside the other runs.
+    /// The recording's segment events that this run reproduces in order,
+    /// once worked out ([`super::fidelity::matched`]): the run under the
+    /// recorded settings has it made beside the other runs.
     #[serde(skip)]
-    pub matched_segment_events: Option<usize>,
+    pub matched_segment_events: Option<super::fidelity::Matched>,
 }
 
 fn step(s: &Simulator) -> Step {
@@ -406,6 +409,7 @@ pub fn run_observed(
         reserved_error: ReservedError::default(),
         reserved_points: Vec::new(),
         segment_events: Vec::new(),
+        segment_event_at: Vec::new(),
         ooms: OomCounts::default(),
         skipped_frees: 0,
         frees_of_refused: 0,
@@ -508,6 +512,8 @@ impl Walk<'_> {
                     .filter(|e| e.action.is_segment_event())
                     .map(|e| (e.action, e.size)),
             );
+            let made = out.segment_events.len() - out.segment_event_at.len();
+            out.segment_event_at.extend(std::iter::repeat_n(i, made));
         }
         let s = step(&self.sim);
         if self.completes {

@@ -151,6 +151,9 @@ fn targets_hold_on_every_real_trace() {
             );
             continue;
         };
+        // Every real trace's count is the longest common subsequence
+        // itself, not one counted within windows.
+        assert_eq!(f.segment_events_window, None, "{} dev {}", r.file, r.device);
         if f.recorded_segment_events > 0 {
             with_segment_events += 1;
             let m = f.segment_events_matched.unwrap_or(0.0);
