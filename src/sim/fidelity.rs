@@ -59,16 +59,19 @@ pub struct Fidelity {
 /// costs one pass, one that does not n·m/64 word operations, where a table
 /// of n·m comparisons made a long trace's fidelity quadratic.
 pub fn lcs_len<T: Eq + Hash>(a: &[T], b: &[T]) -> usize {
+    let (pre, suf) = common_ends(a, b);
+    pre + suf + lcs_bits(&a[pre..a.len() - suf], &b[pre..b.len() - suf])
+}
+
+/// The lengths of the common prefix of `a` and `b`, and of their common
+/// suffix past it.
+fn common_ends<T: Eq>(a: &[T], b: &[T]) -> (usize, usize) {
     let pre = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let (a, b) = (&a[pre..], &b[pre..]);
-    let suf = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
+    let suf = (a[pre..].iter().rev())
+        .zip(b[pre..].iter().rev())
         .take_while(|(x, y)| x == y)
         .count();
-    let (a, b) = (&a[..a.len() - suf], &b[..b.len() - suf]);
-    pre + suf + lcs_bits(a, b)
+    (pre, suf)
 }
 
 /// The recorded segment events a run reproduces in order: the longest
@@ -110,11 +113,7 @@ fn compare_within<T: Eq + Hash>(
     window: usize,
 ) -> Matched {
     debug_assert_eq!((a.len(), b.len()), (a_at.len(), b_at.len()));
-    let pre = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let suf = (a[pre..].iter().rev())
-        .zip(b[pre..].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
+    let (pre, suf) = common_ends(a, b);
     let (a, a_at) = (&a[pre..a.len() - suf], &a_at[pre..a_at.len() - suf]);
     let (b, b_at) = (&b[pre..b.len() - suf], &b_at[pre..b_at.len() - suf]);
     if (a.len() as u64).saturating_mul(b.len() as u64) <= exact_cells || a.len() <= window {
@@ -477,9 +476,7 @@ mod tests {
             if w.window.is_some() {
                 // The windows as the doc comment cuts them, each compared
                 // by the table.
-                let pre = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-                let suf = (a[pre..].iter().rev()).zip(b[pre..].iter().rev())
-                    .take_while(|(x, y)| x == y).count();
+                let (pre, suf) = common_ends(&a, &b);
                 let (am, aat) = (&a[pre..a.len() - suf], &a_at[pre..a.len() - suf]);
                 let (bm, bat) = (&b[pre..b.len() - suf], &b_at[pre..b.len() - suf]);
                 let mut want = pre + suf;
