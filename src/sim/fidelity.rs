@@ -316,7 +316,7 @@ pub fn measure(input: &DeviceInput, run: &SimRun) -> Fidelity {
     let (rec, sim) = named_segment_events(input, run);
     let matched = run
         .matched_segment_events
-        .unwrap_or_else(|| matched(input, run));
+        .unwrap_or_else(|| compare_named(input, run, &rec, &sim));
     let first_divergence = rec
         .iter()
         .zip(&sim)
@@ -393,10 +393,21 @@ fn named_segment_events<'a>(input: &'a DeviceInput, run: &SimRun) -> (Named<'a>,
 /// ([`compare`]), as [`measure`] counts them.
 pub fn matched(input: &DeviceInput, run: &SimRun) -> Matched {
     let (rec, sim) = named_segment_events(input, run);
+    compare_named(input, run, &rec, &sim)
+}
+
+/// [`compare`] of the recorded segment events `rec` and the run's `sim`
+/// ([`named_segment_events`]), each with the trace events that made them.
+fn compare_named(
+    input: &DeviceInput,
+    run: &SimRun,
+    rec: &[(&str, u64)],
+    sim: &[(&str, u64)],
+) -> Matched {
     compare(
-        &rec,
+        rec,
         &input.recorded_segment_event_index,
-        &sim,
+        sim,
         &run.segment_event_at,
     )
 }
