@@ -126,8 +126,13 @@ struct Cx<'a> {
     stack_cache: HashMap<Vid, StackId, FxBuild>,
     frame_cache: HashMap<Vid, FrameId, FxBuild>,
     str_front: [(Vid, StrId); STR_FRONT],
-    /// The sink's frames lists ([`Node::Stack`]) and their final ids.
-    pstacks: &'a [Box<[Vid]>],
+    /// The sink's frames lists that an arena node names ([`Node::Stack`]):
+    /// the walk may read them as lists, as often as they are named.
+    plisted: &'a HashMap<u32, Box<[Vid]>, FxBuild>,
+    /// The sink's other frames lists (read only as an entry's or a block's
+    /// stack, by number): each is dropped once the model holds its stack,
+    /// so that the model's stacks take the room the sink's leave.
+    pstacks: Vec<Box<[Vid]>>,
     /// The sink's pool table (its entries' provisional pool numbers).
     ppools: &'a [(i64, i64)],
     /// The sink's combinations of extras (provisional string and pool ids)
@@ -189,6 +194,22 @@ pub fn expansion_budget(a: &Arena, taken_stacks: &[Box<[Vid]>]) -> u64 {
         .sum::<u64>()
         + taken_stacks.iter().map(|s| s.len() as u64).sum::<u64>();
     2 * (a.values() + refs) + 4096
+}
+
+/// Moves out of `pstacks` the frames lists an arena node names (a
+/// [`Node::Stack`], which the walk may read as a list, and more than once);
+/// most files' lists are named by their entries' and blocks' records only.
+fn listed_stacks(a: &Arena, pstacks: &mut [Box<[Vid]>]) -> HashMap<u32, Box<[Vid]>, FxBuild> {
+    let mut listed = HashMap::default();
+    for n in &a.nodes {
+        if let Node::Stack(s) = *n
+            && let Some(l) = pstacks.get_mut(s as usize)
+            && !listed.contains_key(&s)
+        {
+            listed.insert(s, std::mem::take(l));
+        }
+    }
+    listed
 }
 
 /// Python dict semantics for a key the file repeats: the last value wins, in
@@ -300,19 +321,21 @@ struct Walked {
 /// tallied list for its entries one by one.
 fn walk(a: &Arena, root: Vid, sink: TraceSink) -> Result<Walked, (SchemaError, bool)> {
     let sink::Parts {
-        stacks: pstacks,
+        stacks: mut pstacks,
         lists,
         pools: ppools,
         extras: pextras,
         streams: pstreams,
     } = sink.into_parts();
+    let budget = expansion_budget(a, &pstacks);
+    let plisted = listed_stacks(a, &mut pstacks);
     let mut cx = Cx {
         a,
         intern: Interner::new(),
         stack_cache: HashMap::default(),
         frame_cache: HashMap::default(),
         str_front: [(Vid::MAX, StrId(0)); STR_FRONT],
-        pstacks: &pstacks,
+        plisted: &plisted,
         ppools: &ppools,
         pextras: &pextras,
         pextras_ids: vec![None; pextras.len()],
@@ -326,11 +349,12 @@ fn walk(a: &Arena, root: Vid, sink: TraceSink) -> Result<Walked, (SchemaError, b
         needs_entries: false,
         stack2_cache: HashMap::default(),
         work: 0,
-        budget: expansion_budget(a, &pstacks),
+        budget,
+        pstacks,
     };
     // Each frames list and combination the sink took is a stack or
     // combination of the model (most are distinct).
-    cx.intern.reserve(pstacks.len(), pextras.len());
+    cx.intern.reserve(cx.pstacks.len(), pextras.len());
     let mut snap = Snapshot::default();
     let r = cx.root(root, &mut snap);
     if let Err(e) = r {

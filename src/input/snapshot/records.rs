@@ -33,7 +33,7 @@ impl<'a> Cx<'a> {
                     .collect::<R<_>>()?,
             ),
             Node::Stack(s) => Setting::List(
-                self.pstacks[*s as usize]
+                self.listed(*s)
                     .iter()
                     .enumerate()
                     .map(|(i, x)| self.setting(*x, &p.idx(i), depth + 1))

@@ -3,8 +3,10 @@
 //! with the record path in every error.
 
 use super::{Cx, P, R, STR_FRONT, err, full};
+use crate::core::hash::FxBuild;
 use crate::input::value::{Node, Vid};
 use crate::model::*;
+use std::collections::HashMap;
 
 impl<'a> Cx<'a> {
     pub(super) fn node(&self, v: Vid) -> &'a Node {
@@ -43,7 +45,7 @@ impl<'a> Cx<'a> {
         match self.node(v) {
             Node::List(l) => Ok(l),
             Node::Tuple(l) => Ok(l),
-            Node::Stack(s) => Ok(&self.pstacks[*s as usize]),
+            Node::Stack(s) => Ok(self.listed(*s)),
             // Read whole by the `device_traces` loop; the decoder made every
             // other one a `List`.
             Node::Trace(l, _) if self.lists[*l as usize].is_blocks() => {
@@ -199,18 +201,47 @@ impl<'a> Cx<'a> {
         }
         self.pstack_new(s, p)
     }
-    /// [`Cx::pstack`] for a stack not yet interned.
+    /// [`Cx::pstack`] for a stack not yet interned. A list no node names
+    /// is read here only: it is dropped once the model holds its stack (on
+    /// an error it stays, as it was).
     #[cold]
     pub(super) fn pstack_new(&mut self, s: u32, p: &P) -> R<StackId> {
-        let l = &self.pstacks[s as usize];
-        self.spend(l.len() as u64, p)?;
-        let mut frames = Vec::with_capacity(l.len());
-        for (i, &f) in l.iter().enumerate() {
-            frames.push(self.frame(f, &p.idx(i))?);
-        }
+        let plisted = self.plisted;
+        let owned = match plisted.get(&s) {
+            Some(_) => Box::default(),
+            None => std::mem::take(
+                self.pstacks
+                    .get_mut(s as usize)
+                    .expect("a stack the sink took"),
+            ),
+        };
+        let l: &[Vid] = plisted.get(&s).map_or(&owned, |l| l);
+        let frames = (|| {
+            self.spend(l.len() as u64, p)?;
+            let mut frames = Vec::with_capacity(l.len());
+            for (i, &f) in l.iter().enumerate() {
+                frames.push(self.frame(f, &p.idx(i))?);
+            }
+            Ok(frames)
+        })();
+        let frames = match frames {
+            Ok(f) => f,
+            Err(e) => {
+                if !plisted.contains_key(&s) {
+                    self.pstacks[s as usize] = owned;
+                }
+                return Err(e);
+            }
+        };
         let id = self.intern.stack(frames);
         self.pstack_ids[s as usize] = Some(id);
         Ok(id)
+    }
+
+    /// A frames list the sink took that a node names, as a list.
+    pub(super) fn listed(&self, s: u32) -> &'a [Vid] {
+        let plisted: &'a HashMap<u32, Box<[Vid]>, FxBuild> = self.plisted;
+        plisted.get(&s).map_or(&[], |l| l)
     }
 
     /// Python frames followed by 2.0-style `cpp_frames`. Only the combined
