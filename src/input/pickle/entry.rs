@@ -339,7 +339,13 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                                         {
                                             match f_cache.find_deep(&b[from..j], *f_gen) {
                                                 Ok(s) => {
-                                                    f_cache.insert(set, &b[from..j], s, *f_gen);
+                                                    f_cache.insert(
+                                                        set,
+                                                        &b[from..j],
+                                                        s,
+                                                        *f_gen,
+                                                        false,
+                                                    );
                                                     frames_known = Some(s);
                                                     i = j + 1;
                                                 }
@@ -485,9 +491,11 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
             if fresh_miss {
                 self.f_fresh.commit(s, &self.f_memo, &mut self.f_cache);
             }
-            if let Some((set, from, to, hash)) = cache_at {
+            if let Some((set, from, to, hash)) = cache_at
+                && self.f_cache.admit()
+            {
                 let bytes = &self.inp.f.bytes()[from..to];
-                self.f_cache.insert(set, bytes, s, self.f_gen);
+                self.f_cache.insert(set, bytes, s, self.f_gen, true);
                 self.f_cache.insert_deep(bytes, hash, s, self.f_gen);
             }
             self.f_items[at] = Val::Stack(s);

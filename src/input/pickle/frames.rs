@@ -33,6 +33,13 @@ pub(super) struct FramesCache {
     deep: Vec<DeepSlot>,
     deep_next: Vec<u8>,
     hasher: foldhash::fast::FixedState,
+    /// Admitted lists whose ways were filled anew, and those of them never
+    /// found again: a file whose stacks are all new fills the cache in
+    /// vain, and pushes out the lists that recur.
+    evicted: u32,
+    wasted: u32,
+    /// Lists offered to [`FramesCache::admit`].
+    offered: u32,
 }
 
 #[derive(Clone)]
@@ -45,6 +52,11 @@ struct FramesSlot {
     /// [`NO_STACK`]: the way is empty.
     stack: u32,
     generation: u32,
+    /// Found again since it was cached.
+    hit: bool,
+    /// Cached as it was read the first time ([`FramesCache::admit`]),
+    /// not found in the deep cache.
+    admitted: bool,
 }
 
 #[derive(Clone)]
@@ -61,6 +73,11 @@ const FRAMES_WAYS: usize = 32;
 const DEEP_SETS: usize = 256;
 const DEEP_WAYS: usize = 8;
 const NO_STACK: u32 = u32::MAX;
+/// Once more than three in four of the admitted lists whose ways were
+/// filled anew had never been found again, a list is admitted one time in
+/// [`SAMPLED`]; the counts are halved every [`WASTE_WINDOW`] lists.
+const SAMPLED: u32 = 16;
+const WASTE_WINDOW: u32 = 1024;
 
 /// The deep cache's set for a list's hash.
 pub(super) fn deep_set(hash: u64) -> usize {
@@ -74,6 +91,8 @@ impl FramesCache {
             tail: 0,
             stack: NO_STACK,
             generation: 0,
+            hit: false,
+            admitted: false,
         };
         FramesCache {
             slots: vec![empty; FRAMES_SETS * FRAMES_WAYS],
@@ -82,6 +101,9 @@ impl FramesCache {
             deep: Vec::new(),
             deep_next: Vec::new(),
             hasher: foldhash::fast::FixedState::default(),
+            evicted: 0,
+            wasted: 0,
+            offered: 0,
         }
     }
 
@@ -115,20 +137,51 @@ impl FramesCache {
             (0..FRAMES_WAYS).find(|&w| w != last && w != after && is(w))?
         };
         self.last[set] = w as u8;
-        let slot = &ways[w];
+        let slot = &mut self.slots[set * FRAMES_WAYS + w];
+        slot.hit = true;
         Some((slot.stack, from + slot.bytes.len() + 1))
     }
 
-    /// Caches a list (its references, without the APPENDS) in `set`.
-    pub(super) fn insert(&mut self, set: usize, bytes: &[u8], stack: u32, generation: u32) {
+    /// Whether a list just read, which neither cache held, is to be cached:
+    /// always, until most lists admitted were never found again (a file that
+    /// names a new stack at nearly every entry); then one time in
+    /// [`SAMPLED`], which still catches the lists that recur, and as those
+    /// are found again the cache fills as before. What is found is the
+    /// same either way: a list not cached is read and its stack looked up.
+    pub(super) fn admit(&mut self) -> bool {
+        self.offered = self.offered.wrapping_add(1);
+        self.wasted <= self.evicted / 4 * 3 || self.offered.is_multiple_of(SAMPLED)
+    }
+
+    /// Caches a list (its references, without the APPENDS) in `set`;
+    /// `admitted` when it was read the first time ([`FramesCache::admit`]).
+    pub(super) fn insert(
+        &mut self,
+        set: usize,
+        bytes: &[u8],
+        stack: u32,
+        generation: u32,
+        admitted: bool,
+    ) {
         let w = self.next[set] as usize;
         self.next[set] = ((w + 1) % FRAMES_WAYS) as u8;
         self.last[set] = w as u8;
+        let old = &self.slots[set * FRAMES_WAYS + w];
+        if old.stack != NO_STACK && old.admitted {
+            self.evicted += 1;
+            self.wasted += !old.hit as u32;
+            if self.evicted == WASTE_WINDOW {
+                self.evicted /= 2;
+                self.wasted /= 2;
+            }
+        }
         self.slots[set * FRAMES_WAYS + w] = FramesSlot {
             tail: tail_word(bytes),
             bytes: bytes.into(),
             stack,
             generation,
+            hit: false,
+            admitted,
         };
     }
 

@@ -204,7 +204,7 @@ pub(super) fn read(
         if let Some(set) = set
             && c.patches.is_empty()
         {
-            fc.insert(set, raw, FRESH | k as u32, p.generation);
+            fc.insert(set, raw, FRESH | k as u32, p.generation, false);
         }
         return Some((Some(lists[k].stack), seen.end + 1));
     }
@@ -271,7 +271,13 @@ impl FreshCache {
             }
         };
         if let Some(set) = p.set {
-            fc.insert(set, &self.lists[k].bytes, FRESH | k as u32, p.generation);
+            fc.insert(
+                set,
+                &self.lists[k].bytes,
+                FRESH | k as u32,
+                p.generation,
+                false,
+            );
         }
     }
 }

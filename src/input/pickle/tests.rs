@@ -108,3 +108,52 @@ fn missing_memo_key() {
     let e = decode(b"\x80\x04h\x05.").err().unwrap();
     assert!(e.msg.contains("memo reference 5"));
 }
+
+/// The frames cache admits every list it missed until most lists it
+/// admitted were pushed out without being found again (a file whose
+/// stacks are all new); then one in sixteen, until lists found again
+/// outnumber them once more.
+#[test]
+fn frames_cache_admits_lists_while_they_recur() {
+    use super::frames::{FramesCache, frames_set};
+    let mut c = FramesCache::new();
+    // A list of references (BINGETs) of its own, padded past 32 bytes.
+    let list = |k: u32| -> Vec<u8> {
+        let mut b: Vec<u8> = (0..20)
+            .flat_map(|j| [b'h', ((k * 7 + j) % 256) as u8])
+            .collect();
+        b.extend_from_slice(&k.to_le_bytes());
+        b.push(b'e');
+        b
+    };
+    let admitted = |c: &mut FramesCache, from: u32, n: u32, recur: bool| {
+        let mut yes = 0;
+        for k in from..from + n {
+            let b = list(k);
+            let set = frames_set(&b).unwrap();
+            if c.find(&b, 0, set, 0).is_some() {
+                continue;
+            }
+            if c.admit() {
+                yes += 1;
+                c.insert(set, &b[..b.len() - 1], k, 0, true);
+                // Found again at once, as a call site's next event finds it.
+                if recur {
+                    assert_eq!(c.find(&b, 0, set, 0), Some((k, b.len())));
+                }
+            }
+        }
+        yes
+    };
+    // New lists, each found again: every one is admitted.
+    assert_eq!(admitted(&mut c, 0, 8192, true), 8192);
+    // New lists never found again: once the cache has filled anew with
+    // them, one in sixteen.
+    let yes = admitted(&mut c, 100_000, 64 * 1024, false);
+    assert!(yes < 64 * 1024 / 8, "{yes} of 65536 admitted");
+    // Found again once more: once the unused ones are pushed out, all of
+    // them again.
+    let yes = admitted(&mut c, 200_000, 64 * 1024, true);
+    eprintln!("{yes} of 65536 admitted while the cache recovers");
+    assert_eq!(admitted(&mut c, 300_000, 8192, true), 8192);
+}

@@ -126,6 +126,9 @@ struct Cx<'a> {
     stack_cache: HashMap<Vid, StackId, FxBuild>,
     frame_cache: HashMap<Vid, FrameId, FxBuild>,
     str_front: [(Vid, StrId); STR_FRONT],
+    /// Frames by node, in front of `frame_cache`: a stack new to the walk
+    /// is nearly always of frames it has read (a few thousand at most).
+    frame_front: Box<[(Vid, FrameId)]>,
     /// The sink's frames lists that an arena node names ([`Node::Stack`]):
     /// the walk may read them as lists, as often as they are named.
     plisted: &'a HashMap<u32, Box<[Vid]>, FxBuild>,
@@ -246,6 +249,7 @@ pub(crate) fn dedup_keys<K: Eq + std::hash::Hash + Clone, V>(v: &mut Vec<(K, V)>
 type R<T> = Result<T, SchemaError>;
 
 const STR_FRONT: usize = 16;
+const FRAME_FRONT: usize = 4096;
 
 fn err<T>(p: &P, msg: impl Into<String>) -> R<T> {
     Err(SchemaError {
@@ -335,6 +339,7 @@ fn walk(a: &Arena, root: Vid, sink: TraceSink) -> Result<Walked, (SchemaError, b
         stack_cache: HashMap::default(),
         frame_cache: HashMap::default(),
         str_front: [(Vid::MAX, StrId(0)); STR_FRONT],
+        frame_front: vec![(Vid::MAX, FrameId(0)); FRAME_FRONT].into(),
         plisted: &plisted,
         ppools: &ppools,
         pextras: &pextras,

@@ -2,7 +2,7 @@
 //! string, a pair, a frame, a stack), interned into the model's tables,
 //! with the record path in every error.
 
-use super::{Cx, P, R, STR_FRONT, err, full};
+use super::{Cx, FRAME_FRONT, P, R, STR_FRONT, err, full};
 use crate::core::hash::FxBuild;
 use crate::input::value::{Node, Vid};
 use crate::model::*;
@@ -117,10 +117,21 @@ impl<'a> Cx<'a> {
     /// their frames), answered without the slow path's stack frame.
     #[inline]
     pub(super) fn frame(&mut self, v: Vid, p: &P) -> R<FrameId> {
-        match self.frame_cache.get(&v) {
-            Some(id) => Ok(*id),
-            None => self.frame_new(v, p),
+        let (w, id) = self.frame_front[v as usize % FRAME_FRONT];
+        match w == v {
+            true => Ok(id),
+            false => self.frame_behind(v, p),
         }
+    }
+    /// [`Cx::frame`] of a node not in front.
+    #[inline(never)]
+    fn frame_behind(&mut self, v: Vid, p: &P) -> R<FrameId> {
+        let id = match self.frame_cache.get(&v) {
+            Some(id) => *id,
+            None => self.frame_new(v, p)?,
+        };
+        self.frame_front[v as usize % FRAME_FRONT] = (v, id);
+        Ok(id)
     }
     /// [`Cx::frame`] of a node not read before.
     #[inline(never)]
