@@ -28,10 +28,27 @@ pub struct Full;
 /// caller says where number `i`'s value is (`key_of`), and must give the
 /// same answer for the life of the index. Keys come from untrusted files:
 /// the default hasher is seeded at random per index.
+///
+/// Each number is kept with 32 bits of its value's hash: the index grows
+/// without hashing its values again (a stack of hundreds of frames, each
+/// time), and a lookup compares a value only where those bits agree.
 #[derive(Clone, Default)]
 pub struct IdIndex<S = foldhash::fast::RandomState> {
-    table: HashTable<u32>,
+    table: HashTable<(u32, u32)>,
     hasher: S,
+}
+
+/// The 32 bits of a value's hash the index keeps.
+#[inline]
+fn fold(h: u64) -> u32 {
+    (h >> 32) as u32 ^ h as u32
+}
+
+/// The hash the table files a value under, from the bits it keeps: the
+/// table takes its slot from the low bits and its tag from the top ones.
+#[inline]
+fn spread(f: u32) -> u64 {
+    (f as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ f as u64
 }
 
 impl<S: BuildHasher> IdIndex<S> {
@@ -63,27 +80,23 @@ impl<S: BuildHasher> IdIndex<S> {
         k: &Q,
         key_of: impl Fn(u32) -> &'a Q,
     ) -> Option<u32> {
-        self.table.find(h, |&i| key_of(i) == k).copied()
+        let f = fold(h);
+        (self.table)
+            .find(spread(f), |&(i, g)| g == f && key_of(i) == k)
+            .map(|&(i, _)| i)
     }
     /// Records `id` for `k`, which the index does not hold yet.
-    pub fn insert<'a, Q: Hash + ?Sized + 'a>(
-        &mut self,
-        k: &Q,
-        id: u32,
-        key_of: impl Fn(u32) -> &'a Q,
-    ) {
-        self.insert_hashed(self.hash(k), id, key_of)
+    pub fn insert<Q: Hash + ?Sized>(&mut self, k: &Q, id: u32) {
+        self.insert_hashed(self.hash(k), id)
     }
     /// [`IdIndex::insert`] of a value whose [`IdIndex::hash`] is `h`.
-    pub fn insert_hashed<'a, Q: Hash + ?Sized + 'a>(
-        &mut self,
-        h: u64,
-        id: u32,
-        key_of: impl Fn(u32) -> &'a Q,
-    ) {
-        let hasher = &self.hasher;
-        self.table
-            .insert_unique(h, id, |&i| hasher.hash_one(key_of(i)));
+    pub fn insert_hashed(&mut self, h: u64, id: u32) {
+        let f = fold(h);
+        (self.table).insert_unique(spread(f), (id, f), |&(_, g)| spread(g));
+    }
+    /// Room for `n` more numbers without growing.
+    pub fn reserve(&mut self, n: usize) {
+        self.table.reserve(n, |&(_, g)| spread(g));
     }
     pub fn len(&self) -> usize {
         self.table.len()
@@ -117,7 +130,7 @@ impl<K: Hash + Eq, S: BuildHasher + Default> IdTable<K, S> {
         for (i, k) in items.iter().enumerate() {
             let h = index.hash(k);
             if index.find_hashed(h, k, |j| &items[j as usize]).is_none() {
-                index.insert_hashed(h, i as u32, |j| &items[j as usize]);
+                index.insert_hashed(h, i as u32);
             }
         }
         IdTable { items, index }
@@ -162,12 +175,10 @@ impl<K: Hash + Eq, S: BuildHasher> IdTable<K, S> {
             None => self.push_hashed(h, k),
         }
     }
-    /// Room for `n` more values without growing: each growth of the index
-    /// hashes every value again (a stack of hundreds of frames, each time).
+    /// Room for `n` more values without growing.
     pub fn reserve(&mut self, n: usize) {
         self.items.reserve(n);
-        let (items, hasher) = (&self.items, &self.index.hasher);
-        (self.index.table).reserve(n, |&i| hasher.hash_one(&items[i as usize]));
+        self.index.reserve(n);
     }
     /// Appends `k`, which the table does not hold, as the next number.
     fn push_hashed(&mut self, h: u64, k: K) -> Result<u32, Full> {
@@ -175,8 +186,7 @@ impl<K: Hash + Eq, S: BuildHasher> IdTable<K, S> {
             return Err(Full);
         }
         let id = self.items.len() as u32;
-        let items = &self.items;
-        self.index.insert_hashed(h, id, |i| &items[i as usize]);
+        self.index.insert_hashed(h, id);
         self.items.push(k);
         Ok(id)
     }
@@ -416,11 +426,53 @@ mod tests {
         for (i, s) in store.iter().enumerate() {
             let key_of = |j: u32| store[j as usize].as_str();
             if ix.find(s.as_str(), key_of).is_none() {
-                ix.insert(s.as_str(), i as u32, key_of);
+                ix.insert(s.as_str(), i as u32);
             }
         }
         assert_eq!(ix.len(), 2);
         assert_eq!(ix.find("x", |j| store[j as usize].as_str()), Some(0));
         assert_eq!(ix.find("z", |j| store[j as usize].as_str()), None);
+    }
+
+    /// A hasher that counts the values it hashes, and gives every value
+    /// one of four hashes (so that most lookups meet other values first).
+    #[derive(Default, Clone)]
+    struct Counting;
+    static HASHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    struct Four(u64);
+    impl std::hash::Hasher for Four {
+        fn finish(&self) -> u64 {
+            HASHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (self.0 % 4).wrapping_mul(0x0123_4567_89ab_cdef)
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for &b in bytes {
+                self.0 = self.0.wrapping_mul(31).wrapping_add(b as u64);
+            }
+        }
+    }
+    impl BuildHasher for Counting {
+        type Hasher = Four;
+        fn build_hasher(&self) -> Four {
+            Four(0)
+        }
+    }
+
+    #[test]
+    fn a_table_grows_without_hashing_its_values_again() {
+        let mut t = IdTable::<Vec<u32>, Counting>::default();
+        let before = HASHED.load(std::sync::atomic::Ordering::Relaxed);
+        for i in 0..5000u32 {
+            assert_eq!(t.intern_owned(vec![i, i + 1]), Ok(i));
+        }
+        // One hash a value, however often the index grew.
+        let hashed = HASHED.load(std::sync::atomic::Ordering::Relaxed) - before;
+        assert_eq!(hashed, 5000);
+        // Values whose hashes agree are told apart by comparing them.
+        for i in (0..5000u32).step_by(7) {
+            assert_eq!(t.get(&vec![i, i + 1]), Some(i));
+        }
+        assert_eq!(t.get(&vec![1, 1]), None);
+        assert_eq!(t.len(), 5000);
     }
 }

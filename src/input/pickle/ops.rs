@@ -17,7 +17,7 @@ pub(super) fn string_node(strings: &mut StrIndex, arena: &mut Arena, s: &str) ->
         return id;
     }
     let id = arena.push(Node::Str(s.into()));
-    strings.insert_hashed(h, id, |v| text_of(&arena.nodes, v));
+    strings.insert_hashed(h, id);
     id
 }
 
