@@ -209,20 +209,26 @@ pub fn run_configs(input: &DeviceInput, configs: &[SimConfig]) -> Result<Vec<Sim
     let put = |i: usize, r: Result<SimRun, SimError>| {
         *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
     };
+    // Only the run under the recorded settings has its segment events
+    // compared with the recording's (and the run it may take as its own).
+    let run_i = |i: usize| match i == 0 || plan[0] == Plan::AfterProbe(i) {
+        true => run::run(input, &all[i]),
+        false => run::run_without_segment_events(input, &all[i]),
+    };
     // The runs others wait for start first.
     let mut order: Vec<usize> = (0..all.len()).filter(|&i| plan[i] == Plan::Run).collect();
     order.sort_by_key(|&i| !plan.contains(&Plan::AfterProbe(i)));
     rayon::scope_fifo(|s| {
         for &i in &order {
-            let (all, plan, put) = (&all, &plan, &put);
+            let (all, plan, put, run_i) = (&all, &plan, &put, &run_i);
             s.spawn_fifo(move |s| {
-                let mut r = run::run(input, &all[i]);
+                let mut r = run_i(i);
                 for d in (0..all.len()).filter(|&d| plan[d] == Plan::AfterProbe(i)) {
                     match &r {
                         Ok(base) if plan::shares_run(base, &all[d]) => {
                             put(d, Ok(plan::relabel(base, &all[d])))
                         }
-                        _ => s.spawn_fifo(move |_| put(d, run::run(input, &all[d]))),
+                        _ => s.spawn_fifo(move |_| put(d, run_i(d))),
                     }
                 }
                 // The fidelity's comparison of segment events (quadratic
@@ -245,7 +251,7 @@ pub fn run_configs(input: &DeviceInput, configs: &[SimConfig]) -> Result<Vec<Sim
         if let Plan::SameAs(j) = plan[i] {
             done[i] = Some(match &done[j] {
                 Some(Ok(run)) => Ok(plan::relabel(run, &all[i])),
-                _ => run::run(input, &all[i]),
+                _ => run_i(i),
             });
         }
     }

@@ -366,11 +366,31 @@ pub fn run(input: &DeviceInput, cfg: &SimConfig) -> Result<SimRun, SimError> {
     run_observed(input, cfg, |_, _| {})
 }
 
+/// [`run`] without its [`SimRun::segment_events`], for a run whose fidelity
+/// is not measured: with many settings at once, each run's list of the
+/// cudaMalloc and cudaFree it made (tens of thousands on a long trace)
+/// would be held to the end for nothing.
+pub fn run_without_segment_events(
+    input: &DeviceInput,
+    cfg: &SimConfig,
+) -> Result<SimRun, SimError> {
+    run_with(input, cfg, false, |_, _| {})
+}
+
 /// [`run`], also handing `observe` the model's state after each trace
 /// event (index, step), in order.
 pub fn run_observed(
     input: &DeviceInput,
     cfg: &SimConfig,
+    observe: impl FnMut(usize, &Step),
+) -> Result<SimRun, SimError> {
+    run_with(input, cfg, true, observe)
+}
+
+fn run_with(
+    input: &DeviceInput,
+    cfg: &SimConfig,
+    segment_events: bool,
     mut observe: impl FnMut(usize, &Step),
 ) -> Result<SimRun, SimError> {
     let mut sim = Simulator::with_initial(cfg.clone(), input.capacity, &input.start.segments)?;
@@ -430,6 +450,7 @@ pub fn run_observed(
         recorded: input.recorded_reserved.iter(),
         done: 0,
         completes: false,
+        segment_events,
     };
     let mut next = 0;
     trace::requests_into(
@@ -496,6 +517,8 @@ struct Walk<'a> {
     done: usize,
     /// Whether event `done` completed a request.
     completes: bool,
+    /// Whether the run keeps its segment events.
+    segment_events: bool,
 }
 
 impl Walk<'_> {
@@ -505,7 +528,9 @@ impl Walk<'_> {
         let i = self.done;
         let recorded_here = self.recorded.next().unwrap_or(0);
         let out = &mut self.out;
-        if !self.sim.events().is_empty() {
+        if !self.segment_events {
+            self.sim.drain_events();
+        } else if !self.sim.events().is_empty() {
             out.segment_events.extend(
                 self.sim
                     .drain_events()
