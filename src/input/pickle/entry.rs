@@ -2,7 +2,7 @@
 //! pickler writes for them, read straight into the sink's records with no
 //! value stack and no node, or left, unchanged, to the general machine.
 
-use super::frames::{frames_set, le_word, references_end};
+use super::frames::{Cached, frames_set, le_word, references_end};
 use super::fresh;
 use super::literals::{long_from_le, sign_extend};
 use super::ops::string_node;
@@ -344,7 +344,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                                                         &b[from..j],
                                                         s,
                                                         *f_gen,
-                                                        false,
+                                                        Cached::Deep,
                                                     );
                                                     frames_known = Some(s);
                                                     i = j + 1;
@@ -495,7 +495,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                 && self.f_cache.admit()
             {
                 let bytes = &self.inp.f.bytes()[from..to];
-                self.f_cache.insert(set, bytes, s, self.f_gen, true);
+                self.f_cache.insert(set, bytes, s, self.f_gen, Cached::Read);
                 self.f_cache.insert_deep(bytes, hash, s, self.f_gen);
             }
             self.f_items[at] = Val::Stack(s);

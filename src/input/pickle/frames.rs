@@ -33,9 +33,9 @@ pub(super) struct FramesCache {
     deep: Vec<DeepSlot>,
     deep_next: Vec<u8>,
     hasher: foldhash::fast::FixedState,
-    /// Admitted lists whose ways were filled anew, and those of them never
-    /// found again: a file whose stacks are all new fills the cache in
-    /// vain, and pushes out the lists that recur.
+    /// Counted lists ([`Cached`]) whose ways were filled anew, and those of
+    /// them never found again: a file whose stacks are all new fills the
+    /// cache in vain, and pushes out the lists that recur.
     evicted: u32,
     wasted: u32,
     /// Lists offered to [`FramesCache::admit`].
@@ -52,11 +52,21 @@ struct FramesSlot {
     /// [`NO_STACK`]: the way is empty.
     stack: u32,
     generation: u32,
-    /// Found again since it was cached.
+    /// Found again since it was cached (or cached as found again).
     hit: bool,
-    /// Cached as it was read the first time ([`FramesCache::admit`]),
-    /// not found in the deep cache.
-    admitted: bool,
+    /// Counted towards [`FramesCache::admit`] when its way is filled anew.
+    counted: bool,
+}
+
+/// How a list came to be cached ([`FramesCache::insert`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cached {
+    /// Read the first time, admitted ([`FramesCache::admit`]).
+    Read,
+    /// Found in the deep cache: a list that recurs.
+    Deep,
+    /// A list of frames written out ([`super::fresh`]), not counted.
+    Fresh,
 }
 
 #[derive(Clone)]
@@ -73,10 +83,12 @@ const FRAMES_WAYS: usize = 32;
 const DEEP_SETS: usize = 256;
 const DEEP_WAYS: usize = 8;
 const NO_STACK: u32 = u32::MAX;
-/// Once more than three in four of the admitted lists whose ways were
-/// filled anew had never been found again, a list is admitted one time in
-/// [`SAMPLED`]; the counts are halved every [`WASTE_WINDOW`] lists.
+/// Once [`WARM`] counted lists' ways were filled anew and more than three
+/// in four of them had never been found again, a list is admitted one time
+/// in [`SAMPLED`]; both counts are halved when the first reaches
+/// [`WASTE_WINDOW`].
 const SAMPLED: u32 = 16;
+const WARM: u32 = 256;
 const WASTE_WINDOW: u32 = 1024;
 
 /// The deep cache's set for a list's hash.
@@ -92,7 +104,7 @@ impl FramesCache {
             stack: NO_STACK,
             generation: 0,
             hit: false,
-            admitted: false,
+            counted: false,
         };
         FramesCache {
             slots: vec![empty; FRAMES_SETS * FRAMES_WAYS],
@@ -142,32 +154,34 @@ impl FramesCache {
         Some((slot.stack, from + slot.bytes.len() + 1))
     }
 
-    /// Whether a list just read, which neither cache held, is to be cached:
-    /// always, until most lists admitted were never found again (a file that
-    /// names a new stack at nearly every entry); then one time in
-    /// [`SAMPLED`], which still catches the lists that recur, and as those
-    /// are found again the cache fills as before. What is found is the
-    /// same either way: a list not cached is read and its stack looked up.
+    /// Whether a list just read, which neither cache held, is to be cached
+    /// (in both): always, until most lists cached were pushed out without
+    /// being found again in either cache (a file that names a new stack at
+    /// nearly every entry); then one time in [`SAMPLED`], which still
+    /// catches the lists that recur, and as those are found again the
+    /// cache fills as before. What is found is the same either way: a list
+    /// not cached is read and its stack looked up.
     pub(super) fn admit(&mut self) -> bool {
         self.offered = self.offered.wrapping_add(1);
-        self.wasted <= self.evicted / 4 * 3 || self.offered.is_multiple_of(SAMPLED)
+        self.evicted < WARM
+            || self.wasted / 3 <= self.evicted / 4
+            || self.offered.is_multiple_of(SAMPLED)
     }
 
-    /// Caches a list (its references, without the APPENDS) in `set`;
-    /// `admitted` when it was read the first time ([`FramesCache::admit`]).
+    /// Caches a list (its references, without the APPENDS) in `set`.
     pub(super) fn insert(
         &mut self,
         set: usize,
         bytes: &[u8],
         stack: u32,
         generation: u32,
-        admitted: bool,
+        how: Cached,
     ) {
         let w = self.next[set] as usize;
         self.next[set] = ((w + 1) % FRAMES_WAYS) as u8;
         self.last[set] = w as u8;
         let old = &self.slots[set * FRAMES_WAYS + w];
-        if old.stack != NO_STACK && old.admitted {
+        if old.stack != NO_STACK && old.counted {
             self.evicted += 1;
             self.wasted += !old.hit as u32;
             if self.evicted == WASTE_WINDOW {
@@ -180,8 +194,8 @@ impl FramesCache {
             bytes: bytes.into(),
             stack,
             generation,
-            hit: false,
-            admitted,
+            hit: how == Cached::Deep,
+            counted: how != Cached::Fresh,
         };
     }
 

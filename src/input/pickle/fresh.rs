@@ -17,7 +17,7 @@
 //! immutable but for a dict's items: a SETITEM on a dict made here (which
 //! PyTorch never writes) is refused, so sharing them stays invisible.
 
-use super::frames::{FramesCache, le_word};
+use super::frames::{Cached, FramesCache, le_word};
 use super::literals::{long_from_le, sign_extend};
 use super::ops::string_node;
 use super::{NO_MEMO, StrIndex, TAG, Val};
@@ -204,7 +204,7 @@ pub(super) fn read(
         if let Some(set) = set
             && c.patches.is_empty()
         {
-            fc.insert(set, raw, FRESH | k as u32, p.generation, false);
+            fc.insert(set, raw, FRESH | k as u32, p.generation, Cached::Fresh);
         }
         return Some((Some(lists[k].stack), seen.end + 1));
     }
@@ -276,7 +276,7 @@ impl FreshCache {
                 &self.lists[k].bytes,
                 FRESH | k as u32,
                 p.generation,
-                false,
+                Cached::Fresh,
             );
         }
     }

@@ -115,7 +115,7 @@ fn missing_memo_key() {
 /// outnumber them once more.
 #[test]
 fn frames_cache_admits_lists_while_they_recur() {
-    use super::frames::{FramesCache, frames_set};
+    use super::frames::{Cached, FramesCache, frames_set};
     let mut c = FramesCache::new();
     // A list of references (BINGETs) of its own, padded past 32 bytes.
     let list = |k: u32| -> Vec<u8> {
@@ -136,7 +136,7 @@ fn frames_cache_admits_lists_while_they_recur() {
             }
             if c.admit() {
                 yes += 1;
-                c.insert(set, &b[..b.len() - 1], k, 0, true);
+                c.insert(set, &b[..b.len() - 1], k, 0, Cached::Read);
                 // Found again at once, as a call site's next event finds it.
                 if recur {
                     assert_eq!(c.find(&b, 0, set, 0), Some((k, b.len())));
@@ -156,4 +156,56 @@ fn frames_cache_admits_lists_while_they_recur() {
     let yes = admitted(&mut c, 200_000, 64 * 1024, true);
     eprintln!("{yes} of 65536 admitted while the cache recovers");
     assert_eq!(admitted(&mut c, 300_000, 8192, true), 8192);
+}
+
+/// Lists of one set that recur in a cycle longer than its ways are found
+/// in the deep cache, and count as found again: the cache goes on
+/// admitting new lists.
+#[test]
+fn frames_cache_counts_lists_found_in_the_deep_cache() {
+    use super::frames::{Cached, FramesCache, frames_set};
+    let mut c = FramesCache::new();
+    // The same first 32 bytes (one set), then a reference of its own.
+    let list = |k: u32| -> Vec<u8> {
+        let mut b: Vec<u8> = (0..16).flat_map(|_| [b'h', 1]).collect();
+        b.push(b'j');
+        b.extend_from_slice(&k.to_le_bytes());
+        b.push(b'e');
+        b
+    };
+    let deep_hits = std::cell::Cell::new(0);
+    let offer = |c: &mut FramesCache, k: u32| -> bool {
+        let b = list(k);
+        let set = frames_set(&b).unwrap();
+        if c.find(&b, 0, set, 0).is_some() {
+            return true;
+        }
+        let body = &b[..b.len() - 1];
+        match c.find_deep(body, 0) {
+            Ok(s) => {
+                assert_eq!(s, k);
+                deep_hits.set(deep_hits.get() + 1);
+                c.insert(set, body, s, 0, Cached::Deep);
+                true
+            }
+            Err(hash) => {
+                let yes = c.admit();
+                if yes {
+                    c.insert(set, body, k, 0, Cached::Read);
+                    c.insert_deep(body, hash, k, 0);
+                }
+                yes
+            }
+        }
+    };
+    // A cycle of 48 lists, more than the set's 32 ways, forty times over.
+    for _ in 0..40 {
+        for k in 0..48 {
+            offer(&mut c, k);
+        }
+    }
+    let deep_hits = deep_hits.get();
+    assert!(deep_hits > 30 * 48, "{deep_hits} found in the deep cache");
+    // New lists are all admitted still.
+    assert!((1000..1100).all(|k| offer(&mut c, k)));
 }
