@@ -448,9 +448,7 @@ mod tests {
             proptest::prop_assert_eq!(lcs_len(&a, &b), lcs_table(&a, &b));
             proptest::prop_assert_eq!(lcs_bits(&a, &b), lcs_table(&a, &b));
         }
-    }
 
-    proptest::proptest! {
         /// A few frequent elements among many rare ones: the two ways of
         /// making an element's bits (made once, or set for each use).
         #[test]
@@ -460,9 +458,7 @@ mod tests {
         ) {
             proptest::prop_assert_eq!(lcs_bits(&a, &b), lcs_table(&a, &b));
         }
-    }
 
-    proptest::proptest! {
         /// Counted within windows: a common subsequence (at most the
         /// longest), the sum of each window's longest one, and exact where
         /// the budget allows; a run that reproduces its recording is
