@@ -217,8 +217,9 @@ impl<'a> Cx<'a> {
     /// an error it stays, as it was).
     #[cold]
     pub(super) fn pstack_new(&mut self, s: u32, p: &P) -> R<StackId> {
-        let plisted = self.plisted;
-        let owned = match plisted.get(&s) {
+        let plisted: &'a HashMap<u32, Box<[Vid]>, FxBuild> = self.plisted;
+        let listed = plisted.get(&s);
+        let owned = match listed {
             Some(_) => Box::default(),
             None => std::mem::take(
                 self.pstacks
@@ -226,7 +227,7 @@ impl<'a> Cx<'a> {
                     .expect("a stack the sink took"),
             ),
         };
-        let l: &[Vid] = plisted.get(&s).map_or(&owned, |l| l);
+        let l: &[Vid] = listed.map_or(&owned, |l| l);
         let frames = (|| {
             self.spend(l.len() as u64, p)?;
             let mut frames = Vec::with_capacity(l.len());
@@ -238,7 +239,7 @@ impl<'a> Cx<'a> {
         let frames = match frames {
             Ok(f) => f,
             Err(e) => {
-                if !plisted.contains_key(&s) {
+                if listed.is_none() {
                     self.pstacks[s as usize] = owned;
                 }
                 return Err(e);
