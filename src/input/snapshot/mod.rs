@@ -124,11 +124,12 @@ struct Cx<'a> {
     a: &'a Arena,
     intern: Interner,
     stack_cache: HashMap<Vid, StackId, FxBuild>,
-    frame_cache: HashMap<Vid, FrameId, FxBuild>,
+    /// Per arena node, the model's frame read from it + 1 (0: none yet):
+    /// an eighth of the arena's 32 bytes a node, of which only the pages
+    /// around frames are ever touched; no hashing, and no map whose size
+    /// follows a file that writes a new frame at every allocation.
+    frame_ids: Vec<u32>,
     str_front: [(Vid, StrId); STR_FRONT],
-    /// Frames by node, in front of `frame_cache`: a stack new to the walk
-    /// is nearly always of frames it has read (a few thousand at most).
-    frame_front: Box<[(Vid, FrameId)]>,
     /// The sink's frames lists that an arena node names ([`Node::Stack`]):
     /// the walk may read them as lists, as often as they are named.
     plisted: &'a HashMap<u32, Box<[Vid]>, FxBuild>,
@@ -146,7 +147,8 @@ struct Cx<'a> {
     /// has named them.
     pstreams: &'a [i64],
     pstream_ids: Vec<Option<StreamIdx>>,
-    pstack_ids: Vec<Option<StackId>>,
+    /// Per sink stack, its model stack's number + 1 (0: not read yet).
+    pstack_ids: Vec<u32>,
     /// The sink's trace entries, per trace list; `mapped` once their ids
     /// are final.
     lists: Vec<SinkList>,
@@ -249,7 +251,6 @@ pub(crate) fn dedup_keys<K: Eq + std::hash::Hash + Clone, V>(v: &mut Vec<(K, V)>
 type R<T> = Result<T, SchemaError>;
 
 const STR_FRONT: usize = 16;
-const FRAME_FRONT: usize = 4096;
 
 fn err<T>(p: &P, msg: impl Into<String>) -> R<T> {
     Err(SchemaError {
@@ -337,16 +338,15 @@ fn walk(a: &Arena, root: Vid, sink: TraceSink) -> Result<Walked, (SchemaError, b
         a,
         intern: Interner::new(),
         stack_cache: HashMap::default(),
-        frame_cache: HashMap::default(),
+        frame_ids: vec![0; a.nodes.len()],
         str_front: [(Vid::MAX, StrId(0)); STR_FRONT],
-        frame_front: vec![(Vid::MAX, FrameId(0)); FRAME_FRONT].into(),
         plisted: &plisted,
         ppools: &ppools,
         pextras: &pextras,
         pextras_ids: vec![None; pextras.len()],
         pstreams: &pstreams,
         pstream_ids: vec![None; pstreams.len()],
-        pstack_ids: vec![None; pstacks.len()],
+        pstack_ids: vec![0; pstacks.len()],
         mapped: vec![false; lists.len()],
         blocks_in: vec![None; lists.len()],
         lists,

@@ -2,7 +2,7 @@
 //! string, a pair, a frame, a stack), interned into the model's tables,
 //! with the record path in every error.
 
-use super::{Cx, FRAME_FRONT, P, R, STR_FRONT, err, full};
+use super::{Cx, P, R, STR_FRONT, err, full};
 use crate::core::hash::FxBuild;
 use crate::input::value::{Node, Vid};
 use crate::model::*;
@@ -114,24 +114,14 @@ impl<'a> Cx<'a> {
     }
 
     /// The frame of node `v`: nearly always one read before (stacks share
-    /// their frames), answered without the slow path's stack frame.
+    /// their frames), found by its number without the slow path's stack
+    /// frame.
     #[inline]
     pub(super) fn frame(&mut self, v: Vid, p: &P) -> R<FrameId> {
-        let (w, id) = self.frame_front[v as usize % FRAME_FRONT];
-        match w == v {
-            true => Ok(id),
-            false => self.frame_behind(v, p),
+        match self.frame_ids[v as usize] {
+            0 => self.frame_new(v, p),
+            id => Ok(FrameId(id - 1)),
         }
-    }
-    /// [`Cx::frame`] of a node not in front.
-    #[inline(never)]
-    fn frame_behind(&mut self, v: Vid, p: &P) -> R<FrameId> {
-        let id = match self.frame_cache.get(&v) {
-            Some(id) => *id,
-            None => self.frame_new(v, p)?,
-        };
-        self.frame_front[v as usize % FRAME_FRONT] = (v, id);
-        Ok(id)
     }
     /// [`Cx::frame`] of a node not read before.
     #[inline(never)]
@@ -179,7 +169,7 @@ impl<'a> Cx<'a> {
             n => return err(p, format!("expected a frame dict, found {}", n.kind())),
         };
         let id = self.intern.frame(f);
-        self.frame_cache.insert(v, id);
+        self.frame_ids[v as usize] = id.0 + 1;
         Ok(id)
     }
 
@@ -207,8 +197,9 @@ impl<'a> Cx<'a> {
     /// A frames list the sink took, by its number.
     #[inline]
     pub(super) fn pstack(&mut self, s: u32, p: &P) -> R<StackId> {
-        if let Some(id) = self.pstack_ids[s as usize] {
-            return Ok(id);
+        match self.pstack_ids[s as usize] {
+            0 => {}
+            id => return Ok(StackId(id - 1)),
         }
         self.pstack_new(s, p)
     }
@@ -246,7 +237,7 @@ impl<'a> Cx<'a> {
             }
         };
         let id = self.intern.stack(frames);
-        self.pstack_ids[s as usize] = Some(id);
+        self.pstack_ids[s as usize] = id.0 + 1;
         Ok(id)
     }
 
