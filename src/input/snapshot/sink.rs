@@ -267,6 +267,7 @@ impl TraceSink {
     /// The trace list that will receive the dict at `stack[e]`: it sits
     /// right above the list (a one-entry list), or in a batch over the
     /// list's MARK that so far holds only entries taken here.
+    #[inline]
     fn owner(&mut self, a: &Arena, stack: &[Val], marks: &[usize], e: usize) -> Option<u32> {
         // The next entry of a batch: right above the entry this sink took
         // last, under the same MARK (what the general case below finds, in
@@ -280,6 +281,12 @@ impl TraceSink {
             self.batch.2 = e;
             return Some(bl);
         }
+        self.owner_found(a, stack, marks, e)
+    }
+
+    /// [`TraceSink::owner`] past the next entry of the batch.
+    #[inline(never)]
+    fn owner_found(&mut self, a: &Arena, stack: &[Val], marks: &[usize], e: usize) -> Option<u32> {
         if e >= 1
             && let Some(l) = self.trace_list(stack[e - 1])
         {
