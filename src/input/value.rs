@@ -33,8 +33,8 @@ pub enum Node {
     /// A trace entry's or block's dict converted while reading: (list,
     /// index) in the sink's records.
     Record(u32, u32),
-    /// A frames list taken while reading: its items are the sink's stack
-    /// number `.0` (the same frame dicts, in order).
+    /// A frames list (or tuple) taken while reading: its items are the
+    /// sink's stack number `.0` (the same frame dicts, in order).
     Stack(u32),
     /// A list whose items are the sink's records `0..len` of its list `.0`
     /// (a trace list or a segment's blocks), in order: the same value as a

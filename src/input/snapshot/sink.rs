@@ -382,8 +382,8 @@ impl TraceSink {
         (self.pextras.intern(&x, |x| *x)).expect("fewer combinations than ids")
     }
 
-    /// A frames list as a stack number (+1), or `None` when the arena path
-    /// must look at it.
+    /// A frames list (or tuple, as a writer of its own may keep them) as a
+    /// stack number (+1), or `None` when the arena path must look at it.
     #[inline(always)]
     fn frames(&mut self, a: &mut Arena, v: Val) -> Option<u32> {
         let id = match v {
@@ -399,9 +399,14 @@ impl TraceSink {
                 let items = items.clone();
                 self.intern_stack(&items)
             }
+            Node::Tuple(items) => {
+                let items = items.clone();
+                self.intern_stack(&items)
+            }
             _ => return None,
         };
-        // The list's items now live in the stack table.
+        // The list's items now live in the stack table (a tuple's, read
+        // back, are a list's, as the schema walk reads either).
         a.nodes[id as usize] = Node::Stack(s);
         Some(s + 1)
     }
