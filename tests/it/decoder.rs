@@ -522,6 +522,48 @@ fn the_fast_path_gives_the_model_of_the_general_machine() {
     );
 }
 
+/// PyTorch 2.12 writes a trace entry's `pool_id` at every entry, a new
+/// 2-tuple each time: two integers, TUPLE2, MEMOIZE. The fast path reads
+/// such entries (no node an entry), gives the general machine's model, and
+/// makes one node for each distinct pool id, as the general machine does.
+#[test]
+fn the_fast_path_reads_a_pool_id_at_every_entry() {
+    use fragscope::synth::pickle_writer::Ident;
+    const N: usize = 3000;
+    // Pools (0, 0) and, at every third entry, a private pool whose second
+    // number needs four bytes, and one that needs a LONG1.
+    let pool = |k: usize| match k % 3 {
+        0 => (0i64, 0i64),
+        1 => (1, 70_000),
+        _ => (2, -(1 << 40)),
+    };
+    let bytes = one_trace_pickle(N, 4, |p, k, f| match f {
+        0..=2 => alloc_item(p, k, f),
+        _ => {
+            p.str(Ident::Shared(9), "pool_id")?;
+            let (a, b) = pool(k);
+            p.tuple(Ident::Fresh, 2, |p, j| p.int(if j == 0 { a } else { b }))
+        }
+    });
+    assert!(fast_path_agrees("pool ids", &bytes));
+    let mut sink = TraceSink::new();
+    let d = pickle::decode_from(&bytes[..], &mut sink).unwrap();
+    assert_eq!(sink.entries(), N);
+    let records = count_nodes(&d.arena, |n| matches!(n, Node::Record(..)));
+    assert!(
+        records < 100,
+        "{records} trace entries read by the general machine"
+    );
+    let tuples = count_nodes(&d.arena, |n| matches!(n, Node::Tuple(_)));
+    assert_eq!(tuples, 3, "one node for each distinct pool id");
+    let (snap, _) = fast(&bytes).unwrap();
+    let pools: Vec<(i64, i64)> = (snap.traces()[0].iter())
+        .take(3)
+        .map(|e| snap.pool_of(e).unwrap())
+        .collect();
+    assert_eq!(pools, vec![pool(0), pool(1), pool(2)]);
+}
+
 #[test]
 fn the_fast_path_reads_the_entries_of_a_pytorch_shaped_file() {
     // Entries go by the fast path (those with strings not seen before

@@ -118,6 +118,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
             f_keys,
             f_items_spare,
             f_fresh,
+            tuples,
             ..
         } = self;
         let b = inp.window();
@@ -195,6 +196,33 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
         let mut frames_known = None;
         let mut fresh_miss = false;
         let mut cache_at = None;
+        // A one-byte integer value just read (`i` past it). Followed by
+        // another integer and TUPLE2, it is a pool id, as PyTorch writes one
+        // at every entry (a first number past 255 is left, with its entry,
+        // to the general machine, which reads it the same): the
+        // pair's node is the general machine's for an equal tuple
+        // (`Vm::push_tuple`, made once), memoized as CPython memoizes a
+        // tuple. Whether the value was memoized.
+        macro_rules! int_value {
+            ($n:expr, $at_key:expr) => {{
+                let n = $n;
+                if !$at_key && matches!(b.get(i), Some(b'K' | b'M' | b'J' | 0x8a)) {
+                    let (y, end) = int_at(b, i)?;
+                    (b.get(end) == Some(&0x86)).then_some(())?;
+                    i = end + 1;
+                    let id = tuple_node(tuples, arena, (n, y));
+                    f_items.push(Val::Node(id));
+                    let memoized = memo_op(&mut i, memo_len + f_memo.len())?;
+                    if memoized {
+                        f_memo.push(id);
+                    }
+                    memoized
+                } else {
+                    f_items.push(Val::Int(n));
+                    false
+                }
+            }};
+        }
         // One value from the opcode `$op` just read (at `i - 1`), with the
         // memo opcode after it, pushed on `f_items`: whether it was
         // memoized. Inline in both loops below. Each kind of value is pushed
@@ -220,8 +248,8 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                     match op {
                         b'K' => {
                             i += 1;
-                            f_items.push(Val::Int(*b.get(i - 1)? as i64));
-                            false
+                            let n = *b.get(i - 1)? as i64;
+                            int_value!(n, $at_key)
                         }
                         b'M' => {
                             i += 2;
@@ -529,6 +557,52 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
         self.stack.push(Val::Record(l, idx));
         Some(i)
     }
+}
+
+/// The integer written at `b[at]` (BININT1, BININT2, BININT or a LONG1
+/// of at most 8 bytes) and the index past it.
+#[inline]
+fn int_at(b: &[u8], at: usize) -> Option<(i64, usize)> {
+    let i = at + 1;
+    Some(match *b.get(at)? {
+        b'K' => (*b.get(i)? as i64, i + 1),
+        b'M' => (
+            u16::from_le_bytes(b.get(i..i + 2)?.try_into().ok()?) as i64,
+            i + 2,
+        ),
+        b'J' => (
+            i32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?) as i64,
+            i + 4,
+        ),
+        0x8a => {
+            let n = *b.get(i)? as usize;
+            if n > 8 {
+                return None;
+            }
+            let w = le_word(b.get(i + 1..i + 1 + n)?);
+            (sign_extend(w, n), i + 1 + n)
+        }
+        _ => return None,
+    })
+}
+
+/// The node of the tuple `pair`: the one made before for an equal tuple of
+/// two integers, else a new one (as `Vm::push_tuple` makes it).
+#[cold]
+fn tuple_node(
+    tuples: &mut std::collections::HashMap<[i64; 4], Vid, crate::core::hash::FxBuild>,
+    arena: &mut Arena,
+    pair: (i64, i64),
+) -> Vid {
+    let key = [2, pair.0, pair.1, 0];
+    if let Some(&id) = tuples.get(&key) {
+        return id;
+    }
+    let x = arena.push(Node::Int(pair.0));
+    let y = arena.push(Node::Int(pair.1));
+    let id = arena.push(Node::Tuple(Box::new([x, y])));
+    tuples.insert(key, id);
+    id
 }
 
 /// Records appended, in order, to a list that so far holds the records

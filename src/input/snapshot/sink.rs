@@ -399,7 +399,12 @@ impl TraceSink {
                 let items = items.clone();
                 self.intern_stack(&items)
             }
-            Node::Tuple(items) => {
+            // Not a tuple of up to three integers: the pickle machine keeps
+            // one node for each such value (a pool id), named wherever it
+            // is written, and frames are dicts.
+            Node::Tuple(items)
+                if items.len() > 3 || !items.iter().all(|&x| matches!(a.get(x), Node::Int(_))) =>
+            {
                 let items = items.clone();
                 self.intern_stack(&items)
             }
