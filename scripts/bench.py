@@ -195,6 +195,10 @@ PY_SHAPES = {
     "py-streams": ["--streams", "200", "--sites", "500", "--depth", "5-20"],
     # 20 000 call sites of 200-600 frames, nearly each allocation its own stack.
     "py-verydeep": ["--depth", "200-600", "--sites", "20000"],
+    # 400 call sites of 33 frames, each site's frames list one object that the
+    # pickler writes once: about 77 bytes an event, the most events a byte of
+    # any shape with stacks.
+    "py-dense": ["--depth", "33-33", "--sites", "400", "--shared-lists"],
 }
 ALL_SHAPES = MATRIX_SHAPES + list(PY_SHAPES)
 # (label, arguments with {f} the input and {d} a scratch folder, exit codes

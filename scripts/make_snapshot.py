@@ -60,8 +60,9 @@ class Segment:
 
 
 class Device:
-    def __init__(self, index, limit, rng, clock):
+    def __init__(self, index, limit, rng, clock, shared_lists=False):
         self.index, self.limit, self.rng, self.clock = index, limit, rng, clock
+        self.shared_lists = shared_lists
         self.trace = []
         self.segments = {}
         self.free = {}  # (small, stream) -> sorted [(size, addr)]
@@ -74,7 +75,7 @@ class Device:
              "time_us": self.clock.tick(), "compile_context": "N/A", "user_metadata": ""}
         e.update(extra)
         if frames is not None:
-            e["frames"] = list(frames)
+            e["frames"] = frames if self.shared_lists else list(frames)
         self.trace.append(e)
 
     def _cache(self, b):
@@ -344,6 +345,10 @@ def main():
     ap.add_argument("--no-stacks", action="store_true",
                     help="a recording without stack traces: every frames list empty, the same "
                          "run otherwise (about 77 bytes an event at the py-shallow shape)")
+    ap.add_argument("--shared-lists", action="store_true",
+                    help="each call site's frames list one object, named by every event of the "
+                         "site (a writer that keeps a list per site): the pickler writes each list "
+                         "once and refers to it after, about 77 bytes an event at the py-dense shape")
     ap.add_argument("-o", "--out", required=True)
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -353,7 +358,7 @@ def main():
     clock = Clock(rng)
     segments, traces = [], []
     for d in range(a.devices):
-        dev = Device(d, int(a.limit_gb * (1 << 30)), rng, clock)
+        dev = Device(d, int(a.limit_gb * (1 << 30)), rng, clock, a.shared_lists)
         workload(dev, rng, stacks, a.events if d < a.busy else a.events // 20, streams, a.side_rate,
                  recover=not a.no_recover)
         trace = dev.trace[-a.ring:] if a.ring else dev.trace

@@ -222,11 +222,13 @@ pub fn build_report(
     device: Option<i64>,
     at: Option<Moment>,
 ) -> anyhow::Result<Report> {
-    build_report_with(st, snap, loaded, device, at, |_, _| {}, |_| {})
+    build_report_with(st, snap, loaded, device, at, |_, _| {}, |_| {}, |_, _| {})
 }
 
 /// [`build_report`], handing each device's replayer and replay on as soon
-/// as they are made (see [`report::gather_with`]).
+/// as they are made (see [`report::gather_with`]), and its whole series
+/// once the report is done with it (see [`report::build_keeping`]).
+#[allow(clippy::too_many_arguments)] // the report's inputs, then its three hand-offs in order
 pub fn build_report_with<'a>(
     st: &Style,
     snap: &'a Snapshot,
@@ -235,17 +237,19 @@ pub fn build_report_with<'a>(
     at: Option<Moment>,
     on_start: impl FnMut(i64, &crate::timeline::Replayer),
     on_replay: impl FnMut(report::ReplayMade<'_, 'a>),
+    keep_series: impl FnMut(i64, crate::timeline::Series),
 ) -> anyhow::Result<Report> {
     let inputs = report::gather_with(st, snap, device, at, on_start, on_replay)
         .map_err(|e| anyhow::anyhow!("{}: {e}", loaded.name))?;
     let culprits = device_culprits(snap, &inputs);
-    Ok(report::build(
+    Ok(report::build_keeping(
         st,
         snap,
         &loaded.name,
         &describe_format(st, loaded),
         inputs,
         culprits,
+        keep_series,
     ))
 }
 
@@ -320,6 +324,7 @@ pub fn build_report_what_if(
             at,
             |d, replayer| feed.start(d, replayer),
             |r| feed.replayed(&r),
+            |_, _| {},
         )
     });
     let mut r = r?;

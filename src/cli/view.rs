@@ -274,7 +274,6 @@ fn load<'s, 'a>(
                     |r| {
                         feed.replayed(&r);
                         let d = r.replay.device;
-                        series.insert(d, r.replay.samples.clone());
                         // The first device's parts start now, from the report's
                         // replayer, while the report and the page's start go on.
                         if let Some(e) = early
@@ -292,6 +291,11 @@ fn load<'s, 'a>(
                             first = Some((d, Mutex::new(rx)));
                         }
                     },
+                    // Each device's series, taken from the report once it is
+                    // done with it: the page draws it whole.
+                    |d, s| {
+                        series.insert(d, s);
+                    },
                 );
                 let cps = cps.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
                 (report, cps)
@@ -306,6 +310,9 @@ fn load<'s, 'a>(
     // before the states and bands of any device but the first are made:
     // the runs' memory is given back before theirs is taken.
     let what_if = what_if(sty, name, snap, &report, served, tables);
+    // What the runs and the report's threads freed, given back before the
+    // page's states and levels are made.
+    crate::core::alloc::give_back_free();
     let (checkpoints, lifetimes) = (checkpoints.into_iter())
         .map(|(d, (cp, lives))| ((d, cp), (d, lives)))
         .unzip();

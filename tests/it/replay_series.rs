@@ -102,3 +102,44 @@ fn real_snapshots() {
         "no real snapshot in ../shared/real"
     );
 }
+
+/// The report hands each device's whole series on once it is done with it
+/// (`view` draws it rather than a copy made while the report was built):
+/// one series per device of the report, the one `replay` makes.
+#[test]
+fn the_report_hands_on_each_device_series() {
+    let o = SynthOptions {
+        events: 4_000,
+        shape: fragscope::synth::Shape::MultiDevice,
+        devices: 3,
+        busy_devices: 2,
+        seed: 4,
+        ..Default::default()
+    };
+    let bytes = synthetic_pickle(&o);
+    let l = load_bytes(&bytes, "synth").unwrap();
+    let fragscope::input::Content::Snapshot(snap) = &l.content else {
+        panic!("not a snapshot")
+    };
+    let st = fragscope::core::style::Style::default();
+    let mut kept: Vec<(i64, Series)> = Vec::new();
+    let report = fragscope::pipeline::build_report_with(
+        &st,
+        snap,
+        &l,
+        None,
+        None,
+        |_, _| {},
+        |_| {},
+        |d, s| kept.push((d, s)),
+    )
+    .unwrap();
+    let devices: Vec<i64> = report.devices.iter().map(|d| d.device).collect();
+    assert_eq!(devices.len(), 3);
+    assert_eq!(kept.iter().map(|(d, _)| *d).collect::<Vec<_>>(), devices);
+    for (r, (d, s)) in replay(snap).iter().zip(&kept) {
+        assert_eq!(r.device, *d);
+        assert_eq!(s.len(), snap.trace_of(*d).len() + 1, "device {d}");
+        assert_eq!(s.to_vec(), r.samples.to_vec(), "device {d}");
+    }
+}

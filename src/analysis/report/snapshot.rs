@@ -391,6 +391,21 @@ pub fn build(
     inputs: Vec<DeviceInput>,
     culprits: Vec<DeviceCulprits>,
 ) -> Report {
+    build_keeping(st, snap, file, format, inputs, culprits, |_, _| {})
+}
+
+/// [`build`], handing each device's whole series to `keep` once the report
+/// is done with it (the report keeps its points only): a caller that draws
+/// the series takes it rather than a copy of it.
+pub fn build_keeping(
+    st: &Style,
+    snap: &Snapshot,
+    file: &str,
+    format: &str,
+    inputs: Vec<DeviceInput>,
+    culprits: Vec<DeviceCulprits>,
+    mut keep: impl FnMut(i64, crate::timeline::Series),
+) -> Report {
     let mut summaries: HashMap<i64, culprits::Summary> = HashMap::new();
     let mut rows = Vec::new();
     for c in culprits {
@@ -456,6 +471,7 @@ pub fn build(
                 culprit_summary: summaries.remove(&d),
             })),
         });
+        keep(d, inp.replay.samples);
     }
     let (settings, settings_recorded) = match &snap.allocator_settings {
         Some(s) => (
