@@ -4,7 +4,7 @@
 
 use super::frames::{Cached, frames_set, le_word, references_end};
 use super::fresh;
-use super::literals::{long_from_le, sign_extend};
+use super::literals::{long_from_le, sign_extend, small_int};
 use super::ops::string_node;
 use super::window::Feed;
 use super::{
@@ -563,27 +563,8 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
 /// of at most 8 bytes) and the index past it.
 #[inline]
 fn int_at(b: &[u8], at: usize) -> Option<(i64, usize)> {
-    let i = at + 1;
-    Some(match *b.get(at)? {
-        b'K' => (*b.get(i)? as i64, i + 1),
-        b'M' => (
-            u16::from_le_bytes(b.get(i..i + 2)?.try_into().ok()?) as i64,
-            i + 2,
-        ),
-        b'J' => (
-            i32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?) as i64,
-            i + 4,
-        ),
-        0x8a => {
-            let n = *b.get(i)? as usize;
-            if n > 8 {
-                return None;
-            }
-            let w = le_word(b.get(i + 1..i + 1 + n)?);
-            (sign_extend(w, n), i + 1 + n)
-        }
-        _ => return None,
-    })
+    let (n, len) = small_int(*b.get(at)?, b.get(at + 1..)?)?;
+    Some((n, at + 1 + len))
 }
 
 /// The node of the tuple `pair`: the one made before for an equal tuple of

@@ -17,8 +17,8 @@
 //! immutable but for a dict's items: a SETITEM on a dict made here (which
 //! PyTorch never writes) is refused, so sharing them stays invisible.
 
-use super::frames::{Cached, FramesCache, le_word};
-use super::literals::{long_from_le, sign_extend};
+use super::frames::{Cached, FramesCache};
+use super::literals::{long_from_le, small_int};
 use super::ops::string_node;
 use super::{NO_MEMO, StrIndex, TAG, Val};
 use crate::input::value::{Arena, Node, Vid};
@@ -562,23 +562,15 @@ fn scalar(op: u8, b: &[u8]) -> Option<(Item, usize)> {
         _ => Item::BigInt,
     };
     Some(match op {
-        b'K' => (Item::Int(*b.first()? as i64), 1),
-        b'M' => (
-            Item::Int(u16::from_le_bytes(b.get(..2)?.try_into().ok()?) as i64),
-            2,
-        ),
-        b'J' => (
-            Item::Int(i32::from_le_bytes(b.get(..4)?.try_into().ok()?) as i64),
-            4,
-        ),
-        0x8a => {
-            let n = *b.first()? as usize;
-            let v = b.get(1..1 + n)?;
-            match n {
-                0..=8 => (Item::Int(sign_extend(le_word(v), n)), 1 + n),
-                _ => (int(long_from_le(v)), 1 + n),
+        b'K' | b'M' | b'J' | 0x8a => match small_int(op, b) {
+            Some((n, len)) => (Item::Int(n), len),
+            // A LONG1 of more than 8 bytes.
+            None if op == 0x8a => {
+                let n = *b.first()? as usize;
+                (int(long_from_le(b.get(1..1 + n)?)), 1 + n)
             }
-        }
+            None => return None,
+        },
         b'N' => (Item::None, 0),
         0x88 | 0x89 => (Item::Bool(op == 0x88), 0),
         b'G' => (

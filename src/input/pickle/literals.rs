@@ -14,6 +14,27 @@ pub(super) fn sign_extend(w: u64, n: usize) -> i64 {
     ((w << shift) as i64) >> shift
 }
 
+/// The integer of opcode `op` (BININT1, BININT2, BININT, or a LONG1 of at
+/// most 8 bytes) whose operand starts `b`, and the operand's length;
+/// `None` for any other opcode, a longer LONG1 or an operand cut short.
+#[inline]
+pub(super) fn small_int(op: u8, b: &[u8]) -> Option<(i64, usize)> {
+    Some(match op {
+        b'K' => (*b.first()? as i64, 1),
+        b'M' => (u16::from_le_bytes(b.get(..2)?.try_into().ok()?) as i64, 2),
+        b'J' => (i32::from_le_bytes(b.get(..4)?.try_into().ok()?) as i64, 4),
+        0x8a => {
+            let n = *b.first()? as usize;
+            if n > 8 {
+                return None;
+            }
+            let w = super::frames::le_word(b.get(1..1 + n)?);
+            (sign_extend(w, n), 1 + n)
+        }
+        _ => return None,
+    })
+}
+
 /// Little-endian two's-complement integer of any length (LONG1/LONG4).
 pub(super) fn long_from_le(b: &[u8]) -> Val {
     if b.is_empty() {

@@ -101,6 +101,14 @@ pub enum Val {
     Stack(u32),
 }
 
+/// Whether the machine keeps one node for every tuple equal to `items`
+/// (each an integer by `is_int`): a tuple of one to three integers, as a
+/// pool id is, named wherever such a value is written. A sink leaves such a
+/// node as it is.
+pub fn is_shared_tuple<T>(items: &[T], is_int: impl Fn(&T) -> bool) -> bool {
+    (1..=3).contains(&items.len()) && items.iter().all(is_int)
+}
+
 /// Lets the schema layer take records while the machine reads.
 ///
 /// `stack` is the machine's stack and `marks` the positions of its MARKs,

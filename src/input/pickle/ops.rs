@@ -179,7 +179,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
     /// are stored once per value.
     pub(super) fn push_tuple(&mut self, from: usize) {
         let items = &self.stack[from..];
-        if (1..=3).contains(&items.len()) && items.iter().all(|v| matches!(v, Val::Int(_))) {
+        if super::is_shared_tuple(items, |v| matches!(v, Val::Int(_))) {
             // The length is part of the value: (0,) and (0, 0) differ.
             let mut key = [items.len() as i64, 0, 0, 0];
             for (k, v) in key[1..].iter_mut().zip(items) {

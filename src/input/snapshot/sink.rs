@@ -7,7 +7,7 @@ use super::fields::{BlockFields, Fields, Key, block_field, classify, field};
 use super::lists::SinkList;
 use crate::core::hash::FxBuild;
 use crate::core::table::IdTable;
-use crate::input::pickle::{Sink, Val};
+use crate::input::pickle::{Sink, Val, is_shared_tuple};
 use crate::input::value::{Arena, Node, Vid};
 use crate::model::*;
 use std::collections::HashMap;
@@ -399,11 +399,11 @@ impl TraceSink {
                 let items = items.clone();
                 self.intern_stack(&items)
             }
-            // Not a tuple of up to three integers: the pickle machine keeps
-            // one node for each such value (a pool id), named wherever it
-            // is written, and frames are dicts.
+            // Not a tuple the machine shares (a pool id), nor an empty one:
+            // frames are dicts.
             Node::Tuple(items)
-                if items.len() > 3 || !items.iter().all(|&x| matches!(a.get(x), Node::Int(_))) =>
+                if !items.is_empty()
+                    && !is_shared_tuple(items, |&x| matches!(a.get(x), Node::Int(_))) =>
             {
                 let items = items.clone();
                 self.intern_stack(&items)
