@@ -45,7 +45,7 @@ not disk. One Markdown table per shape, with the machine and its load:
 
 --shapes also takes the shapes of scripts/make_snapshot.py (PY_SHAPES:
 py-training, py-shallow, py-deep, py-pressure, py-ring, py-ranks, py-ooms, py-nostack,
-py-streams, py-verydeep;
+py-streams, py-verydeep, py-dense;
 `py` for all of them): files written by Python's own pickler from an allocator
 model and a workload that share no code with `fragscope synth`.
 

@@ -77,6 +77,12 @@ const SHAPES: &[(&str, &[&str])] = &[
         "py-ranks",
         &["--devices", "8", "--busy", "8", "--depth", "8-40"],
     ),
+    // Each call site's frames list one object, written once and named by
+    // reference after: the most events a byte of the shapes with stacks.
+    (
+        "py-dense",
+        &["--depth", "33-33", "--sites", "400", "--shared-lists"],
+    ),
 ];
 
 fn generate(dir: &std::path::Path, name: &str, args: &[&str]) -> Option<Snapshot> {
@@ -137,4 +143,36 @@ fn every_shape_replays_exactly() {
             );
         }
     }
+}
+
+/// A frames list named by reference (a writer that keeps one list per call
+/// site, as py-dense's does) is read as the same list written out at every
+/// entry: the same model, from a file a third the size.
+#[test]
+fn frames_lists_named_by_reference_read_as_written_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--depth", "33-33", "--sites", "60"];
+    let Some(written) = generate(dir.path(), "written", &args) else {
+        return;
+    };
+    let shared = [&args[..], &["--shared-lists"]].concat();
+    let Some(named) = generate(dir.path(), "named", &shared) else {
+        return;
+    };
+    let size = |n: &str| {
+        std::fs::metadata(dir.path().join(format!("{n}.pickle")))
+            .unwrap()
+            .len()
+    };
+    assert!(
+        size("named") * 2 < size("written"),
+        "{} and {} bytes",
+        size("named"),
+        size("written")
+    );
+    assert!(!named.traces().is_empty() && named.traces()[0].len() >= 6000);
+    assert!(
+        named == written,
+        "the two files read as different snapshots"
+    );
 }
