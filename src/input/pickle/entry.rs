@@ -5,7 +5,7 @@
 use super::frames::{Cached, frames_set, le_word, references_end};
 use super::fresh;
 use super::literals::{long_from_le, sign_extend, small_int};
-use super::ops::string_node;
+use super::ops::{string_node, tuple_node};
 use super::window::Feed;
 use super::{
     ENTRY_MAX, NO_MEMO, PAYLOAD, PENDING_DICT, PENDING_LIST, Sink, TAG, TAG_STACK, Val, Vm,
@@ -210,7 +210,7 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
                     let (y, end) = int_at(b, i)?;
                     (b.get(end) == Some(&0x86)).then_some(())?;
                     i = end + 1;
-                    let id = tuple_node(tuples, arena, (n, y));
+                    let id = tuple_node(tuples, arena, [n, y]);
                     f_items.push(Val::Node(id));
                     let memoized = memo_op(&mut i, memo_len + f_memo.len())?;
                     if memoized {
@@ -565,25 +565,6 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
 fn int_at(b: &[u8], at: usize) -> Option<(i64, usize)> {
     let (n, len) = small_int(*b.get(at)?, b.get(at + 1..)?)?;
     Some((n, at + 1 + len))
-}
-
-/// The node of the tuple `pair`: the one made before for an equal tuple of
-/// two integers, else a new one (as `Vm::push_tuple` makes it).
-#[cold]
-fn tuple_node(
-    tuples: &mut std::collections::HashMap<[i64; 4], Vid, crate::core::hash::FxBuild>,
-    arena: &mut Arena,
-    pair: (i64, i64),
-) -> Vid {
-    let key = [2, pair.0, pair.1, 0];
-    if let Some(&id) = tuples.get(&key) {
-        return id;
-    }
-    let x = arena.push(Node::Int(pair.0));
-    let y = arena.push(Node::Int(pair.1));
-    let id = arena.push(Node::Tuple(Box::new([x, y])));
-    tuples.insert(key, id);
-    id
 }
 
 /// Records appended, in order, to a list that so far holds the records

@@ -4,7 +4,9 @@
 
 use super::window::Feed;
 use super::{NO_MEMO, PAYLOAD, PickleError, Sink, StrIndex, TAG, TAG_STACK, Val, Vm};
+use crate::core::hash::FxBuild;
 use crate::input::value::{Arena, Node, Vid};
+use std::collections::HashMap;
 
 /// The node of the string `s`: the one made before for an equal string,
 /// or a new one (equal strings are one node). The index holds no copy of
@@ -18,6 +20,28 @@ pub(super) fn string_node(strings: &mut StrIndex, arena: &mut Arena, s: &str) ->
     }
     let id = arena.push(Node::Str(s.into()));
     strings.insert_hashed(h, id);
+    id
+}
+
+/// The node of the tuple of `ints` (one to three integers, a tuple
+/// [`super::is_shared_tuple`] names): the one made before for an equal
+/// tuple, else a new one. Cold: the fast path meets a pool id at a few
+/// entries of a file or at every one, and finds it in the memo after.
+#[cold]
+pub(super) fn tuple_node<const N: usize>(
+    tuples: &mut HashMap<[i64; 4], Vid, FxBuild>,
+    arena: &mut Arena,
+    ints: [i64; N],
+) -> Vid {
+    // The length is part of the value: (0,) and (0, 0) differ.
+    let mut key = [N as i64, 0, 0, 0];
+    key[1..=N].copy_from_slice(&ints);
+    if let Some(&id) = tuples.get(&key) {
+        return id;
+    }
+    let kids: Box<[Vid]> = ints.iter().map(|&n| arena.push(Node::Int(n))).collect();
+    let id = arena.push(Node::Tuple(kids));
+    tuples.insert(key, id);
     id
 }
 
@@ -180,21 +204,17 @@ impl<F: Feed, S: Sink> Vm<'_, F, S> {
     pub(super) fn push_tuple(&mut self, from: usize) {
         let items = &self.stack[from..];
         if super::is_shared_tuple(items, |v| matches!(v, Val::Int(_))) {
-            // The length is part of the value: (0,) and (0, 0) differ.
-            let mut key = [items.len() as i64, 0, 0, 0];
-            for (k, v) in key[1..].iter_mut().zip(items) {
-                if let Val::Int(i) = v {
-                    *k = *i;
-                }
-            }
-            if let Some(&id) = self.tuples.get(&key) {
-                self.stack.truncate(from);
-                self.stack.push(Val::Node(id));
-                return;
-            }
-            let kids = self.vids_from(from);
-            let id = self.arena.push(Node::Tuple(kids.into_boxed_slice()));
-            self.tuples.insert(key, id);
+            let int = |k: usize| match items[k] {
+                Val::Int(i) => i,
+                _ => unreachable!("a shared tuple holds integers only"),
+            };
+            let (t, a) = (&mut self.tuples, &mut self.arena);
+            let id = match items.len() {
+                1 => tuple_node(t, a, [int(0)]),
+                2 => tuple_node(t, a, [int(0), int(1)]),
+                _ => tuple_node(t, a, [int(0), int(1), int(2)]),
+            };
+            self.stack.truncate(from);
             self.stack.push(Val::Node(id));
             return;
         }
